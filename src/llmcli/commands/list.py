@@ -1,0 +1,3 @@
+def list_models() -> None:
+    """List models (work in progress)."""
+    raise NotImplementedError

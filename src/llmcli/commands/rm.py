@@ -1,0 +1,6 @@
+import typer
+
+
+def rm(model: str = typer.Argument(...)) -> None:
+    """Remove a model (work in progress)."""
+    raise NotImplementedError
