@@ -12,7 +12,6 @@ random ids are drawn before the clock starts, and the ctypes calls go straight t
 from __future__ import annotations
 
 import ctypes
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -214,10 +213,3 @@ def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | Bench
     finally:
         m.close()
 
-
-def usable_cores() -> int:
-    """Cores this process may run on (cgroup/taskset aware), llmcli's default thread count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
