@@ -154,9 +154,10 @@ def pair_speedups(rows: list[BenchRow]) -> None:
 
     The transformers row is the baseline (1.0); the llama.cpp row says how many times faster it is.
     """
-    baseline = {(r.model, r.test, r.n_threads): r for r in rows if r.backend == TRANSFORMERS}
+    key = lambda r: (r.model, r.test, r.n_threads)  # noqa: E731
+    baseline = {key(r): r for r in rows if r.backend == TRANSFORMERS}
+    paired = {key(r) for r in rows if r.backend != TRANSFORMERS and key(r) in baseline}
     for row in rows:
-        base = baseline.get((row.model, row.test, row.n_threads))
-        if base is None or not base.avg_ts:
-            continue
-        row.speedup = row.avg_ts / base.avg_ts
+        base = baseline.get(key(row))
+        if key(row) in paired and base is not None and base.avg_ts:
+            row.speedup = row.avg_ts / base.avg_ts
