@@ -1,4 +1,4 @@
-"""Bench tests run the real CLI on the real embedded model; each test gets its own store."""
+"""Bench tests run the real CLI on the real embedded model (tests/conftest.py gives each its own store)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,6 @@ from pathlib import Path
 import pytest
 
 from llmcli.environment import env
-
-
-@pytest.fixture(autouse=True)
-def llmcli_home(tmp_path, monkeypatch):
-    home = tmp_path / "llmcli-home"
-    monkeypatch.setenv("LLMCLI_HOME", str(home))
-    monkeypatch.delenv("LLMCLI_MODEL", raising=False)
-    monkeypatch.delenv("LLMCLI_DEBUG", raising=False)
-    return home
 
 
 @dataclass

@@ -48,8 +48,7 @@ class BenchPlan:
     tests: list[Test]
     threads: list[int]
     repetitions: int = 5
-    n_batch: int = 2048
-    n_ubatch: int = 512
+    n_batch: int = 512  # the engine's default; the physical batch (n_ubatch) is the same
     n_ctx: int | None = None  # None: just enough for the largest test, as llama-bench does
     flash_attn: bool = True
     warmup: bool = True

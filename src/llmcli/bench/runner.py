@@ -6,29 +6,18 @@ Every user mistake is caught here, before the first model loads, as one UsageErr
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmcli.bench.records import BACKEND_ALIASES, LLAMA, TRANSFORMERS, BenchPlan, BenchRow, Progress, Test
+from llmcli.engine.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
 from llmcli.errors import UsageError
 from llmcli.store import Store
 
 MAX_THREADS = 1024  # far above any machine; catches typos such as -t 22222
 # What a correct list looks like, per option, for the error message.
 LIST_EXAMPLES = {"-t": "1,2,4", "-p": "128,512", "-n": "64,128"}
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (cgroup/taskset aware): the default thread count.
-
-    llama-cpp-python's default is half the cores; on a 2-core machine that halves throughput.
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS has no affinity API
-        return os.cpu_count() or 1
 
 
 def parse_int_list(text: str, option: str, minimum: int) -> list[int]:

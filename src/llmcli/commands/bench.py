@@ -46,7 +46,7 @@ def bench(
     n_gen: str = typer.Option("128", "-n", "--n-gen", help="Generated tokens for tg tests; a list: 64,128."),
     repetitions: int = typer.Option(5, "-r", "--repetitions", help="Repetitions of each test."),
     threads: str = typer.Option(None, "-t", "--threads", help="Thread counts, e.g. 1,2,4 (default: usable cores)."),
-    n_batch: int = typer.Option(2048, "-b", "--batch-size", help="Tokens per llama_decode call during pp."),
+    n_batch: int = typer.Option(512, "-b", "--batch-size", help="Tokens per llama_decode call during pp."),
     n_ctx: int = typer.Option(None, "-c", "--ctx-size", help="Context size (default: -p + -n)."),
     output: str = typer.Option("md", "-o", "--output", help="md, json, jsonl or csv."),
     save: Path = typer.Option(None, "--save", help="Also append the rows to this JSONL file."),
