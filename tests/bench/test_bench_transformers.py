@@ -8,7 +8,8 @@ from llmcli.store import ModelEntry, Store
 
 
 def test_hf_folder_measured_with_transformers(cli, tiny_hf_dir):
-    r = cli("bench", str(tiny_hf_dir), "--backend", "transformers", "-p", "32", "-n", "8", "-r", "2", "-o", "json")
+    r = cli("bench", str(tiny_hf_dir), "--backend", "transformers", "-p", "32", "-n", "8", "-r", "2", "-t", "1",
+            "-o", "json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(row["backend"], row["test"]) for row in rows] == [("transformers", "pp32"), ("transformers", "tg8")]
@@ -27,7 +28,8 @@ def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(c
     # the folder a tiny random Llama: not the same weights, but the same bookkeeping `convert` sets up.
     store = Store()
     store.register(ModelEntry(name="paired", path=store.resolve(None).path, hf_dir=str(tiny_hf_dir)))
-    r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "4", "-r", "1", "-o", "json")
+    r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "4", "-r", "1", "-t", "1",
+            "-o", "json")
     assert r.exit_code == 0, r.stderr
     rows = {(row["backend"], row["test"]): row for row in json.loads(r.stdout)}
     assert set(rows) == {(b, t) for b in ("llama.cpp", "transformers") for t in ("pp16", "tg4")}
@@ -35,7 +37,7 @@ def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(c
         llama, hf = rows["llama.cpp", test], rows["transformers", test]
         assert hf["speedup"] == 1.0
         assert abs(llama["speedup"] - llama["avg_ts"] / hf["avg_ts"]) < 1e-9
-    r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "0", "-r", "1")
+    r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "0", "-r", "1", "-t", "1")
     assert "speedup" in r.stdout.splitlines()[0]
 
 

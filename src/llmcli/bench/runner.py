@@ -138,6 +138,17 @@ def run(targets: list[Target], backends: list[str], plan: BenchPlan) -> Iterator
                 yield from run_transformers(target.name, target.hf_dir or "", plan)
 
 
+def run_chat(targets: list[Target], plan: BenchPlan) -> Iterator:
+    """The scripted conversation (bench --chat) on every target, llama.cpp only; -n is the reply length."""
+    from llmcli.bench.chat import run_chat as run_one
+
+    max_tokens = max(t.n_gen for t in plan.tests)
+    if not max_tokens:
+        raise UsageError("--chat needs -n N > 0: the longest reply each turn may generate")
+    for target in targets:
+        yield from run_one(target.name, target.gguf or "", plan, max_tokens)
+
+
 def pair_speedups(rows: list[BenchRow]) -> None:
     """Set `speedup` on rows that have a transformers twin (same model, test, threads).
 

@@ -52,13 +52,16 @@ def bench(
     save: Path = typer.Option(None, "--save", help="Also append the rows to this JSONL file."),
     backend: list[str] = typer.Option(None, "--backend",
                                       help="llama, transformers, or both: llama,transformers."),
+    chat: bool = typer.Option(False, "--chat",
+                              help="Scripted multi-turn chat: TTFT cold vs reused, pipeline vs raw tg (-n = reply length)."),
     chart: bool = typer.Option(None, "--chart/--no-chart",
                                help="Bar chart of the rows (default: when stdout is a terminal)."),
     flash_attn: bool = typer.Option(True, "--flash-attn/--no-flash-attn", help="llama.cpp flash attention."),
 ) -> None:
     """Measure prefill (pp) and decode (tg) tokens/s as llama-bench does."""
     from llmcli.bench import report, runner
-    from llmcli.bench.records import BenchRow
+    from llmcli.bench.chat import ChatRow
+    from llmcli.bench.records import LLAMA, BenchRow
     from llmcli.errors import UsageError
     from llmcli.store import Store
 
@@ -68,21 +71,25 @@ def bench(
                             n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
                             flash_attn=flash_attn)
     backends = runner.parse_backends(backend)
+    if chat and backends != [LLAMA]:
+        raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
     runner.check_backend_installed(backends)
     store = Store()
     targets = [runner.resolve_target(spec, backends, store) for spec in (models or [None])]
 
     progress = _ProgressPrinter()
-    rows: list[BenchRow] = []
+    rows: list[BenchRow | ChatRow] = []
+    events = runner.run_chat(targets, plan) if chat else runner.run(targets, backends, plan)
     try:
-        for ev in runner.run(targets, backends, plan):
-            if isinstance(ev, BenchRow):
+        for ev in events:
+            if isinstance(ev, BenchRow | ChatRow):
                 rows.append(ev)
             else:
                 progress.show(ev)
     finally:
         progress.done()
-    runner.pair_speedups(rows)
+    if not chat:
+        runner.pair_speedups(rows)
 
     env.stdout.write(report.render(rows, output))
     env.stdout.flush()
