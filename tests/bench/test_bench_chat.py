@@ -14,7 +14,7 @@ def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead(cli):
     assert [row["turn"] for row in rows] == list(range(1, len(SCRIPT) + 1))
     first, *later = rows
     assert first["cached_tokens"] == 0  # the first turn starts from an empty cache
-    for before, row in zip(rows, later):
+    for before, row in zip(rows[:-1], later, strict=True):
         assert row["prompt_tokens"] > before["prompt_tokens"]  # the history grows
         # everything up to the last reply is reused; only the new question is prefilled
         assert row["cached_tokens"] >= before["prompt_tokens"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
@@ -39,26 +40,46 @@ class _ProgressPrinter:
             env.stderr.flush()
 
 
+HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does.
+
+\b
+  llmcli bench                       pp512 and tg128, default model
+  llmcli bench A B -t 1,2 -o json    2 models x 2 thread counts
+  llmcli bench M --backend llama,transformers
+                                     beside transformers, with speedup
+  llmcli bench --chat                TTFT cold vs reused, overhead
+
+Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
+"""
+
+
 def bench(
-    models: list[str] = typer.Argument(None, metavar="[MODEL]...",
-                                       help="GGUF paths, store names or HF folders (default: the embedded model)."),
-    n_prompt: str = typer.Option("512", "-p", "--n-prompt", help="Prompt tokens for pp tests; a list: 128,512."),
-    n_gen: str = typer.Option("128", "-n", "--n-gen", help="Generated tokens for tg tests; a list: 64,128."),
-    repetitions: int = typer.Option(5, "-r", "--repetitions", help="Repetitions of each test."),
-    threads: str = typer.Option(None, "-t", "--threads", help="Thread counts, e.g. 1,2,4 (default: usable cores)."),
-    n_batch: int = typer.Option(512, "-b", "--batch-size", help="Tokens per llama_decode call during pp."),
-    n_ctx: int = typer.Option(None, "-c", "--ctx-size", help="Context size (default: -p + -n)."),
-    output: str = typer.Option("md", "-o", "--output", help="md, json, jsonl or csv."),
-    save: Path = typer.Option(None, "--save", help="Also append the rows to this JSONL file."),
-    backend: list[str] = typer.Option(None, "--backend",
-                                      help="llama, transformers, or both: llama,transformers."),
-    chat: bool = typer.Option(False, "--chat",
-                              help="Scripted multi-turn chat: TTFT cold vs reused, pipeline vs raw tg (-n = reply length)."),
-    chart: bool = typer.Option(None, "--chart/--no-chart",
-                               help="Bar chart of the rows (default: when stdout is a terminal)."),
-    flash_attn: bool = typer.Option(True, "--flash-attn/--no-flash-attn", help="llama.cpp flash attention."),
+    models: Annotated[Optional[list[str]], typer.Argument(
+        metavar="[MODEL]", show_default=False,
+        help="GGUF paths, store names or HF folders. Default: $LLMCLI_MODEL, else the embedded model.")] = None,
+    n_prompt: Annotated[str, typer.Option("-p", "--n-prompt", help="Prompt tokens of the pp tests; a list: 128,512.")
+                        ] = "512",
+    n_gen: Annotated[str, typer.Option("-n", "--n-gen", help="Generated tokens of the tg tests; a list: 64,128. "
+                                       "With --chat: the longest reply per turn.")] = "128",
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Repetitions of each test.")] = 5,
+    threads: Annotated[Optional[str], typer.Option(
+        "-t", "--threads", show_default=False, help="Thread counts, e.g. 1,2,4. Default: every usable core.")] = None,
+    n_batch: Annotated[int, typer.Option("-b", "--batch-size", help="Tokens per llama_decode call in pp.")] = 512,
+    n_ctx: Annotated[Optional[int], typer.Option(
+        "-c", "--ctx", show_default=False, help="Context size. Default: -p + -n (--chat: 2048).")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="md, json, jsonl or csv.")] = "md",
+    save: Annotated[Optional[Path], typer.Option(
+        "--save", show_default=False, help="Also append the rows to this JSONL file.")] = None,
+    backend: Annotated[Optional[list[str]], typer.Option(
+        "--backend", show_default=False, help="llama (default), transformers, or both: llama,transformers.")] = None,
+    chat: Annotated[bool, typer.Option(
+        "--chat", help="Scripted multi-turn chat: TTFT cold vs reused, pipeline vs raw tg.")] = False,
+    chart: Annotated[Optional[bool], typer.Option(
+        "--chart/--no-chart", show_default=False, help="Bar chart of the rows. Default: when stdout is a terminal.")
+    ] = None,
+    flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
+                          ] = True,
 ) -> None:
-    """Measure prefill (pp) and decode (tg) tokens/s as llama-bench does."""
     from llmcli.bench import report, runner
     from llmcli.bench.chat import ChatRow
     from llmcli.bench.records import LLAMA, BenchRow
@@ -101,3 +122,6 @@ def bench(
         stream = env.stdout if env.stdout_isatty and output == "md" else env.stderr
         stream.write("\n" + report.bar_chart(rows))
         stream.flush()
+
+
+bench.__doc__ = HELP
