@@ -55,7 +55,7 @@ Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
 
 def bench(
     models: Annotated[Optional[list[str]], typer.Argument(
-        metavar="[MODEL]", show_default=False,
+        metavar="MODEL", show_default=False,
         help="GGUF paths, store names or HF folders. Default: $LLMCLI_MODEL, else the embedded model.")] = None,
     n_prompt: Annotated[str, typer.Option("-p", "--n-prompt", help="Prompt tokens of the pp tests; a list: 128,512.")
                         ] = "512",
