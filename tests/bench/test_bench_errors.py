@@ -16,6 +16,7 @@ BAD_INPUTS = {
     "unknown output format": (["-o", "xml"], "unknown output format 'xml'"),
     "unknown backend": (["--backend", "vllm"], "unknown backend 'vllm'"),
     "missing gguf file": (["/nonexistent/model.gguf"], "no such file"),
+    "save into a missing folder": (["--save", "/nonexistent/dir/runs.jsonl"], "does not exist"),
 }
 
 

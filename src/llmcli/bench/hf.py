@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from llmcli.bench.llama import cpu_info
 from llmcli.bench.memory import peak_rss_bytes, reset_peak_rss
-from llmcli.bench.records import TRANSFORMERS, BenchPlan, BenchRow, Progress, Test
+from llmcli.bench.records import TRANSFORMERS, BenchPlan, BenchRow, BenchTest, Progress
 from llmcli.errors import RuntimeFailure, UsageError
 
 DTYPE = "float32"  # what the reference code uses; also the only dtype that is fast on every CPU
@@ -93,7 +93,7 @@ class _Runner:
                                 do_sample=False, pad_token_id=self.pad)
         return time.perf_counter_ns() - t0
 
-    def run(self, test: Test) -> int:
+    def run(self, test: BenchTest) -> int:
         ns = 0
         if test.n_prompt:
             ns += self._generate(self._ids(test.n_prompt), 1)
@@ -101,7 +101,7 @@ class _Runner:
             ns += self._generate(self._ids(1), test.n_gen)
         return ns
 
-    def warmup(self, test: Test) -> None:
+    def warmup(self, test: BenchTest) -> None:
         if test.n_prompt:
             self._generate(self._ids(test.n_prompt), 1)
         if test.n_gen:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llmcli.bench.memory import peak_rss_bytes, reset_peak_rss
-from llmcli.bench.records import LLAMA, BenchPlan, BenchRow, Progress, Test
+from llmcli.bench.records import LLAMA, BenchPlan, BenchRow, BenchTest, Progress
 
 KV_TYPE = "f16"  # llama.cpp's default K/V cache type, which we do not change
 KV_BYTES_PER_ELEMENT = 2.0
@@ -77,7 +77,7 @@ class _Runner:
             sync()
         return time.perf_counter_ns() - t0
 
-    def run(self, test: Test) -> int:
+    def run(self, test: BenchTest) -> int:
         """One repetition of a test from an empty KV memory; returns elapsed ns."""
         self.rt.clear()
         ns = 0
@@ -87,7 +87,7 @@ class _Runner:
             ns += self.gen(test.n_gen)
         return ns
 
-    def warmup(self, test: Test) -> None:
+    def warmup(self, test: BenchTest) -> None:
         # As llama-bench: a full prompt pass and a single generation step.
         self.rt.clear()
         if test.n_prompt:

@@ -23,7 +23,7 @@ BACKEND_ALIASES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Test:
+class BenchTest:
     """One llama-bench test: pp<N> (n_prompt tokens in batches) or tg<N> (n_gen single steps)."""
 
     n_prompt: int
@@ -45,7 +45,7 @@ class Test:
 class BenchPlan:
     """What one `llmcli bench` run measures, already validated (see runner.make_plan)."""
 
-    tests: list[Test]
+    tests: list[BenchTest]
     threads: list[int]
     repetitions: int = 5
     n_batch: int = 512  # the engine's default; the physical batch (n_ubatch) is the same

@@ -10,7 +10,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcli.bench.records import BACKEND_ALIASES, LLAMA, TRANSFORMERS, BenchPlan, BenchRow, Progress, Test
+from llmcli.bench.records import (
+    BACKEND_ALIASES,
+    LLAMA,
+    TRANSFORMERS,
+    BenchPlan,
+    BenchRow,
+    BenchTest,
+    Progress,
+)
 from llmcli.engine.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
 from llmcli.errors import UsageError
 from llmcli.store import Store
@@ -63,7 +71,7 @@ def make_plan(*, n_prompt: str, n_gen: str, repetitions: int, threads: str | Non
     prompts = parse_int_list(n_prompt, "-p", 0)
     gens = parse_int_list(n_gen, "-n", 0)
     # llama-bench's shape: every non-zero -p is a pp test, every non-zero -n a tg test.
-    tests = [Test(p, 0) for p in prompts if p] + [Test(0, n) for n in gens if n]
+    tests = [BenchTest(p, 0) for p in prompts if p] + [BenchTest(0, n) for n in gens if n]
     if not tests:
         raise UsageError("nothing to measure: -p and -n are both 0; give -p N for prefill or -n N for decode")
     if repetitions < 1:
@@ -113,6 +121,12 @@ def resolve_target(spec: str | None, backends: list[str], store: Store) -> Targe
             "`llmcli convert` made remember theirs); give an HF model folder as MODEL"
         )
     return Target(name=entry.name, gguf=entry.path, hf_dir=entry.hf_dir)
+
+
+def check_save_path(path: Path | None) -> None:
+    """--save FILE must be writable before minutes of measuring, not after."""
+    if path is not None and not path.expanduser().parent.is_dir():
+        raise UsageError(f"--save {path}: the folder {path.expanduser().parent} does not exist; create it first")
 
 
 def check_backend_installed(backends: list[str]) -> None:

@@ -91,6 +91,7 @@ def bench(
     plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
                             n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
                             flash_attn=flash_attn)
+    runner.check_save_path(save)
     backends = runner.parse_backends(backend)
     if chat and backends != [LLAMA]:
         raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
