@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,13 +66,21 @@ def main() -> None:
     print(f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
           "interleaved\n", flush=True)
     results: dict[str, list[dict[str, dict]]] = {name: [] for name in sides}
-    for rnd in range(args.rounds):
-        order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
-        for name in order:
-            results[name].append(run_json(sides[name]))
-        line = "  ".join(f"{name} " + " ".join(f"{t} {r['avg_ts']:8.2f}" for t, r in results[name][-1].items())
-                         for name in sides)
-        print(f"round {rnd + 1}: {line}", flush=True)
+    # Ctrl-C or a timeout's SIGTERM ends the run early but still summarises the finished rounds.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        for rnd in range(args.rounds):
+            order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
+            done = [run_json(sides[name]) for name in order]
+            for name, rows in zip(order, done, strict=True):
+                results[name].append(rows)
+            line = "  ".join(f"{name} " + " ".join(f"{t} {r['avg_ts']:8.2f}" for t, r in results[name][-1].items())
+                             for name in sides)
+            print(f"round {rnd + 1}: {line}  (load {os.getloadavg()[0]:.2f})", flush=True)
+    except KeyboardInterrupt:
+        print(f"stopped after {len(results['native'])} complete rounds", flush=True)
+    if not results["native"]:
+        sys.exit(1)
 
     tests = list(results["native"][0])
     # Two estimators, both printed: the median of the rounds' means (typical), and the best single
