@@ -6,7 +6,7 @@ post-process), exactly as `llmcli chat` runs it. Per turn we report:
   against TTFT cold (cache cleared, the same history replayed token for token);
 - the end-to-end decode rate (decode + sample + detokenize + post-process per token);
 - the pipeline's overhead against raw tg: single-step decodes with no sampling at the same KV
-  depth, on the same loaded model, measured in the same run.
+  depth as that turn, on the same loaded model, measured in the same run.
 The reuse pass and the cold pass alternate, repetition after repetition, so noise from other
 processes falls on both sides alike.
 """
@@ -61,7 +61,7 @@ class ChatRow:
     completion_tokens: int
     decode_tps: float  # end to end: decode + sample + detokenize + post-process
     decode_stddev_tps: float
-    raw_tg_tps: float  # llama_decode + synchronize only, same threads and KV depth
+    raw_tg_tps: float  # llama_decode + synchronize only, same threads, same KV depth as this turn
     overhead_pct: float  # extra time per token of the pipeline over raw tg
     n_ctx: int = 0
     backend: str = LLAMA
@@ -164,14 +164,15 @@ def run_chat(name: str, path: str, plan: BenchPlan, max_tokens: int) -> Iterator
                     cold = ChatSession(rt, system=SYSTEM, params=first_token)
                     cold.messages = list(before)
                     turn.cold_ms.append(_ask(cold, question).ttft_ms)
-            # Raw tg at the conversation's mean depth, for as many steps as the replies averaged.
-            depth = round(mean([t.prompt_tokens for t in turns]))
-            steps = max(8, round(mean([t.completion_tokens for t in turns])))
-            steps = min(steps, rt.n_ctx - depth - 1)
-            yield Progress(name, LLAMA, "run", f"raw tg{steps} @ depth {depth}", n_threads)
-            raw = _raw_tg_tps(rt, depth, steps, plan.repetitions, plan.seed)
-            rss = peak_rss_bytes()
+            # Raw tg per turn, at that turn's KV depth and for as many steps as its reply took:
+            # attention cost grows with depth, so only the same depth makes a fair comparison.
+            raws = []
             for i, t in enumerate(turns, start=1):
+                steps = max(8, min(t.completion_tokens, rt.n_ctx - t.prompt_tokens - 1))
+                yield Progress(name, LLAMA, "run", f"raw tg{steps} @ depth {t.prompt_tokens} (turn {i})", n_threads)
+                raws.append(_raw_tg_tps(rt, t.prompt_tokens, steps, plan.repetitions, plan.seed))
+            rss = peak_rss_bytes()
+            for i, (t, raw) in enumerate(zip(turns, raws, strict=True), start=1):
                 e2e = t.decode_steps / t.decode_ms * 1000 if t.decode_ms else 0.0
                 yield ChatRow(
                     model=name, model_filename=path, n_threads=n_threads, turn=i,
