@@ -153,13 +153,12 @@ def plan_conversion(src_dir: Path, outtype: str = "f16") -> ConversionPlan:
         if mapped is None:
             unmapped.append(hf_name)
             continue
-        key, base = mapped
+        key, gguf_name = mapped  # gguf keeps the .weight/.bias suffix it matched
         if key not in allowed:
             unmapped.append(hf_name)
             continue
         ref = refs[hf_name]
-        suffix = ".bias" if hf_name.endswith(".bias") else ".weight"
-        planned.append(PlannedTensor(name=base + suffix, shape=ref.shape, qtype="", nbytes=0, source=ref,
+        planned.append(PlannedTensor(name=gguf_name, shape=ref.shape, qtype="", nbytes=0, source=ref,
                                      hf_name=hf_name, transform=family.transform(key, hf_name)))
     if unmapped:
         more = f" and {len(unmapped) - 3} more" if len(unmapped) > 3 else ""
