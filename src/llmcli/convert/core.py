@@ -281,6 +281,10 @@ def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = "f16",
             if progress:
                 progress("quantizing with llama.cpp", 1, 1)
         _fsync(final)
+        # mkstemp made it private (0600); give the finished model the permissions of any new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(final, 0o666 & ~umask)
         os.replace(final, out_path)
     except OSError as exc:
         _remove(temps)
