@@ -172,3 +172,13 @@ def test_repo_id_not_in_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert_clean_error(run_cli("someone/not-downloaded"), ExitStatus.USAGE, "someone/not-downloaded",
                        "Hugging Face cache")
+
+
+def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
+    src = copy_checkpoint(tiny("qwen2"), tmp_path / "ckpt")
+    tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\p{L}+|\s+"
+    (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
+    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
+                       "pre-tokenizer", "refusing to guess", "qwen2")
+    assert not (tmp_path / "out.gguf").exists()
