@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from llmcli.environment import env
+from llmcli.errors import Interrupted
 
 OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m, q6_k (llama.cpp's quantizer)"
 
@@ -48,9 +49,7 @@ def convert(
         with ConvertProgress(env.stderr) as progress:
             result = convert_checkpoint(src_dir, out, outtype, progress=progress.update)
     except KeyboardInterrupt:
-        # typer turns Ctrl-C into a silent exit 130; say what it left behind (nothing).
-        env.stderr.write(f"\nllmcli: interrupted; nothing was written to {out}\n")
-        raise
+        raise Interrupted(f"interrupted; nothing was written to {out}") from None
     store.register(ModelEntry(
         name=model_name, path=str(result.path.resolve()), source=f"convert:{src_dir.resolve()}",
         files=[str(result.path.resolve())], quant=outtype.upper(), arch=result.arch,
