@@ -756,21 +756,21 @@ def _gguf_entry(name: str, plan: PullPlan, paths: list[Path]) -> ModelEntry:
 
 
 def gguf_facts(paths: list[Path]) -> tuple[str | None, int | None]:
-    """Architecture and parameter count from the GGUF headers (all parts of a split model)."""
-    try:
-        import numpy as np
-        from gguf import GGUFReader
+    """Architecture and parameter count from the validated headers of every part.
 
-        arch, n_params = None, 0
-        for p in paths:
-            reader = GGUFReader(str(p))
-            field_ = reader.fields.get("general.architecture")
-            if arch is None and field_ is not None:
-                arch = str(field_.contents())
-            n_params += sum(int(np.prod(t.shape)) for t in reader.tensors)
-        return arch, n_params or None
-    except Exception:  # facts are a nicety for `list`; a header gguf-py cannot read must not fail the pull
-        return None, None
+    A file whose header does not check out raises BadModelFile here, before it is ever registered.
+    """
+    from llmcli.gguf_check import model_facts, read_header
+
+    facts = model_facts(paths[0])
+    n_params = facts.n_params
+    for part in paths[1:]:  # the other parts of a split model hold tensors, not the architecture
+        for t in read_header(part).tensors:
+            count = 1
+            for d in t.shape:
+                count *= d
+            n_params += count
+    return facts.arch, n_params
 
 
 def _convert(name: str, plan: PullPlan, store: Store, report: Progress) -> ModelEntry:
