@@ -11,7 +11,6 @@ import importlib
 import sys
 import traceback
 
-import click
 import typer
 
 from llmcli.environment import env
@@ -58,9 +57,9 @@ def _os_error_message(exc: OSError) -> tuple[str, ExitStatus]:
 def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
     if isinstance(exc, LlmcliError):
         return str(exc), exc.exit_status
-    if isinstance(exc, click.exceptions.NoSuchOption | click.exceptions.BadParameter
-                  | click.exceptions.MissingParameter | click.exceptions.UsageError):
-        ctx = exc.ctx
+    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+        # Click's exceptions (typer vendors its own copy of click): bad options and arguments.
+        ctx = getattr(exc, "ctx", None)
         cmd = ctx.command_path if ctx else "llmcli"
         return f"{exc.format_message()} (see `{cmd} --help`)", ExitStatus.USAGE
     if isinstance(exc, OSError):
@@ -78,19 +77,18 @@ def _report(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     try:
         result = app(args=argv, prog_name="llmcli", standalone_mode=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         env.stderr.write("\nllmcli: interrupted\n")
         sys.exit(ExitStatus.INTERRUPTED)
-    except click.exceptions.Abort:
-        env.stderr.write("\nllmcli: interrupted\n")
-        sys.exit(ExitStatus.INTERRUPTED)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         # `llmcli chat ... | head -1`: the reader left; that is not our failure.
         sys.stderr = None  # type: ignore[assignment]
         sys.exit(ExitStatus.OK)
     except Exception as exc:  # the one boundary: everything a user can cause ends here
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `llmcli`: typer has printed the help
+            sys.exit(ExitStatus.OK)
         if env.debug:
             traceback.print_exc()
         message, status = _message_for(exc)

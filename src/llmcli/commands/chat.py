@@ -1,6 +1,77 @@
+"""`llmcli chat`: the REPL on a terminal, a one-shot answer everywhere else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
+from llmcli.commands.options import CtxOpt, JsonOpt, ThreadsOpt
 
-def chat(model: str = typer.Argument(None)) -> None:
-    """Chat with a model (work in progress)."""
-    raise NotImplementedError
+HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
+
+\b
+  llmcli chat                          REPL on the default model
+  llmcli chat MODEL "prompt"           one-shot answer on stdout
+  echo "prompt" | llmcli chat          the same, prompt from stdin
+  cat notes.txt | llmcli chat "Summarize this."
+                                       stdin first, a blank line, then the instruction
+
+With one argument, it is the MODEL if it names one exactly (a store name, a .gguf path or
+REPO[:QUANT]); otherwise it is the prompt.
+"""
+
+
+def chat(
+    model: Annotated[Optional[str], typer.Argument(help="Model (see `llmcli list`), or the prompt.",
+                                                   show_default=False)] = None,
+    prompt: Annotated[Optional[str], typer.Argument(help="The prompt: a one-shot answer.",
+                                                    show_default=False)] = None,
+    model_opt: Annotated[Optional[str], typer.Option("-m", "--model", help="The model, by option.",
+                                                     show_default=False)] = None,
+    system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
+    temp: Annotated[Optional[float], typer.Option("--temp", min=0.0, help="Temperature (0 = greedy). [0.8]",
+                                                  show_default=False)] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Top-p. [0.95]",
+                                                   show_default=False)] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", min=0, help="Top-k (0 = off). [40]",
+                                                 show_default=False)] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", min=0.0, max=1.0, help="Min-p. [0.05]",
+                                                   show_default=False)] = None,
+    repeat_penalty: Annotated[Optional[float], typer.Option("--repeat-penalty", min=0.0,
+                                                            help="Repeat penalty (1 = off). [1.0]",
+                                                            show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Sampling seed. [random]",
+                                                show_default=False)] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("-n", "--max-tokens", min=1,
+                                                      help="Most tokens in a reply. [1024]",
+                                                      show_default=False)] = None,
+    ctx: CtxOpt = None,
+    threads: ThreadsOpt = None,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop at this string (repeatable); "
+                                                      "it is trimmed from the reply.", show_default=False)] = None,
+    filter_file: Annotated[Optional[Path], typer.Option("--filter", help="Mask the words/phrases in FILE "
+                                                        "(one a line, case-insensitive) with ***.",
+                                                        show_default=False)] = None,
+    json_out: JsonOpt = False,
+    stats: Annotated[Optional[bool], typer.Option("--stats/--no-stats", help="Show the timing panel on stderr. "
+                                                  "[on in the REPL and when stderr is a terminal]",
+                                                  show_default=False)] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
+                                           "(REPL only).")] = False,
+) -> None:
+    from llmcli.engine.sampling import SamplingParams
+    from llmcli.ui.chat_flow import ChatOptions, run_chat
+
+    overrides = {"temperature": temp, "top_p": top_p, "top_k": top_k, "min_p": min_p,
+                 "repeat_penalty": repeat_penalty, "seed": seed, "max_tokens": max_tokens}
+    params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
+    run_chat(ChatOptions(
+        model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
+        threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
+        markdown=markdown,
+    ))
+
+
+chat.__doc__ = HELP

@@ -1,6 +1,14 @@
-import typer
+"""`llmcli rm MODEL`: remove a model from the store."""
+
+from __future__ import annotations
+
+from llmcli.commands.options import RequiredModelArg
 
 
-def rm(model: str = typer.Argument(...)) -> None:
-    """Remove a model (work in progress)."""
-    raise NotImplementedError
+def rm(model: RequiredModelArg) -> None:
+    """Remove a model from the store (files llmcli made go with it; the HF cache is left alone)."""
+    from llmcli.store import Store
+    from llmcli.ui.output import Output
+
+    entry = Store().remove(model)
+    Output().info(f"removed {entry.name}")

@@ -1,6 +1,67 @@
+"""`llmcli show MODEL`: what the GGUF says about itself, and what its KV cache will cost."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Optional
+
 import typer
 
+from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg
 
-def show(model: str = typer.Argument(...)) -> None:
-    """Show a model's facts (work in progress)."""
-    raise NotImplementedError
+
+def show(
+    model: RequiredModelArg,
+    ctx: CtxOpt = None,
+    json_out: JsonOpt = False,
+    template: Annotated[Optional[bool], typer.Option("--template/--no-template",
+                                                     help="Print the whole chat template.")] = False,
+) -> None:
+    """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
+    from llmcli.commands.list import human_params, human_size
+    from llmcli.engine.runtime import DEFAULT_CTX
+    from llmcli.gguf_check import model_facts
+    from llmcli.store import Store
+    from llmcli.ui.output import Output
+
+    out = Output()
+    entry = Store().resolve(model)
+    facts = model_facts(entry.path)
+    n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
+    per_token = facts.kv_bytes_per_token()
+    if json_out:
+        data = asdict(facts)
+        data.update(name=entry.name, source=entry.source, kv_bytes_per_token=per_token, n_ctx=n_ctx,
+                    kv_bytes_for_ctx=per_token * n_ctx if per_token else None)
+        out.json(data)
+        return
+    rows = [
+        ("name", entry.name),
+        ("file", facts.path),
+        ("source", entry.source or "-"),
+        ("architecture", facts.arch),
+        ("parameters", f"{human_params(facts.n_params)} ({facts.n_params:,})"),
+        ("quantization", facts.quant or "-"),
+        ("size", human_size(facts.size)),
+        ("trained context", f"{facts.context_length:,}" if facts.context_length else "-"),
+        ("layers", facts.n_layer),
+        ("embedding", facts.n_embd),
+        ("heads / KV heads", f"{facts.n_head} / {facts.n_head_kv}"),
+        ("head dim", facts.head_dim_k),
+        ("vocabulary", f"{facts.vocab_size:,}" if facts.vocab_size else "-"),
+        ("KV cache / token", f"{per_token:,} B (f16: 2 × {facts.n_layer} layers × {facts.n_head_kv} KV heads × "
+                             f"{facts.head_dim_k} head dim × 2 B)" if per_token else "-"),
+        (f"KV cache @ {n_ctx:,}", human_size(per_token * n_ctx) if per_token else "-"),
+    ]
+    from rich.table import Table
+
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, str(value if value is not None else "-"))
+    chat_template = facts.chat_template or "(none: llmcli uses ChatML)"
+    if not template and len(chat_template) > 300:
+        chat_template = chat_template[:300] + f"… ({len(facts.chat_template):,} chars; --template shows it all)"
+    table.add_row("chat template", chat_template)
+    out.out.print(table)

@@ -1,0 +1,184 @@
+"""A conversation with one model: each request runs through the seven stages and yields events.
+
+① template + tokenize → ② schedule (context budget, KV prefix plan) → ③ prefill → ④ decode loop
+→ ⑤ post-process → ⑥ return (the caller consumes the events) → ⑦ release (keep or free the KV).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from llmcli.engine.events import Event, Notice, Stats, TextDelta
+from llmcli.engine.postprocess import Postprocessor, WordFilter
+from llmcli.engine.runtime import Runtime
+from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.template import ChatTemplate, Message, RenderedPrompt
+from llmcli.errors import ContextOverflow
+
+
+def _ms(start: float, end: float | None = None) -> float:
+    return ((end if end is not None else time.perf_counter()) - start) * 1000
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ChatSession:
+    def __init__(self, runtime: Runtime, *, system: str | None = None, params: SamplingParams | None = None,
+                 stops: list[str] | None = None, word_filter: WordFilter | None = None) -> None:
+        self.runtime = runtime
+        self.template = ChatTemplate(
+            runtime.chat_template,
+            bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
+            eos_token=runtime.piece(runtime.eos_id, special=True).decode("utf-8", "replace"),
+        )
+        self.system = system
+        self.params = params or SamplingParams()
+        self.stops = list(stops or [])
+        self.word_filter_words = word_filter.words if word_filter else []
+        self.messages: list[Message] = []  # the conversation, without the system prompt
+        self.last_stats: Stats | None = None
+        self.last_prompt: RenderedPrompt | None = None
+        self._cancel = False
+        self._load_reported = False
+
+    # -- conversation ------------------------------------------------------------------------
+    def conversation(self, extra: list[Message] | None = None) -> list[Message]:
+        head = [Message("system", self.system)] if self.system else []
+        return head + self.messages + (extra or [])
+
+    def clear(self) -> None:
+        """Forget the conversation; the KV cache stays, so a shared system prompt is still reused."""
+        self.messages = []
+
+    def cancel(self) -> None:
+        """Ask the running request to stop after the current token (safe from a signal handler)."""
+        self._cancel = True
+
+    def _drop_oldest_turn(self) -> int:
+        """Drop the oldest user turn and the replies to it; never the system prompt."""
+        dropped = 1
+        self.messages.pop(0)
+        while self.messages and self.messages[0].role != "user":
+            self.messages.pop(0)
+            dropped += 1
+        return dropped
+
+    # -- one request -------------------------------------------------------------------------
+    def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
+        rt, params = self.runtime, self.params
+        stats = Stats(n_ctx=rt.n_ctx)
+        if not self._load_reported:
+            stats.load_ms, self._load_reported = rt.load_ms, True
+        self._cancel = False
+        t0 = time.perf_counter()
+
+        # ① parse, template, tokenize
+        user = Message("user", text)
+        prompt = self.template.tokenize(rt, self.conversation([user]))
+        stats.tokenize_ms = _ms(t0)
+
+        # ② schedule: fit the conversation and the reply's budget into the context
+        t1 = time.perf_counter()
+        max_tokens = params.max_tokens
+        while len(prompt.tokens) + max_tokens > rt.n_ctx and self.messages:
+            stats.dropped_messages += self._drop_oldest_turn()
+            prompt = self.template.tokenize(rt, self.conversation([user]))
+        if len(prompt.tokens) >= rt.n_ctx:
+            raise ContextOverflow(
+                f"the prompt is {len(prompt.tokens)} tokens and the context holds {rt.n_ctx}; "
+                f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})")
+        if stats.dropped_messages:
+            yield Notice(f"dropped the {stats.dropped_messages} oldest messages to fit the {rt.n_ctx}-token context")
+        if len(prompt.tokens) + max_tokens > rt.n_ctx:
+            max_tokens = rt.n_ctx - len(prompt.tokens)
+            yield Notice(f"the reply is capped at {max_tokens} tokens by the {rt.n_ctx}-token context")
+        reuse = common_prefix(rt.kv_tokens, prompt.tokens)
+        if reuse == len(prompt.tokens):
+            reuse -= 1  # the last prompt token must be computed again to get logits to sample from
+        reuse = rt.keep_prefix(reuse)
+        stats.prompt_tokens, stats.cached_tokens = len(prompt.tokens), reuse
+        stats.prefill_tokens = len(prompt.tokens) - reuse
+        self.last_prompt = prompt
+        stats.schedule_ms = _ms(t1)
+
+        # ③ prefill, up to the first sampled token
+        t2 = time.perf_counter()
+        rt.prefill(prompt.tokens[reuse:])
+        rt.synchronize()
+        stats.prefill_ms = _ms(t2)
+        sampler = Sampler(rt, params)
+        token = sampler.sample()
+        t_first = t_last = time.perf_counter()
+        stats.ttft_ms = _ms(t0, t_first)
+
+        # ④ decode loop: forward → sample → stop check; ⑤ post-process each token as it comes
+        post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
+        generated: list[int] = []
+        parts: list[str] = []
+        finish = "stop"
+        try:
+            while True:
+                if rt.is_eog(token):
+                    break
+                generated.append(token)
+                tp = time.perf_counter()
+                delta = post.feed(rt.piece(token))
+                stats.postprocess_ms += _ms(tp)
+                if delta:
+                    parts.append(delta)
+                    tr = time.perf_counter()
+                    yield TextDelta(delta)  # ⑥ the caller streams it; its time is the return stage
+                    stats.return_ms += _ms(tr)
+                if post.stopped:
+                    break
+                if len(generated) >= max_tokens or len(rt.kv_tokens) + 1 >= rt.n_ctx:
+                    finish = "length"
+                    break
+                if self._cancel:
+                    finish = "cancelled"
+                    break
+                rt.step(token)
+                token = sampler.sample()
+                stats.decode_steps += 1
+                t_last = time.perf_counter()
+        finally:
+            sampler.close()
+        stats.decode_ms = _ms(t_first, t_last)
+        tp = time.perf_counter()
+        tail = post.flush()
+        stats.postprocess_ms += _ms(tp)
+        if tail:
+            parts.append(tail)
+            yield TextDelta(tail)
+        stats.finish_reason = finish
+        stats.completion_tokens = len(generated)
+        stats.masked_words = post.filter.masked
+
+        # The reply joins the history. Its ids are kept only when they say exactly what the text
+        # says; a trimmed or masked reply is re-tokenized from its text next turn.
+        reply = "".join(parts)
+        exact = not post.stopped and not post.filter.masked
+        self.messages += [user, Message("assistant", reply, token_ids=generated if exact else None,
+                                        cancelled=finish == "cancelled")]
+
+        # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
+        t7 = time.perf_counter()
+        if not keep_cache:
+            rt.clear()
+        stats.release_ms = _ms(t7)
+        stats.ctx_used = len(rt.kv_tokens)
+        stats.total_ms = _ms(t0)
+        stats.stages = {
+            "① tokenize": stats.tokenize_ms, "② schedule": stats.schedule_ms, "③ prefill": stats.prefill_ms,
+            "④ decode": stats.decode_ms, "⑤ post-process": stats.postprocess_ms, "⑥ return": stats.return_ms,
+            "⑦ release": stats.release_ms,
+        }
+        self.last_stats = stats
+        yield stats

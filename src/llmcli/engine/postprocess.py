@@ -1,0 +1,137 @@
+"""Stage ⑤: token bytes -> safe text: UTF-8 reassembly, stop strings, the sensitive-word filter.
+
+Each step may hold back a tail it cannot decide yet (half a character, the start of a stop
+string, the start of a filtered word split across tokens) and releases it once it can, or at
+the end of the reply.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import Path
+
+from llmcli.errors import UsageError
+
+MASK = "***"
+
+
+def _held_suffix(buffer: str, candidates: list[str]) -> int:
+    """Length of the longest tail of buffer that is a proper prefix of a candidate (case-folded)."""
+    folded = buffer.casefold()
+    best = 0
+    for cand in candidates:
+        for n in range(min(len(cand) - 1, len(folded)), best, -1):
+            if cand.startswith(folded[-n:]):
+                best = n
+                break
+    return best
+
+
+class Utf8Stream:
+    """Joins token bytes into text; a character split across tokens waits for its last byte."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes) -> str:
+        return self._decoder.decode(data)
+
+    def flush(self) -> str:
+        # Only a reply cut off mid-character reaches here with bytes left; they become U+FFFD once.
+        return self._decoder.decode(b"", final=True)
+
+
+class StopMatcher:
+    """Finds the first stop string; everything from it on is trimmed from the reply."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = [s for s in stops if s]
+        self._buffer = ""
+        self.stopped = False
+
+    def feed(self, text: str) -> str:
+        if not self.stops:
+            return text
+        self._buffer += text
+        hits = [i for i in (self._buffer.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            out, self._buffer, self.stopped = self._buffer[:min(hits)], "", True
+            return out
+        # Case-sensitive, like llama.cpp's stop strings: hold a tail that may start a stop string.
+        hold = max((n for s in self.stops for n in range(min(len(s) - 1, len(self._buffer)), 0, -1)
+                    if self._buffer.endswith(s[:n])), default=0)
+        cut = len(self._buffer) - hold
+        out, self._buffer = self._buffer[:cut], self._buffer[cut:]
+        return out
+
+    def flush(self) -> str:
+        out, self._buffer = self._buffer, ""
+        return out
+
+
+class WordFilter:
+    """Masks listed words and phrases (case-insensitive), also when one arrives in pieces."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = sorted({w.strip().casefold() for w in words if w.strip()}, key=len, reverse=True)
+        self._pattern = (re.compile("|".join(re.escape(w) for w in self.words), re.IGNORECASE)
+                         if self.words else None)
+        self._buffer = ""
+        self.masked = 0
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> WordFilter:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"filter file not found: {path}; give a text file with one word or phrase a line") from None
+        except (UnicodeDecodeError, IsADirectoryError):
+            raise UsageError(f"filter file {path} is not UTF-8 text; give one word or phrase a line") from None
+        return cls(text.splitlines())
+
+    def _mask(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        text, n = self._pattern.subn(MASK, text)
+        self.masked += n
+        return text
+
+    def feed(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        self._buffer += text
+        cut = len(self._buffer) - _held_suffix(self._buffer, self.words)
+        # Never cut through a complete match: emit it whole (masked) instead.
+        for m in self._pattern.finditer(self._buffer):
+            if m.start() < cut < m.end():
+                cut = m.end()
+        out, self._buffer = self._buffer[:cut], self._buffer[cut:]
+        return self._mask(out)
+
+    def flush(self) -> str:
+        out, self._buffer = self._buffer, ""
+        return self._mask(out)
+
+
+class Postprocessor:
+    """bytes -> UTF-8 text -> stop check -> filter: what reaches the stream is final."""
+
+    def __init__(self, stops: list[str] | None = None, word_filter: WordFilter | None = None) -> None:
+        self.utf8 = Utf8Stream()
+        self.stop = StopMatcher(stops or [])
+        self.filter = word_filter or WordFilter([])
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop.stopped
+
+    def feed(self, data: bytes) -> str:
+        if self.stop.stopped:
+            return ""
+        return self.filter.feed(self.stop.feed(self.utf8.feed(data)))
+
+    def flush(self) -> str:
+        text = "" if self.stop.stopped else self.stop.feed(self.utf8.flush())
+        text += self.stop.flush()
+        return self.filter.feed(text) + self.filter.flush()

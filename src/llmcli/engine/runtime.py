@@ -1,0 +1,239 @@
+"""One GGUF loaded into llama.cpp, driven through its own C API (llama-cpp-python's ctypes layer).
+
+Why not `llama_cpp.Llama`: its generate loop copies the whole logits row into numpy for every
+token, which costs about a quarter of decode speed on small models. Here the hot loop is
+`llama_decode` + the native sampler chain, one ctypes call each, so decode runs at native speed.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmcli.errors import BadModelFile, RuntimeFailure
+
+# llama.cpp's log lines go here instead of to stderr (stdout/stderr carry only what we mean to say);
+# `LLMCLI_DEBUG=1` replays them on failure.
+LOG_LINES: collections.deque[str] = collections.deque(maxlen=200)
+_log_callback = None  # keeps the ctypes callback alive for the life of the process
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (affinity-aware); llama-cpp-python's default is half of them."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS
+        return max(1, os.cpu_count() or 1)
+
+
+def _llama():
+    """Import llama.cpp's bindings once, with its logging captured instead of printed."""
+    global _log_callback
+    import llama_cpp.llama_cpp as ll
+
+    if _log_callback is None:
+
+        @ll.llama_log_callback
+        def capture(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+            LOG_LINES.append(text.decode("utf-8", "replace").rstrip("\n"))
+
+        _log_callback = capture
+        ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
+        ll.llama_backend_init()
+    return ll
+
+
+@dataclass
+class RuntimeConfig:
+    n_ctx: int | None = None  # None: min(trained context, DEFAULT_CTX)
+    n_threads: int | None = None  # None: every usable core
+    n_batch: int = 512
+    flash_attn: bool = True  # "auto" in llama.cpp terms: on where the backend supports it
+    seed: int | None = None
+
+
+DEFAULT_CTX = 4096
+
+
+class Runtime:
+    """A model + a context with one sequence; knows which tokens its KV cache holds."""
+
+    def __init__(self, path: str | Path, config: RuntimeConfig | None = None) -> None:
+        self.path = str(path)
+        self.config = config or RuntimeConfig()
+        self.ll = ll = _llama()
+        self._model = self._ctx = None
+        t0 = time.perf_counter()
+        # llama.cpp trusts the header it reads; a corrupt file must fail here, in Python, instead.
+        from llmcli.gguf_check import read_header
+
+        read_header(self.path)
+        mparams = ll.llama_model_default_params()
+        self._model = ll.llama_model_load_from_file(self.path.encode(), mparams)
+        if not self._model:
+            raise BadModelFile(f"llama.cpp could not load {self.path} ({self.last_log()}); "
+                               "re-download or re-convert it")
+        self.vocab = ll.llama_model_get_vocab(self._model)
+        self.n_ctx_train = int(ll.llama_model_n_ctx_train(self._model))
+        cparams = ll.llama_context_default_params()
+        n_ctx = self.config.n_ctx or min(self.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = cparams.n_ubatch = self.config.n_batch
+        cparams.n_threads = cparams.n_threads_batch = self.config.n_threads or usable_cores()
+        cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if self.config.flash_attn
+                                   else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        cparams.no_perf = True
+        self._ctx = ll.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            self.close()
+            raise RuntimeFailure(f"llama.cpp could not create a context of {n_ctx} tokens "
+                                 f"({self.last_log()}); try a smaller --ctx")
+        self.n_ctx = int(ll.llama_n_ctx(self._ctx))
+        self.n_batch = int(ll.llama_n_batch(self._ctx))
+        self.n_threads = cparams.n_threads
+        self.n_vocab = int(ll.llama_vocab_n_tokens(self.vocab))
+        self.add_bos = bool(ll.llama_vocab_get_add_bos(self.vocab))
+        self.bos_id = int(ll.llama_vocab_bos(self.vocab))
+        self.eos_id = int(ll.llama_vocab_eos(self.vocab))
+        self._memory = ll.llama_get_memory(self._ctx)
+        self._piece_cache: dict[int, bytes] = {}
+        self._eog_cache: dict[int, bool] = {}
+        self._token_buf = (ll.llama_token * self.n_batch)()
+        self._one = (ll.llama_token * 1)()
+        self.kv_tokens: list[int] = []  # exactly what the KV cache holds, position by position
+        self.load_ms = (time.perf_counter() - t0) * 1000
+
+    # -- facts -------------------------------------------------------------------------------
+    def last_log(self) -> str:
+        lines = [line for line in LOG_LINES if line.strip()]
+        return lines[-1].strip() if lines else "no detail from llama.cpp"
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = self.ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    @property
+    def chat_template(self) -> str | None:
+        ptr = self.ll.llama_model_chat_template(self._model, None)
+        return ptr.decode("utf-8") if ptr else None
+
+    @property
+    def n_params(self) -> int:
+        return int(self.ll.llama_model_n_params(self._model))
+
+    @property
+    def model_size(self) -> int:
+        return int(self.ll.llama_model_size(self._model))
+
+    @property
+    def description(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        self.ll.llama_model_desc(self._model, buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    # -- tokens ------------------------------------------------------------------------------
+    def tokenize(self, text: str, *, parse_special: bool = False, add_special: bool = False) -> list[int]:
+        """Text -> ids. parse_special=False keeps `<|im_end|>` typed by a user as plain text."""
+        data = text.encode("utf-8")
+        cap = len(data) + 8
+        buf = (self.ll.llama_token * cap)()
+        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        if n < 0:  # cannot happen with cap >= bytes + specials, but never trust a size blindly
+            cap = -n
+            buf = (self.ll.llama_token * cap)()
+            n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+        return list(buf[:n])
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """The bytes of one token (may be part of a UTF-8 character); cached, it is on the hot path."""
+        cached = self._piece_cache.get(token) if not special else None
+        if cached is not None:
+            return cached
+        buf = ctypes.create_string_buffer(64)
+        n = self.ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self.ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        data = buf.raw[:n]
+        if not special:
+            self._piece_cache[token] = data
+        return data
+
+    def is_eog(self, token: int) -> bool:
+        hit = self._eog_cache.get(token)
+        if hit is None:
+            hit = self._eog_cache[token] = bool(self.ll.llama_vocab_is_eog(self.vocab, token))
+        return hit
+
+    # -- KV cache ----------------------------------------------------------------------------
+    def keep_prefix(self, n_keep: int) -> int:
+        """Drop every cached position from n_keep on; return how many positions are kept."""
+        n_keep = max(0, min(n_keep, len(self.kv_tokens)))
+        if n_keep == len(self.kv_tokens):
+            return n_keep
+        if not self.ll.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
+            # Some memory types (recurrent) cannot cut a sequence; start over.
+            self.clear()
+            return 0
+        del self.kv_tokens[n_keep:]
+        return n_keep
+
+    def clear(self) -> None:
+        self.ll.llama_memory_clear(self._memory, True)
+        self.kv_tokens.clear()
+
+    # -- compute -----------------------------------------------------------------------------
+    def prefill(self, tokens: list[int]) -> None:
+        """Feed tokens in n_batch chunks; logits are kept for the last one only."""
+        if len(self.kv_tokens) + len(tokens) > self.n_ctx:
+            raise RuntimeFailure(f"{len(self.kv_tokens) + len(tokens)} tokens do not fit the "
+                                 f"{self.n_ctx}-token context; raise --ctx")
+        ll, buf = self.ll, self._token_buf
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start:start + self.n_batch]
+            buf[:len(chunk)] = chunk
+            rc = ll.llama_decode(self._ctx, ll.llama_batch_get_one(buf, len(chunk)))
+            if rc != 0:
+                raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
+            self.kv_tokens.extend(chunk)
+
+    def step(self, token: int) -> None:
+        """Decode one token (the decode loop's forward pass)."""
+        self._one[0] = token
+        rc = self.ll.llama_decode(self._ctx, self.ll.llama_batch_get_one(self._one, 1))
+        if rc != 0:
+            raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
+        self.kv_tokens.append(token)
+
+    def synchronize(self) -> None:
+        self.ll.llama_synchronize(self._ctx)
+
+    @property
+    def ctx_ptr(self):
+        return self._ctx
+
+    def close(self) -> None:
+        """Stage ⑦ when nothing follows: free the context (and its KV cache) and the weights."""
+        if self._ctx:
+            self.ll.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            self.ll.llama_model_free(self._model)
+            self._model = None
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,67 @@
+"""Sampling parameters and llama.cpp's native sampler chain built from them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass
+class SamplingParams:
+    # llama.cpp's own defaults (common/common.h), so numbers compare with llama-cli.
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int | None = None  # None: a fresh random seed per session
+    max_tokens: int = 1024
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+class Sampler:
+    """Owns a llama_sampler chain; `sample` picks the next token from the context's last logits."""
+
+    def __init__(self, runtime, params: SamplingParams) -> None:
+        ll = self.ll = runtime.ll
+        self._ctx = runtime.ctx_ptr
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        # Order as llama.cpp's common sampler: penalties, then truncation, then temperature, then draw.
+        if params.repeat_penalty != 1.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_penalties(
+                params.repeat_last_n, params.repeat_penalty, 0.0, 0.0))
+        if params.temperature <= 0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+        else:
+            if params.top_k > 0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(params.top_k))
+            if params.top_p < 1.0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
+            if params.min_p > 0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(params.temperature))
+            seed = params.seed if params.seed is not None else random.getrandbits(32)
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        self._chain = chain
+
+    def sample(self) -> int:
+        # llama_sampler_sample also accepts the token into the chain (penalty history).
+        return int(self.ll.llama_sampler_sample(self._chain, self._ctx, -1))
+
+    def close(self) -> None:
+        if self._chain:
+            self.ll.llama_sampler_free(self._chain)
+            self._chain = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

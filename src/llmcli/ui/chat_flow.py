@@ -1,0 +1,138 @@
+"""What `llmcli chat` does with its options: pick the model and the mode, run, render."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmcli.engine.sampling import SamplingParams
+from llmcli.environment import env
+from llmcli.errors import UsageError
+from llmcli.store import ModelEntry, Store
+from llmcli.ui.output import Output
+
+REPO_SPEC = re.compile(r"[\w.-]+/[\w.-]+(:[\w.-]+)?")
+
+
+@dataclass
+class ChatOptions:
+    model: str | None = None
+    prompt: str | None = None
+    model_opt: str | None = None
+    system: str | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    ctx: int | None = None
+    threads: int | None = None
+    stops: list[str] = field(default_factory=list)
+    filter_file: Path | None = None
+    json_out: bool = False
+    stats: bool | None = None
+    markdown: bool = False
+
+
+def names_a_model(store: Store, arg: str) -> bool:
+    """Whether a lone positional argument is the MODEL rather than the prompt (exact names only)."""
+    if arg in {m.name for m in store.list()}:
+        return True
+    if arg.lower().endswith(".gguf") or Path(arg).is_file():
+        return True
+    return bool(REPO_SPEC.fullmatch(arg))
+
+
+def split_arguments(store: Store, opts: ChatOptions) -> tuple[str | None, str | None]:
+    """[MODEL] [PROMPT] (or -m MODEL [PROMPT]) -> (model spec, prompt)."""
+    if opts.model_opt:
+        if opts.model is not None and opts.prompt is not None:
+            raise UsageError("give the model once: either -m MODEL or the first argument, not both")
+        return opts.model_opt, opts.model
+    if opts.prompt is not None:
+        return opts.model, opts.prompt
+    if opts.model is not None and not names_a_model(store, opts.model):
+        return None, opts.model
+    return opts.model, None
+
+
+def read_piped_input(prompt: str | None) -> str | None:
+    """Piped material first, then the argument's instruction after a blank line (as llm and Ollama do).
+
+    Putting the document first keeps it at the start of the prompt, where a later request on the
+    same document can reuse its KV cache.
+    """
+    if env.stdin_isatty:
+        return prompt
+    piped = env.stdin.read()
+    if not piped.strip():
+        if prompt is None:
+            raise UsageError("the piped input is empty; pipe some text or give a prompt argument")
+        return prompt
+    piped = piped.rstrip("\n")
+    return f"{piped}\n\n{prompt}" if prompt else piped
+
+
+def load_session(entry: ModelEntry, opts: ChatOptions):
+    from llmcli.engine.chat import ChatSession
+    from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
+    runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
+    return ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
+                       word_filter=word_filter)
+
+
+def resolve_model(store: Store, spec: str | None) -> ModelEntry:
+    return store.resolve(spec)
+
+
+def run_chat(opts: ChatOptions) -> None:
+    store = Store()
+    spec, prompt = split_arguments(store, opts)
+    prompt = read_piped_input(prompt)
+    interactive = prompt is None
+    if interactive and not (env.stdin_isatty and env.stdout_isatty):
+        raise UsageError("no prompt: give one as an argument or pipe it in (the REPL needs a terminal)")
+    if interactive and opts.json_out:
+        raise UsageError("--json answers one prompt: give a prompt argument or pipe it in")
+    if prompt is not None and not prompt.strip():
+        raise UsageError("the prompt is empty; give some text to answer")
+    entry = resolve_model(store, spec)
+    # Fail on a bad filter file or a bad model before anything else is shown.
+    session = load_session(entry, opts)
+    if interactive:
+        from llmcli.ui.repl import Repl
+
+        Repl(session, entry, store, opts).run()
+    else:
+        one_shot(session, entry, prompt, opts)
+
+
+def one_shot(session, entry: ModelEntry, prompt: str, opts: ChatOptions) -> None:
+    from llmcli.engine.events import Notice, Stats, TextDelta
+
+    out = Output()
+    parts: list[str] = []
+    stats: Stats | None = None
+    try:
+        for event in session.ask(prompt, keep_cache=False):
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+                if not opts.json_out:
+                    out.write(event.text)
+            elif isinstance(event, Notice):
+                out.warn(event.text)
+            elif isinstance(event, Stats):
+                stats = event
+    finally:
+        session.runtime.close()  # ⑦ release: nothing follows a one-shot request
+    text = "".join(parts)
+    if opts.json_out:
+        out.json({"text": text, "model": entry.name, "finish_reason": stats.finish_reason,
+                  "usage": stats.usage(), "timings": stats.timings()})
+    elif text and not text.endswith("\n"):
+        out.write("\n")
+    show_stats = opts.stats if opts.stats is not None else env.stderr_isatty
+    if show_stats and stats is not None:
+        from llmcli.ui.stats import stats_panel
+
+        out.err.print(stats_panel(stats, entry.name))

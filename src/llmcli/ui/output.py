@@ -1,0 +1,47 @@
+"""One output object: data to stdout, everything else (hints, warnings, panels) to stderr."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+
+from llmcli.environment import Environment, env as default_env
+
+
+class Output:
+    def __init__(self, environment: Environment | None = None) -> None:
+        self.env = environment or default_env
+
+    @cached_property
+    def err(self):
+        """A rich console on stderr; colour only when stderr is a terminal."""
+        from rich.console import Console
+
+        return Console(file=self.env.stderr, stderr=True, highlight=False,
+                       force_terminal=None if self.env.stderr_isatty else False)
+
+    @cached_property
+    def out(self):
+        """A rich console on stdout for tables; plain (no ANSI) when stdout is not a terminal."""
+        from rich.console import Console
+
+        return Console(file=self.env.stdout, highlight=False,
+                       force_terminal=None if self.env.stdout_isatty else False,
+                       width=None if self.env.stdout_isatty else 200)
+
+    # -- data (stdout) -----------------------------------------------------------------------
+    def write(self, text: str) -> None:
+        """Raw reply text, streamed: no markup, no ANSI, flushed so a pipe sees it at once."""
+        self.env.stdout.write(text)
+        self.env.stdout.flush()
+
+    def json(self, data: object) -> None:
+        self.env.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        self.env.stdout.flush()
+
+    # -- everything else (stderr) ------------------------------------------------------------
+    def info(self, text: str) -> None:
+        self.err.print(text, style="dim", markup=False, soft_wrap=True)
+
+    def warn(self, text: str) -> None:
+        self.err.print(f"llmcli: {text}", style="yellow", markup=False, soft_wrap=True)

@@ -1,0 +1,130 @@
+"""The prompt_toolkit REPL: streamed replies, slash commands, Ctrl-C that stops a reply, not the REPL."""
+
+from __future__ import annotations
+
+import signal
+
+from llmcli.engine.events import Notice, Stats, TextDelta
+from llmcli.environment import env
+from llmcli.errors import LlmcliError
+from llmcli.store import ModelEntry, Store
+from llmcli.ui.output import Output
+from llmcli.ui.slash import ReplState, dispatch
+
+PROMPT = ">>> "
+CONTINUATION = "... "
+
+
+def _key_bindings():
+    from prompt_toolkit.key_binding import KeyBindings
+
+    kb = KeyBindings()
+
+    @kb.add("escape", "enter")  # Esc+Enter; terminals send Alt+Enter as the same two keys
+    def _newline(event) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return kb
+
+
+class Repl:
+    def __init__(self, session, entry: ModelEntry, store: Store, opts) -> None:
+        self.session, self.entry, self.store, self.opts = session, entry, store, opts
+        self.out = Output()
+        self.state = ReplState(session=session, model_name=entry.name, markdown=opts.markdown)
+        self.show_stats = opts.stats is not False
+
+    def _prompt_session(self):
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+        try:
+            self.store.root.mkdir(parents=True, exist_ok=True)
+            history = FileHistory(str(self.store.history_path))
+        except OSError:
+            history = InMemoryHistory()  # a read-only store should not stop a chat
+        return PromptSession(history=history, key_bindings=_key_bindings(), multiline=False,
+                             prompt_continuation=CONTINUATION, enable_open_in_editor=False)
+
+    def run(self) -> None:
+        rt = self.session.runtime
+        self.out.info(f"llmcli · {self.entry.name} · {rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads "
+                      f"· loaded in {rt.load_ms:.0f} ms\n/help for commands, Esc+Enter for a newline, Ctrl-D to exit")
+        prompt = self._prompt_session()
+        while self.state.running:
+            try:
+                line = prompt.prompt(PROMPT)
+            except KeyboardInterrupt:
+                self.out.info("(Ctrl-C clears the line; use Ctrl-D or /bye to exit)")
+                continue
+            except EOFError:
+                break
+            if not line.strip():
+                continue
+            try:
+                if line.lstrip().startswith("/"):
+                    self._slash(line)
+                else:
+                    self._turn(line)
+            except LlmcliError as exc:
+                self.out.err.print(f"llmcli: error: {exc}", style="red", markup=False, soft_wrap=True)
+        self.session.runtime.close()
+
+    def _slash(self, line: str) -> None:
+        result = dispatch(self.state, line)
+        if result.text:
+            self.out.info(result.text)
+        if result.renderable is not None:
+            self.out.err.print(result.renderable)
+
+    def _turn(self, text: str) -> None:
+        # Ctrl-C while a reply streams asks the engine to stop after this token; the partial
+        # reply stays in the conversation, marked cancelled.
+        previous = signal.signal(signal.SIGINT, lambda *_: self.session.cancel())
+        stats: Stats | None = None
+        try:
+            stats = self._stream(text)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if stats and stats.finish_reason == "cancelled":
+            self.out.warn("reply cancelled (kept in the conversation, marked cancelled)")
+        if stats and self.show_stats:
+            from llmcli.ui.stats import stats_panel
+
+            self.out.err.print(stats_panel(stats, self.entry.name))
+
+    def _stream(self, text: str) -> Stats | None:
+        if self.state.markdown:
+            return self._stream_markdown(text)
+        stats = None
+        wrote = ""
+        for event in self.session.ask(text):
+            if isinstance(event, TextDelta):
+                self.out.write(event.text)
+                wrote = event.text or wrote
+            elif isinstance(event, Notice):
+                self.out.warn(event.text)
+            elif isinstance(event, Stats):
+                stats = event
+        if not wrote.endswith("\n"):
+            self.out.write("\n")
+        return stats
+
+    def _stream_markdown(self, text: str) -> Stats | None:
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        stats, parts = None, []
+        with Live(Markdown(""), console=self.out.out, refresh_per_second=12, vertical_overflow="visible") as live:
+            for event in self.session.ask(text):
+                if isinstance(event, TextDelta):
+                    parts.append(event.text)
+                    live.update(Markdown("".join(parts)))
+                elif isinstance(event, Notice):
+                    self.out.warn(event.text)
+                elif isinstance(event, Stats):
+                    stats = event
+        return stats
+
+
+__all__ = ["Repl", "env"]

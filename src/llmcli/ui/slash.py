@@ -1,0 +1,204 @@
+"""The REPL's slash commands, as a table: adding one is one entry in SLASH_COMMANDS.
+
+Handlers take the REPL state and the argument text and return what to show; they raise
+UsageError for bad input, which the REPL prints as one line before the next prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmcli.engine.template import Message
+from llmcli.errors import UsageError
+
+CONVERSATION_FORMAT = "llmcli-conversation"
+
+
+@dataclass
+class ReplState:
+    session: Any  # llmcli.engine.chat.ChatSession
+    model_name: str
+    markdown: bool = False
+    running: bool = True
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class SlashResult:
+    text: str = ""
+    renderable: Any = None  # a rich renderable for stderr (tables, panels)
+
+
+def _on_off(value: str) -> bool:
+    table = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
+    try:
+        return table[value.lower()]
+    except KeyError:
+        raise UsageError(f"'{value}' is not on or off") from None
+
+
+def _ranged(kind: type, low: float | None = None, high: float | None = None) -> Callable[[str], Any]:
+    def parse(value: str) -> Any:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise UsageError(f"'{value}' is not {'an integer' if kind is int else 'a number'}") from None
+        if (low is not None and number < low) or (high is not None and number > high):
+            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
+            raise UsageError(f"{value} is out of range ({bounds})")
+        return number
+    return parse
+
+
+# /set PARAM -> parser. Sampling parameters live on the session; markdown is the REPL's own.
+SETTABLE: dict[str, Callable[[str], Any]] = {
+    "temperature": _ranged(float, 0.0, 10.0),
+    "top_p": _ranged(float, 0.0, 1.0),
+    "top_k": _ranged(int, 0),
+    "min_p": _ranged(float, 0.0, 1.0),
+    "repeat_penalty": _ranged(float, 0.0, 10.0),
+    "max_tokens": _ranged(int, 1),
+    "seed": _ranged(int, 0, 2**32 - 1),
+    "markdown": _on_off,
+}
+ALIASES = {"temp": "temperature", "top-p": "top_p", "top-k": "top_k", "min-p": "min_p",
+           "repeat-penalty": "repeat_penalty", "max-tokens": "max_tokens", "n": "max_tokens"}
+
+
+def cmd_help(state: ReplState, arg: str) -> SlashResult:
+    lines = [f"  {c.usage:<22} {c.help}" for c in SLASH_COMMANDS.values()]
+    lines.append("  Esc+Enter (or Alt+Enter) adds a newline; Ctrl-C stops a reply; Ctrl-D exits.")
+    return SlashResult("\n".join(lines))
+
+
+def cmd_system(state: ReplState, arg: str) -> SlashResult:
+    state.session.system = arg or None
+    return SlashResult(f"system prompt {'set' if arg else 'cleared'}")
+
+
+def cmd_set(state: ReplState, arg: str) -> SlashResult:
+    name, _, value = arg.strip().partition(" ")
+    name = ALIASES.get(name.lower(), name.lower())
+    if name not in SETTABLE or not value.strip():
+        raise UsageError(f"usage: /set PARAM VALUE, PARAM one of {', '.join(SETTABLE)}")
+    parsed = SETTABLE[name](value.strip())
+    if name == "markdown":
+        state.markdown = parsed
+    else:
+        setattr(state.session.params, name, parsed)
+    return SlashResult(f"{name} = {value.strip()}")
+
+
+def cmd_show(state: ReplState, arg: str) -> SlashResult:
+    rt = state.session.runtime
+    params = state.session.params.as_dict()
+    lines = [f"model        {state.model_name} ({rt.description}, {rt.path})",
+             f"context      {len(rt.kv_tokens)}/{rt.n_ctx} tokens in the KV cache (trained {rt.n_ctx_train})",
+             f"threads      {rt.n_threads}",
+             f"system       {state.session.system or '(the template default)'}",
+             f"markdown     {'on' if state.markdown else 'off'}"]
+    lines += [f"{k:<12} {'random' if v is None else v}" for k, v in params.items()]
+    return SlashResult("\n".join(lines))
+
+
+def cmd_stats(state: ReplState, arg: str) -> SlashResult:
+    from llmcli.ui.stats import stats_table
+
+    if state.session.last_stats is None:
+        return SlashResult("no request yet")
+    return SlashResult(renderable=stats_table(state.session.last_stats, state.model_name))
+
+
+def cmd_clear(state: ReplState, arg: str) -> SlashResult:
+    state.session.clear()
+    return SlashResult("conversation cleared")
+
+
+def cmd_save(state: ReplState, arg: str) -> SlashResult:
+    if not arg:
+        raise UsageError("usage: /save FILE")
+    s = state.session
+    data = {"format": CONVERSATION_FORMAT, "version": 1, "model": state.model_name, "system": s.system,
+            "params": s.params.as_dict(), "messages": [m.as_dict() for m in s.messages]}
+    path = Path(arg).expanduser()
+    try:
+        path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") from None
+    return SlashResult(f"saved {len(s.messages)} messages to {path}")
+
+
+def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message]]:
+    """Validate a /save file; anything else is refused with the reason."""
+    bad = f"{source} is not an llmcli conversation"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise UsageError(f"{bad} (not JSON); give a file written by /save") from None
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise UsageError(f"{bad} (no messages list); give a file written by /save")
+    system = data.get("system")
+    if system is not None and not isinstance(system, str):
+        raise UsageError(f"{bad} (system is not text)")
+    messages = []
+    for i, m in enumerate(data["messages"]):
+        if not (isinstance(m, dict) and m.get("role") in ("user", "assistant")
+                and isinstance(m.get("content"), str)):
+            raise UsageError(f"{bad} (message {i + 1} needs a role user/assistant and text content)")
+        messages.append(Message(m["role"], m["content"], cancelled=bool(m.get("cancelled"))))
+    return system, messages
+
+
+def cmd_load(state: ReplState, arg: str) -> SlashResult:
+    if not arg:
+        raise UsageError("usage: /load FILE")
+    path = Path(arg).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path} ({exc}); give a file written by /save") from None
+    system, messages = parse_conversation(text, str(path))
+    state.session.system, state.session.messages = system, messages
+    return SlashResult(f"loaded {len(messages)} messages from {path}")
+
+
+def cmd_bye(state: ReplState, arg: str) -> SlashResult:
+    state.running = False
+    return SlashResult()
+
+
+@dataclass
+class SlashCommand:
+    usage: str
+    help: str
+    handler: Callable[[ReplState, str], SlashResult]
+
+
+SLASH_COMMANDS: dict[str, SlashCommand] = {
+    "/help": SlashCommand("/help", "this list", cmd_help),
+    "/system": SlashCommand("/system TEXT", "set the system prompt (empty: clear it)", cmd_system),
+    "/set": SlashCommand("/set PARAM VALUE", "temperature, top_p, top_k, min_p, repeat_penalty, max_tokens, "
+                         "seed, markdown", cmd_set),
+    "/show": SlashCommand("/show", "the model and the parameters", cmd_show),
+    "/stats": SlashCommand("/stats", "the last request, all seven stages", cmd_stats),
+    "/clear": SlashCommand("/clear", "forget the conversation", cmd_clear),
+    "/save": SlashCommand("/save FILE", "save the conversation as JSON", cmd_save),
+    "/load": SlashCommand("/load FILE", "load a conversation saved with /save", cmd_load),
+    "/bye": SlashCommand("/bye", "exit (Ctrl-D too)", cmd_bye),
+}
+SLASH_ALIASES = {"/exit": "/bye", "/quit": "/bye", "/?": "/help"}
+
+
+def dispatch(state: ReplState, line: str) -> SlashResult:
+    name, _, arg = line.strip().partition(" ")
+    name = SLASH_ALIASES.get(name.lower(), name.lower())
+    command = SLASH_COMMANDS.get(name)
+    if command is None:
+        raise UsageError(f"unknown command {line.split()[0]}; type /help for the list")
+    return command.handler(state, arg.strip())

@@ -1,0 +1,46 @@
+"""Every test runs against a private store: nothing reads or writes the user's real one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def private_store(tmp_path, monkeypatch):
+    home = tmp_path / "llmcli-home"
+    monkeypatch.setenv("LLMCLI_HOME", str(home))
+    monkeypatch.delenv("LLMCLI_MODEL", raising=False)
+    monkeypatch.delenv("LLMCLI_DEBUG", raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def embedded_path() -> str:
+    from llmcli.store import embedded_model_path
+
+    path = embedded_model_path()
+    if path is None:
+        pytest.fail("the embedded model is not installed: run `make install`")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def runtime(embedded_path):
+    """One loaded model for the engine tests (loading is the slow part, so share it)."""
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=2048))
+    yield rt
+    rt.close()
+
+
+def run_cli(*args: str, input: str | None = None, env: dict | None = None, timeout: float = 120,
+            ) -> subprocess.CompletedProcess:
+    """Run `python -m llmcli ARGS` as a user would, stdout and stderr captured apart."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "llmcli", *args], input=input, capture_output=True,
+                          text=True, env=full_env, timeout=timeout)
