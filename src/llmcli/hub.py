@@ -488,7 +488,13 @@ def plan_pull(spec: str, *, revision: str | None = None, outtype: str | None = N
     snap, note = resolve(repo_id, revision)
     notes = [note] if note else []
     if _gguf_groups(snap.files) and not outtype:
-        tag, chosen, why = choose_gguf(snap.files, quant)
+        try:
+            tag, chosen, why = choose_gguf(snap.files, quant)
+        except QuantNotFound as exc:
+            if not snap.from_cache:
+                raise
+            raise OfflineMissing(f"{repo_id}:{quant} is not in the local cache ({str(exc).split('; ')[-1]}); "
+                                 "connect and unset HF_HUB_OFFLINE to download it") from exc
         kind, out = "gguf", None
         notes += [why] if why else []
     else:

@@ -96,7 +96,7 @@ class Faults:
 class Logged:
     method: str
     path: str
-    status: int
+    status: int  # 0 while the answer is being sent
     range_start: int | None
     authorization: str | None
 
@@ -180,6 +180,9 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             url = urlparse(self.path)
             path = unquote(url.path)
             m = RANGE_RE.match(self.headers.get("Range", ""))
+            # Logged on arrival, so a test sees a request whose body is still streaming (or never ends).
+            entry = Logged(self.command, path, 0, int(m.group(1)) if m else None, self.headers.get("Authorization"))
+            hub.record(entry)
             try:
                 forced = next((s for sub, s in hub.faults.status.items() if sub in path), None)
                 if forced is not None:
@@ -194,8 +197,7 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._error(404, None, "not found")
             finally:
-                hub.record(Logged(self.command, path, self._status, int(m.group(1)) if m else None,
-                                  self.headers.get("Authorization")))
+                entry.status = self._status
 
         def _repo(self, repo_id: str) -> FakeRepo | None:
             repo = hub.repos.get(repo_id.lower())

@@ -23,8 +23,14 @@ def pull(
     if dry_run:
         _show_plan(hub.plan_pull(spec, revision=revision, outtype=outtype))
         return
-    with download_report(env.stderr, env.stderr_isatty) as report:
-        entry = hub.pull_model(spec, Store(), revision=revision, outtype=outtype, name=name, progress=report)
+    try:
+        with download_report(env.stderr, env.stderr_isatty) as report:
+            entry = hub.pull_model(spec, Store(), revision=revision, outtype=outtype, name=name, progress=report)
+    except KeyboardInterrupt:
+        # The bytes fetched so far stay on disk; say so, then let the boundary exit with 130.
+        env.stderr.write("\npull interrupted; run the same command again to resume where it stopped\n")
+        env.stderr.flush()
+        raise
     # stdout carries the name alone, so that `m=$(llmcli pull ...)` works in a script.
     env.stdout.write(entry.name + "\n")
     env.stdout.flush()
