@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "rm": "llmcli.commands.rm:rm",
     "tokenize": "llmcli.commands.tokenize:tokenize",
     "pull": "llmcli.commands.pull:pull",
+    "convert": "llmcli.commands.convert:convert",
 }
 
 app = typer.Typer(
