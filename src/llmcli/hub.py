@@ -59,9 +59,6 @@ CONVERT_INPUTS = (
     "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
     "added_tokens.json", "vocab.json", "merges.txt", "model.safetensors.index.json",
 )
-# Bits per weight of each outtype, to estimate the converted file's size before downloading.
-OUTTYPE_BITS = {"f32": 32, "f16": 16, "bf16": 16, "q8_0": 8.5, "q6_k": 6.6, "q5_k_m": 5.7, "q5_0": 5.5,
-                "q4_k_m": 4.9, "q4_k_s": 4.6, "q4_0": 4.5, "q4_1": 5.0, "q3_k_m": 3.9, "q2_k": 3.4}
 LOCK_TIMEOUT_S = 600
 
 
@@ -507,8 +504,8 @@ def plan_pull(spec: str, *, revision: str | None = None, outtype: str | None = N
         if quant and outtype and quant.lower() != outtype.lower():
             raise UsageError(f"{spec} asks for {quant} but --outtype says {outtype}; give one of them")
         out = (outtype or quant or DEFAULT_OUTTYPE).lower()
-        if out not in OUTTYPE_BITS:
-            raise UsageError(f"unknown outtype '{out}'; use one of {', '.join(OUTTYPE_BITS)}")
+        if out not in _outtypes():
+            raise UsageError(f"unknown outtype '{out}'; use one of {', '.join(_outtypes())}")
         kind, tag = "safetensors", out.upper()
         if not (outtype or quant):
             notes.append(f"{repo_id} is a safetensors checkpoint; it will be converted to GGUF {out} "
@@ -517,6 +514,12 @@ def plan_pull(spec: str, *, revision: str | None = None, outtype: str | None = N
     planned = [_planned(storage, snap.sha, f) for f in chosen]
     return PullPlan(repo_id=snap.repo_id, revision=snap.revision, sha=snap.sha, kind=kind, quant=tag,
                     files=planned, notes=notes, outtype=out, from_cache=snap.from_cache)
+
+
+def _outtypes() -> dict[str, Any]:
+    from llmcli.convert import OUTTYPES
+
+    return OUTTYPES
 
 
 def _planned(storage: Path, sha: str, f: RemoteFile) -> PlannedFile:
@@ -749,7 +752,8 @@ def _space_needs(plan: PullPlan, store: Store) -> dict[Path, int]:
     if plan.kind == "safetensors":
         weights = sum(f.remote.size for f in plan.files if f.remote.name.endswith(".safetensors"))
         # Checkpoints are mostly 16-bit, so weights/2 approximates the parameter count.
-        needs[store.blobs_dir] = needs.get(store.blobs_dir, 0) + int(weights / 2 * OUTTYPE_BITS[plan.outtype or ""] / 8)
+        bits = _outtypes()[plan.outtype or DEFAULT_OUTTYPE].bits_per_weight
+        needs[store.blobs_dir] = needs.get(store.blobs_dir, 0) + int(weights / 2 * bits / 8)
     return needs
 
 
@@ -780,31 +784,18 @@ def gguf_facts(paths: list[Path]) -> tuple[str | None, int | None]:
 
 
 def _convert(name: str, plan: PullPlan, store: Store, report: Progress) -> ModelEntry:
-    try:
-        from llmcli.convert import convert_checkpoint
-    except ImportError as exc:
-        raise RuntimeFailure(
-            f"{plan.repo_id} is a safetensors checkpoint and this llmcli has no converter; pull a GGUF repo instead"
-        ) from exc
-    slug = plan.repo_id.replace("/", "--")
-    out = store.blobs_dir / f"{slug}-{plan.sha[:12]}-{plan.outtype}.gguf"
-    tmp = out.with_name(f".{out.stem}.partial.gguf")
+    from llmcli.convert import convert_checkpoint
+
+    out = store.blobs_dir / f"{plan.repo_id.replace('/', '--')}-{plan.sha[:12]}-{plan.outtype}.gguf"
     out.parent.mkdir(parents=True, exist_ok=True)
-    report(Converting(f"converting {plan.repo_id} to {plan.outtype}"))
+    report(Converting(f"converting {plan.repo_id} to GGUF {plan.outtype}"))
 
-    def forward(*args: Any, **kwargs: Any) -> None:
-        # The converter's progress shape is its own business; pass along what it says as text.
-        report(Converting(" ".join(str(a) for a in args) or " ".join(f"{k}={v}" for k, v in kwargs.items())))
+    def forward(stage: str, done: int, total: int) -> None:
+        report(Converting(stage, done, total))
 
-    try:
-        result = convert_checkpoint(plan.snapshot_dir, tmp, outtype=plan.outtype, progress=forward)
-        produced = Path(getattr(result, "path", tmp) or tmp)
-        os.replace(produced, out)  # a converted file appears under its final name only when whole
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    # The converter writes under a temporary name and renames when whole, so `out` is complete or absent.
+    result = convert_checkpoint(plan.snapshot_dir, out, outtype=plan.outtype or DEFAULT_OUTTYPE, progress=forward)
     return ModelEntry(
-        name=name, path=str(out), source=f"hf:{plan.repo_id}", revision=plan.sha, files=[str(out)],
-        quant=plan.quant, size=out.stat().st_size, arch=getattr(result, "arch", None),
-        n_params=getattr(result, "n_params", None), hf_dir=str(plan.snapshot_dir),
+        name=name, path=str(result.path), source=f"hf:{plan.repo_id}", revision=plan.sha, files=[str(result.path)],
+        quant=plan.quant, size=result.size, arch=result.arch, n_params=result.n_params, hf_dir=str(plan.snapshot_dir),
     )

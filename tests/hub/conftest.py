@@ -80,7 +80,10 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
     readme.write_text("# SmolLM2-135M-Instruct, GGUF\nFixture repo for llmcli's hub tests.\n")
     huge = root / "huge.gguf"
     huge.write_bytes(b"GGUF" + b"\0" * 1000)
-    return Fixtures(quants=quants, split=split, small={"README.md": readme, "huge.gguf": huge})
+    pickle = root / "pytorch_model.bin"
+    pickle.write_bytes(b"\x80\x04 a pickle: pull must never fetch this")
+    return Fixtures(quants=quants, split=split,
+                    small={"README.md": readme, "huge.gguf": huge, "pytorch_model.bin": pickle})
 
 
 @pytest.fixture(scope="session")
@@ -100,6 +103,26 @@ def repos(fixtures: Fixtures) -> list[FakeRepo]:
                  allowed_tokens={GRANTED_TOKEN}),
         FakeRepo(HUGE_REPO, {huge.name: huge}),
     ]
+
+
+@pytest.fixture(scope="session")
+def st_repo(fixtures: Fixtures, tmp_path_factory: pytest.TempPathFactory) -> FakeRepo:
+    """The embedded model exported to a safetensors checkpoint by the converter's export, plus a pickle."""
+    from llmcli.convert.export import export_gguf_to_hf
+    from llmcli.store import embedded_model_path
+
+    checkpoint = tmp_path_factory.mktemp("checkpoint")
+    export_gguf_to_hf(embedded_model_path(), checkpoint, "bf16")  # bf16, as most checkpoints on the hub are
+    files = {p.name: FakeFile.from_path(p.name, p) for p in sorted(checkpoint.iterdir())}
+    for extra in ("README.md", "pytorch_model.bin"):
+        files[extra] = FakeFile.from_path(extra, fixtures.small[extra])
+    return FakeRepo(ST_REPO, files)
+
+
+@pytest.fixture
+def st_hub(hub: FakeHub, st_repo: FakeRepo) -> FakeHub:
+    hub.add(st_repo)
+    return hub
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ start of its Range, so tests can prove where a resumed download began.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -30,6 +31,19 @@ from urllib.parse import parse_qs, unquote, urlparse
 CHUNK = 64 * 1024
 
 
+@functools.lru_cache(maxsize=None)
+def _digests(path: Path) -> tuple[int, str, str]:
+    """Size, sha256 and git blob sha1 of a fixture file, hashed once per session however many repos share it."""
+    size = path.stat().st_size
+    sha = hashlib.sha256()
+    git = hashlib.sha1(f"blob {size}\0".encode())
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            sha.update(chunk)
+            git.update(chunk)
+    return size, sha.hexdigest(), git.hexdigest()
+
+
 @dataclass
 class FakeFile:
     name: str
@@ -41,20 +55,14 @@ class FakeFile:
 
     @classmethod
     def from_path(cls, name: str, path: Path, lfs: bool | None = None) -> FakeFile:
-        size = path.stat().st_size
+        size, sha256, git_sha1 = _digests(path)
         lfs = size > 10_000 or name.endswith((".gguf", ".safetensors")) if lfs is None else lfs
-        sha = hashlib.sha256()
-        git = hashlib.sha1(f"blob {size}\0".encode())
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                sha.update(chunk)
-                git.update(chunk)
-        f = cls(name=name, path=path, lfs=lfs, size=size, sha256=sha.hexdigest())
+        f = cls(name=name, path=path, lfs=lfs, size=size, sha256=sha256)
         if lfs:
             pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{f.sha256}\nsize {size}\n".encode()
             f.oid = hashlib.sha1(f"blob {len(pointer)}\0".encode() + pointer).hexdigest()
         else:
-            f.oid = git.hexdigest()
+            f.oid = git_sha1
         return f
 
     @property
@@ -114,6 +122,10 @@ class FakeHub:
         self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def add(self, repo: FakeRepo) -> None:
+        self.repos[repo.repo_id.lower()] = repo
+        self.by_sha256.update({f.sha256: f for f in repo.files.values()})
 
     def __enter__(self) -> FakeHub:
         self._thread.start()

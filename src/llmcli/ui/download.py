@@ -33,7 +33,7 @@ class PlainReport:
             FileProgress: self._progress,
             FileVerifying: lambda e: f"verifying {e.filename}",
             FileDone: lambda e: f"{e.filename}: {'already in the cache' if e.cached else 'done'} ({human_bytes(e.size)})",
-            Converting: lambda e: e.detail,
+            Converting: self._converting,
         }
 
     def __enter__(self) -> PlainReport:
@@ -53,6 +53,16 @@ class PlainReport:
         if e.resumed_from:
             return f"resuming {e.filename} at {human_bytes(e.resumed_from)} of {human_bytes(e.total)}"
         return f"fetching {e.filename} ({human_bytes(e.total)})"
+
+    def _converting(self, e: Converting) -> str | None:
+        if e.total is None or e.total <= 1:  # a stage: "converting X to GGUF q4_k_m", "quantizing with llama.cpp"
+            return None if e.done else e.detail
+        # Per tensor, the converter reports bytes of the checkpoint read so far: show quarters only.
+        step = e.done * self.STEPS // max(e.total, 1) if e.done is not None else 0
+        if step <= self._shown.get("\0convert", 0) or step >= self.STEPS:
+            return None
+        self._shown["\0convert"] = step
+        return f"  converting: {100 * step // self.STEPS}%"
 
     def _progress(self, e: FileProgress) -> str | None:
         step = e.done * self.STEPS // max(e.total, 1)
@@ -87,7 +97,7 @@ class RichReport:
             FileProgress: lambda e: self.progress.update(self._tasks[e.filename], completed=e.done),
             FileVerifying: lambda e: self.progress.update(self._tasks[e.filename], description=f"verifying {e.filename}"),
             FileDone: self._done,
-            Converting: lambda e: self.progress.console.print(e.detail, highlight=False),
+            Converting: self._converting,
         }
 
     def __enter__(self) -> RichReport:
@@ -104,6 +114,17 @@ class RichReport:
         if e.resumed_from:
             self.progress.console.print(f"resuming {e.filename} at {human_bytes(e.resumed_from)}", style="dim")
         self._tasks[e.filename] = self.progress.add_task(e.filename, total=e.total, completed=e.resumed_from)
+
+    def _converting(self, e: Converting) -> None:
+        if e.total is None or e.total <= 1:  # a stage, reported at its start (done 0) and end (done 1)
+            if not e.done:
+                self.progress.console.print(e.detail, highlight=False)
+            return
+        task = self._tasks.get("\0convert")
+        if task is None:
+            task = self._tasks["\0convert"] = self.progress.add_task("converting", total=e.total)
+        # The label is the tensor being written; the bar counts checkpoint bytes read.
+        self.progress.update(task, completed=e.done, total=e.total, description=f"converting {e.detail[:24]}")
 
     def _done(self, e: FileDone) -> None:
         task = self._tasks.get(e.filename)
