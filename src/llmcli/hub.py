@@ -87,6 +87,10 @@ class OfflineMissing(LlmcliError):
     """Offline (or the hub unreachable), and the files are not in the local cache."""
 
 
+class HubUnavailable(RuntimeFailure):
+    """No answer, or a 5xx: the hub is down or unreachable, which the local cache may make up for."""
+
+
 class NotEnoughSpace(LlmcliError):
     pass
 
@@ -279,7 +283,7 @@ def _gguf_groups(files: Iterable[RemoteFile]) -> dict[str, list[RemoteFile]]:
     groups: dict[str, list[RemoteFile]] = {}
     for f in files:
         base = Path(f.name).name.lower()
-        if not base.endswith(".gguf") or base.startswith(NOT_A_MODEL) or any(w in base for w in NOT_A_MODEL):
+        if not base.endswith(".gguf") or any(word in base for word in NOT_A_MODEL):
             continue
         groups.setdefault(SPLIT_RE.sub(".gguf", f.name), []).append(f)
     return {key: sorted(parts, key=lambda f: f.name) for key, parts in sorted(groups.items())}
@@ -394,8 +398,10 @@ def _translate(exc: BaseException, repo_id: str, revision: str, what: str = "") 
         if status in (401, 403):
             return GatedRepo(f"{repo_id}: access denied ({status}); if it is gated or private, "
                              f"request access at {url} and {token_hint}")
-        return RuntimeFailure(f"{hub_endpoint()} answered {status} for {repo_id}{f' {what}' if what else ''}; "
-                              "try again later")
+        kind = HubUnavailable if status >= 500 else RuntimeFailure
+        return kind(f"{hub_endpoint()} answered {status} for {repo_id}{f' {what}' if what else ''}; try again later")
+    if isinstance(exc, _transport_errors()):
+        return HubUnavailable(f"cannot reach {hub_endpoint()} ({type(exc).__name__})")
     return None
 
 
@@ -468,14 +474,14 @@ def resolve(repo_id: str, revision: str | None = None) -> tuple[RepoSnapshot, st
         return cached, f"offline: using the cached {repo_id} at {cached.sha[:7]}"
     try:
         return resolve_remote(repo_id, rev), None
-    except _transport_errors() as exc:
+    except HubUnavailable as exc:
+        # As huggingface_hub does: when the hub cannot answer, what the cache holds is still good.
         cached = resolve_cached(repo_id, rev)
         if cached is None:
             raise OfflineMissing(
-                f"cannot reach {hub_endpoint()} ({type(exc).__name__}) and {repo_id} is not in the local cache; "
-                "check your connection or HF_ENDPOINT"
+                f"{exc} and {repo_id} is not in the local cache; check your connection or HF_ENDPOINT"
             ) from exc
-        return cached, f"cannot reach {hub_endpoint()}; using the cached {repo_id} at {cached.sha[:7]}"
+        return cached, f"{exc}; using the cached {repo_id} at {cached.sha[:7]}"
 
 
 # -- planning ---------------------------------------------------------------------------------------
@@ -631,11 +637,10 @@ def _download_blob(plan: PullPlan, f: RemoteFile, blob: Path, progress: Progress
                          displayed_filename=f.name, tqdm_class=_progress_bar_class(progress, f.name, f.size))
             except Exception as exc:
                 mapped = _translate(exc, plan.repo_id, plan.revision, f.name)
-                if mapped is None and isinstance(exc, _transport_errors()):
-                    mapped = RuntimeFailure(
-                        f"the connection to {hub_endpoint()} broke while fetching {f.name} and did not come back; "
-                        "run the pull again to resume"
-                    )
+                if isinstance(mapped, HubUnavailable):
+                    # huggingface_hub already retried while bytes kept coming; what arrived stays on disk.
+                    mapped = HubUnavailable(f"the download of {f.name} from {hub_endpoint()} failed ({mapped}); "
+                                            "run the pull again to resume it")
                 if mapped is None:
                     raise
                 raise mapped from exc

@@ -197,6 +197,14 @@ def test_an_unreachable_hub_falls_back_to_the_cache(hub: FakeHub, monkeypatch) -
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
     r = run_llmcli("pull", GGUF_REPO, "--name", "from-cache")
     assert (r.code, r.stdout) == (0, "from-cache\n"), r.stderr
-    assert "cannot reach http://127.0.0.1:9; using the cached" in r.stderr
+    assert "cannot reach http://127.0.0.1:9 (ConnectError); using the cached" in r.stderr
     r = run_llmcli("pull", NO_DEFAULT_REPO)
     assert r.code == 1 and "cannot reach http://127.0.0.1:9" in r.stderr and "not in the local cache" in r.stderr
+
+
+def test_a_hub_answering_5xx_falls_back_to_the_cache(hub: FakeHub) -> None:
+    assert run_llmcli("pull", GGUF_REPO).code == 0
+    hub.faults.status = {"/api/": 503}
+    r = run_llmcli("pull", GGUF_REPO, "--name", "while-down")
+    assert (r.code, r.stdout) == (0, "while-down\n"), r.stderr
+    assert f"{hub.url} answered 503 for {GGUF_REPO}; try again later; using the cached" in r.stderr
