@@ -259,7 +259,7 @@ def looks_like_repo(spec: str) -> bool:
         parse_spec(spec)
     except UsageError:
         return False
-    return not Path(spec).expanduser().exists()
+    return not spec.lower().endswith(".gguf") and not Path(spec).expanduser().exists()
 
 
 # -- quant tags and file choice ---------------------------------------------------------------------------
@@ -741,6 +741,20 @@ def pull_model(
     else:
         entry = _convert(entry_name, plan, store, report)
     return store.register(entry)
+
+
+def find_or_pull(spec: str | None, store: Store | None = None, *, progress: Progress | None = None) -> ModelEntry:
+    """What `chat MODEL` needs: the store's model when it has one, else REPO[:QUANT] pulled first.
+
+    A model already in the store costs no network at all (not even the up-to-date check of `pull`).
+    """
+    store = store or Store()
+    try:
+        return store.resolve(spec)
+    except ModelNotFound:
+        if not spec or not looks_like_repo(spec):
+            raise
+    return pull_model(spec, store, progress=progress)
 
 
 def _up_to_date(store: Store, name: str, plan: PullPlan) -> ModelEntry | None:

@@ -208,3 +208,26 @@ def test_a_hub_answering_5xx_falls_back_to_the_cache(hub: FakeHub) -> None:
     r = run_llmcli("pull", GGUF_REPO, "--name", "while-down")
     assert (r.code, r.stdout) == (0, "while-down\n"), r.stderr
     assert f"{hub.url} answered 503 for {GGUF_REPO}; try again later; using the cached" in r.stderr
+
+
+def test_find_or_pull_pulls_once_then_uses_the_store(hub: FakeHub) -> None:
+    from llmcli.hub import FileDone, find_or_pull
+
+    seen: list = []
+    entry = find_or_pull(f"{GGUF_REPO}:Q8_0", progress=seen.append)
+    assert entry.name == f"{GGUF_REPO}:Q8_0" and any(isinstance(e, FileDone) for e in seen)
+    requests = len(hub.log)
+    assert find_or_pull(f"{GGUF_REPO}:Q8_0").path == entry.path
+    assert find_or_pull(GGUF_REPO).name == entry.name  # a unique prefix of a pulled name
+    assert len(hub.log) == requests  # the store answered: no network
+
+
+def test_list_shows_the_pulled_model(hub: FakeHub) -> None:
+    import json
+
+    assert run_llmcli("pull", f"{GGUF_REPO}:Q8_0").code == 0
+    r = run_llmcli("list", "--json")
+    assert r.code == 0, r.stderr
+    row = next(m for m in json.loads(r.stdout) if m["name"] == f"{GGUF_REPO}:Q8_0")
+    assert row["source"] == f"hf:{GGUF_REPO}" and row["quant"] == "Q8_0" and row["created"]
+    assert row["revision"] == hub.repos[GGUF_REPO.lower()].sha
