@@ -129,6 +129,9 @@ def test_a_dropped_connection_resumes_within_the_run(hub: FakeHub) -> None:
     assert r.code == 0, r.stderr
     starts = [e.range_start for e in hub.requests("GET", "/cdn/")]
     assert starts == [None, 2 * 10 * 2**20, 4 * 10 * 2**20]
+    retries = [line for line in r.stderr.splitlines() if line.startswith("huggingface_hub: ")]
+    assert len(retries) == 2 and all(line.endswith("; retrying") for line in retries)
+    assert "Trying to resume download" not in r.stderr
     remote = hub.repos[GGUF_REPO.lower()].files[f"{STEM}-Q8_0.gguf"]
     assert sha256(Path(entries()[f"{GGUF_REPO}:Q8_0"].path)) == remote.sha256
 

@@ -7,7 +7,7 @@ import typer
 from llmcli import hub
 from llmcli.environment import env
 from llmcli.store import Store
-from llmcli.ui.download import download_report, human_bytes
+from llmcli.ui.download import download_report, hub_warnings_to, human_bytes
 
 
 def pull(
@@ -24,7 +24,7 @@ def pull(
         _show_plan(hub.plan_pull(spec, revision=revision, outtype=outtype))
         return
     try:
-        with download_report(env.stderr, env.stderr_isatty) as report:
+        with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
             entry = hub.pull_model(spec, Store(), revision=revision, outtype=outtype, name=name, progress=report)
     except KeyboardInterrupt:
         # The bytes fetched so far stay on disk; say so, then let the boundary exit with 130.

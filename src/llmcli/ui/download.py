@@ -6,7 +6,9 @@ its handler, so a new record is one line here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from llmcli.hub import Converting, FileDone, FileProgress, FileStarted, FileVerifying, Note, PullEvent
@@ -136,3 +138,26 @@ class RichReport:
 
 def download_report(stream: TextIO, isatty: bool) -> PlainReport | RichReport:
     return RichReport(stream) if isatty else PlainReport(stream)
+
+
+class _ToReport(logging.Handler):
+    def __init__(self, report: Callable[[Note], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.report = report
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # "Error while downloading from URL: peer closed ...\nTrying to resume download...": the first line says it.
+        self.report(Note(f"huggingface_hub: {record.getMessage().splitlines()[0]}; retrying"))
+
+
+@contextmanager
+def hub_warnings_to(report: Callable[[Note], None]) -> Iterator[None]:
+    """huggingface_hub logs its in-run retries to stderr on its own handler, which would tear through the
+    bars; for the length of a pull they go through the report instead, as one line each."""
+    logger = logging.getLogger("huggingface_hub")
+    saved = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [_ToReport(report)], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = saved
