@@ -54,6 +54,14 @@ class ModelEntry:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def is_file(text: str) -> bool:
+    """Path(text).is_file() that answers False for text no file could be named (a long prompt)."""
+    try:
+        return "\n" not in text and Path(text).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
@@ -192,8 +200,8 @@ class Store:
         if spec in models:
             return models[spec]
         path = Path(spec).expanduser()
-        if path.suffix.lower() == ".gguf" or path.is_file():
-            if not path.is_file():
+        if path.suffix.lower() == ".gguf" or is_file(spec):
+            if not is_file(spec):
                 raise ModelNotFound(f"no such file: {spec}; check the path, or run `llmcli list`")
             resolved = path.resolve()
             return ModelEntry(name=resolved.name, path=str(resolved), files=[str(resolved)],

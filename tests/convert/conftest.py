@@ -4,7 +4,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from tests.convert.fixtures import build_tiny, embedded_gguf
 
 FAMILIES = ("llama", "qwen2", "qwen3", "phi3")

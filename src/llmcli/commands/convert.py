@@ -44,8 +44,13 @@ def convert(
 
     from llmcli.ui.convert_progress import ConvertProgress
 
-    with ConvertProgress(env.stderr) as progress:
-        result = convert_checkpoint(src_dir, out, outtype, progress=progress.update)
+    try:
+        with ConvertProgress(env.stderr) as progress:
+            result = convert_checkpoint(src_dir, out, outtype, progress=progress.update)
+    except KeyboardInterrupt:
+        # typer turns Ctrl-C into a silent exit 130; say what it left behind (nothing).
+        env.stderr.write(f"\nllmcli: interrupted; nothing was written to {out}\n")
+        raise
     store.register(ModelEntry(
         name=model_name, path=str(result.path.resolve()), source=f"convert:{src_dir.resolve()}",
         files=[str(result.path.resolve())], quant=outtype.upper(), arch=result.arch,

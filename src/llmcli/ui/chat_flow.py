@@ -9,7 +9,7 @@ from pathlib import Path
 from llmcli.engine.sampling import SamplingParams
 from llmcli.environment import env
 from llmcli.errors import UsageError
-from llmcli.store import ModelEntry, Store
+from llmcli.store import ModelEntry, Store, is_file
 from llmcli.ui.output import Output
 
 REPO_SPEC = re.compile(r"[\w.-]+/[\w.-]+(:[\w.-]+)?")
@@ -35,7 +35,7 @@ def names_a_model(store: Store, arg: str) -> bool:
     """Whether a lone positional argument is the MODEL rather than the prompt (exact names only)."""
     if arg in {m.name for m in store.list()}:
         return True
-    if arg.lower().endswith(".gguf") or Path(arg).is_file():
+    if arg.lower().endswith(".gguf") or is_file(arg):
         return True
     return bool(REPO_SPEC.fullmatch(arg))
 

