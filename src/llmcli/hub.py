@@ -259,7 +259,12 @@ def looks_like_repo(spec: str) -> bool:
         parse_spec(spec)
     except UsageError:
         return False
-    return not spec.lower().endswith(".gguf") and not Path(spec).expanduser().exists()
+    if spec.lower().endswith(".gguf"):
+        return False
+    try:
+        return not Path(spec).expanduser().exists()
+    except (OSError, ValueError):  # a name no file could have (too long): not a path either
+        return True
 
 
 # -- quant tags and file choice ---------------------------------------------------------------------------
