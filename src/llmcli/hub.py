@@ -574,7 +574,7 @@ def check_space(needs: dict[Path, int]) -> None:
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 # -- downloading ------------------------------------------------------------------------------------
@@ -740,6 +740,8 @@ def pull_model(
         report(Note(f"{entry_name} is up to date ({plan.sha[:7]})"))
         return current
     check_space(_space_needs(plan, store))
+    if plan.bytes_to_fetch:
+        report(Note(f"pulling {plan.repo_id} @ {plan.sha[:7]} ({plan.revision}): {_gb(plan.bytes_to_fetch)} to fetch"))
     paths = fetch(plan, report)
     if plan.kind == "gguf":
         entry = _gguf_entry(entry_name, plan, paths)

@@ -41,7 +41,8 @@ def _show_plan(plan: hub.PullPlan) -> None:
         env.stderr.write(note + "\n")
     action = f"convert to {plan.outtype}" if plan.kind == "safetensors" else plan.quant
     out = env.stdout
-    out.write(f"{plan.repo_id} @ {plan.sha[:12]} ({plan.revision}): {action}, {len(plan.files)} files, "
+    files = f"{len(plan.files)} file{'s' if len(plan.files) != 1 else ''}"
+    out.write(f"{plan.repo_id} @ {plan.sha[:12]} ({plan.revision}): {action}, {files}, "
               f"{human_bytes(plan.total_bytes)}, {human_bytes(plan.bytes_to_fetch)} to fetch\n")
     for f in plan.files:
         state = "cached" if f.cached or f.have == f.remote.size else (
