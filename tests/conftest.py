@@ -18,6 +18,12 @@ def private_store(tmp_path, monkeypatch):
     return home
 
 
+@pytest.fixture
+def llmcli_home(private_store):
+    """The convert tests' name for the private store (both branches defined one; merged here)."""
+    return private_store
+
+
 @pytest.fixture(scope="session")
 def embedded_path() -> str:
     from llmcli.store import embedded_model_path
