@@ -68,7 +68,7 @@ def test_ctrl_c_exits_130_and_the_pull_resumes(hub: FakeHub) -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert out == "" and "Traceback" not in err
-    assert err.splitlines()[-1] == "pull interrupted; run the same command again to resume where it stopped"
+    assert err.splitlines()[-1] == "llmcli: pull interrupted; run the same command again to resume where it stopped"
     on_disk = partial.stat().st_size
     assert on_disk > 0 and SPEC not in pulled_entries()
 

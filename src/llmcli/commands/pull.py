@@ -6,6 +6,7 @@ import typer
 
 from llmcli import hub
 from llmcli.environment import env
+from llmcli.errors import Interrupted
 from llmcli.store import Store
 from llmcli.ui.download import download_report, hub_warnings_to, human_bytes
 
@@ -27,10 +28,8 @@ def pull(
         with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
             entry = hub.pull_model(spec, Store(), revision=revision, outtype=outtype, name=name, progress=report)
     except KeyboardInterrupt:
-        # The bytes fetched so far stay on disk; say so, then let the boundary exit with 130.
-        env.stderr.write("\npull interrupted; run the same command again to resume where it stopped\n")
-        env.stderr.flush()
-        raise
+        # The bytes fetched so far stay on disk; the boundary says so and exits with 130.
+        raise Interrupted("pull interrupted; run the same command again to resume where it stopped") from None
     # stdout carries the name alone, so that `m=$(llmcli pull ...)` works in a script.
     env.stdout.write(entry.name + "\n")
     env.stdout.flush()
