@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "tokenize": "llmcli.commands.tokenize:tokenize",
     "pull": "llmcli.commands.pull:pull",
     "convert": "llmcli.commands.convert:convert",
+    "bench": "llmcli.commands.bench:bench",
 }
 
 app = typer.Typer(
