@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "rm": "llmcli.commands.rm:rm",
     "tokenize": "llmcli.commands.tokenize:tokenize",
     "convert": "llmcli.commands.convert:convert",
+    "bench": "llmcli.commands.bench:bench",
 }
 
 app = typer.Typer(

@@ -1,0 +1,92 @@
+"""llmcli bench against native llama-bench, same model, same settings, interleaved in one run.
+
+    .venv/bin/python benchmarks/bench_vs_llama_bench.py [--rounds 4] [--reps 5] [-t 2] [--model M]
+
+Each round runs both tools once (pp512 and tg128, -r reps each), alternating which goes first,
+so that a noisy neighbour on a shared machine hurts both sides alike. The figure per side is the
+median over rounds of each round's mean; the ratio is llmcli / native. Goal: >= 0.97 on both.
+
+Native llama-bench is built by benchmarks/build_native.sh from the llama.cpp inside the
+llama-cpp-python sdist we pin, so both sides run the same kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GOAL = 0.97
+
+
+def native_binary() -> str:
+    out = subprocess.run(["bash", str(HERE / "build_native.sh")], check=True, capture_output=True, text=True,
+                         env={**os.environ, "PYTHON": sys.executable})
+    return out.stdout.strip().splitlines()[-1]
+
+
+def run_json(cmd: list[str]) -> dict[str, float]:
+    """Run a tool with -o json; return {test name: avg_ts}."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    rows = json.loads(proc.stdout)
+    return {(f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"): r["avg_ts"] for r in rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("--model", default=None, help="a GGUF path (default: the embedded model)")
+    args = ap.parse_args()
+
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from llmcli.store import Store
+
+    model = args.model or Store().resolve(None).path
+    bench = native_binary()
+    # Same settings on both sides: threads, batch = ubatch = 512 (llmcli's engine default),
+    # flash attention auto (both tools' default), the same repetitions, warm-up on.
+    common = ["-p", str(args.n_prompt), "-n", str(args.n_gen), "-t", str(args.threads), "-r", str(args.reps)]
+    sides = {
+        "native": [bench, "-m", model, *common, "-b", "512", "-ub", "512", "-o", "json"],
+        "llmcli": [sys.executable, "-m", "llmcli", "bench", model, *common, "-b", "512", "-o", "json"],
+    }
+    print(f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
+          "interleaved\n", flush=True)
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    for rnd in range(args.rounds):
+        order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
+        for name in order:
+            results[name].append(run_json(sides[name]))
+        line = "  ".join(f"{name} " + " ".join(f"{t} {v:8.2f}" for t, v in results[name][-1].items())
+                         for name in sides)
+        print(f"round {rnd + 1}: {line}", flush=True)
+
+    tests = list(results["native"][0])
+    print(f"\n| test  | native llama-bench t/s | llmcli bench t/s | ratio | goal >= {GOAL} |")
+    print("| ----- | ---------------------: | ---------------: | ----: | :---------: |")
+    ok = True
+    for test in tests:
+        native = statistics.median(r[test] for r in results["native"])
+        ours = statistics.median(r[test] for r in results["llmcli"])
+        ratio = ours / native
+        ok &= ratio >= GOAL
+        print(f"| {test:5} | {native:22.2f} | {ours:16.2f} | {ratio:5.3f} | {'met' if ratio >= GOAL else 'MISSED':^11} |")
+    per_round = [" ".join(f"{t} {r2[t] / r1[t]:.3f}" for t in tests)
+                 for r1, r2 in zip(results["native"], results["llmcli"], strict=True)]
+    print("\nper-round ratios: " + " | ".join(per_round))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""llama.cpp side of the bench: pp<N> and tg<N> exactly as llama-bench measures them.
+
+The loops mirror llama-bench's test_prompt/test_gen (tools/llama-bench/llama-bench.cpp):
+- pp: N random token ids (BOS first when the model adds one), fed in n_batch chunks, then one
+  llama_synchronize; only the last token of a chunk asks for logits.
+- tg: one token per llama_decode, each followed by llama_synchronize, starting from BOS.
+- a warm-up pass of each test first, and the KV memory cleared before every repetition.
+The loops run on the engine's Runtime, so bench measures the very load, thread and flash-attention
+settings that `llmcli chat` runs with; its prefill/step are one ctypes call into libllama each.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from llmcli.bench.memory import peak_rss_bytes, reset_peak_rss
+from llmcli.bench.records import LLAMA, BenchPlan, BenchRow, BenchTest, Progress
+
+KV_TYPE = "f16"  # llama.cpp's default K/V cache type, which we do not change
+KV_BYTES_PER_ELEMENT = 2.0
+
+
+@dataclass
+class LlamaTarget:
+    """A GGUF to measure, with the name the user knows it by."""
+
+    name: str
+    path: str
+
+
+def cpu_info() -> str:
+    """The CPU's model name, as llama-bench's cpu_info field reports it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+class _Runner:
+    """The two llama-bench loops on the engine's Runtime (the same load, threads and flash-attention
+    settings that `llmcli chat` uses), with the random ids drawn before the clock starts."""
+
+    def __init__(self, rt, seed: int) -> None:
+        self.rt = rt
+        self.rng = random.Random(seed)
+
+    def _random_ids(self, n: int) -> list[int]:
+        ids = [self.rng.randrange(self.rt.n_vocab) for _ in range(n)]
+        if ids and self.rt.add_bos:  # as llama-bench: BOS first when the model adds one
+            ids[0] = self.rt.bos_id
+        return ids
+
+    def prompt(self, n_prompt: int) -> int:
+        """Prefill n_prompt random ids in n_batch chunks, then synchronize; returns elapsed ns."""
+        ids = self._random_ids(n_prompt)
+        t0 = time.perf_counter_ns()
+        self.rt.prefill(ids)
+        self.rt.synchronize()
+        return time.perf_counter_ns() - t0
+
+    def gen(self, n_gen: int) -> int:
+        """Decode n_gen tokens one per step, synchronizing after each; returns elapsed ns."""
+        ids = self._random_ids(n_gen)
+        step, sync = self.rt.step, self.rt.synchronize
+        t0 = time.perf_counter_ns()
+        for tok in ids:
+            step(tok)
+            sync()
+        return time.perf_counter_ns() - t0
+
+    def run(self, test: BenchTest) -> int:
+        """One repetition of a test from an empty KV memory; returns elapsed ns."""
+        self.rt.clear()
+        ns = 0
+        if test.n_prompt:
+            ns += self.prompt(test.n_prompt)
+        if test.n_gen:
+            ns += self.gen(test.n_gen)
+        return ns
+
+    def warmup(self, test: BenchTest) -> None:
+        # As llama-bench: a full prompt pass and a single generation step.
+        self.rt.clear()
+        if test.n_prompt:
+            self.prompt(test.n_prompt)
+        if test.n_gen:
+            self.gen(1)
+
+
+def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | BenchRow]:
+    """Measure every (threads, test) of the plan on one GGUF; yields progress, then each row."""
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.gguf_check import model_facts
+
+    facts = model_facts(target.path)  # validates the file before llama.cpp opens it
+    reset_peak_rss()
+    yield Progress(model=target.name, backend=LLAMA, stage="load")
+    rt = Runtime(target.path, RuntimeConfig(n_ctx=plan.ctx_size, n_threads=plan.threads[0],
+                                            n_batch=plan.n_batch, flash_attn=plan.flash_attn))
+    try:
+        per_token = facts.kv_bytes_per_token(KV_BYTES_PER_ELEMENT)
+        runner = _Runner(rt, plan.seed)
+        common = dict(
+            model_filename=target.path, model_type=rt.description, model_size=rt.model_size,
+            model_n_params=rt.n_params, n_batch=plan.n_batch, n_ubatch=plan.n_batch,  # as asked, like llama-bench
+            # llama-bench's encoding: -1 auto (the Runtime's "on": wherever the backend supports it), 0 off
+            flash_attn=-1 if plan.flash_attn else 0, type_k=KV_TYPE, type_v=KV_TYPE, cpu_info=cpu_info(),
+            backend=LLAMA, model=target.name, n_ctx=rt.n_ctx,
+            kv_cache_bytes=per_token * rt.n_ctx if per_token is not None else None,
+        )
+        for n_threads in plan.threads:
+            # One load serves every thread count, as llama-bench keeps the model between tests.
+            rt.ll.llama_set_n_threads(rt.ctx_ptr, n_threads, n_threads)
+            for test in plan.tests:
+                if plan.warmup:
+                    yield Progress(target.name, LLAMA, "warmup", test.name, n_threads)
+                    runner.warmup(test)
+                samples = []
+                for rep in range(plan.repetitions):
+                    yield Progress(target.name, LLAMA, "run", test.name, n_threads, rep + 1, plan.repetitions)
+                    samples.append(runner.run(test))
+                row = BenchRow.measured(samples, test.n_tokens, n_threads=n_threads, n_prompt=test.n_prompt,
+                                        n_gen=test.n_gen, test=test.name, peak_rss_bytes=peak_rss_bytes(),
+                                        **common)
+                if test.n_prompt and not test.n_gen:
+                    row.ttft_ms = row.avg_ns / 1e6  # prefill ends with the first token's logits
+                yield row
+    finally:
+        rt.close()
+

@@ -1,0 +1,176 @@
+"""Rows -> text: llama-bench's Markdown table, JSON, JSONL, CSV, and a bar chart.
+
+Everything returns a string; the command decides which stream it goes to.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from llmcli.bench.chat import ChatRow
+from llmcli.bench.records import BenchRow
+
+Row = BenchRow | ChatRow
+
+FORMATS = ("md", "json", "jsonl", "csv")
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def human_params(n: int) -> str:
+    # llama-bench prints params in M below a billion and B above
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    right: bool  # numbers align right, as in llama-bench's table
+    cell: Callable[[BenchRow], str]
+    when: Callable[[list[BenchRow]], bool] = lambda rows: True
+
+
+# llama-bench's columns first (model, size, params, backend, threads, test, t/s), then ours.
+COLUMNS: list[Column] = [
+    Column("model", False, lambda r: r.model_type),
+    Column("size", True, lambda r: human_bytes(r.model_size)),
+    Column("params", True, lambda r: human_params(r.model_n_params)),
+    Column("backend", False, lambda r: r.backend),
+    Column("threads", True, lambda r: str(r.n_threads)),
+    Column("n_batch", True, lambda r: str(r.n_batch), lambda rows: len({r.n_batch for r in rows}) > 1),
+    Column("test", True, lambda r: r.test),
+    Column("t/s", True, lambda r: f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}"),
+    Column("speedup", True, lambda r: f"{r.speedup:.2f}x" if r.speedup is not None else "-",
+           lambda rows: any(r.speedup is not None for r in rows)),
+    Column("TTFT ms", True, lambda r: f"{r.ttft_ms:.1f}" if r.ttft_ms is not None else "-",
+           lambda rows: any(r.ttft_ms is not None for r in rows)),
+    Column("KV cache", True, lambda r: f"{human_bytes(r.kv_cache_bytes)} @ {r.n_ctx}" if r.kv_cache_bytes else "-"),
+    Column("peak RSS", True, lambda r: human_bytes(r.peak_rss_bytes)),
+]
+
+
+def _ms(value: float, spread: float) -> str:
+    return f"{value:.1f} ± {spread:.1f}"
+
+
+# The chat latency table: one row per turn of the script.
+CHAT_COLUMNS: list[Column] = [
+    Column("model", False, lambda r: r.model),
+    Column("threads", True, lambda r: str(r.n_threads)),
+    Column("turn", True, lambda r: str(r.turn)),
+    Column("prompt", True, lambda r: str(r.prompt_tokens)),
+    Column("reused", True, lambda r: str(r.cached_tokens)),
+    Column("TTFT cold ms", True, lambda r: _ms(r.ttft_cold_ms, r.ttft_cold_stddev_ms)),
+    Column("TTFT reused ms", True, lambda r: _ms(r.ttft_reused_ms, r.ttft_reused_stddev_ms)),
+    Column("gain", True, lambda r: f"{r.ttft_speedup:.2f}x"),
+    Column("reply", True, lambda r: str(r.completion_tokens)),
+    Column("decode t/s", True, lambda r: f"{r.decode_tps:.2f} ± {r.decode_stddev_tps:.2f}"),
+    Column("raw tg t/s", True, lambda r: f"{r.raw_tg_tps:.2f}"),
+    Column("overhead", True, lambda r: f"{r.overhead_pct:+.1f}%"),
+]
+
+
+def to_markdown(rows: list[Row]) -> str:
+    if rows and isinstance(rows[0], ChatRow):
+        return _table(rows, CHAT_COLUMNS)
+    columns = [c for c in COLUMNS if c.when(rows)]
+    # If two different models share a model_type (two files of one quant), show their names too.
+    if len({r.model for r in rows}) > len({r.model_type for r in rows}):
+        columns.insert(0, Column("name", False, lambda r: r.model))
+    return _table(rows, columns)
+
+
+def _table(rows: list[Row], columns: list[Column]) -> str:
+    cells = [[c.cell(r) for c in columns] for r in rows]
+    widths = [max([len(c.title)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+
+    def line(values: list[str]) -> str:
+        return "| " + " | ".join(v.rjust(w) if c.right else v.ljust(w)
+                                 for v, w, c in zip(values, widths, columns, strict=True)) + " |"
+
+    rule = "| " + " | ".join(("-" * (w - 1) + ":") if c.right else "-" * w
+                             for w, c in zip(widths, columns, strict=True)) + " |"
+    return "\n".join([line([c.title for c in columns]), rule] + [line(r) for r in cells]) + "\n"
+
+
+def to_json(rows: list[Row]) -> str:
+    # llama-bench -o json writes one array of objects
+    return json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
+
+
+def to_jsonl(rows: list[Row]) -> str:
+    return "".join(json.dumps(r.to_dict()) + "\n" for r in rows)
+
+
+def to_csv(rows: list[Row]) -> str:
+    dicts = [r.to_dict() for r in rows]
+    names = list(dicts[0]) if dicts else [f.name for f in fields(BenchRow)]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(names)
+    for d in dicts:
+        # lists (samples) become one cell; None becomes an empty cell
+        writer.writerow([";".join(str(x) for x in v) if isinstance(v, list) else ("" if v is None else v)
+                         for v in (d[n] for n in names)])
+    return buf.getvalue()
+
+
+RENDERERS: dict[str, Callable[[list[Row]], str]] = {
+    "md": to_markdown,
+    "json": to_json,
+    "jsonl": to_jsonl,
+    "csv": to_csv,
+}
+
+
+def render(rows: list[Row], fmt: str) -> str:
+    return RENDERERS[fmt](rows)
+
+
+def bar_chart(rows: list[Row], width: int = 40) -> str:
+    """Horizontal bars of t/s, one group per test (pp and tg live on different scales)."""
+    if rows and isinstance(rows[0], ChatRow):
+        return _chat_chart(rows, width)
+    if not rows:
+        return ""
+    eighths = " ▏▎▍▌▋▊▉█"
+    labels = [f"{r.model} {r.backend} t={r.n_threads}" for r in rows]
+    label_w = max(len(s) for s in labels)
+    out: list[str] = []
+    for test in dict.fromkeys(r.test for r in rows):
+        group = [(label, r) for label, r in zip(labels, rows, strict=True) if r.test == test]
+        top = max(r.avg_ts for _, r in group) or 1.0
+        out.append(f"{test} (tokens/s)")
+        for label, r in group:
+            units = round(r.avg_ts / top * width * 8)
+            bar = "█" * (units // 8) + (eighths[units % 8] if units % 8 else "")
+            out.append(f"  {label.ljust(label_w)} {bar.ljust(width)} {r.avg_ts:9.2f}")
+    return "\n".join(out) + "\n"
+
+
+def _bar(value: float, top: float, width: int) -> str:
+    eighths = " ▏▎▍▌▋▊▉█"
+    units = round(value / (top or 1.0) * width * 8)
+    return ("█" * (units // 8) + (eighths[units % 8] if units % 8 else "")).ljust(width)
+
+
+def _chat_chart(rows: list[ChatRow], width: int) -> str:
+    """TTFT per turn, cold against reused: the cache's effect at a glance."""
+    top = max(max(r.ttft_cold_ms, r.ttft_reused_ms) for r in rows)
+    out = ["TTFT per turn (ms)"]
+    for r in rows:
+        who = f"t={r.n_threads} turn {r.turn}"
+        out.append(f"  {who} cold   {_bar(r.ttft_cold_ms, top, width)} {r.ttft_cold_ms:8.1f}")
+        out.append(f"  {' ' * len(who)} reused {_bar(r.ttft_reused_ms, top, width)} {r.ttft_reused_ms:8.1f}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,128 @@
+"""`llmcli bench`: parse options, run the library's bench, render rows. Results on stdout only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from llmcli.environment import env
+
+
+def _progress_line(ev) -> str:
+    where = f"{ev.model} [{ev.backend}]"
+    if ev.stage == "load":
+        return f"bench: loading {where}"
+    step = "warm-up" if ev.stage == "warmup" else f"run {ev.rep}/{ev.reps}"
+    return f"bench: {where} t={ev.n_threads} {ev.test} {step}"
+
+
+class _ProgressPrinter:
+    """On a terminal, one line rewritten in place; elsewhere, one line per load and per test."""
+
+    def __init__(self) -> None:
+        self.tty = env.stderr_isatty
+        self.width = 0
+
+    def show(self, ev) -> None:
+        text = _progress_line(ev)
+        if self.tty:
+            env.stderr.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        elif ev.stage in ("load", "warmup") or ev.rep == 1:
+            env.stderr.write(text + "\n")
+        env.stderr.flush()
+
+    def done(self) -> None:
+        if self.tty and self.width:
+            env.stderr.write("\r" + " " * self.width + "\r")
+            env.stderr.flush()
+
+
+HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does.
+
+\b
+  llmcli bench                       pp512 and tg128, default model
+  llmcli bench A B -t 1,2 -o json    2 models x 2 thread counts
+  llmcli bench M --backend llama,transformers
+                                     beside transformers, with speedup
+  llmcli bench --chat                TTFT cold vs reused, overhead
+
+Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
+"""
+
+
+def bench(
+    models: Annotated[Optional[list[str]], typer.Argument(
+        metavar="MODEL", show_default=False,
+        help="GGUF paths, store names or HF folders. Default: $LLMCLI_MODEL, else the embedded model.")] = None,
+    n_prompt: Annotated[str, typer.Option("-p", "--n-prompt", help="Prompt tokens of the pp tests; a list: 128,512.")
+                        ] = "512",
+    n_gen: Annotated[str, typer.Option("-n", "--n-gen", help="Generated tokens of the tg tests; a list: 64,128. "
+                                       "With --chat: the longest reply per turn.")] = "128",
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Repetitions of each test.")] = 5,
+    threads: Annotated[Optional[str], typer.Option(
+        "-t", "--threads", show_default=False, help="Thread counts, e.g. 1,2,4. Default: every usable core.")] = None,
+    n_batch: Annotated[int, typer.Option("-b", "--batch-size", help="Tokens per llama_decode call in pp.")] = 512,
+    n_ctx: Annotated[Optional[int], typer.Option(
+        "-c", "--ctx", show_default=False, help="Context size. Default: -p + -n (--chat: 2048).")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="md, json, jsonl or csv.")] = "md",
+    save: Annotated[Optional[Path], typer.Option(
+        "--save", show_default=False, help="Also append the rows to this JSONL file.")] = None,
+    backend: Annotated[Optional[list[str]], typer.Option(
+        "--backend", show_default=False, help="llama (default), transformers, or both: llama,transformers.")] = None,
+    chat: Annotated[bool, typer.Option(
+        "--chat", help="Scripted multi-turn chat: TTFT cold vs reused, pipeline vs raw tg.")] = False,
+    chart: Annotated[Optional[bool], typer.Option(
+        "--chart/--no-chart", show_default=False, help="Bar chart of the rows. Default: when stdout is a terminal.")
+    ] = None,
+    flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
+                          ] = True,
+) -> None:
+    from llmcli.bench import report, runner
+    from llmcli.bench.chat import ChatRow
+    from llmcli.bench.records import LLAMA, BenchRow
+    from llmcli.errors import UsageError
+    from llmcli.store import Store
+
+    if output not in report.FORMATS:
+        raise UsageError(f"unknown output format '{output}'; choose one of {', '.join(report.FORMATS)}")
+    plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
+                            n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
+                            flash_attn=flash_attn)
+    runner.check_save_path(save)
+    backends = runner.parse_backends(backend)
+    if chat and backends != [LLAMA]:
+        raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
+    runner.check_backend_installed(backends)
+    store = Store()
+    targets = [runner.resolve_target(spec, backends, store) for spec in (models or [None])]
+
+    progress = _ProgressPrinter()
+    rows: list[BenchRow | ChatRow] = []
+    events = runner.run_chat(targets, plan) if chat else runner.run(targets, backends, plan)
+    try:
+        for ev in events:
+            if isinstance(ev, BenchRow | ChatRow):
+                rows.append(ev)
+            else:
+                progress.show(ev)
+    finally:
+        progress.done()
+    if not chat:
+        runner.pair_speedups(rows)
+
+    env.stdout.write(report.render(rows, output))
+    env.stdout.flush()
+    if save is not None:
+        with open(save, "a", encoding="utf-8") as fh:
+            fh.write(report.to_jsonl(rows))
+    if chart or (chart is None and env.stdout_isatty):
+        # After the table on a terminal; on stderr when stdout is data for a program.
+        stream = env.stdout if env.stdout_isatty and output == "md" else env.stderr
+        stream.write("\n" + report.bar_chart(rows))
+        stream.flush()
+
+
+bench.__doc__ = HELP

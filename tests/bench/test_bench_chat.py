@@ -1,0 +1,42 @@
+"""`bench --chat`: the scripted conversation through ChatSession, TTFT cold vs reused, vs raw tg."""
+
+from __future__ import annotations
+
+import json
+
+from llmcli.bench.chat import SCRIPT
+
+
+def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead(cli):
+    r = cli("bench", "--chat", "-n", "8", "-r", "1", "-t", "1", "-o", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["turn"] for row in rows] == list(range(1, len(SCRIPT) + 1))
+    first, *later = rows
+    assert first["cached_tokens"] == 0  # the first turn starts from an empty cache
+    for before, row in zip(rows[:-1], later, strict=True):
+        assert row["prompt_tokens"] > before["prompt_tokens"]  # the history grows
+        # everything up to the last reply is reused; only the new question is prefilled
+        assert row["cached_tokens"] >= before["prompt_tokens"]
+        assert row["prefilled_tokens"] < row["prompt_tokens"] / 3
+    last = rows[-1]
+    assert last["ttft_reused_ms"] < last["ttft_cold_ms"]
+    for row in rows:
+        assert row["raw_tg_tps"] > 0 and row["test"] == "chat" and row["backend"] == "llama.cpp"
+        assert row["decode_tps"] > 0 and row["completion_tokens"] <= 8
+        assert abs(row["overhead_pct"] - (row["raw_tg_tps"] / row["decode_tps"] - 1) * 100) < 1e-6
+    assert "chat" in r.stderr
+
+
+def test_chat_markdown_table(cli):
+    r = cli("bench", "--chat", "-n", "4", "-r", "1", "-t", "1")
+    header = [c.strip() for c in r.stdout.splitlines()[0].strip("|").split("|")]
+    assert {"turn", "TTFT cold ms", "TTFT reused ms", "decode t/s", "raw tg t/s", "overhead"} <= set(header)
+    assert len(r.stdout.splitlines()) == 2 + len(SCRIPT)
+
+
+def test_chat_needs_a_reply_length_and_llama_cpp(cli):
+    r = cli("bench", "--chat", "-n", "0")
+    assert r.exit_code == 2 and "--chat needs -n N > 0" in r.stderr and r.stdout == ""
+    r = cli("bench", "--chat", "--backend", "transformers")
+    assert r.exit_code == 2 and "leave out --backend" in r.stderr
