@@ -100,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        if rest != "/v1/models":
+        if rest != "/v1/models" or scenario == "missing":  # "missing": no API at this address
             return self._json(404, {"detail": "Not Found"})
         models = [MODEL, "other-model"] if scenario == "two" else [MODEL]
         self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"}
