@@ -29,6 +29,7 @@ class FakeServer(ThreadingHTTPServer):
         self.requests: list[dict] = []  # method, path, authorization, body
         self.release = threading.Event()  # ends every stall when the server stops
         self.lock = threading.Lock()
+        self.posts = 0
 
     @property
     def url(self) -> str:
@@ -119,6 +120,11 @@ class Handler(BaseHTTPRequestHandler):
             scenario = marker.group(1)
         if scenario == "401":
             return self._json(401, {"error": {"message": "Invalid API key", "type": "auth"}})
+        with self.server.lock:
+            self.server.posts += 1
+            nth = self.server.posts
+        if scenario == "flaky" and nth % 2 == 0:  # every other request fails (the first one works)
+            scenario = "500"
         if scenario == "500":
             return self._json(500, {"error": {"message": "the engine is on fire", "code": 500}})
         if body.get("model") not in (MODEL, "other-model"):

@@ -11,8 +11,9 @@ E2EL. Field names follow vLLM's benchmark_serving results (`completed`, `request
 `output_throughput`, `p99_ttft_ms`, ...).
 
 Prompts are random words from a small vocabulary (common English words, about one token each), a
-different draw per request, as vLLM's "random" dataset does with token ids: no two requests share
-a prefix, so a server's prefix cache does not flatter the numbers. Output tokens come from the
+different draw per request, as vLLM's "random" dataset does with token ids: no two requests of a
+run share more than the instruction, so a server's prefix cache does not flatter the numbers (a
+later level would otherwise find an earlier level's prompts in vLLM's cache). Output tokens come from the
 server's `usage` when it sends one; otherwise each text chunk of the stream counts as a token.
 """
 
@@ -74,8 +75,10 @@ def make_serve_plan(*, concurrency: str, num_requests: int, duration: float, n_p
                      n_prompt=n_prompt, n_gen=n_gen)
 
 
-def random_prompt(rng: random.Random, n_words: int) -> str:
-    return f"{INSTRUCTION} {' '.join(rng.choice(WORDS) for _ in range(max(n_words, 1)))}"
+def random_prompt(seed: int, level: int, index: int, n_words: int) -> str:
+    """Request `index` of a level: drawn when it is sent, reproducible run to run, new at every level."""
+    rng = random.Random(f"{seed}:{level}:{index}")
+    return f"{INSTRUCTION} {' '.join(rng.choices(WORDS, k=max(n_words, 1)))}"
 
 
 @dataclass
@@ -219,10 +222,8 @@ class ServeRow:
 class _Level:
     """One concurrency level in flight: workers take request numbers until a bound is reached."""
 
-    def __init__(self, ep: Endpoint, model: str, plan: ServePlan, concurrency: int, rng: random.Random) -> None:
+    def __init__(self, ep: Endpoint, model: str, plan: ServePlan, concurrency: int) -> None:
         self.ep, self.model, self.plan, self.concurrency = ep, model, plan, concurrency
-        # Every prompt is drawn up front, so the workers do no work between requests but send.
-        self.prompts = [random_prompt(rng, plan.n_prompt) for _ in range(plan.num_requests)]
         self.results: list[RequestResult] = []
         self.lock = threading.Lock()
         self.issued = 0
@@ -245,7 +246,8 @@ class _Level:
     def _worker(self) -> None:
         while (i := self._next()) is not None:
             try:
-                result = run_request(self.ep, self.model, self.prompts[i], self.plan, self._register)
+                prompt = random_prompt(self.plan.seed, self.concurrency, i, self.plan.n_prompt)
+                result = run_request(self.ep, self.model, prompt, self.plan, self._register)
             except LlmcliError as exc:
                 result = RequestResult(False, error=str(exc))
             with self.lock:
@@ -287,13 +289,12 @@ def run_serve(ep: Endpoint, model: str, plan: ServePlan) -> Iterator[Progress | 
     """Each concurrency level in turn; progress events between rows. The warm-up request is not
     counted, and its failure (a bad key, an unknown model, a server down) stops the run with that
     error: better one clear line than a table of failures."""
-    rng = random.Random(plan.seed)
     backend = ep.base_url
     if plan.warmup:
         yield Progress(model, backend, "warmup", test=f"c{plan.concurrency[0]}")
-        run_request(ep, model, random_prompt(rng, plan.n_prompt), plan)
+        run_request(ep, model, random_prompt(plan.seed, 0, 0, plan.n_prompt), plan)
     for c in plan.concurrency:
-        level = _Level(ep, model, plan, c, rng)
+        level = _Level(ep, model, plan, c)
         test = f"c{c}"
         yield Progress(model, backend, "run", test=test, rep=0, reps=plan.num_requests)
         for done in level.run():

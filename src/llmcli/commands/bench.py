@@ -99,10 +99,9 @@ def bench(
     from llmcli.bench import report, runner
     from llmcli.bench.chat import ChatRow
     from llmcli.bench.records import LLAMA, BenchRow
+    from llmcli.engine.openai_http import Endpoint
     from llmcli.errors import UsageError
     from llmcli.store import Store
-
-    from llmcli.engine.openai_http import Endpoint
 
     if output not in report.FORMATS:
         raise UsageError(f"unknown output format '{output}'; choose one of {', '.join(report.FORMATS)}")
