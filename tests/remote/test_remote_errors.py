@@ -90,3 +90,14 @@ def test_the_request_carries_the_bearer_header_and_the_sampling_fields(fake_serv
 def test_bench_stops_on_a_failing_warmup_with_its_message(fake_server):
     result = run_cli("bench", "--endpoint", fake_server.endpoint("500"), "-n", "4", "--num-requests", "2")
     assert result.returncode == 1 and "the engine is on fire" in result.stderr and result.stdout == ""
+
+
+def test_the_remote_client_is_not_imported_for_help():
+    import subprocess
+    import sys
+
+    code = ("import sys, llmcli.cli\n"
+            "print([m for m in ('http.client', 'ssl', 'llmcli.engine.openai_http', 'llmcli.bench.serve') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
