@@ -44,3 +44,17 @@ def test_prompts_are_reproducible_and_differ_between_requests_and_levels():
     assert random_prompt(1, 4, 0, 50) == random_prompt(1, 4, 0, 50)
     assert len({random_prompt(1, 4, i, 50) for i in range(20)} | {random_prompt(1, 1, 0, 50)}) == 21
     assert len(random_prompt(1, 1, 0, 50).split()) == 50 + len("Write a short story that uses these words:".split())
+
+
+def test_serve_rows_render_in_every_format_and_chart():
+    from llmcli.bench import report
+
+    rows = [ServeRow.from_results([RequestResult(True, ttft_ms=10 * c, latency_ms=100 * c, output_tokens=9)], 1.0 * c,
+                                  backend="http://h/v1", model="m", test=f"c{c}", max_concurrency=c, n_prompt=8,
+                                  n_gen=9) for c in (1, 4)]
+    md = report.render(rows, "md")
+    assert md.splitlines()[0].startswith("| model") and "| c4 |" in md.replace("  ", " ").replace("  ", " ")
+    assert report.render(rows, "jsonl").count("\n") == 2
+    assert report.render(rows, "csv").splitlines()[0].startswith("backend,model,test,max_concurrency")
+    chart = report.bar_chart(rows)
+    assert chart.startswith("output tokens/s by concurrency") and "m c1" in chart and "m c4" in chart

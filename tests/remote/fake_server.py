@@ -125,6 +125,8 @@ class Handler(BaseHTTPRequestHandler):
             nth = self.server.posts
         if scenario == "flaky" and nth % 2 == 0:  # every other request fails (the first one works)
             scenario = "500"
+        if scenario == "strict" and "stream_options" in body:  # an older server with a strict schema
+            return self._json(422, {"detail": [{"loc": ["body", "stream_options"], "msg": "extra fields not permitted"}]})
         if scenario == "500":
             return self._json(500, {"error": {"message": "the engine is on fire", "code": 500}})
         if body.get("model") not in (MODEL, "other-model"):

@@ -87,6 +87,14 @@ def test_the_request_carries_the_bearer_header_and_the_sampling_fields(fake_serv
     assert result.stdout == "".join(REPLY[:4]) + "\n"
 
 
+def test_a_server_that_refuses_stream_options_is_asked_again_without(fake_server):
+    fake_server.requests.clear()
+    result = chat(fake_server.endpoint("strict"), "Say hi.")
+    assert result.returncode == 0 and result.stdout == "".join(REPLY) + "\n"
+    posts = [r["body"] for r in fake_server.requests if r["method"] == "POST"]
+    assert len(posts) == 2 and "stream_options" in posts[0] and "stream_options" not in posts[1]
+
+
 def test_bench_stops_on_a_failing_warmup_with_its_message(fake_server):
     result = run_cli("bench", "--endpoint", fake_server.endpoint("500"), "-n", "4", "--num-requests", "2")
     assert result.returncode == 1 and "the engine is on fire" in result.stderr and result.stdout == ""

@@ -29,6 +29,8 @@ CONNECT_TIMEOUT = 10.0
 # A user may paste the URL of an endpoint rather than the API's base; these tails are cut off.
 ENDPOINT_TAILS = ("/chat/completions", "/completions", "/models")
 MESSAGE_LIMIT = 300  # characters of a server's error message worth showing on one line
+# Asked for, not required: a server that refuses it by name gets the request again without it.
+OPTIONAL_FIELD = "stream_options"
 
 
 class RemoteError(RuntimeFailure):
@@ -282,14 +284,19 @@ class ChatStream:
         self._conn.request("POST", ep._split.path + "/chat/completions",
                            body=json.dumps(self.body).encode("utf-8"), headers=headers)
         resp = self._conn.getresponse()
-        if resp.status != 200:
-            try:
-                body = resp.read()
-            except (http.client.HTTPException, OSError):
-                body = b""
-            raise http_error(ep, resp.status, resp.reason, body, what="POST /chat/completions",
-                             model=self.body.get("model"))
-        return resp
+        if resp.status == 200:
+            return resp
+        try:
+            body = resp.read()
+        except (http.client.HTTPException, OSError):
+            body = b""
+        if resp.status in (400, 422) and OPTIONAL_FIELD in self.body and OPTIONAL_FIELD.encode() in body:
+            # A strict server that does not know stream_options: ask again without it (no usage then).
+            self.close()
+            self.body = {k: v for k, v in self.body.items() if k != OPTIONAL_FIELD}
+            return self._open()
+        raise http_error(ep, resp.status, resp.reason, body, what="POST /chat/completions",
+                         model=self.body.get("model"))
 
     def __iter__(self) -> Iterator[dict]:
         ep = self.ep
