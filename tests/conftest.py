@@ -20,6 +20,7 @@ def private_store(tmp_path, monkeypatch):
 
 @pytest.fixture
 def llmcli_home(private_store):
+    """The convert tests' name for the private store (both branches defined one; merged here)."""
     return private_store
 
 

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "show": "llmcli.commands.show:show",
     "rm": "llmcli.commands.rm:rm",
     "tokenize": "llmcli.commands.tokenize:tokenize",
+    "pull": "llmcli.commands.pull:pull",
     "convert": "llmcli.commands.convert:convert",
     "bench": "llmcli.commands.bench:bench",
 }

@@ -94,3 +94,28 @@ def test_esc_enter_makes_one_multiline_message(repl, tmp_path):
     assert first == {"role": "user", "content": "first line\nsecond line"}
     repl.sendline("/bye")
     repl.expect(pexpect.EOF)
+
+
+def test_a_paste_with_newlines_stays_one_message(repl, tmp_path):
+    repl.send("\x1b[200~pasted one\npasted two\x1b[201~")  # bracketed paste, as terminals send it
+    repl.send("\r")
+    repl.expect("tok/s")
+    repl.expect_exact(PROMPT)
+    saved = tmp_path / "conv.json"
+    repl.sendline(f"/save {saved}")
+    repl.expect_exact("saved 2 messages")
+    first = json.loads(saved.read_text())["messages"][0]
+    assert first == {"role": "user", "content": "pasted one\npasted two"}
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)
+
+
+def test_markdown_mode_renders_the_reply(repl):
+    repl.sendline("/set markdown on")
+    repl.expect_exact("markdown = on")
+    repl.expect_exact(PROMPT)
+    repl.sendline("Say hello.")
+    repl.expect("tok/s")
+    repl.expect_exact(PROMPT)
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)

@@ -181,11 +181,11 @@ class ChatSession:
                                         cancelled=finish == "cancelled")]
 
         # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
+        stats.ctx_used = len(rt.kv_tokens)  # what this request occupied, before any release
         t7 = time.perf_counter()
         if not keep_cache:
             rt.clear()
         stats.release_ms = _ms(t7)
-        stats.ctx_used = len(rt.kv_tokens)
         stats.total_ms = _ms(t0)
         stats.stages = {
             "① tokenize": stats.tokenize_ms, "② schedule": stats.schedule_ms, "③ prefill": stats.prefill_ms,

@@ -46,7 +46,7 @@ class Stats:
     return_ms: float = 0.0
     release_ms: float = 0.0
     masked_words: int = 0
-    ctx_used: int = 0  # KV positions held after the request
+    ctx_used: int = 0  # KV positions the request occupied (kept for the next turn unless released)
     load_ms: float = 0.0
     total_ms: float = 0.0
     stages: dict = field(default_factory=dict)

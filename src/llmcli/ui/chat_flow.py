@@ -86,6 +86,14 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
 
 
 def resolve_model(store: Store, spec: str | None) -> ModelEntry:
+    """A model in the store, or REPO[:QUANT] pulled first (with progress on stderr), as Ollama does."""
+    from llmcli import hub
+
+    if spec and hub.looks_like_repo(spec) and not is_file(spec):
+        from llmcli.ui.download import download_report, hub_warnings_to
+
+        with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
+            return hub.find_or_pull(spec, store, progress=report)
     return store.resolve(spec)
 
 

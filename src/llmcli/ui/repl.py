@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 
 from llmcli.engine.events import Notice, Stats, TextDelta
-from llmcli.environment import env
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
 from llmcli.ui.output import Output
@@ -137,4 +136,4 @@ class Repl:
         return stats
 
 
-__all__ = ["Repl", "env"]
+

@@ -69,7 +69,7 @@ def stats_table(stats: Stats, model: str):
         "④ decode": f"{stats.completion_tokens} tokens · {_n(stats.decode_tps)} tok/s · {_n(stats.ms_per_token, 2)} ms/tok",
         "⑤ post-process": f"{stats.masked_words} words masked" if stats.masked_words else STAGE_NOTES["⑤ post-process"],
         "⑥ return": STAGE_NOTES["⑥ return"],
-        "⑦ release": f"KV holds {stats.ctx_used}/{stats.n_ctx} positions",
+        "⑦ release": f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, kept for the next turn",
     }
     total = stats.total_ms or 1.0
     for stage, ms in stats.stages.items():
