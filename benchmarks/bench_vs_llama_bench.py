@@ -4,7 +4,8 @@
 
 Each round runs both tools once (pp512 and tg128, -r reps each), alternating which goes first,
 so that a noisy neighbour on a shared machine hurts both sides alike. The figure per side is the
-median over rounds of each round's mean; the ratio is llmcli / native. Goal: >= 0.97 on both.
+median over rounds of each round's mean, and also the best single repetition; the ratio is
+llmcli / native. Goal: >= 0.97 on both. Exit status 1 when a ratio misses it.
 
 Native llama-bench is built by benchmarks/build_native.sh from the llama.cpp inside the
 llama-cpp-python sdist we pin, so both sides run the same kernels.
@@ -30,13 +31,13 @@ def native_binary() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def run_json(cmd: list[str]) -> dict[str, float]:
-    """Run a tool with -o json; return {test name: avg_ts}."""
+def run_json(cmd: list[str]) -> dict[str, dict]:
+    """Run a tool with -o json; return {test name: row} (both tools write llama-bench's fields)."""
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     rows = json.loads(proc.stdout)
-    return {(f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"): r["avg_ts"] for r in rows}
+    return {(f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"): r for r in rows}
 
 
 def main() -> None:
@@ -63,26 +64,33 @@ def main() -> None:
     }
     print(f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
           "interleaved\n", flush=True)
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    results: dict[str, list[dict[str, dict]]] = {name: [] for name in sides}
     for rnd in range(args.rounds):
         order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
         for name in order:
             results[name].append(run_json(sides[name]))
-        line = "  ".join(f"{name} " + " ".join(f"{t} {v:8.2f}" for t, v in results[name][-1].items())
+        line = "  ".join(f"{name} " + " ".join(f"{t} {r['avg_ts']:8.2f}" for t, r in results[name][-1].items())
                          for name in sides)
         print(f"round {rnd + 1}: {line}", flush=True)
 
     tests = list(results["native"][0])
-    print(f"\n| test  | native llama-bench t/s | llmcli bench t/s | ratio | goal >= {GOAL} |")
-    print("| ----- | ---------------------: | ---------------: | ----: | :---------: |")
+    # Two estimators, both printed: the median of the rounds' means (typical), and the best single
+    # repetition (the least disturbed by other processes; on a shared machine often the fairest).
+    print(f"\n| test  | estimator | native llama-bench t/s | llmcli bench t/s | ratio | goal >= {GOAL} |")
+    print("| ----- | --------- | ---------------------: | ---------------: | ----: | :---------: |")
     ok = True
+    estimators = {
+        "median": lambda rounds, t: statistics.median(r[t]["avg_ts"] for r in rounds),
+        "best": lambda rounds, t: max(s for r in rounds for s in r[t]["samples_ts"]),
+    }
     for test in tests:
-        native = statistics.median(r[test] for r in results["native"])
-        ours = statistics.median(r[test] for r in results["llmcli"])
-        ratio = ours / native
-        ok &= ratio >= GOAL
-        print(f"| {test:5} | {native:22.2f} | {ours:16.2f} | {ratio:5.3f} | {'met' if ratio >= GOAL else 'MISSED':^11} |")
-    per_round = [" ".join(f"{t} {r2[t] / r1[t]:.3f}" for t in tests)
+        for label, estimate in estimators.items():
+            native, ours = estimate(results["native"], test), estimate(results["llmcli"], test)
+            ratio = ours / native
+            ok &= ratio >= GOAL
+            print(f"| {test:5} | {label:9} | {native:22.2f} | {ours:16.2f} | {ratio:5.3f} | "
+                  f"{'met' if ratio >= GOAL else 'MISSED':^11} |")
+    per_round = [" ".join(f"{t} {r2[t]['avg_ts'] / r1[t]['avg_ts']:.3f}" for t in tests)
                  for r1, r2 in zip(results["native"], results["llmcli"], strict=True)]
     print("\nper-round ratios: " + " | ".join(per_round))
     sys.exit(0 if ok else 1)
