@@ -4,7 +4,6 @@ embedded model, and a small fake that fails on purpose (fake_server.py)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -74,14 +73,7 @@ def fake_server():
     server.stop()
 
 
-@pytest.fixture(autouse=True)
-def no_endpoint_from_the_environment(monkeypatch):
-    monkeypatch.delenv("LLMCLI_ENDPOINT", raising=False)
-    monkeypatch.delenv("LLMCLI_API_KEY", raising=False)
-
-
 def no_key_anywhere(*texts: str) -> bool:
     return all(API_KEY not in (t or "") for t in texts)
 
 
-__all__ = ["API_KEY", "ALIAS", "free_port", "no_key_anywhere", "os"]
