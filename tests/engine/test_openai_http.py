@@ -33,7 +33,7 @@ def test_endpoint_urls_are_normalised_to_the_api_base(given, base):
     assert Endpoint.parse(given).base_url == base
 
 
-@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://h/v1", "http://", "http://h:x/v1"])
+@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://h/v1", "http://", "http://h:x/v1", "http://u:pw@h/v1"])
 def test_bad_endpoint_urls_are_usage_errors(bad):
     with pytest.raises(UsageError, match="--endpoint"):
         Endpoint.parse(bad)

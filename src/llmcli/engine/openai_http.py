@@ -64,6 +64,10 @@ class Endpoint:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(f"--endpoint '{url}' is not an http(s) URL; give the server's base URL, "
                              "e.g. http://localhost:8000/v1")
+        if parts.username or parts.password:
+            # It would be shown in every message that names the server; keys go in a header.
+            raise UsageError("--endpoint should not carry credentials; give the key with --api-key or "
+                             "LLMCLI_API_KEY")
         try:
             parts.port  # noqa: B018  (raises on a port that is not a number)
         except ValueError:
@@ -95,11 +99,8 @@ class Endpoint:
         return self.base_url
 
     @property
-    def _split(self):
+    def parts(self):
         return urlsplit(self.base_url)
-
-    def url(self, path: str) -> str:
-        return f"{self.base_url}{path}"
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "llmcli"}
@@ -112,7 +113,7 @@ class Endpoint:
         return text.replace(self.api_key, "***") if self.api_key else text
 
     def connect(self) -> http.client.HTTPConnection:
-        parts = self._split
+        parts = self.parts
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         conn = cls(parts.hostname, parts.port, timeout=self.connect_timeout)
         try:
@@ -191,7 +192,7 @@ def _get_json(ep: Endpoint, path: str, what: str) -> object:
     conn = ep.connect()
     try:
         try:
-            conn.request("GET", ep._split.path + path, headers=ep.headers())
+            conn.request("GET", ep.parts.path + path, headers=ep.headers())
             resp = conn.getresponse()
             body = resp.read()
         except TimeoutError:
@@ -281,7 +282,7 @@ class ChatStream:
         self._conn = ep.connect()
         headers = {**ep.headers(), "Content-Type": "application/json", "Accept": "text/event-stream"}
         # Timeouts and broken connections propagate to __iter__, which knows whether we aborted.
-        self._conn.request("POST", ep._split.path + "/chat/completions",
+        self._conn.request("POST", ep.parts.path + "/chat/completions",
                            body=json.dumps(self.body).encode("utf-8"), headers=headers)
         resp = self._conn.getresponse()
         if resp.status == 200:
