@@ -17,20 +17,9 @@ class ConvertProgress:
     def __enter__(self) -> ConvertProgress:
         if not self.stream.isatty():
             return self
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
+        from llmcli.ui.download import transfer_progress
 
-        self._progress = Progress(
-            TextColumn("{task.description:<28}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=Console(file=self.stream), transient=True,
-        )
+        self._progress = transfer_progress(self.stream, label_width=28, transient=True)
         self._progress.__enter__()
         self._task = self._progress.add_task("reading", total=None)
         return self

@@ -74,24 +74,28 @@ class PlainReport:
         return f"  {e.filename}: {100 * step // self.STEPS}% ({human_bytes(e.done)})"
 
 
+def transfer_progress(stream: TextIO, *, label_width: int | None = None, transient: bool = False):
+    """The one look of llmcli's byte-counting bars (downloads, conversion): label, bar, bytes, speed, ETA."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    label = "{task.description:<%d}" % label_width if label_width else "{task.description}"
+    return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                    console=Console(file=stream, stderr=True), transient=transient)
+
+
 class RichReport:
     """For a terminal: one bar per file with bytes, speed and time left."""
 
     def __init__(self, stream: TextIO) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TimeRemainingColumn(), console=Console(file=stream, stderr=True),
-        )
+        self.progress = transfer_progress(stream)
         self._tasks: dict[str, Any] = {}
         self._handlers: dict[type, Callable[[Any], None]] = {
             Note: lambda e: self.progress.console.print(e.text, style="dim", highlight=False),
