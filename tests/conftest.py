@@ -15,7 +15,16 @@ def private_store(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMCLI_HOME", str(home))
     monkeypatch.delenv("LLMCLI_MODEL", raising=False)
     monkeypatch.delenv("LLMCLI_DEBUG", raising=False)
+    # A server set in the environment would send every local chat test to it.
+    monkeypatch.delenv("LLMCLI_ENDPOINT", raising=False)
+    monkeypatch.delenv("LLMCLI_API_KEY", raising=False)
     return home
+
+
+@pytest.fixture
+def llmcli_home(private_store):
+    """The convert tests' name for the private store (both branches defined one; merged here)."""
+    return private_store
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "show": "llmcli.commands.show:show",
     "rm": "llmcli.commands.rm:rm",
     "tokenize": "llmcli.commands.tokenize:tokenize",
+    "pull": "llmcli.commands.pull:pull",
+    "convert": "llmcli.commands.convert:convert",
     "bench": "llmcli.commands.bench:bench",
 }
 
@@ -68,9 +70,10 @@ def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
             ExitStatus.ERROR)
 
 
-def _report(message: str) -> None:
+def _report(message: str, status: ExitStatus) -> None:
     stream = env.stderr
-    stream.write(f"llmcli: error: {message}\n")
+    kind = "" if status == ExitStatus.INTERRUPTED else "error: "
+    stream.write(f"llmcli: {kind}{message}\n")
     stream.flush()
 
 
@@ -81,6 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         env.stderr.write("\nllmcli: interrupted\n")
         sys.exit(ExitStatus.INTERRUPTED)
     except typer.Exit as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # typer's own rendering of Ctrl-C
+            env.stderr.write("\nllmcli: interrupted\n")
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         # `llmcli chat ... | head -1`: the reader left; that is not our failure.
@@ -92,6 +97,6 @@ def main(argv: list[str] | None = None) -> None:
         if env.debug:
             traceback.print_exc()
         message, status = _message_for(exc)
-        _report(message)
+        _report(message, status)
         sys.exit(status)
     sys.exit(result if isinstance(result, int) else ExitStatus.OK)

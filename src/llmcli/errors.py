@@ -46,3 +46,9 @@ class ContextOverflow(UsageError):
 
 class RuntimeFailure(LlmcliError):
     """llama.cpp or the system failed while the input was valid."""
+
+
+class Interrupted(LlmcliError):
+    """Ctrl-C, with a word on what was left behind (the message)."""
+
+    exit_status = ExitStatus.INTERRUPTED

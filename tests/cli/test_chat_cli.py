@@ -77,7 +77,6 @@ def test_model_by_prefix_and_path(embedded_path):
 
 @pytest.mark.parametrize("args,stdin,code,message", [
     (["chat", "no-such-model", "hi"], None, 2, "no model named 'no-such-model'"),
-    (["chat", "-m", "org/missing:Q4_K_M", "hi"], None, 2, "llmcli pull"),
     (["chat", "/etc/hostname", "hi"], None, 2, "not a GGUF file"),
     (["chat", "/nonexistent/model.gguf", "hi"], None, 2, "no such file"),
     (["chat", "--temp", "hot", "hi"], None, 2, "Invalid value for '--temp'"),
@@ -98,6 +97,14 @@ def test_bad_input_is_one_clear_line(args, stdin, code, message):
     assert result.stderr.startswith("llmcli: error:")
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_chat_on_a_repo_not_in_the_store_tries_to_pull_it(tmp_path):
+    result = run_cli("chat", "-m", "org/missing:Q4_K_M", "hi",
+                     env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert result.returncode == 1
+    assert result.stderr.startswith("llmcli: error:") and "org/missing" in result.stderr
+    assert "HF_HUB_OFFLINE" in result.stderr and result.stdout == ""
 
 
 def test_debug_variable_brings_the_traceback_back():

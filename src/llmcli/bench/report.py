@@ -13,8 +13,9 @@ from dataclasses import dataclass, fields
 
 from llmcli.bench.chat import ChatRow
 from llmcli.bench.records import BenchRow
+from llmcli.bench.serve import ServeRow
 
-Row = BenchRow | ChatRow
+Row = BenchRow | ChatRow | ServeRow
 
 FORMATS = ("md", "json", "jsonl", "csv")
 
@@ -81,7 +82,27 @@ CHAT_COLUMNS: list[Column] = [
 ]
 
 
+def _pcts(r: ServeRow, name: str) -> str:
+    return " / ".join(f"{getattr(r, f'p{p}_{name}_ms'):.1f}" for p in (50, 90, 99))
+
+
+# bench --endpoint: one row per concurrency level, the columns of vLLM's serving benchmark.
+SERVE_COLUMNS: list[Column] = [
+    Column("model", False, lambda r: r.model),
+    Column("backend", False, lambda r: r.backend),
+    Column("test", True, lambda r: r.test),
+    Column("reqs", True, lambda r: f"{r.completed}" + (f" ({r.failed} failed)" if r.failed else "")),
+    Column("req/s", True, lambda r: f"{r.request_throughput:.2f}"),
+    Column("out tok/s", True, lambda r: f"{r.output_throughput:.2f}"),
+    Column("decode t/s", True, lambda r: f"{r.decode_tps:.2f}"),
+    Column("TTFT ms p50/p90/p99", True, lambda r: _pcts(r, "ttft")),
+    Column("latency ms p50/p90/p99", True, lambda r: _pcts(r, "e2el")),
+]
+
+
 def to_markdown(rows: list[Row]) -> str:
+    if rows and isinstance(rows[0], ServeRow):
+        return _table(rows, SERVE_COLUMNS)
     if rows and isinstance(rows[0], ChatRow):
         return _table(rows, CHAT_COLUMNS)
     columns = [c for c in COLUMNS if c.when(rows)]
@@ -140,6 +161,8 @@ def render(rows: list[Row], fmt: str) -> str:
 
 def bar_chart(rows: list[Row], width: int = 40) -> str:
     """Horizontal bars of t/s, one group per test (pp and tg live on different scales)."""
+    if rows and isinstance(rows[0], ServeRow):
+        return _serve_chart(rows, width)
     if rows and isinstance(rows[0], ChatRow):
         return _chat_chart(rows, width)
     if not rows:
@@ -173,4 +196,15 @@ def _chat_chart(rows: list[ChatRow], width: int) -> str:
         who = f"t={r.n_threads} turn {r.turn}"
         out.append(f"  {who} cold   {_bar(r.ttft_cold_ms, top, width)} {r.ttft_cold_ms:8.1f}")
         out.append(f"  {' ' * len(who)} reused {_bar(r.ttft_reused_ms, top, width)} {r.ttft_reused_ms:8.1f}")
+    return "\n".join(out) + "\n"
+
+
+def _serve_chart(rows: list[ServeRow], width: int) -> str:
+    """Output tokens/s per concurrency level: how far batching carries the server."""
+    top = max(r.output_throughput for r in rows)
+    labels = [f"{r.model[-24:]} {r.test}" for r in rows]
+    label_w = max(len(s) for s in labels)
+    out = ["output tokens/s by concurrency"]
+    for label, r in zip(labels, rows, strict=True):
+        out.append(f"  {label.ljust(label_w)} {_bar(r.output_throughput, top, width)} {r.output_throughput:9.2f}")
     return "\n".join(out) + "\n"

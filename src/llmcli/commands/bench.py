@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from llmcli.commands.options import ApiKeyOpt, EndpointOpt, TimeoutOpt
 from llmcli.environment import env
 
 
@@ -14,6 +15,9 @@ def _progress_line(ev) -> str:
     where = f"{ev.model} [{ev.backend}]"
     if ev.stage == "load":
         return f"bench: loading {where}"
+    if not ev.n_threads:  # a server: the test is a concurrency level, the steps are requests
+        step = "warm-up request" if ev.stage == "warmup" else f"{ev.rep}/{ev.reps} requests"
+        return f"bench: {where} {ev.test} {step}"
     step = "warm-up" if ev.stage == "warmup" else f"run {ev.rep}/{ev.reps}"
     return f"bench: {where} t={ev.n_threads} {ev.test} {step}"
 
@@ -48,6 +52,9 @@ HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does
   llmcli bench M --backend llama,transformers
                                      beside transformers, with speedup
   llmcli bench --chat                TTFT cold vs reused, overhead
+  llmcli bench --endpoint URL --concurrency 1,4,16
+                                     a server, like vLLM's serving benchmark:
+                                     req/s, output tok/s, TTFT and latency p50/p90/p99
 
 Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
 """
@@ -79,15 +86,35 @@ def bench(
     ] = None,
     flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
                           ] = True,
+    endpoint: EndpointOpt = None,
+    api_key: ApiKeyOpt = None,
+    timeout: TimeoutOpt = None,
+    concurrency: Annotated[str, typer.Option(
+        "--concurrency", help="With --endpoint: requests in flight at once, a list: 1,4,16.")] = "1",
+    num_requests: Annotated[int, typer.Option(
+        "--num-requests", help="With --endpoint: at most this many requests per concurrency level.")] = 64,
+    duration: Annotated[float, typer.Option(
+        "--duration", metavar="SECONDS", help="With --endpoint: no new request after this long, per level.")] = 60.0,
 ) -> None:
     from llmcli.bench import report, runner
     from llmcli.bench.chat import ChatRow
     from llmcli.bench.records import LLAMA, BenchRow
+    from llmcli.engine.openai_http import Endpoint
     from llmcli.errors import UsageError
     from llmcli.store import Store
 
     if output not in report.FORMATS:
         raise UsageError(f"unknown output format '{output}'; choose one of {', '.join(report.FORMATS)}")
+    server = Endpoint.from_options(endpoint, api_key, timeout)
+    if server is not None:
+        local_only = {"-t": threads, "-c": n_ctx, "--backend": backend, "--chat": chat or None}
+        given = [name for name, value in local_only.items() if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
+        runner.check_save_path(save)
+        rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
+        _emit(rows, output, save, chart)
+        return
     plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
                             n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
                             flash_attn=flash_attn)
@@ -113,6 +140,12 @@ def bench(
     if not chat:
         runner.pair_speedups(rows)
 
+    _emit(rows, output, save, chart)
+
+
+def _emit(rows: list, output: str, save: Path | None, chart: bool | None) -> None:
+    from llmcli.bench import report
+
     env.stdout.write(report.render(rows, output))
     env.stdout.flush()
     if save is not None:
@@ -123,6 +156,35 @@ def bench(
         stream = env.stdout if env.stdout_isatty and output == "md" else env.stderr
         stream.write("\n" + report.bar_chart(rows))
         stream.flush()
+
+
+def _bench_remote(server, models: list[str] | None, n_prompt: str, n_gen: str, concurrency: str,
+                  num_requests: int, duration: float) -> list:
+    from llmcli.bench.runner import parse_int_list
+    from llmcli.bench.serve import ServeRow, make_serve_plan, run_serve
+    from llmcli.engine.openai_http import list_models, pick_model
+    from llmcli.errors import UsageError
+
+    prompts, gens = parse_int_list(n_prompt, "-p", 1), parse_int_list(n_gen, "-n", 1)
+    if len(prompts) > 1 or len(gens) > 1:
+        raise UsageError("with --endpoint give one -p (prompt words) and one -n (reply tokens); "
+                         "sweep --concurrency instead")
+    plan = make_serve_plan(concurrency=concurrency, num_requests=num_requests, duration=duration,
+                           n_prompt=prompts[0], n_gen=gens[0])
+    available = list_models(server)
+    targets = [pick_model(server, available, spec) for spec in (models or [None])]
+    progress = _ProgressPrinter()
+    rows: list[ServeRow] = []
+    try:
+        for target in targets:
+            for ev in run_serve(server, target, plan):
+                if isinstance(ev, ServeRow):
+                    rows.append(ev)
+                else:
+                    progress.show(ev)
+    finally:
+        progress.done()
+    return rows
 
 
 bench.__doc__ = HELP

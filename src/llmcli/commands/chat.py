@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import CtxOpt, JsonOpt, ThreadsOpt
+from llmcli.commands.options import ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt
 
 HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
 
@@ -20,6 +20,11 @@ HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given 
 
 With one argument, it is the MODEL if it names one exactly (a store name, a .gguf path or
 REPO[:QUANT]); otherwise it is the prompt.
+
+\b
+  llmcli chat --endpoint http://gpu-box:8000/v1 "prompt"
+                                       the same, on a vLLM / SGLang / TGI / llama.cpp server;
+                                       -m picks one of its models (default: its only one)
 """
 
 
@@ -60,6 +65,9 @@ def chat(
                                                   show_default=False)] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
                                            "(REPL only).")] = False,
+    endpoint: EndpointOpt = None,
+    api_key: ApiKeyOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     from llmcli.engine.sampling import SamplingParams
     from llmcli.ui.chat_flow import ChatOptions, run_chat
@@ -70,7 +78,7 @@ def chat(
     run_chat(ChatOptions(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
         threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
-        markdown=markdown,
+        markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout,
     ))
 
 

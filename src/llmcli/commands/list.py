@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from llmcli.commands.options import JsonOpt
+from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt
 
 
 def human_size(n: int) -> str:
@@ -21,13 +21,22 @@ def human_params(n: int | None) -> str:
     return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
-def list_models(json_out: JsonOpt = False) -> None:
-    """List the models in the store: name, size, quantization, architecture, parameters, source."""
+def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key: ApiKeyOpt = None,
+                timeout: TimeoutOpt = None) -> None:
+    """List the models in the store: name, size, quantization, architecture, parameters, source.
+
+    With --endpoint (or $LLMCLI_ENDPOINT): the models the server serves (its /v1/models).
+    """
+    from llmcli.engine.openai_http import Endpoint
     from llmcli.gguf_check import model_facts
     from llmcli.store import Store
     from llmcli.ui.output import Output
 
     out = Output()
+    server = Endpoint.from_options(endpoint, api_key, timeout)
+    if server is not None:
+        list_remote(server, out, json_out)
+        return
     store = Store()
     rows = []
     for entry in store.list():
@@ -54,3 +63,25 @@ def list_models(json_out: JsonOpt = False) -> None:
         table.add_row(e.name, human_size(e.size), e.quant or "-", e.arch or "-", human_params(e.n_params),
                       e.source or "-", "built in" if e.builtin else (e.created[:10] if e.created else "-"))
     out.out.print(table)
+
+
+def list_remote(server, out, json_out: bool) -> None:
+    from llmcli.engine.openai_http import list_models
+
+    models = list_models(server)
+    if json_out:
+        out.json([asdict(m) for m in models])
+        return
+    if not models:
+        out.info(f"the server at {server} lists no models")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("MODEL", "OWNED BY", "CONTEXT"):
+        table.add_column(col)
+    for m in models:
+        table.add_row(m.id, m.owned_by or "-", str(m.max_model_len) if m.max_model_len else "-")
+    out.out.print(table)
+    out.info(f"{len(models)} model{'s' if len(models) != 1 else ''} at {server}; "
+             f"chat with one: llmcli chat --endpoint {server} -m MODEL")

@@ -16,3 +16,16 @@ CtxOpt = Annotated[Optional[int], typer.Option(
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+# A server instead of the local engine. The environment variables are read by the library, not
+# bound here, so `--help` can never show a key's value.
+EndpointOpt = Annotated[Optional[str], typer.Option(
+    "--endpoint", metavar="URL", show_default=False,
+    help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), e.g. http://localhost:8000/v1. "
+         "Default: $LLMCLI_ENDPOINT.")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(
+    "--api-key", metavar="KEY", show_default=False,
+    help="The server's API key, sent as a bearer token; never printed or saved. "
+         "Prefer $LLMCLI_API_KEY (a command line is visible to other users).")]
+TimeoutOpt = Annotated[Optional[float], typer.Option(
+    "--timeout", metavar="SECONDS", show_default=False,
+    help="With --endpoint: give up after this long without a byte from the server. [120]")]

@@ -39,7 +39,7 @@ def tokenize(
     table.add_column("#", justify="right", style="dim")
     table.add_column("id", justify="right")
     table.add_column("piece")
-    for n, (i, p) in enumerate(zip(ids, pieces)):
+    for n, (i, p) in enumerate(zip(ids, pieces, strict=True)):
         # repr-like view: a piece may be part of a UTF-8 character, or whitespace
         shown = p.decode("utf-8", "backslashreplace").replace("\n", "\\n").replace("\t", "\\t")
         table.add_row(str(n), str(i), f"'{shown}'")

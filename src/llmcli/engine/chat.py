@@ -13,6 +13,7 @@ from llmcli.engine.events import Event, Notice, Stats, TextDelta
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.session import SessionInfo
 from llmcli.engine.template import ChatTemplate, Message, RenderedPrompt
 from llmcli.errors import ContextOverflow
 
@@ -60,6 +61,17 @@ class ChatSession:
     def cancel(self) -> None:
         """Ask the running request to stop after the current token (safe from a signal handler)."""
         self._cancel = True
+
+    def describe(self) -> SessionInfo:
+        rt = self.runtime
+        return SessionInfo(
+            banner=f"{rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads · loaded in {rt.load_ms:.0f} ms",
+            details=[("file", f"{rt.path} ({rt.description})"),
+                     ("context", f"{len(rt.kv_tokens)}/{rt.n_ctx} tokens in the KV cache (trained {rt.n_ctx_train})"),
+                     ("threads", str(rt.n_threads))])
+
+    def close(self) -> None:
+        self.runtime.close()
 
     def _drop_oldest_turn(self) -> int:
         """Drop the oldest user turn and the replies to it; never the system prompt."""
@@ -169,11 +181,11 @@ class ChatSession:
                                         cancelled=finish == "cancelled")]
 
         # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
+        stats.ctx_used = len(rt.kv_tokens)  # what this request occupied, before any release
         t7 = time.perf_counter()
         if not keep_cache:
             rt.clear()
         stats.release_ms = _ms(t7)
-        stats.ctx_used = len(rt.kv_tokens)
         stats.total_ms = _ms(t0)
         stats.stages = {
             "① tokenize": stats.tokenize_ms, "② schedule": stats.schedule_ms, "③ prefill": stats.prefill_ms,

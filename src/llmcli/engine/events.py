@@ -46,7 +46,7 @@ class Stats:
     return_ms: float = 0.0
     release_ms: float = 0.0
     masked_words: int = 0
-    ctx_used: int = 0  # KV positions held after the request
+    ctx_used: int = 0  # KV positions the request occupied (kept for the next turn unless released)
     load_ms: float = 0.0
     total_ms: float = 0.0
     stages: dict = field(default_factory=dict)
@@ -74,10 +74,67 @@ class Stats:
                 "ttft_ms": r(self.ttft_ms), "decode_ms": r(self.decode_ms), "total_ms": r(self.total_ms),
                 "prefill_tps": r(self.prefill_tps), "decode_tps": r(self.decode_tps)}
 
+    def report_extras(self) -> dict:
+        """Keys a backend adds to the --json document (a remote request names its server)."""
+        return {}
+
     def as_dict(self) -> dict:
         data = asdict(self)
         data.update(prefill_tps=self.prefill_tps, decode_tps=self.decode_tps)
         return data
+
+
+
+
+@dataclass
+class RemoteStats(Stats):
+    """A request a server ran: what it reported, and what we measured on this side of the wire.
+
+    Stages that ran on the server are None unless the server reported them (llama.cpp's server
+    sends a `timings` object with prefill and decode times); nothing here is guessed.
+    """
+
+    endpoint: str = ""
+    load_ms: float | None = None
+    tokenize_ms: float | None = None
+    schedule_ms: float | None = None
+    prefill_ms: float | None = None  # the server's own prompt time, when it sends one
+    release_ms: float | None = None
+    prompt_tokens: int | None = None  # from the server's usage, when it sends one
+    cached_tokens: int | None = None
+    prefill_tokens: int | None = None
+    n_ctx: int | None = None
+    ctx_used: int | None = None
+    server_usage: dict | None = None  # `usage` as the server sent it
+    server_timings: dict | None = None  # `timings` as the server sent it (llama.cpp)
+    chunks: int = 0  # stream events that carried text
+    connect_ms: float = 0.0  # request sent -> response headers (connection, queue, validation)
+
+    @property
+    def usage_reported(self) -> bool:
+        return self.server_usage is not None
+
+    @property
+    def prefill_tps(self) -> float | None:  # type: ignore[override]
+        t = self.server_timings or {}
+        if t.get("prompt_per_second"):
+            return float(t["prompt_per_second"])
+        return None
+
+    @property
+    def server_decode_tps(self) -> float | None:
+        t = self.server_timings or {}
+        return float(t["predicted_per_second"]) if t.get("predicted_per_second") else None
+
+    def timings(self) -> dict:
+        r = lambda x: None if x is None else round(x, 3)  # noqa: E731
+        return {"load_ms": None, "tokenize_ms": None, "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms),
+                "decode_ms": r(self.decode_ms), "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps),
+                "decode_tps": r(self.decode_tps)}
+
+    def report_extras(self) -> dict:
+        return {"endpoint": self.endpoint,
+                "server": {"usage": self.server_usage, "timings": self.server_timings}}
 
 
 Event = TextDelta | Notice | Stats

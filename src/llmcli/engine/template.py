@@ -74,7 +74,8 @@ class ChatTemplate:
         self.bos_token, self.eos_token = bos_token, eos_token
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        from jinja2.exceptions import SecurityError, TemplateError as JinjaError
+        from jinja2.exceptions import SecurityError
+        from jinja2.exceptions import TemplateError as JinjaError
 
         try:
             return self._template.render(

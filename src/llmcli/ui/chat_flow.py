@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,9 @@ class ChatOptions:
     json_out: bool = False
     stats: bool | None = None
     markdown: bool = False
+    endpoint: str | None = None  # --endpoint; $LLMCLI_ENDPOINT is read when the session opens
+    api_key: str | None = None
+    timeout: float | None = None
 
 
 def names_a_model(store: Store, arg: str) -> bool:
@@ -40,7 +44,7 @@ def names_a_model(store: Store, arg: str) -> bool:
     return bool(REPO_SPEC.fullmatch(arg))
 
 
-def split_arguments(store: Store, opts: ChatOptions) -> tuple[str | None, str | None]:
+def split_arguments(is_model: Callable[[str], bool], opts: ChatOptions) -> tuple[str | None, str | None]:
     """[MODEL] [PROMPT] (or -m MODEL [PROMPT]) -> (model spec, prompt)."""
     if opts.model_opt:
         if opts.model is not None and opts.prompt is not None:
@@ -48,7 +52,7 @@ def split_arguments(store: Store, opts: ChatOptions) -> tuple[str | None, str | 
         return opts.model_opt, opts.model
     if opts.prompt is not None:
         return opts.model, opts.prompt
-    if opts.model is not None and not names_a_model(store, opts.model):
+    if opts.model is not None and not is_model(opts.model):
         return None, opts.model
     return opts.model, None
 
@@ -82,13 +86,27 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
 
 
 def resolve_model(store: Store, spec: str | None) -> ModelEntry:
+    """A model in the store, or REPO[:QUANT] pulled first (with progress on stderr), as Ollama does."""
+    from llmcli import hub
+
+    if spec and hub.looks_like_repo(spec) and not is_file(spec):
+        from llmcli.ui.download import download_report, hub_warnings_to
+
+        with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
+            return hub.find_or_pull(spec, store, progress=report)
     return store.resolve(spec)
 
 
-def run_chat(opts: ChatOptions) -> None:
-    store = Store()
-    spec, prompt = split_arguments(store, opts)
-    prompt = read_piped_input(prompt)
+@dataclass
+class Opened:
+    """A session ready to talk, the name to show for its model, and the prompt (None: the REPL)."""
+
+    session: object  # llmcli.engine.session.Session
+    model_name: str
+    prompt: str | None
+
+
+def check_prompt(prompt: str | None, opts: ChatOptions) -> None:
     interactive = prompt is None
     if interactive and not (env.stdin_isatty and env.stdout_isatty):
         raise UsageError("no prompt: give one as an argument or pipe it in (the REPL needs a terminal)")
@@ -96,18 +114,57 @@ def run_chat(opts: ChatOptions) -> None:
         raise UsageError("--json answers one prompt: give a prompt argument or pipe it in")
     if prompt is not None and not prompt.strip():
         raise UsageError("the prompt is empty; give some text to answer")
+
+
+def open_local(store: Store, opts: ChatOptions) -> Opened:
+    spec, prompt = split_arguments(lambda arg: names_a_model(store, arg), opts)
+    prompt = read_piped_input(prompt)
+    check_prompt(prompt, opts)
     entry = resolve_model(store, spec)
     # Fail on a bad filter file or a bad model before anything else is shown.
-    session = load_session(entry, opts)
-    if interactive:
+    return Opened(load_session(entry, opts), entry.name, prompt)
+
+
+# Options that tune llama.cpp in this process; a server has its own settings.
+LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads}
+
+
+def open_remote(endpoint, opts: ChatOptions) -> Opened:
+    from llmcli.engine.openai_http import list_models, pick_model
+    from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.remote import RemoteChatSession
+
+    given = [name for name, value in LOCAL_ONLY.items() if value(opts) is not None]
+    if given:
+        raise UsageError(f"{' and '.join(given)} set the local engine; the server at {endpoint} "
+                         "has its own (leave them out with --endpoint)")
+    word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
+    models = list_models(endpoint)  # also proves the address and the key before any prompt is read
+    ids = {m.id for m in models}
+    spec, prompt = split_arguments(lambda arg: arg in ids, opts)
+    prompt = read_piped_input(prompt)
+    check_prompt(prompt, opts)
+    model = pick_model(endpoint, models, spec)
+    session = RemoteChatSession(endpoint, model, system=opts.system, params=opts.params, stops=opts.stops,
+                                word_filter=word_filter)
+    return Opened(session, model, prompt)
+
+
+def run_chat(opts: ChatOptions) -> None:
+    from llmcli.engine.openai_http import Endpoint
+
+    store = Store()
+    endpoint = Endpoint.from_options(opts.endpoint, opts.api_key, opts.timeout)
+    opened = open_remote(endpoint, opts) if endpoint is not None else open_local(store, opts)
+    if opened.prompt is None:
         from llmcli.ui.repl import Repl
 
-        Repl(session, entry, store, opts).run()
+        Repl(opened.session, opened.model_name, store, opts).run()
     else:
-        one_shot(session, entry, prompt, opts)
+        one_shot(opened.session, opened.model_name, opened.prompt, opts)
 
 
-def one_shot(session, entry: ModelEntry, prompt: str, opts: ChatOptions) -> None:
+def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
     from llmcli.engine.events import Notice, Stats, TextDelta
 
     out = Output()
@@ -124,15 +181,15 @@ def one_shot(session, entry: ModelEntry, prompt: str, opts: ChatOptions) -> None
             elif isinstance(event, Stats):
                 stats = event
     finally:
-        session.runtime.close()  # ⑦ release: nothing follows a one-shot request
+        session.close()  # ⑦ release: nothing follows a one-shot request
     text = "".join(parts)
     if opts.json_out:
-        out.json({"text": text, "model": entry.name, "finish_reason": stats.finish_reason,
-                  "usage": stats.usage(), "timings": stats.timings()})
+        out.json({"text": text, "model": model_name, "finish_reason": stats.finish_reason,
+                  "usage": stats.usage(), "timings": stats.timings(), **stats.report_extras()})
     elif text and not text.endswith("\n"):
         out.write("\n")
     show_stats = opts.stats if opts.stats is not None else env.stderr_isatty
     if show_stats and stats is not None:
         from llmcli.ui.stats import stats_panel
 
-        out.err.print(stats_panel(stats, entry.name))
+        out.err.print(stats_panel(stats, model_name))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from functools import cached_property
 
-from llmcli.environment import Environment, env as default_env
+from llmcli.environment import Environment
+from llmcli.environment import env as default_env
 
 
 class Output:

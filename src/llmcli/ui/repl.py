@@ -5,9 +5,8 @@ from __future__ import annotations
 import signal
 
 from llmcli.engine.events import Notice, Stats, TextDelta
-from llmcli.environment import env
 from llmcli.errors import LlmcliError
-from llmcli.store import ModelEntry, Store
+from llmcli.store import Store
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
 
@@ -28,10 +27,11 @@ def _key_bindings():
 
 
 class Repl:
-    def __init__(self, session, entry: ModelEntry, store: Store, opts) -> None:
-        self.session, self.entry, self.store, self.opts = session, entry, store, opts
+    def __init__(self, session, model_name: str, store: Store, opts) -> None:
+        self.session, self.model_name, self.store, self.opts = session, model_name, store, opts
         self.out = Output()
-        self.state = ReplState(session=session, model_name=entry.name, markdown=opts.markdown)
+        self.state = ReplState(session=session, model_name=model_name, markdown=opts.markdown)
+        self._wrote = ""  # the last text streamed this turn: a reply cut off by an error needs a newline
         self.show_stats = opts.stats is not False
 
     def _prompt_session(self):
@@ -47,9 +47,9 @@ class Repl:
                              prompt_continuation=CONTINUATION, enable_open_in_editor=False)
 
     def run(self) -> None:
-        rt = self.session.runtime
-        self.out.info(f"llmcli · {self.entry.name} · {rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads "
-                      f"· loaded in {rt.load_ms:.0f} ms\n/help for commands, Esc+Enter for a newline, Ctrl-D to exit")
+        info = self.session.describe()
+        self.out.info(f"llmcli · {self.model_name} · {info.banner}\n"
+                      "/help for commands, Esc+Enter for a newline, Ctrl-D to exit")
         prompt = self._prompt_session()
         while self.state.running:
             try:
@@ -68,7 +68,7 @@ class Repl:
                     self._turn(line)
             except LlmcliError as exc:
                 self.out.err.print(f"llmcli: error: {exc}", style="red", markup=False, soft_wrap=True)
-        self.session.runtime.close()
+        self.session.close()
 
     def _slash(self, line: str) -> None:
         result = dispatch(self.state, line)
@@ -82,8 +82,18 @@ class Repl:
         # reply stays in the conversation, marked cancelled.
         previous = signal.signal(signal.SIGINT, lambda *_: self.session.cancel())
         stats: Stats | None = None
+        self._wrote = ""
         try:
             stats = self._stream(text)
+        except LlmcliError as exc:
+            # A server that fails mid-reply: say so, keep the conversation, and go on.
+            if self._wrote and not self._wrote.endswith("\n"):
+                self.out.write("\n")
+            self.out.err.print(f"llmcli: error: {exc}", style="red", markup=False, soft_wrap=True)
+            last = self.session.messages[-1] if self.session.messages else None
+            if last is not None and last.role == "assistant" and last.cancelled:
+                self.out.warn("the failed turn is kept in the conversation, marked cancelled")
+            return
         finally:
             signal.signal(signal.SIGINT, previous)
         if stats and stats.finish_reason == "cancelled":
@@ -91,22 +101,21 @@ class Repl:
         if stats and self.show_stats:
             from llmcli.ui.stats import stats_panel
 
-            self.out.err.print(stats_panel(stats, self.entry.name))
+            self.out.err.print(stats_panel(stats, self.model_name))
 
     def _stream(self, text: str) -> Stats | None:
         if self.state.markdown:
             return self._stream_markdown(text)
         stats = None
-        wrote = ""
         for event in self.session.ask(text):
             if isinstance(event, TextDelta):
                 self.out.write(event.text)
-                wrote = event.text or wrote
+                self._wrote = event.text or self._wrote
             elif isinstance(event, Notice):
                 self.out.warn(event.text)
             elif isinstance(event, Stats):
                 stats = event
-        if not wrote.endswith("\n"):
+        if not self._wrote.endswith("\n"):
             self.out.write("\n")
         return stats
 
@@ -127,4 +136,4 @@ class Repl:
         return stats
 
 
-__all__ = ["Repl", "env"]
+

@@ -20,7 +20,7 @@ CONVERSATION_FORMAT = "llmcli-conversation"
 
 @dataclass
 class ReplState:
-    session: Any  # llmcli.engine.chat.ChatSession
+    session: Any  # llmcli.engine.session.Session: ChatSession or RemoteChatSession
     model_name: str
     markdown: bool = False
     running: bool = True
@@ -94,13 +94,12 @@ def cmd_set(state: ReplState, arg: str) -> SlashResult:
 
 
 def cmd_show(state: ReplState, arg: str) -> SlashResult:
-    rt = state.session.runtime
+    info = state.session.describe()
     params = state.session.params.as_dict()
-    lines = [f"model        {state.model_name} ({rt.description}, {rt.path})",
-             f"context      {len(rt.kv_tokens)}/{rt.n_ctx} tokens in the KV cache (trained {rt.n_ctx_train})",
-             f"threads      {rt.n_threads}",
-             f"system       {state.session.system or '(the template default)'}",
-             f"markdown     {'on' if state.markdown else 'off'}"]
+    lines = [f"model        {state.model_name}"]
+    lines += [f"{label:<12} {value}" for label, value in info.details]
+    lines += [f"system       {state.session.system or '(the template default)'}",
+              f"markdown     {'on' if state.markdown else 'off'}"]
     lines += [f"{k:<12} {'random' if v is None else v}" for k, v in params.items()]
     return SlashResult("\n".join(lines))
 

@@ -1,0 +1,92 @@
+"""`llmcli convert SRC`: a thin adapter over llmcli.convert.
+
+Parses options, resolves SRC (a folder or a repo id in the HF cache), calls the library, shows
+progress on stderr and prints the registered name and the output path on stdout.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from llmcli.environment import env
+from llmcli.errors import Interrupted
+
+OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m, q6_k (llama.cpp's quantizer)"
+
+
+def convert(
+    src: Annotated[str, typer.Argument(help="A Hugging Face model folder, or a repo id already in the HF cache.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output",  # noqa: UP045 (typer reads the annotation)
+                                                   help="Where to write the GGUF (default: the store).")] = None,
+    outtype: Annotated[str, typer.Option("--outtype", "-t", help=OUTTYPE_HELP)] = "f16",
+    name: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--name", help="The name to register (default: folder name + outtype).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
+) -> None:
+    """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
+    from llmcli.convert import convert_checkpoint, plan_conversion
+    from llmcli.convert.hf_cache import resolve_source
+    from llmcli.store import ModelEntry, Store
+
+    outtype = outtype.lower()
+    src_dir = resolve_source(src)
+    if dry_run:
+        _print_plan(plan_conversion(src_dir, outtype))
+        return
+    store = Store()
+    model_name = name or default_name(src_dir, outtype)
+    out = output if output is not None else store.blobs_dir / f"{model_name}.gguf"
+    if output is None:
+        store.blobs_dir.mkdir(parents=True, exist_ok=True)
+
+    from llmcli.ui.convert_progress import ConvertProgress
+
+    try:
+        with ConvertProgress(env.stderr) as progress:
+            result = convert_checkpoint(src_dir, out, outtype, progress=progress.update)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; nothing was written to {out}") from None
+    store.register(ModelEntry(
+        name=model_name, path=str(result.path.resolve()), source=f"convert:{src_dir.resolve()}",
+        files=[str(result.path.resolve())], quant=outtype.upper(), arch=result.arch,
+        n_params=result.n_params, hf_dir=str(src_dir.resolve()),
+    ))
+    env.stderr.write(
+        f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
+        f"to {outtype} in {result.seconds:.1f}s: {result.size / 1e6:,.1f} MB\n"
+    )
+    env.stdout.write(f"{model_name}\t{result.path}\n")
+    env.stdout.flush()
+
+
+def default_name(src_dir: Path, outtype: str) -> str:
+    base = re.sub(r"[^a-z0-9._-]+", "-", src_dir.resolve().name.lower()).strip("-") or "model"
+    return f"{base}-{outtype}"
+
+
+def _print_plan(plan) -> None:
+    out = env.stdout
+    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
+    vocab = plan.vocab
+    out.write(f"source:        {plan.src}\n")
+    out.write(f"architecture:  {plan.hf_arch} -> {plan.arch}\n")
+    out.write(f"parameters:    {plan.n_params:,}\n")
+    out.write(f"source dtypes: {', '.join(plan.source_dtypes)} ({mb(plan.source_bytes)})\n")
+    out.write(f"tokenizer:     {vocab.model}/{vocab.pre}, {len(vocab.tokens)} tokens, "
+              f"chat template: {'yes' if vocab.chat_template else 'no'}\n")
+    out.write(f"outtype:       {plan.outtype.name}\n")
+    for note in plan.notes:
+        out.write(f"note:          {note}\n")
+    out.write(f"tensors:       {len(plan.tensors)}\n")
+    width = max(len(t.name) for t in plan.tensors)
+    for t in plan.tensors:
+        src = f"{t.source.dtype:>4} {t.hf_name}" if t.source else "made by the converter"
+        shape = "x".join(str(d) for d in t.shape)
+        out.write(f"  {t.name:<{width}}  {t.qtype:<5} {shape:<14} {mb(t.nbytes):>11}  <- {src}\n")
+    size = f"{mb(plan.estimated_size)}" + ("" if plan.outtype.qtype else
+                                          f" (estimated; via a {mb(plan.intermediate_size)} intermediate)")
+    out.write(f"output size:   {size}\n")

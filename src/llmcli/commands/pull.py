@@ -1,0 +1,50 @@
+"""`llmcli pull REPO[:QUANT]`: a Hugging Face model into the store. Progress on stderr, the name on stdout."""
+
+from __future__ import annotations
+
+import typer
+
+from llmcli import hub
+from llmcli.environment import env
+from llmcli.errors import Interrupted
+from llmcli.store import Store
+from llmcli.ui.download import download_report, hub_warnings_to, human_bytes
+
+
+def pull(
+    spec: str = typer.Argument(..., metavar="REPO[:QUANT]",
+                               help="A Hugging Face repo, with an optional quant tag: Org/Model-GGUF:Q4_K_M"),
+    revision: str = typer.Option(None, "--revision", help="Branch, tag or commit sha to pull (default: main)."),
+    outtype: str = typer.Option(None, "--outtype",
+                                help=f"For safetensors repos: the GGUF type to convert to (default: {hub.DEFAULT_OUTTYPE})."),
+    name: str = typer.Option(None, "--name", help="The model's name in the store (default: REPO:QUANT)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the files and sizes it would fetch, and stop."),
+) -> None:
+    """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
+    if dry_run:
+        _show_plan(hub.plan_pull(spec, revision=revision, outtype=outtype))
+        return
+    try:
+        with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
+            entry = hub.pull_model(spec, Store(), revision=revision, outtype=outtype, name=name, progress=report)
+    except KeyboardInterrupt:
+        # The bytes fetched so far stay on disk; the boundary says so and exits with 130.
+        raise Interrupted("pull interrupted; run the same command again to resume where it stopped") from None
+    # stdout carries the name alone, so that `m=$(llmcli pull ...)` works in a script.
+    env.stdout.write(entry.name + "\n")
+    env.stdout.flush()
+
+
+def _show_plan(plan: hub.PullPlan) -> None:
+    for note in plan.notes:
+        env.stderr.write(note + "\n")
+    action = f"convert to {plan.outtype}" if plan.kind == "safetensors" else plan.quant
+    out = env.stdout
+    files = f"{len(plan.files)} file{'s' if len(plan.files) != 1 else ''}"
+    out.write(f"{plan.repo_id} @ {plan.sha[:12]} ({plan.revision}): {action}, {files}, "
+              f"{human_bytes(plan.total_bytes)}, {human_bytes(plan.bytes_to_fetch)} to fetch\n")
+    for f in plan.files:
+        state = "cached" if f.cached or f.have == f.remote.size else (
+            f"partial, {human_bytes(f.have)} on disk" if f.have else "to fetch")
+        out.write(f"{human_bytes(f.remote.size):>10}  {f.remote.name}  ({state})\n")
+    out.flush()

@@ -1,0 +1,28 @@
+"""SRC for convert: a local folder, or a repo id whose snapshot is already in the HF cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmcli.convert.errors import NotACheckpoint
+
+REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
+
+
+def resolve_source(src: str) -> Path:
+    import re
+
+    path = Path(src).expanduser()
+    if path.exists() or not re.match(REPO_ID, src):
+        return path
+    # Never the network: convert works on what is on disk; `pull` is the command that downloads.
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(src, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError) as exc:
+        raise NotACheckpoint(
+            f"{src} is neither a folder nor a repo in the Hugging Face cache; "
+            f"download it first (`hf download {src}`) or give a folder"
+        ) from exc

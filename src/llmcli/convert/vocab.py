@@ -1,0 +1,335 @@
+"""The tokenizer of a Hugging Face checkpoint, as GGUF metadata.
+
+Two kinds: byte-level BPE from tokenizer.json (Llama 3, Qwen, SmolLM, GPT-2 style) and
+SentencePiece from tokenizer.model (Llama 2, Mistral v0.1, Phi-3 style). Either way the token list
+has exactly as many entries as the embedding has rows: Qwen pads its embedding past the tokenizer,
+and those rows become unused padding tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmcli.convert import pretokenizers
+from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer
+
+# gguf.TokenType values, repeated here so that planning needs no gguf import.
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+# Added tokens that end a chat turn. llama.cpp stops on its end-of-generation set; naming the
+# turn terminator as `eot` makes that explicit when it differs from eos.
+END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endofturn|>")
+
+SPECIAL_KINDS = ("bos", "eos", "unk", "pad")
+
+
+@dataclass
+class Vocab:
+    model: str  # tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+    pre: str | None  # tokenizer.ggml.pre
+    tokens: list[str]
+    types: list[int]
+    scores: list[float] | None = None
+    merges: list[str] = field(default_factory=list)
+    special: dict[str, int] = field(default_factory=dict)  # bos/eos/unk/pad/eot -> id
+    add_bos: bool | None = None
+    add_eos: bool | None = None
+    add_space_prefix: bool | None = None
+    chat_template: str | None = None
+    n_padding: int = 0  # rows of the embedding beyond the tokenizer
+
+    def write(self, writer: Any) -> None:
+        """Add this vocabulary's keys to a gguf.GGUFWriter."""
+        writer.add_tokenizer_model(self.model)
+        if self.pre is not None:
+            writer.add_tokenizer_pre(self.pre)
+        writer.add_token_list(self.tokens)
+        writer.add_token_types(self.types)
+        if self.scores is not None:
+            writer.add_token_scores(self.scores)
+        if self.merges:
+            writer.add_token_merges(self.merges)
+        adders = {"bos": writer.add_bos_token_id, "eos": writer.add_eos_token_id,
+                  "unk": writer.add_unk_token_id, "pad": writer.add_pad_token_id,
+                  "eot": writer.add_eot_token_id}
+        for kind, tid in self.special.items():
+            adders[kind](tid)
+        if self.add_bos is not None:
+            writer.add_add_bos_token(self.add_bos)
+        if self.add_eos is not None:
+            writer.add_add_eos_token(self.add_eos)
+        if self.add_space_prefix is not None:
+            writer.add_add_space_prefix(self.add_space_prefix)
+        if self.chat_template:
+            writer.add_chat_template(self.chat_template)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise BadCheckpoint(f"{path.name} is unreadable ({exc}); download it again") from exc
+
+
+def load_vocab(src: Path, n_rows: int) -> Vocab:
+    """Read the tokenizer files of `src` into a Vocab with `n_rows` tokens (the embedding's rows)."""
+    tokenizer_json = _read_json(src / "tokenizer.json")
+    model = (tokenizer_json or {}).get("model") or {}
+    if model.get("type") == "BPE" and _is_byte_level(tokenizer_json):
+        vocab = _bpe_vocab(src, tokenizer_json, n_rows)
+    elif (src / "tokenizer.model").is_file():
+        vocab = _spm_vocab(src, tokenizer_json, n_rows)
+    elif tokenizer_json is not None:
+        raise UnsupportedTokenizer(
+            f"{src.name}/tokenizer.json is a {model.get('type', 'unknown')} tokenizer that is not byte-level BPE, "
+            "and there is no tokenizer.model; llmcli converts byte-level BPE and SentencePiece tokenizers"
+        )
+    else:
+        raise NotACheckpoint(
+            f"no tokenizer in {src} (need tokenizer.json or tokenizer.model); download the tokenizer files too"
+        )
+    _special_tokens(src, vocab, tokenizer_json)
+    vocab.chat_template = chat_template(src)
+    return vocab
+
+
+def _is_byte_level(tokenizer_json: dict) -> bool:
+    text = json.dumps([tokenizer_json.get("pre_tokenizer"), tokenizer_json.get("decoder")])
+    return '"ByteLevel"' in text
+
+
+def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
+    model = tj["model"]
+    pre = pretokenizers.recognise(tj.get("pre_tokenizer"), tj.get("normalizer"), model.get("ignore_merges", False))
+    if pre is None:
+        raise UnsupportedTokenizer(
+            f"the pre-tokenizer in {src.name}/tokenizer.json is not one llama.cpp reproduces exactly "
+            f"(known: {pretokenizers.supported()}); refusing to guess, as a wrong one silently changes the tokens"
+        )
+    vocab_map: dict[str, int] = model.get("vocab") or {}
+    added = [t for t in tj.get("added_tokens") or [] if isinstance(t, dict)]
+    n_tok = max([*vocab_map.values(), *(t["id"] for t in added), -1]) + 1
+    if n_tok > n_rows:
+        raise BadCheckpoint(
+            f"the tokenizer has {n_tok} tokens but the embedding only {n_rows} rows; tokenizer and weights do not match"
+        )
+    tokens: list[str | None] = [None] * n_rows
+    types = [UNUSED] * n_rows
+    for text, tid in vocab_map.items():
+        tokens[tid], types[tid] = text, NORMAL
+    for t in added:
+        tid, text = t["id"], t["content"]
+        tokens[tid] = text
+        types[tid] = CONTROL if t.get("special") or _looks_special(text) else USER_DEFINED
+    n_padding = 0
+    for i, tok in enumerate(tokens):
+        if tok is None:
+            tokens[i] = f"[PAD{i}]"
+            n_padding += 1
+    return Vocab(model="gpt2", pre=pre.name, tokens=tokens, types=types,  # type: ignore[arg-type]
+                 merges=_merges(model.get("merges") or []), n_padding=n_padding)
+
+
+def _looks_special(text: str) -> bool:
+    # Some checkpoints mark control tokens such as <|im_start|> as not special; llama.cpp must still
+    # treat them as control tokens, or it renders them as text.
+    return (text.startswith("<|") and text.endswith("|>")) or (text.startswith("<｜") and text.endswith("｜>"))
+
+
+def _merges(raw: list) -> list[str]:
+    if not raw or isinstance(raw[0], str):
+        return list(raw)
+    # transformers >= 4.45 writes pairs; a space inside a part is encoded as U+0120 + 256 offset,
+    # the convention llama.cpp reads.
+    return [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in pair)
+            for pair in raw]
+
+
+# -- SentencePiece -------------------------------------------------------------------------------
+
+def _spm_vocab(src: Path, tj: dict | None, n_rows: int) -> Vocab:
+    pieces, add_dummy_prefix = read_sentencepiece_model(src / "tokenizer.model")
+    if len(pieces) > n_rows:
+        raise BadCheckpoint(
+            f"tokenizer.model has {len(pieces)} pieces but the embedding only {n_rows} rows; they do not match"
+        )
+    tokens = [f"[PAD{i}]" for i in range(n_rows)]
+    scores = [-10000.0] * n_rows
+    types = [UNUSED] * n_rows
+    for i, (piece, score, kind) in enumerate(pieces):
+        tokens[i], scores[i], types[i] = piece, score, kind
+    # Tokens added on top of the SentencePiece model (chat markers), as the HF tokenizer lists them.
+    added = [t for t in (tj or {}).get("added_tokens") or [] if isinstance(t, dict)]
+    added_file = _read_json(src / "added_tokens.json") or {}
+    added += [{"id": tid, "content": text, "special": False} for text, tid in added_file.items()]
+    for t in added:
+        tid = t["id"]
+        if not 0 <= tid < n_rows:
+            raise BadCheckpoint(f"added token {t['content']!r} has id {tid}, outside the embedding's {n_rows} rows")
+        tokens[tid], scores[tid] = t["content"], -1000.0
+        types[tid] = CONTROL if t.get("special") else USER_DEFINED
+    n_padding = sum(1 for t in types if t == UNUSED)
+    return Vocab(model="llama", pre="default", tokens=tokens, types=types, scores=scores,
+                 add_space_prefix=add_dummy_prefix, n_padding=n_padding)
+
+
+def read_sentencepiece_model(path: Path) -> tuple[list[tuple[str, float, int]], bool]:
+    """(piece, score, type) for each piece, and add_dummy_prefix, from a tokenizer.model.
+
+    A minimal reader of the protobuf wire format, for the three fields we need, so that converting
+    needs neither sentencepiece nor protobuf. Untrusted input: every length is bounds-checked.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadCheckpoint(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+    pieces: list[tuple[str, float, int]] = []
+    add_dummy_prefix = True
+    try:
+        for fnum, value in _fields(data):
+            if fnum == 1 and isinstance(value, bytes):  # ModelProto.pieces
+                piece, score, kind = "", 0.0, NORMAL
+                for f, v in _fields(value):
+                    if f == 1 and isinstance(v, bytes):
+                        piece = v.decode("utf-8")
+                    elif f == 2 and isinstance(v, float):
+                        score = v
+                    elif f == 3 and isinstance(v, int):
+                        kind = v
+                pieces.append((piece, score, kind))
+            elif fnum == 3 and isinstance(value, bytes):  # ModelProto.normalizer_spec
+                for f, v in _fields(value):
+                    if f == 3 and isinstance(v, int):  # NormalizerSpec.add_dummy_prefix
+                        add_dummy_prefix = bool(v)
+    except (ValueError, UnicodeDecodeError, struct.error) as exc:
+        raise BadCheckpoint(f"{path.name} is not a valid SentencePiece model ({exc}); download it again") from exc
+    if not pieces:
+        raise BadCheckpoint(f"{path.name} has no pieces; download it again")
+    if any(not 1 <= kind <= 6 for _, _, kind in pieces):
+        raise BadCheckpoint(f"{path.name} has a piece of unknown type; download it again")
+    return pieces, add_dummy_prefix
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result, shift = 0, 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(data: bytes):
+    """Yield (field number, value) of one protobuf message: int, float, or bytes."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        fnum, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+            yield fnum, value
+        elif wire == 1:
+            if pos + 8 > len(data):
+                raise ValueError("truncated 64-bit field")
+            pos += 8
+        elif wire == 2:
+            n, pos = _varint(data, pos)
+            if pos + n > len(data):
+                raise ValueError("length past the end")
+            yield fnum, data[pos:pos + n]
+            pos += n
+        elif wire == 5:
+            if pos + 4 > len(data):
+                raise ValueError("truncated 32-bit field")
+            yield fnum, struct.unpack("<f", data[pos:pos + 4])[0]
+            pos += 4
+        else:
+            raise ValueError(f"unknown wire type {wire}")
+
+
+# -- special tokens and the chat template -------------------------------------------------------
+
+def _content(entry: Any) -> str | None:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+        return entry["content"]
+    return None
+
+
+def _special_tokens(src: Path, vocab: Vocab, tj: dict | None) -> None:
+    config = _read_json(src / "tokenizer_config.json") or {}
+    gen = _read_json(src / "generation_config.json") or {}
+    model_config = _read_json(src / "config.json") or {}
+    ids = {text: i for i, text in enumerate(vocab.tokens) if vocab.types[i] != UNUSED}
+
+    for kind in SPECIAL_KINDS:
+        tid = None
+        if (text := _content(config.get(f"{kind}_token"))) is not None:
+            tid = ids.get(text)
+        # generation_config says what generation stops on; config.json is the oldest place for ids.
+        for source in (gen, model_config):
+            if tid is None and (value := source.get(f"{kind}_token_id")) is not None:
+                tid = value[0] if isinstance(value, list) and value else value
+        if isinstance(tid, int) and 0 <= tid < len(vocab.tokens):
+            vocab.special[kind] = tid
+
+    eot = next((ids[t] for t in END_OF_TURN_TEXTS if t in ids), None)
+    if eot is not None and eot != vocab.special.get("eos"):
+        vocab.special["eot"] = eot
+
+    add_bos, add_eos = _post_processor_adds(tj, vocab)
+    for key, found in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):
+        value = config.get(key)
+        if isinstance(value, bool):
+            found = value
+        setattr(vocab, key.removesuffix("_token"), found)
+
+
+def _post_processor_adds(tj: dict | None, vocab: Vocab) -> tuple[bool, bool]:
+    """Whether the HF tokenizer's post-processor puts bos first / eos last on a single sequence."""
+    if vocab.model == "llama":
+        # SentencePiece Llama tokenizers add bos unless told otherwise.
+        default = (True, False)
+    else:
+        default = (False, False)
+    post = (tj or {}).get("post_processor")
+    if not isinstance(post, dict):
+        return default
+    procs = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
+    for proc in procs:
+        if isinstance(proc, dict) and proc.get("type") == "TemplateProcessing":
+            single = proc.get("single") or []
+            first = (single[0].get("SpecialToken") or {}).get("id") if single else None
+            last = (single[-1].get("SpecialToken") or {}).get("id") if len(single) > 1 else None
+            bos = vocab.tokens[vocab.special["bos"]] if "bos" in vocab.special else None
+            eos = vocab.tokens[vocab.special["eos"]] if "eos" in vocab.special else None
+            return (first is not None and first == bos, last is not None and last == eos)
+    return default
+
+
+def chat_template(src: Path) -> str | None:
+    """The chat template: tokenizer_config.json, else chat_template.jinja (transformers 5), else .json."""
+    config = _read_json(src / "tokenizer_config.json") or {}
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: llama.cpp takes the default one
+        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"),
+                        None)
+    if isinstance(template, str):
+        return template
+    jinja = src / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    as_json = _read_json(src / "chat_template.json") or {}
+    template = as_json.get("chat_template") if isinstance(as_json, dict) else None
+    return template if isinstance(template, str) else None

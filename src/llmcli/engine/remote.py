@@ -1,0 +1,192 @@
+"""A conversation with a model on an OpenAI-compatible server: the same events as ChatSession.
+
+Where the stages run: ① template + tokenize, ② schedule, ③ prefill, ④ decode and ⑦ release happen
+on the server. We time what we can see from here (TTFT and the stream's pace, measured on this
+side of the wire), take what the server reports (`usage`, and llama.cpp's `timings`), and leave
+the rest None rather than invent it. ⑤ post-process runs here as well as there: the server
+detokenizes, and llmcli applies the same stop strings and word filter as the local engine, so
+`--stop` and `--filter` behave the same whichever backend answers. ⑥ return is ours.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from llmcli.engine.events import Event, RemoteStats, TextDelta
+from llmcli.engine.openai_http import ChatStream, Endpoint
+from llmcli.engine.postprocess import Postprocessor, WordFilter
+from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.session import SessionInfo
+from llmcli.engine.template import Message
+from llmcli.errors import LlmcliError
+
+# SamplingParams -> request fields. The OpenAI API's own fields are always sent; the others are
+# extensions (vLLM, SGLang, llama.cpp and TGI accept some of them under these names), sent only
+# when changed from llmcli's defaults, so a strict server sees a plain OpenAI request.
+STANDARD_FIELDS: dict[str, str] = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
+                                   "seed": "seed"}
+EXTENSION_FIELDS: dict[str, tuple[str, ...]] = {
+    "top_k": ("top_k",),
+    "min_p": ("min_p",),
+    # llama.cpp says repeat_penalty, vLLM and SGLang say repetition_penalty; each ignores the other.
+    "repeat_penalty": ("repeat_penalty", "repetition_penalty"),
+}
+MAX_STOPS = 4  # the OpenAI API takes at most four stop strings; more are applied here only
+
+STAGES = ("① tokenize", "② schedule", "③ prefill", "④ decode", "⑤ post-process", "⑥ return", "⑦ release")
+
+
+def _ms(start: float, end: float | None = None) -> float:
+    return ((end if end is not None else time.perf_counter()) - start) * 1000
+
+
+def request_body(model: str, messages: list[dict], params: SamplingParams, stops: list[str]) -> dict:
+    body: dict = {"model": model, "messages": messages, "stream": True,
+                  # Usage in the last chunk (vLLM, SGLang, OpenAI); servers that do not know it ignore it.
+                  "stream_options": {"include_usage": True}}
+    defaults = SamplingParams()
+    for name, key in STANDARD_FIELDS.items():
+        value = getattr(params, name)
+        if value is not None:
+            body[key] = value
+    for name, keys in EXTENSION_FIELDS.items():
+        value = getattr(params, name)
+        if value != getattr(defaults, name):
+            body.update({key: value for key in keys})
+    if stops:
+        body["stop"] = stops[:MAX_STOPS]
+    return body
+
+
+class RemoteChatSession:
+    def __init__(self, endpoint: Endpoint, model: str, *, system: str | None = None,
+                 params: SamplingParams | None = None, stops: list[str] | None = None,
+                 word_filter: WordFilter | None = None) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self.system = system
+        self.params = params or SamplingParams()
+        self.stops = list(stops or [])
+        self.word_filter_words = word_filter.words if word_filter else []
+        self.messages: list[Message] = []
+        self.last_stats: RemoteStats | None = None
+        self._cancel = False
+        self._stream: ChatStream | None = None
+
+    # -- the Session surface ------------------------------------------------------------------
+    def conversation(self, extra: list[Message] | None = None) -> list[dict]:
+        head = [Message("system", self.system)] if self.system else []
+        return [{"role": m.role, "content": m.content} for m in head + self.messages + (extra or [])]
+
+    def clear(self) -> None:
+        self.messages = []
+
+    def cancel(self) -> None:
+        """Stop the running request (safe from a signal handler): a silent server is cut off at once."""
+        self._cancel = True
+        stream = self._stream
+        if stream is not None:
+            stream.abort()
+
+    def describe(self) -> SessionInfo:
+        return SessionInfo(
+            banner=f"remote · {self.endpoint.base_url}",
+            details=[("endpoint", self.endpoint.base_url),
+                     ("server model", self.model),
+                     ("API key", "set" if self.endpoint.api_key else "none"),
+                     ("timeout", f"{self.endpoint.timeout:g} s of silence")])
+
+    def close(self) -> None:
+        """Nothing to free here: each request has its own connection, and the server owns its cache."""
+
+    # -- one request --------------------------------------------------------------------------
+    def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
+        # keep_cache: the server decides what its KV cache keeps (⑦ runs there).
+        stats = RemoteStats(endpoint=self.endpoint.base_url)
+        self._cancel = False
+        user = Message("user", text)
+        body = request_body(self.model, self.conversation([user]), self.params, self.stops)
+        post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
+        parts: list[str] = []
+        finish = "stop"
+        t0 = time.perf_counter()
+        t_first = t_last = None
+        stream = self._stream = ChatStream(self.endpoint, body)
+        try:
+            for chunk in stream:
+                if stats.connect_ms == 0.0:
+                    stats.connect_ms = _ms(t0)
+                self._take_reports(chunk, stats)
+                for choice in chunk.get("choices") or []:
+                    delta = (choice.get("delta") or {}).get("content")
+                    if delta:
+                        now = time.perf_counter()
+                        t_first = t_first or now
+                        t_last = now
+                        stats.chunks += 1
+                        tp = time.perf_counter()
+                        out = post.feed(delta.encode("utf-8"))
+                        stats.postprocess_ms += _ms(tp)
+                        if out:
+                            parts.append(out)
+                            tr = time.perf_counter()
+                            yield TextDelta(out)  # ⑥ the caller streams it
+                            stats.return_ms += _ms(tr)
+                    if choice.get("finish_reason"):
+                        finish = "length" if choice["finish_reason"] == "length" else "stop"
+                if post.stopped:
+                    break  # a stop string the server did not apply (more than it takes, or split oddly)
+                if self._cancel:
+                    break
+        except LlmcliError:
+            # The turn stays in the conversation, marked cancelled, with whatever text arrived.
+            tail = post.flush()
+            self.messages += [user, Message("assistant", "".join(parts) + tail, cancelled=True)]
+            raise
+        finally:
+            stream.close()
+            self._stream = None
+        if self._cancel:
+            finish = "cancelled"
+        tail = post.flush()
+        if tail:
+            parts.append(tail)
+            yield TextDelta(tail)
+        t_end = time.perf_counter()
+
+        stats.finish_reason = finish
+        stats.masked_words = post.filter.masked
+        usage = stats.server_usage or {}
+        stats.completion_tokens = int(usage.get("completion_tokens") or stats.chunks)
+        stats.prompt_tokens = usage.get("prompt_tokens")
+        details = usage.get("prompt_tokens_details") or {}
+        timings = stats.server_timings or {}
+        cached = details.get("cached_tokens", timings.get("cache_n"))
+        stats.cached_tokens = int(cached) if cached is not None else None
+        if stats.prompt_tokens is not None and stats.cached_tokens is not None:
+            stats.prefill_tokens = stats.prompt_tokens - stats.cached_tokens
+        if timings.get("prompt_ms") is not None:
+            stats.prefill_ms = float(timings["prompt_ms"])
+            stats.prefill_tokens = int(timings.get("prompt_n", stats.prefill_tokens or 0))
+        if t_first is not None:
+            stats.ttft_ms = _ms(t0, t_first)
+            stats.decode_ms = _ms(t_first, t_last)
+            # Tokens after the first, over the time from the first to the last: the client's view of
+            # decode, comparable with vLLM's 1 / TPOT. Without usage, a chunk counts as a token.
+            stats.decode_steps = max(stats.completion_tokens - 1, 0)
+        stats.total_ms = _ms(t0, t_end)
+        stats.stages = {stage: None for stage in STAGES}
+        stats.stages.update({"③ prefill": stats.prefill_ms, "④ decode": timings.get("predicted_ms"),
+                             "⑤ post-process": stats.postprocess_ms, "⑥ return": stats.return_ms})
+        self.messages += [user, Message("assistant", "".join(parts), cancelled=finish == "cancelled")]
+        self.last_stats = stats
+        yield stats
+
+    @staticmethod
+    def _take_reports(chunk: dict, stats: RemoteStats) -> None:
+        """usage (OpenAI, vLLM, SGLang: the last chunk) and timings (llama.cpp's server)."""
+        if isinstance(chunk.get("usage"), dict):
+            stats.server_usage = chunk["usage"]
+        if isinstance(chunk.get("timings"), dict):
+            stats.server_timings = chunk["timings"]

@@ -1,0 +1,121 @@
+"""The REPL driven through a pseudo-terminal, as a person at a keyboard would."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+
+PROMPT = ">>>"
+
+
+@pytest.fixture
+def repl(private_store):
+    env = {**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "LLMCLI_HOME": str(private_store),
+           "COLUMNS": "120", "LINES": "40"}
+    child = pexpect.spawn(sys.executable, ["-m", "llmcli", "chat", "--temp", "0", "-n", "40", "-t", "1"], env=env,
+                          encoding="utf-8", timeout=60, dimensions=(40, 120))
+    child.expect_exact(PROMPT)
+    yield child
+    if child.isalive():
+        child.terminate(force=True)
+
+
+def test_slash_commands_a_turn_and_exit(repl, tmp_path):
+    repl.sendline("/help")
+    repl.expect_exact("/bye")
+    repl.expect_exact(PROMPT)
+    repl.sendline("/nonsense")
+    repl.expect_exact("unknown command /nonsense")
+    repl.expect_exact(PROMPT)
+    repl.sendline("/set max_tokens 12")
+    repl.expect_exact("max_tokens = 12")
+    repl.expect_exact(PROMPT)
+    repl.sendline("What is the capital of France?")
+    repl.expect("tok/s")  # the stats panel after the reply
+    repl.expect_exact(PROMPT)
+    repl.sendline("/stats")
+    repl.expect_exact("④ decode")
+    repl.expect_exact(PROMPT)
+    saved = tmp_path / "conv.json"
+    repl.sendline(f"/save {saved}")
+    repl.expect_exact("saved 2 messages")
+    repl.expect_exact(PROMPT)
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)
+    repl.close()
+    assert repl.exitstatus == 0
+    messages = json.loads(saved.read_text())["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+
+
+def test_ctrl_c_cancels_a_reply_and_keeps_the_repl(repl, tmp_path):
+    repl.sendline("/set max_tokens 2000")
+    repl.expect_exact("max_tokens = 2000")
+    repl.expect_exact(PROMPT)
+    repl.sendline("List 200 animals, one per line.")  # greedy: runs to max_tokens
+    # prompt_toolkit leaves raw mode (bracketed paste off) before the reply streams; only then
+    # does Ctrl-C become SIGINT rather than a typed character.
+    repl.expect_exact("\x1b[?2004l")
+    repl.expect(r"\w+\W+\w+\W+\w+")  # the reply has started streaming
+    repl.sendintr()
+    repl.expect_exact("cancelled")
+    repl.expect_exact(PROMPT)
+    saved = tmp_path / "conv.json"
+    repl.sendline(f"/save {saved}")
+    repl.expect_exact("saved 2 messages")
+    repl.expect_exact(PROMPT)
+    last = json.loads(saved.read_text())["messages"][-1]
+    assert last["role"] == "assistant" and last["cancelled"] and last["content"]
+    repl.sendintr()  # on an empty line: a hint, not an exit
+    repl.expect_exact("Ctrl-D")
+    repl.expect_exact(PROMPT)
+    repl.sendeof()
+    repl.expect(pexpect.EOF)
+    repl.close()
+    assert repl.exitstatus == 0
+
+
+def test_esc_enter_makes_one_multiline_message(repl, tmp_path):
+    repl.send("first line")
+    repl.send("\x1b\r")  # Esc+Enter: a newline, not a submit
+    repl.send("second line\r")
+    repl.expect("tok/s")
+    repl.expect_exact(PROMPT)
+    saved = tmp_path / "conv.json"
+    repl.sendline(f"/save {saved}")
+    repl.expect_exact("saved 2 messages")
+    repl.expect_exact(PROMPT)
+    first = json.loads(saved.read_text())["messages"][0]
+    assert first == {"role": "user", "content": "first line\nsecond line"}
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)
+
+
+def test_a_paste_with_newlines_stays_one_message(repl, tmp_path):
+    repl.send("\x1b[200~pasted one\npasted two\x1b[201~")  # bracketed paste, as terminals send it
+    repl.send("\r")
+    repl.expect("tok/s")
+    repl.expect_exact(PROMPT)
+    saved = tmp_path / "conv.json"
+    repl.sendline(f"/save {saved}")
+    repl.expect_exact("saved 2 messages")
+    first = json.loads(saved.read_text())["messages"][0]
+    assert first == {"role": "user", "content": "pasted one\npasted two"}
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)
+
+
+def test_markdown_mode_renders_the_reply(repl):
+    repl.sendline("/set markdown on")
+    repl.expect_exact("markdown = on")
+    repl.expect_exact(PROMPT)
+    repl.sendline("Say hello.")
+    repl.expect("tok/s")
+    repl.expect_exact(PROMPT)
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.convert.fixtures import build_tiny, embedded_gguf
+
+FAMILIES = ("llama", "qwen2", "qwen3", "phi3")
+
+
+@pytest.fixture(scope="session")
+def smol_hf(tmp_path_factory) -> Path:
+    """The embedded SmolLM2 exported to an HF checkpoint (f32: the Q4_1 values exactly)."""
+    from llmcli.convert.export import export_gguf_to_hf
+
+    out = tmp_path_factory.mktemp("smol_hf")
+    export_gguf_to_hf(embedded_gguf(), out, "f32")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory, smol_hf):
+    """tiny(family) -> the family's tiny bf16 checkpoint, built once per session."""
+    built: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in built:
+            # The folder name becomes general.name, and llama.cpp gives models named "*phi3*" the
+            # token attributes of Phi-3's SentencePiece vocabulary ("</s>" must exist), which this
+            # byte-level fixture does not have: so the folder is not called phi3.
+            folder = "tiny_phi_mini" if family == "phi3" else f"tiny_{family}"
+            built[family] = build_tiny(family, smol_hf, tmp_path_factory.mktemp(folder))
+        return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def converted(tmp_path_factory):
+    """converted(src, outtype) -> a GGUF converted once per (checkpoint, outtype)."""
+    from llmcli.convert import convert_checkpoint
+
+    done: dict[tuple[Path, str], Path] = {}
+
+    def get(src: Path, outtype: str) -> Path:
+        if (src, outtype) not in done:
+            out = tmp_path_factory.mktemp("gguf") / f"{src.name}-{outtype}.gguf"
+            convert_checkpoint(src, out, outtype)
+            done[src, outtype] = out
+        return done[src, outtype]
+
+    return get
+
+
+def llama(path: Path, **kw):
+    import llama_cpp
+
+    # An f32 KV cache: llama.cpp's default f16 cache alone adds ~1e-6 NMSE, the size of the bound.
+    return llama_cpp.Llama(str(path), n_ctx=256, n_threads=2, verbose=False,
+                           type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, **kw)
+
+
+def llama_logits(path: Path, ids: list[int]) -> np.ndarray:
+    llm = llama(path, logits_all=True)
+    llm.eval(ids)
+    return np.array(llm.scores[: len(ids)], dtype=np.float64)
+
+
+def hf_logits(src: Path, ids: list[int]) -> np.ndarray:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].double().numpy()
+
+
+def nmse(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Normalised mean squared error per position."""
+    return ((a - ref) ** 2).mean(-1) / (ref**2).mean(-1)

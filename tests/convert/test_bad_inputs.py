@@ -1,0 +1,184 @@
+"""Every bad input ends in one clear line on stderr and a non-zero exit, never a traceback or a partial file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llmcli.errors import ExitStatus
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmcli", "convert", *args],
+                          capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, status: ExitStatus, *phrases: str) -> None:
+    assert proc.returncode == status, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llmcli: error: "), proc.stderr
+    for phrase in phrases:
+        assert phrase in lines[0], lines[0]
+    assert proc.stdout == ""
+
+
+def copy_checkpoint(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> Path:
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name not in skip:
+            shutil.copy(f, dst / f.name)
+    return dst
+
+
+def test_missing_config_json(tmp_path):
+    assert_clean_error(run_cli(str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path))
+
+
+def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
+    assert_clean_error(run_cli(str(tmp_path)), ExitStatus.USAGE, "GPT2LMHeadModel", "LlamaForCausalLM",
+                       "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM")
+
+
+def test_missing_tokenizer(tmp_path, tiny):
+    src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt",
+                          skip=("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
+    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer")
+    assert not (tmp_path / "out.gguf").exists()
+
+
+@pytest.mark.parametrize("header", [
+    b"\xff" * 8 + b"{}",  # a length far past the end of the file
+    (20).to_bytes(8, "little") + b'{"a": not json !!!}',
+    (2).to_bytes(8, "little") + b"[]",
+])
+def test_corrupt_safetensors_header(tmp_path, tiny, header):
+    src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
+    (src / "model.safetensors").write_bytes(header + b"\0" * 64)
+    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
+                       "model.safetensors", "corrupt")
+
+
+def test_pickle_only_checkpoint_is_refused_with_the_reason(tmp_path, tiny):
+    src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
+    (src / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")  # a pickle; never loaded
+    assert_clean_error(run_cli(str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors")
+
+
+def test_output_folder_that_does_not_exist(tmp_path, tiny):
+    out = tmp_path / "no" / "such" / "out.gguf"
+    assert_clean_error(run_cli(str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o")
+
+
+def test_output_folder_that_is_a_file(tmp_path, tiny):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert_clean_error(run_cli(str(tiny("llama")), "-o", str(blocker / "out.gguf")), ExitStatus.USAGE,
+                       "not a folder")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through folder permissions")
+def test_unwritable_output_folder(tmp_path, tiny):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        assert_clean_error(run_cli(str(tiny("llama")), "-o", str(folder / "out.gguf")), ExitStatus.USAGE,
+                           "cannot write in", "permission")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_ctrl_c_leaves_no_file(tmp_path, smol_hf):
+    """SIGINT in the middle of writing: exit 130, and neither the .gguf nor its temporary file remains."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "llmcli", "convert", str(smol_hf), "-t", "q8_0",
+                             "-o", str(out_dir / "smol.gguf")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    deadline = time.monotonic() + 60
+    while not any(p.name.endswith(".partial") and p.stat().st_size > 1_000_000 for p in out_dir.iterdir()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitStatus.INTERRUPTED, err
+    assert "Traceback" not in err and "interrupted" in err
+    assert list(out_dir.iterdir()) == []
+
+
+def test_error_during_writing_leaves_no_file(tmp_path, tiny):
+    from llmcli.convert import convert_checkpoint
+
+    def explode(name, done, total):
+        if name.startswith("blk.1"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        convert_checkpoint(tiny("qwen2"), tmp_path / "x.gguf", "q8_0", progress=explode)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_full_disk_mid_write_is_a_clear_error_and_leaves_no_file(tmp_path, tiny, monkeypatch):
+    import errno
+
+    from llmcli.convert import convert_checkpoint, core
+    from llmcli.convert.errors import ConversionFailed
+
+    real = core._tensor_data
+    calls = []
+
+    def full_after_three(t):
+        calls.append(t.name)
+        if len(calls) > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(t)
+
+    monkeypatch.setattr(core, "_tensor_data", full_after_three)
+    with pytest.raises(ConversionFailed, match="disk filled up.*nothing was left behind"):
+        convert_checkpoint(tiny("llama"), tmp_path / "x.gguf", "f16")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_not_enough_free_space_is_refused_before_writing(tmp_path, tiny, monkeypatch):
+    from collections import namedtuple
+
+    from llmcli.convert import convert_checkpoint, core
+    from llmcli.convert.errors import ConversionFailed
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(core.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1000))
+    with pytest.raises(ConversionFailed, match="not enough free space"):
+        convert_checkpoint(tiny("llama"), tmp_path / "x.gguf", "f16")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_outtype(tiny):
+    assert_clean_error(run_cli(str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m")
+
+
+def test_repo_id_not_in_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert_clean_error(run_cli("someone/not-downloaded"), ExitStatus.USAGE, "someone/not-downloaded",
+                       "Hugging Face cache")
+
+
+def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
+    src = copy_checkpoint(tiny("qwen2"), tmp_path / "ckpt")
+    tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\p{L}+|\s+"
+    (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
+    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
+                       "pre-tokenizer", "refusing to guess", "qwen2")
+    assert not (tmp_path / "out.gguf").exists()

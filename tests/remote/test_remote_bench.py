@@ -1,0 +1,92 @@
+"""`llmcli bench --endpoint`: the serving benchmark, on the real server and on the fake one."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+
+from tests.conftest import run_cli
+from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
+
+SMALL = ["-p", "16", "-n", "8", "--num-requests", "4"]
+
+
+def test_concurrency_1_and_4_on_a_real_server(llama_server):
+    result = run_cli("bench", "--endpoint", llama_server, *SMALL, "--concurrency", "1,4", "-o", "json",
+                     env={"LLMCLI_API_KEY": API_KEY})
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["max_concurrency"] for r in rows] == [1, 4] and [r["test"] for r in rows] == ["c1", "c4"]
+    for r in rows:
+        assert r["backend"] == llama_server and r["model"] == ALIAS
+        assert r["completed"] == 4 and r["failed"] == 0 and r["first_error"] == ""
+        assert r["request_throughput"] > 0 and r["output_throughput"] > 0 and r["total_output_tokens"] > 0
+        assert 0 < r["p50_ttft_ms"] <= r["p90_ttft_ms"] <= r["p99_ttft_ms"] <= r["p99_e2el_ms"]
+        assert r["p50_e2el_ms"] <= r["p90_e2el_ms"] <= r["p99_e2el_ms"]
+        assert len(r["samples_ttft_ms"]) == 4
+        assert r["usage_reported"] is False and r["total_input_tokens"] is None  # this server sends no usage
+    # One process on one thread serves one request at a time: with 4 in flight, a request waits in
+    # line, so its TTFT grows well beyond what it is alone.
+    assert rows[1]["p50_ttft_ms"] > rows[0]["p50_ttft_ms"]
+    assert "requests" in result.stderr and no_key_anywhere(result.stdout, result.stderr)
+
+
+def test_markdown_and_csv_on_the_fake_server(fake_server):
+    url = fake_server.endpoint()
+    md = run_cli("bench", "--endpoint", url, *SMALL, "--concurrency", "2", "--no-chart")
+    assert md.returncode == 0, md.stderr
+    head = md.stdout.splitlines()[0]
+    for title in ("backend", "req/s", "out tok/s", "decode t/s", "TTFT ms p50/p90/p99", "latency ms p50/p90/p99"):
+        assert title in head
+    assert url in md.stdout and "c2" in md.stdout
+    rows = list(csv.DictReader(io.StringIO(run_cli("bench", "--endpoint", url, *SMALL, "-o", "csv").stdout)))
+    assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
+    # the fake server reports usage: input tokens are the server's count, output too
+    assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
+
+
+def test_a_level_is_bounded_by_its_duration(fake_server):
+    start = time.monotonic()
+    result = run_cli("bench", "--endpoint", fake_server.endpoint("slow"), "-n", "4", "--num-requests", "100000",
+                     "--duration", "1", "--concurrency", "2", "-o", "json")
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)[0]
+    assert 0 < row["completed"] < 100 and row["duration"] < 2.5  # in-flight requests finish, no new ones
+    assert elapsed < 15
+
+
+def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
+    fake_server.posts = 0
+    url = fake_server.endpoint("flaky")  # every other request fails with 500, the warm-up works
+    result = run_cli("bench", "--endpoint", url, "-n", "4", "--num-requests", "6", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)[0]
+    assert row["num_requests"] == 6 and row["failed"] == 3 and row["completed"] == 3
+    assert "the engine is on fire" in row["first_error"]
+    assert len(row["samples_e2el_ms"]) == 3  # statistics over the completed requests only
+    fake_server.posts = 0
+    md = run_cli("bench", "--endpoint", url, "-n", "4", "--num-requests", "4", "--no-chart")
+    assert "(2 failed)" in md.stdout
+
+
+def test_model_arguments_pick_among_the_servers(fake_server):
+    result = run_cli("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-o", "json")
+    assert result.returncode == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
+    unpicked = run_cli("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
+    assert unpicked.returncode == 2 and "pick one with -m MODEL" in unpicked.stderr
+
+
+def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
+    url = fake_server.endpoint()
+    for args, message in ((["-t", "2"], "-t measure the local engine"),
+                          (["--chat"], "--chat measure the local engine"),
+                          (["--concurrency", "0"], "bad --concurrency list"),
+                          (["--concurrency", "1,x"], "bad --concurrency list"),
+                          (["-p", "16,32"], "give one -p"),
+                          (["--num-requests", "0"], "--num-requests 0"),
+                          (["--duration", "0"], "--duration 0")):
+        result = run_cli("bench", "--endpoint", url, *args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)

@@ -1,0 +1,110 @@
+"""The slash-command table, driven directly against a real session."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmcli.engine.chat import ChatSession
+from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.template import Message
+from llmcli.errors import UsageError
+from llmcli.ui.slash import SLASH_COMMANDS, ReplState, dispatch
+
+
+@pytest.fixture
+def state(runtime):
+    runtime.clear()
+    return ReplState(session=ChatSession(runtime, params=SamplingParams()), model_name="smol")
+
+
+def test_help_lists_every_command(state):
+    text = dispatch(state, "/help").text
+    assert all(name in text for name in SLASH_COMMANDS)
+
+
+@pytest.mark.parametrize("line,attr,value", [
+    ("/set temperature 0.2", "temperature", 0.2),
+    ("/set temp 0", "temperature", 0.0),
+    ("/set top_p 0.5", "top_p", 0.5),
+    ("/set top_k 7", "top_k", 7),
+    ("/set min_p 0.1", "min_p", 0.1),
+    ("/set repeat_penalty 1.2", "repeat_penalty", 1.2),
+    ("/set max_tokens 33", "max_tokens", 33),
+    ("/set seed 9", "seed", 9),
+])
+def test_set_changes_the_sampling_parameters(state, line, attr, value):
+    dispatch(state, line)
+    assert getattr(state.session.params, attr) == value
+
+
+def test_set_markdown(state):
+    dispatch(state, "/set markdown on")
+    assert state.markdown
+    dispatch(state, "/set markdown off")
+    assert not state.markdown
+
+
+@pytest.mark.parametrize("line,message", [
+    ("/frobnicate", "unknown command /frobnicate"),
+    ("/set", "usage: /set PARAM VALUE"),
+    ("/set temperature", "usage: /set PARAM VALUE"),
+    ("/set colour blue", "usage: /set PARAM VALUE"),
+    ("/set temperature warm", "not a number"),
+    ("/set top_k 1.5", "not an integer"),
+    ("/set top_p 2", "out of range"),
+    ("/set markdown maybe", "not on or off"),
+    ("/save", "usage: /save FILE"),
+    ("/load", "usage: /load FILE"),
+    ("/load /nonexistent/conv.json", "no such file"),
+])
+def test_bad_slash_input(state, line, message):
+    with pytest.raises(UsageError, match=message):
+        dispatch(state, line)
+
+
+def test_system_show_clear_bye(state):
+    dispatch(state, "/system Be brief.")
+    assert state.session.system == "Be brief."
+    assert "Be brief." in dispatch(state, "/show").text
+    state.session.messages.append(Message("user", "x"))
+    dispatch(state, "/clear")
+    assert state.session.messages == []
+    dispatch(state, "/bye")
+    assert not state.running
+
+
+def test_save_then_load_round_trips(state, tmp_path):
+    state.session.system = "sys"
+    state.session.messages = [Message("user", "hi"), Message("assistant", "hello", cancelled=True)]
+    path = tmp_path / "conv.json"
+    dispatch(state, f"/save {path}")
+    saved = json.loads(path.read_text())
+    assert saved["messages"][1] == {"role": "assistant", "content": "hello", "cancelled": True}
+    state.session.messages, state.session.system = [], None
+    dispatch(state, f"/load {path}")
+    assert [(m.role, m.content, m.cancelled) for m in state.session.messages] == [
+        ("user", "hi", False), ("assistant", "hello", True)]
+    assert state.session.system == "sys"
+
+
+@pytest.mark.parametrize("content", [
+    "not json at all",
+    '["a", "list"]',
+    '{"messages": "nope"}',
+    '{"messages": [{"role": "wizard", "content": "x"}]}',
+    '{"messages": [{"role": "user", "content": 5}]}',
+])
+def test_load_refuses_what_is_not_a_conversation(state, tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(UsageError, match="not an llmcli conversation"):
+        dispatch(state, f"/load {path}")
+
+
+def test_stats_after_a_turn(state):
+    assert dispatch(state, "/stats").text == "no request yet"
+    state.session.params = SamplingParams(temperature=0, max_tokens=4)
+    list(state.session.ask("hi"))
+    assert dispatch(state, "/stats").renderable is not None
