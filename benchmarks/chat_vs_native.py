@@ -3,9 +3,11 @@
 Three contestants on the same model and thread count, interleaved round by round so a noisy
 machine hurts them all alike:
 
-  native   llama-bench, built from the llama.cpp inside the llama-cpp-python sdist (pp512, tg128)
+  native   llama-bench, built from the llama.cpp inside the llama-cpp-python sdist: pp512, tg128,
+           and tg128 at the depth where chat decodes (after its short prompt), llama-bench -d
   raw      llama-cpp-python's high-level API: Llama.eval for the prompt, Llama.generate for decode
-  llmcli   `llmcli chat --json` on a ~512-token prompt, reading its prefill_tps and decode_tps
+  llmcli   `llmcli chat --json`: prefill_tps from a ~512-token prompt, decode_tps from a short one
+           (decode slows as the KV cache fills, so a short prompt keeps the depth near tg128's 0)
 
 Prints each contestant's median and the ratios llmcli/native and raw/native. The issue's goal:
 llmcli decode >= 0.95 x native tg128.
@@ -39,11 +41,16 @@ def llama_bench_binary() -> str:
     return subprocess.run(["bash", str(script)], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def native(binary: str, model: str, threads: int) -> dict[str, float]:
-    out = subprocess.run([binary, "-m", model, "-p", str(N_PROMPT), "-n", str(N_GEN), "-t", str(threads),
-                          "-fa", "1", "-r", "3", "-o", "json"], check=True, capture_output=True, text=True).stdout
-    rows = json.loads(out)
-    return {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in rows}
+def native(binary: str, model: str, threads: int, depth: int) -> dict[str, float]:
+    def run(*args: str) -> list[dict]:
+        out = subprocess.run([binary, "-m", model, "-t", str(threads), "-fa", "1", "-r", "3", "-b", "512",
+                              "-ub", "512", "-o", "json", *args], check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
+
+    rows = run("-p", str(N_PROMPT), "-n", str(N_GEN))
+    got = {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in rows}
+    got["tg@depth"] = run("-p", "0", "-n", str(N_GEN), "-d", str(depth))[0]["avg_ts"]
+    return got
 
 
 def document_of(n_tokens: int, model: str) -> str:
@@ -57,15 +64,20 @@ def document_of(n_tokens: int, model: str) -> str:
     return sentence * max(1, (n_tokens - overhead) // per)
 
 
-def llmcli_chat(model: str, threads: int, document: str) -> dict[str, float]:
+def llmcli_json(model: str, threads: int, document: str | None) -> dict:
     out = subprocess.run([sys.executable, "-m", "llmcli", "chat", "-m", model, "--json", "--temp", "0",
-                          "-n", str(N_GEN), "-t", str(threads), INSTRUCTION], input=document,
+                          "-n", str(N_GEN), "-t", str(threads), INSTRUCTION], input=document or "",
                          check=True, capture_output=True, text=True).stdout
     doc = json.loads(out)
     if doc["usage"]["completion_tokens"] < N_GEN:
         print(f"  note: llmcli stopped after {doc['usage']['completion_tokens']} tokens", file=sys.stderr)
-    return {"pp": doc["timings"]["prefill_tps"], "tg": doc["timings"]["decode_tps"],
-            "n_prompt": doc["usage"]["prompt_tokens"]}
+    return doc
+
+
+def llmcli_chat(model: str, threads: int, document: str) -> dict[str, float]:
+    long, short = llmcli_json(model, threads, document), llmcli_json(model, threads, None)
+    return {"pp": long["timings"]["prefill_tps"], "tg": short["timings"]["decode_tps"],
+            "depth": short["usage"]["prompt_tokens"]}
 
 
 def raw_llama_cpp_python(model: str, threads: int) -> dict[str, float]:
@@ -103,15 +115,17 @@ def main() -> None:
     model = args.model or str(embedded_model_path())
     binary = llama_bench_binary()
     document = document_of(N_PROMPT, model)
+    depth = llmcli_json(model, args.threads, None)["usage"]["prompt_tokens"]  # where chat's decode starts
     results: dict[str, dict[str, list[float]]] = {k: {"pp": [], "tg": []} for k in ("native", "raw", "llmcli")}
+    results["native"]["tg@depth"] = []
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        for name, run in (("native", lambda: native(binary, model, args.threads)),
+        for name, run in (("native", lambda: native(binary, model, args.threads, depth)),
                           ("raw", lambda: raw_llama_cpp_python(model, args.threads)),
                           ("llmcli", lambda: llmcli_chat(model, args.threads, document))):
             t = time.perf_counter()
             got = run()
-            for k in ("pp", "tg"):
+            for k in results[name]:
                 results[name][k].append(got[k])
             print(f"  {name:<7} pp {got['pp']:8.1f} tok/s   tg {got['tg']:7.1f} tok/s   "
                   f"({time.perf_counter() - t:.1f} s)", file=sys.stderr)
@@ -123,6 +137,8 @@ def main() -> None:
         print(f"{name:<8}{m['pp']:>15.1f}{m['tg']:>15.1f}{m['pp'] / med['native']['pp']:>10.3f}"
               f"{m['tg'] / med['native']['tg']:>10.3f}")
     print(f"\nllmcli decode / native tg{N_GEN}: {med['llmcli']['tg'] / med['native']['tg']:.3f} (goal >= 0.95)")
+    print(f"llmcli decode / native tg{N_GEN} @ d{depth} (the same KV depth): "
+          f"{med['llmcli']['tg'] / med['native']['tg@depth']:.3f}")
     print(f"raw llama-cpp-python decode / native: {med['raw']['tg'] / med['native']['tg']:.3f}")
 
 
