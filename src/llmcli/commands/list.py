@@ -54,15 +54,9 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
     if not rows:
         out.info(f"no models in {store.root}; get one with `llmcli pull REPO[:QUANT]`")
         return
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for col in ("NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "SOURCE", "ADDED"):
-        table.add_column(col)
-    for e in rows:
-        table.add_row(e.name, human_size(e.size), e.quant or "-", e.arch or "-", human_params(e.n_params),
-                      e.source or "-", "built in" if e.builtin else (e.created[:10] if e.created else "-"))
-    out.out.print(table)
+    out.table(["NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "SOURCE", "ADDED"],
+              [[e.name, human_size(e.size), e.quant or "-", e.arch or "-", human_params(e.n_params), e.source or "-",
+                "built in" if e.builtin else (e.created[:10] if e.created else "-")] for e in rows])
 
 
 def list_remote(server, out, json_out: bool) -> None:
@@ -75,13 +69,7 @@ def list_remote(server, out, json_out: bool) -> None:
     if not models:
         out.info(f"the server at {server} lists no models")
         return
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False)
-    for col in ("MODEL", "OWNED BY", "CONTEXT"):
-        table.add_column(col)
-    for m in models:
-        table.add_row(m.id, m.owned_by or "-", str(m.max_model_len) if m.max_model_len else "-")
-    out.out.print(table)
+    out.table(["MODEL", "OWNED BY", "CONTEXT"],
+              [[m.id, m.owned_by or "-", str(m.max_model_len) if m.max_model_len else "-"] for m in models])
     out.info(f"{len(models)} model{'s' if len(models) != 1 else ''} at {server}; "
              f"chat with one: llmcli chat --endpoint {server} -m MODEL")

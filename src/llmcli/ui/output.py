@@ -40,6 +40,17 @@ class Output:
         self.env.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         self.env.stdout.flush()
 
+    def table(self, columns: list[str], rows: list[list[str]]) -> None:
+        """A plain, borderless table on stdout, as `docker ps` or `ollama list` print one."""
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False)
+        for col in columns:
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        self.out.print(table)
+
     # -- everything else (stderr) ------------------------------------------------------------
     def info(self, text: str) -> None:
         self.err.print(text, style="dim", markup=False, soft_wrap=True)
