@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
 pexpect = pytest.importorskip("pexpect")
 
-PROMPT = ">>>"
+from tests.conftest import REPL_PROMPT, spawn_chat_repl  # noqa: E402
+
+PROMPT = REPL_PROMPT
 
 
 @pytest.fixture
 def repl(private_store):
-    env = {**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "LLMCLI_HOME": str(private_store),
-           "COLUMNS": "120", "LINES": "40"}
-    child = pexpect.spawn(sys.executable, ["-m", "llmcli", "chat", "--temp", "0", "-n", "40", "-t", "1"], env=env,
-                          encoding="utf-8", timeout=60, dimensions=(40, 120))
+    child = spawn_chat_repl(private_store, "--temp", "0", "-n", "40", "-t", "1")
     child.expect_exact(PROMPT)
     yield child
     if child.isalive():

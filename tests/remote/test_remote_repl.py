@@ -5,27 +5,23 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import sys
 
 import pytest
 
+from tests.conftest import REPL_PROMPT, spawn_chat_repl
 from tests.remote.conftest import API_KEY
 from tests.remote.fake_server import REPLY
 
 pexpect = pytest.importorskip("pexpect")
 
-PROMPT = ">>>"
+PROMPT = REPL_PROMPT
 
 
 @pytest.fixture
 def repl(private_store, fake_server):
-    env = {**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "LLMCLI_HOME": str(private_store),
-           "COLUMNS": "120", "LINES": "40", "LLMCLI_API_KEY": API_KEY}
-    child = pexpect.spawn(sys.executable, ["-m", "llmcli", "chat", "--endpoint", fake_server.endpoint(),
-                                           "--timeout", "30"], env=env, encoding="utf-8", timeout=20,
-                          dimensions=(40, 120))
+    child = spawn_chat_repl(private_store, "--endpoint", fake_server.endpoint(), "--timeout", "30",
+                            env={"LLMCLI_API_KEY": API_KEY}, timeout=20)
     child.logfile_read = io.StringIO()  # the whole transcript, to prove the key never shows
     child.expect_exact(PROMPT)
     yield child
