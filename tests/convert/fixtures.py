@@ -200,11 +200,12 @@ def build_spm(model_type: str, spm_model: Path, out: Path) -> Path:
     tok.chat_template = LLAMA2_TEMPLATE
     assert len(tok) == SPM_VOCAB
 
-    extra = dict(sliding_window=None) if model_type == "mistral" else {}
+    # Mistral 7B v0.1's window; llama.cpp runs it as plain llama, which equals HF within the window.
+    extra = dict(sliding_window=4096) if model_type == "mistral" else {}
     config = AutoConfig.for_model(model_type, **SPM_SIZES, **extra, vocab_size=SPM_VOCAB, tie_word_embeddings=False,
                                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                   initializer_range=0.2)
-    torch.manual_seed(1)
+    torch.manual_seed(1 if model_type == "llama" else 2)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with torch.no_grad():
         for name, p in model.named_parameters():
