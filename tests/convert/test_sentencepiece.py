@@ -72,7 +72,10 @@ def test_gguf_vocab_is_sentencepiece(spm_tiny, converted, sp):
     import gguf
 
     reader = gguf.GGUFReader(str(converted(spm_tiny("llama"), "f32")))
-    field = lambda key: reader.fields[key].contents()  # noqa: E731
+
+    def field(key):
+        return reader.fields[key].contents()
+
     assert field("tokenizer.ggml.model") == "llama"
     assert field("tokenizer.ggml.tokens") == [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     assert (field("tokenizer.ggml.bos_token_id"), field("tokenizer.ggml.eos_token_id")) == (1, 2)
@@ -86,6 +89,7 @@ def test_token_ids_match_sentencepiece_and_hf(spm_checkpoint, sp, text):
     got = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
     # sentencepiece is Llama 2's tokenizer: llama.cpp must match it everywhere, byte fallback included.
     assert got == [sp.bos_id(), *sp.encode(text)], text
+    assert llm.detokenize(got).decode("utf-8") == text
     want = hf(text).input_ids
     if want != got:
         # transformers 5's LlamaTokenizer (a Metaspace pre-tokenizer) does not prepend the dummy "▁"
@@ -156,3 +160,46 @@ def test_quantized_outtypes_load_and_generate(outtype, spm_tiny, converted):
         if len(out) == 8:
             break
     assert len(out) == 8 and all(0 <= t < llm.n_vocab() for t in out)
+
+
+def _copy_tokenizer(src, dst, names=("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+    dst.mkdir()
+    for name in names:
+        (dst / name).write_bytes((src / name).read_bytes())
+    return dst
+
+
+def test_tokenizer_json_without_tokenizer_model_is_a_clear_error(spm_tiny, tmp_path):
+    from llmcli.convert.errors import UnsupportedTokenizer
+    from llmcli.convert.vocab import load_vocab
+
+    src = _copy_tokenizer(spm_tiny("llama"), tmp_path / "no-model", ("tokenizer.json", "tokenizer_config.json"))
+    with pytest.raises(UnsupportedTokenizer, match="copy tokenizer.model"):
+        load_vocab(src, n_rows=512)
+
+
+def test_tokenizer_model_alone_adds_bos(spm_tiny, tmp_path):
+    """Older checkpoints have only tokenizer.model (no tokenizer.json): Llama's bos default holds."""
+    from llmcli.convert.vocab import load_vocab
+
+    src = _copy_tokenizer(spm_tiny("llama"), tmp_path / "model-only", ("tokenizer.model", "tokenizer_config.json"))
+    vocab = load_vocab(src, n_rows=512)
+    assert vocab.model == "llama" and vocab.add_bos is True and vocab.add_eos is False
+    assert (vocab.special["bos"], vocab.special["eos"], vocab.special["unk"]) == (1, 2, 0)
+
+
+def test_added_tokens_and_padding_rows(spm_tiny, tmp_path):
+    """A token added past the SentencePiece pieces (Llama 2's <pad> style) and embedding rows beyond it."""
+    import json
+
+    from llmcli.convert.vocab import CONTROL, UNUSED, load_vocab
+
+    src = _copy_tokenizer(spm_tiny("llama"), tmp_path / "added")
+    tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    tj["added_tokens"].append({"id": 512, "content": "<pad>", "single_word": False, "lstrip": False,
+                               "rstrip": False, "normalized": False, "special": True})
+    (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
+    vocab = load_vocab(src, n_rows=520)
+    assert len(vocab.tokens) == 520 and vocab.tokens[512] == "<pad>" and vocab.types[512] == CONTROL
+    assert vocab.types[513:] == [UNUSED] * 7 and vocab.n_padding == 7
+    assert vocab.tokens[259] != "[PAD259]" and vocab.types[259] != UNUSED
