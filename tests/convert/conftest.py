@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.convert.fixtures import build_tiny, embedded_gguf
+from tests.convert.fixtures import build_spm, build_tiny, embedded_gguf, train_sentencepiece
 
 FAMILIES = ("llama", "qwen2", "qwen3", "phi3")
 
@@ -32,6 +32,25 @@ def tiny(tmp_path_factory, smol_hf):
             folder = "tiny_phi_mini" if family == "phi3" else f"tiny_{family}"
             built[family] = build_tiny(family, smol_hf, tmp_path_factory.mktemp(folder))
         return built[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def spm_model(tmp_path_factory) -> Path:
+    """A tiny Llama-2-style SentencePiece tokenizer.model, trained here (in milliseconds)."""
+    return train_sentencepiece(tmp_path_factory.mktemp("spm") / "tokenizer.model")
+
+
+@pytest.fixture(scope="session")
+def spm_tiny(tmp_path_factory, spm_model):
+    """spm_tiny("llama" | "mistral") -> a tiny bf16 checkpoint with that SentencePiece tokenizer."""
+    built: dict[str, Path] = {}
+
+    def get(model_type: str) -> Path:
+        if model_type not in built:
+            built[model_type] = build_spm(model_type, spm_model, tmp_path_factory.mktemp(f"tiny_spm_{model_type}"))
+        return built[model_type]
 
     return get
 

@@ -127,3 +127,91 @@ def build_tiny(family: str, smol_hf: Path, out: Path) -> Path:
     model.to(torch.bfloat16).save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+# -- SentencePiece (Llama 2 style) ---------------------------------------------------------------
+
+# What the tiny SentencePiece model learns from: English, Chinese, Japanese, code, digits. Characters
+# it never saw (emoji, most accented letters) go through byte fallback, as in Llama 2.
+SPM_TRAINING_TEXT = """\
+The quick brown fox jumps over the lazy dog. Hello world! Hello there, how are you today?
+The year 2024 had 366 days; pi is 3.14159 and a million is 1,000,000.
+I've been told he's there. We're sure they'll come, and it's fine. Leading and trailing spaces.
+中文分词测试：今天天气很好。我们喜欢学习中文和数学。
+日本語のテキストです。カタカナとひらがな。今日はいい天気ですね。
+def main(x):
+\tif x > 0:
+\t\treturn x + 1  # tab
+    return -x
+class Foo:
+    def __init__(self, value):
+        self.value = value
+for i in range(10): print(i * 2)
+"""
+LLAMA2_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}"
+    "{% set system = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% set messages = messages[1:] %}"
+    "{% else %}{% set system = '' %}{% endif %}"
+    "{% for message in messages %}{% if message['role'] == 'user' %}"
+    "{{ bos_token + '[INST] ' + (system if loop.first else '') + message['content'] + ' [/INST]' }}"
+    "{% else %}{{ ' ' + message['content'] + ' ' + eos_token }}{% endif %}{% endfor %}"
+)
+# Rows of 256 (hidden) and 512 (ffn): whole K-quant super-blocks, so q4_k_m/q5_k_m/q6_k really
+# K-quantize every matrix instead of falling back on unaligned rows.
+SPM_SIZES = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5)
+SPM_VOCAB = 512
+
+
+def train_sentencepiece(path: Path) -> Path:
+    """A BPE tokenizer.model trained like Llama 2's: byte fallback, split digits, dummy prefix, no normalization."""
+    import io
+
+    import sentencepiece as spm
+
+    lines = [line for line in SPM_TRAINING_TEXT.splitlines() if line.strip()] * 4
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=buf, vocab_size=SPM_VOCAB, model_type="bpe",
+        byte_fallback=True, split_digits=True, add_dummy_prefix=True, remove_extra_whitespaces=False,
+        normalization_rule_name="identity", allow_whitespace_only_pieces=True, character_coverage=1.0,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2,
+    )
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def build_spm(model_type: str, spm_model: Path, out: Path) -> Path:
+    """A random-weight llama or mistral checkpoint with a SentencePiece tokenizer, saved in bf16.
+
+    transformers 5 saves only tokenizer.json for it (no tokenizer.model), so tokenizer.model is
+    copied next to it, as Llama 2 and Mistral repos on the Hub ship both.
+    """
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, LlamaTokenizer
+
+    staging = out / "spm-source"
+    staging.mkdir()
+    shutil.copy(spm_model, staging / "tokenizer.model")
+    tok = LlamaTokenizer.from_pretrained(staging, add_bos_token=True, add_eos_token=False)
+    shutil.rmtree(staging)
+    tok.chat_template = LLAMA2_TEMPLATE
+    assert len(tok) == SPM_VOCAB
+
+    # Mistral 7B v0.1's window; llama.cpp runs it as plain llama, which equals HF within the window.
+    extra = dict(sliding_window=4096) if model_type == "mistral" else {}
+    config = AutoConfig.for_model(model_type, **SPM_SIZES, **extra, vocab_size=SPM_VOCAB, tie_word_embeddings=False,
+                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                  initializer_range=0.1)  # 0.2 at width 64; the same gain at 256
+    torch.manual_seed(1 if model_type == "llama" else 2)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+    model.to(torch.bfloat16).save_pretrained(out)
+    tok.save_pretrained(out)
+    shutil.copy(spm_model, out / "tokenizer.model")
+    return out

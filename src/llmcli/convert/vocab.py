@@ -85,6 +85,12 @@ def load_vocab(src: Path, n_rows: int) -> Vocab:
         vocab = _bpe_vocab(src, tokenizer_json, n_rows)
     elif (src / "tokenizer.model").is_file():
         vocab = _spm_vocab(src, tokenizer_json, n_rows)
+    elif tokenizer_json is not None and model.get("type") == "BPE" and model.get("byte_fallback"):
+        # transformers 5's save_pretrained writes only tokenizer.json for SentencePiece tokenizers.
+        raise UnsupportedTokenizer(
+            f"{src.name}/tokenizer.json is a SentencePiece-style tokenizer (byte fallback) without its tokenizer.model; "
+            "copy tokenizer.model from the original model into the folder (transformers 5 does not save it)"
+        )
     elif tokenizer_json is not None:
         raise UnsupportedTokenizer(
             f"{src.name}/tokenizer.json is a {model.get('type', 'unknown')} tokenizer that is not byte-level BPE, "
