@@ -80,6 +80,16 @@ def llama(path: Path, **kw):
                            type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, **kw)
 
 
+def greedy_tokens(llm, prompt: bytes = b"Once upon a time", n: int = 8) -> list[int]:
+    """The first n greedy tokens llama.cpp generates after prompt: proof a file loads and runs."""
+    out: list[int] = []
+    for tok in llm.generate(llm.tokenize(prompt, add_bos=True), temp=0.0, top_k=1):
+        out.append(tok)
+        if len(out) == n:
+            break
+    return out
+
+
 def llama_logits(path: Path, ids: list[int]) -> np.ndarray:
     llm = llama(path, logits_all=True)
     llm.eval(ids)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.convert.conftest import FAMILIES, hf_logits, llama, llama_logits, nmse
+from tests.convert.conftest import FAMILIES, greedy_tokens, hf_logits, llama, llama_logits, nmse
 
 PROMPT = "The quick brown fox jumps over the lazy dog. 1234 + 5678 = 6912. Hello, world!"
 
@@ -50,14 +50,7 @@ def test_llama_cpp_logits_match_transformers(family, outtype, reference, convert
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_q4_k_m_loads_and_generates(family, tiny, converted):
     path = converted(tiny(family), "q4_k_m")
-    llm = llama(path)
-    ids = llm.tokenize(b"Once upon a time", add_bos=True)
-    out = []
-    for tok in llm.generate(ids, temp=0.0, top_k=1):
-        out.append(tok)
-        if len(out) == 8:
-            break
-    assert len(out) == 8
+    assert len(greedy_tokens(llama(path))) == 8
 
 
 def test_q4_k_m_file_is_k_quantized(tiny, converted):

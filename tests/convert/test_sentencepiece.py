@@ -8,7 +8,7 @@ next to the tokenizer.model that the fixture copies in: the converter must take 
 from __future__ import annotations
 
 import pytest
-from tests.convert.conftest import hf_logits, llama, llama_logits, nmse
+from tests.convert.conftest import greedy_tokens, hf_logits, llama, llama_logits, nmse
 from tests.convert.test_parity import PROMPT
 from tests.convert.test_tokenizer import CORPUS
 
@@ -166,12 +166,7 @@ def test_quantized_outtypes_load_and_generate(outtype, spm_tiny, converted):
         assert err < max_err, f"{outtype}: {name} ({t.tensor_type.name}) dequantizes with relative error {err:.1e}"
 
     llm = llama(path)
-    ids = llm.tokenize(b"Once upon a time", add_bos=True)
-    out = []
-    for tok in llm.generate(ids, temp=0.0, top_k=1):
-        out.append(tok)
-        if len(out) == 8:
-            break
+    out = greedy_tokens(llm)
     assert len(out) == 8 and all(0 <= t < llm.n_vocab() for t in out)
 
 
