@@ -31,6 +31,7 @@ DEFAULT_QUANT = "Q4_K_M"
 DEFAULT_OUTTYPE = "q4_k_m"
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+QUANT_TAG_RE = re.compile(r"[\w.-]+")
 # Prefixes people paste from a browser or from Ollama's `hf.co/...` syntax; the repo id follows.
 REPO_PREFIXES = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/", "hf:")
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
@@ -256,8 +257,10 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def looks_like_repo(spec: str) -> bool:
     """True when `spec` reads as REPO[:QUANT] rather than a local name or path (for `chat`'s auto-pull)."""
     try:
-        parse_spec(spec)
+        _, quant = parse_spec(spec)
     except UsageError:
+        return False
+    if quant and not QUANT_TAG_RE.fullmatch(quant):  # "org/x: tell me" is a prompt, not a quant tag
         return False
     if spec.lower().endswith(".gguf"):
         return False

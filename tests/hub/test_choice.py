@@ -135,3 +135,10 @@ def test_looks_like_repo_tells_repos_from_paths_and_prompts(tmp_path, monkeypatc
     (tmp_path / "org" / "model").write_text("x")
     monkeypatch.chdir(tmp_path)
     assert not looks_like_repo("org/model")  # an existing relative path wins over a repo id
+
+
+def test_a_prompt_with_a_slash_and_a_colon_is_not_a_repo() -> None:
+    from llmcli.hub import looks_like_repo
+
+    assert looks_like_repo("Org/Model-GGUF:q4_k_m")
+    assert not looks_like_repo("input/output: explain the difference")

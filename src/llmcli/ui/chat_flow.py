@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +11,6 @@ from llmcli.environment import env
 from llmcli.errors import UsageError
 from llmcli.store import ModelEntry, Store, is_file
 from llmcli.ui.output import Output
-
-REPO_SPEC = re.compile(r"[\w.-]+/[\w.-]+(:[\w.-]+)?")
 
 
 @dataclass
@@ -37,11 +34,11 @@ class ChatOptions:
 
 def names_a_model(store: Store, arg: str) -> bool:
     """Whether a lone positional argument is the MODEL rather than the prompt (exact names only)."""
+    from llmcli import hub
+
     if arg in {m.name for m in store.list()}:
         return True
-    if arg.lower().endswith(".gguf") or is_file(arg):
-        return True
-    return bool(REPO_SPEC.fullmatch(arg))
+    return arg.lower().endswith(".gguf") or is_file(arg) or hub.looks_like_repo(arg)
 
 
 def split_arguments(is_model: Callable[[str], bool], opts: ChatOptions) -> tuple[str | None, str | None]:
@@ -89,7 +86,7 @@ def resolve_model(store: Store, spec: str | None) -> ModelEntry:
     """A model in the store, or REPO[:QUANT] pulled first (with progress on stderr), as Ollama does."""
     from llmcli import hub
 
-    if spec and hub.looks_like_repo(spec) and not is_file(spec):
+    if spec and hub.looks_like_repo(spec):  # an existing path is never taken for a repo
         from llmcli.ui.download import download_report, hub_warnings_to
 
         with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
