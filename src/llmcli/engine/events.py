@@ -25,7 +25,6 @@ class Stats:
 
     finish_reason: str = "stop"  # stop | length | cancelled
     # ① parse, template, tokenize
-    template_ms: float = 0.0
     tokenize_ms: float = 0.0  # the whole stage: template + tokenize
     prompt_tokens: int = 0
     # ② schedule: context budget and KV-cache plan

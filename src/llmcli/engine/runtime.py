@@ -112,11 +112,6 @@ class Runtime:
         lines = [line for line in LOG_LINES if line.strip()]
         return lines[-1].strip() if lines else "no detail from llama.cpp"
 
-    def meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(1 << 16)
-        n = self.ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", "replace") if n >= 0 else None
-
     @property
     def chat_template(self) -> str | None:
         ptr = self.ll.llama_model_chat_template(self._model, None)

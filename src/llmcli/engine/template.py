@@ -12,7 +12,7 @@ so re-rendering the history reproduces the KV cache's tokens and the prefix matc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from llmcli.errors import TemplateError
@@ -46,7 +46,6 @@ class Message:
 class RenderedPrompt:
     tokens: list[int]
     text: str  # the rendered prompt, for /stats and debugging
-    segments: list[tuple[str, int]] = field(default_factory=list)  # (kind, n_tokens) for the learner's view
 
 
 def _raise_exception(message: str) -> None:
@@ -96,7 +95,6 @@ class ChatTemplate:
         placeholders = [{"role": m.role, "content": f"{_OPEN}{i}{_CLOSE}"} for i, m in enumerate(messages)]
         rendered = self.render(placeholders, add_generation_prompt)
         tokens: list[int] = []
-        segments: list[tuple[str, int]] = []
         text_parts: list[str] = []
         pos = 0
         for match in _PLACEHOLDER.finditer(rendered):
@@ -104,24 +102,20 @@ class ChatTemplate:
             if markup:
                 ids = runtime.tokenize(markup, parse_special=True)
                 tokens += ids
-                segments.append(("template", len(ids)))
                 text_parts.append(markup)
             message = messages[int(match.group(1))]
             ids = message.token_ids if message.token_ids is not None else runtime.tokenize(message.content)
             tokens += ids
-            segments.append((message.role, len(ids)))
             text_parts.append(message.content)
             pos = match.end()
         if tail := rendered[pos:]:
             ids = runtime.tokenize(tail, parse_special=True)
             tokens += ids
-            segments.append(("template", len(ids)))
             text_parts.append(tail)
         # Models that want a BOS get one, unless their template already wrote it.
         if runtime.add_bos and (not tokens or tokens[0] != runtime.bos_id):
             tokens.insert(0, runtime.bos_id)
-            segments.insert(0, ("bos", 1))
-        return RenderedPrompt(tokens=tokens, text="".join(text_parts), segments=segments)
+        return RenderedPrompt(tokens=tokens, text="".join(text_parts))
 
 
 def _tojson(value, indent=None) -> str:
