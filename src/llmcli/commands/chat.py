@@ -53,7 +53,7 @@ def chat(
                                                         show_default=False)] = None,
     json_out: JsonOpt = False,
     stats: Annotated[Optional[bool], typer.Option("--stats/--no-stats", help="Show the timing panel on stderr. "
-                                                  "[on in the REPL and when stderr is a terminal]",
+                                                  "\\[on in the REPL and when stderr is a terminal]",
                                                   show_default=False)] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
                                            "(REPL only).")] = False,

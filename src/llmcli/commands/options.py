@@ -49,4 +49,5 @@ def param_option(name: str) -> Any:
 
     return Annotated[Optional[row.kind], typer.Option(
         *row.flags, callback=check, show_default=False,
-        help=f"{row.help.rstrip('.')}; {row.range_text}. [{row.default_text}]")]
+        # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
+        help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]")]
