@@ -82,8 +82,10 @@ def test_seed_none_means_random_and_is_not_sent():
     assert "seed" not in request_body("m", [], SamplingParams(), [])
 
 
-@pytest.mark.parametrize("word,name", [("temp", "temperature"), ("n", "max_tokens"), ("max-tokens", "max_tokens"),
-                                       ("top-p", "top_p"), ("TOP_K", "top_k"), ("repeat-penalty", "repeat_penalty")])
+@pytest.mark.parametrize("word,name", [
+    ("temp", "temperature"), ("n", "max_tokens"), ("max-tokens", "max_tokens"), ("top-p", "top_p"),
+    ("TOP_K", "top_k"), ("repeat-penalty", "repeat_penalty"),
+])
 def test_set_takes_a_name_or_a_flag_without_dashes(word, name):
     assert find(word).name == name
 
@@ -150,5 +152,6 @@ def test_readme_option_table_matches_the_parameter_table():
 def test_readme_check_would_catch_a_changed_default():
     from dataclasses import replace
 
-    drifted = [replace(row, default=0.7) if row.name == "temperature" else row for row in USER_PARAMS.values()]
+    rows = USER_PARAMS.values()
+    drifted = [replace(row, default=0.7) if row.name == "temperature" else row for row in rows]
     assert readme_table(drifted) not in README.read_text(encoding="utf-8")

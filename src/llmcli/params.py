@@ -54,7 +54,7 @@ class Param:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 self.kind is int and not isinstance(value, int)):
-            raise UsageError(f"{self.name} must be {_kind_text(self.kind)} in {self.range_text}, not {value!r}")
+            raise self._wrong_kind(repr(value))
         if not self.low <= value <= self.high:  # also refuses nan
             raise UsageError(f"{self.name} must be in {self.range_text}, not {number_text(value)}")
         return value
@@ -64,13 +64,12 @@ class Param:
         try:
             value = self.kind(text)
         except ValueError:
-            raise UsageError(f"{self.name} must be {_kind_text(self.kind)} in {self.range_text}, "
-                             f"not '{text}'") from None
+            raise self._wrong_kind(repr(text)) from None
         return self.check(value)
 
-
-def _kind_text(kind: type) -> str:
-    return "an integer" if kind is int else "a number"
+    def _wrong_kind(self, shown: str) -> UsageError:
+        kind = "an integer" if self.kind is int else "a number"
+        return UsageError(f"{self.name} must be {kind} in {self.range_text}, not {shown}")
 
 
 def number_text(value: int | float) -> str:
