@@ -51,9 +51,12 @@ def test_set_markdown(state):
     ("/set", "usage: /set PARAM VALUE"),
     ("/set temperature", "usage: /set PARAM VALUE"),
     ("/set colour blue", "usage: /set PARAM VALUE"),
-    ("/set temperature warm", "not a number"),
-    ("/set top_k 1.5", "not an integer"),
-    ("/set top_p 2", "out of range"),
+    ("/set temperature warm", "temperature must be a number in 0..10, not 'warm'"),
+    ("/set top_k 1.5", "top_k must be an integer in"),
+    ("/set top_p 2", "top_p must be in 0..1, not 2"),
+    ("/set temp -1", "temperature must be in 0..10, not -1"),
+    ("/set seed 4294967296", "seed must be in 0..4294967295, not 4294967296"),
+    ("/set n 0", "max_tokens must be in 1..2147483647, not 0"),
     ("/set markdown maybe", "not on or off"),
     ("/save", "usage: /save FILE"),
     ("/load", "usage: /load FILE"),
@@ -108,3 +111,18 @@ def test_stats_after_a_turn(state):
     state.session.params = SamplingParams(temperature=0, max_tokens=4)
     list(state.session.ask("hi"))
     assert dispatch(state, "/stats").renderable is not None
+
+
+def test_a_refused_set_leaves_the_parameters_as_they_were(state):
+    before = state.session.params.as_dict()
+    with pytest.raises(UsageError):
+        dispatch(state, "/set temp 11")
+    assert state.session.params.as_dict() == before
+
+
+def test_show_lists_every_parameter_with_the_tables_word_for_none(state):
+    text = dispatch(state, "/show").text
+    assert all(f"\n{name} " in text for name in SamplingParams().as_dict())
+    assert "seed         random" in text
+    dispatch(state, "/set seed 7")
+    assert "seed         7" in dispatch(state, "/show").text

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt
+from llmcli.commands.options import (ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt,
+                                    param_option)
 
 HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
 
@@ -36,22 +37,13 @@ def chat(
     model_opt: Annotated[Optional[str], typer.Option("-m", "--model", help="The model, by option.",
                                                      show_default=False)] = None,
     system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
-    temp: Annotated[Optional[float], typer.Option("--temp", min=0.0, help="Temperature (0 = greedy). [0.8]",
-                                                  show_default=False)] = None,
-    top_p: Annotated[Optional[float], typer.Option("--top-p", min=0.0, max=1.0, help="Top-p. [0.95]",
-                                                   show_default=False)] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", min=0, help="Top-k (0 = off). [40]",
-                                                 show_default=False)] = None,
-    min_p: Annotated[Optional[float], typer.Option("--min-p", min=0.0, max=1.0, help="Min-p. [0.05]",
-                                                   show_default=False)] = None,
-    repeat_penalty: Annotated[Optional[float], typer.Option("--repeat-penalty", min=0.0,
-                                                            help="Repeat penalty (1 = off). [1.0]",
-                                                            show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Sampling seed. [random]",
-                                                show_default=False)] = None,
-    max_tokens: Annotated[Optional[int], typer.Option("-n", "--max-tokens", min=1,
-                                                      help="Most tokens in a reply. [1024]",
-                                                      show_default=False)] = None,
+    temp: param_option("temperature") = None,
+    top_p: param_option("top_p") = None,
+    top_k: param_option("top_k") = None,
+    min_p: param_option("min_p") = None,
+    repeat_penalty: param_option("repeat_penalty") = None,
+    seed: param_option("seed") = None,
+    max_tokens: param_option("max_tokens") = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop at this string (repeatable); "
@@ -61,7 +53,7 @@ def chat(
                                                         show_default=False)] = None,
     json_out: JsonOpt = False,
     stats: Annotated[Optional[bool], typer.Option("--stats/--no-stats", help="Show the timing panel on stderr. "
-                                                  "[on in the REPL and when stderr is a terminal]",
+                                                  "\\[on in the REPL and when stderr is a terminal]",
                                                   show_default=False)] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
                                            "(REPL only).")] = False,

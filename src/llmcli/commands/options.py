@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+
+from llmcli.errors import UsageError
+from llmcli.params import PARAMS
 
 ModelArg = Annotated[Optional[str], typer.Argument(
     help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one. "
@@ -29,3 +32,22 @@ ApiKeyOpt = Annotated[Optional[str], typer.Option(
 TimeoutOpt = Annotated[Optional[float], typer.Option(
     "--timeout", metavar="SECONDS", show_default=False,
     help="With --endpoint: give up after this long without a byte from the server. [120]")]
+
+
+def param_option(name: str) -> Any:
+    """A generation parameter's option, built from its row in llmcli.params: the flags, the help
+    with its range and default, and the same range check (and message) as `/set`."""
+    row = PARAMS[name]
+
+    def check(value):
+        if value is None:  # not given: SamplingParams keeps the table's default
+            return None
+        try:
+            return row.check(value)
+        except UsageError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return Annotated[Optional[row.kind], typer.Option(
+        *row.flags, callback=check, show_default=False,
+        # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
+        help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]")]

@@ -20,18 +20,8 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.template import Message
 from llmcli.errors import LlmcliError
+from llmcli.params import request_fields
 
-# SamplingParams -> request fields. The OpenAI API's own fields are always sent; the others are
-# extensions (vLLM, SGLang, llama.cpp and TGI accept some of them under these names), sent only
-# when changed from llmcli's defaults, so a strict server sees a plain OpenAI request.
-STANDARD_FIELDS: dict[str, str] = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_tokens",
-                                   "seed": "seed"}
-EXTENSION_FIELDS: dict[str, tuple[str, ...]] = {
-    "top_k": ("top_k",),
-    "min_p": ("min_p",),
-    # llama.cpp says repeat_penalty, vLLM and SGLang say repetition_penalty; each ignores the other.
-    "repeat_penalty": ("repeat_penalty", "repetition_penalty"),
-}
 MAX_STOPS = 4  # the OpenAI API takes at most four stop strings; more are applied here only
 
 STAGES = ("① tokenize", "② schedule", "③ prefill", "④ decode", "⑤ post-process", "⑥ return", "⑦ release")
@@ -45,15 +35,8 @@ def request_body(model: str, messages: list[dict], params: SamplingParams, stops
     body: dict = {"model": model, "messages": messages, "stream": True,
                   # Usage in the last chunk (vLLM, SGLang, OpenAI); servers that do not know it ignore it.
                   "stream_options": {"include_usage": True}}
-    defaults = SamplingParams()
-    for name, key in STANDARD_FIELDS.items():
-        value = getattr(params, name)
-        if value is not None:
-            body[key] = value
-    for name, keys in EXTENSION_FIELDS.items():
-        value = getattr(params, name)
-        if value != getattr(defaults, name):
-            body.update({key: value for key in keys})
+    # Field names come from the parameter table: OpenAI's own always, extensions only when changed.
+    body.update(request_fields(params.as_dict()))
     if stops:
         body["stop"] = stops[:MAX_STOPS]
     return body

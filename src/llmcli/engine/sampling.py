@@ -3,27 +3,30 @@
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
+
+from llmcli.params import PARAMS, check_all
 
 
 @dataclass
 class SamplingParams:
-    # llama.cpp's own defaults (common/common.h), so numbers compare with llama-cli.
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    repeat_last_n: int = 64
-    seed: int | None = None  # None: a fresh random seed per session
-    max_tokens: int = 1024
+    """One value per row of llmcli.params.PARAMS (same names, same order); the defaults and the
+    bounds are the table's. Out-of-range values raise UsageError on construction."""
+
+    temperature: float = PARAMS["temperature"].default
+    top_p: float = PARAMS["top_p"].default
+    top_k: int = PARAMS["top_k"].default
+    min_p: float = PARAMS["min_p"].default
+    repeat_penalty: float = PARAMS["repeat_penalty"].default
+    repeat_last_n: int = PARAMS["repeat_last_n"].default
+    seed: int | None = PARAMS["seed"].default  # None: a fresh random seed per session
+    max_tokens: int = PARAMS["max_tokens"].default
+
+    def __post_init__(self) -> None:
+        check_all(self.as_dict())
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
 
 
 class Sampler:

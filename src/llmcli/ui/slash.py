@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from llmcli.engine.template import Message
 from llmcli.errors import UsageError
+from llmcli.params import PARAMS, USER_PARAMS
+from llmcli.params import find as find_param
 
 CONVERSATION_FORMAT = "llmcli-conversation"
 
@@ -41,32 +43,9 @@ def _on_off(value: str) -> bool:
         raise UsageError(f"'{value}' is not on or off") from None
 
 
-def _ranged(kind: type, low: float | None = None, high: float | None = None) -> Callable[[str], Any]:
-    def parse(value: str) -> Any:
-        try:
-            number = kind(value)
-        except ValueError:
-            raise UsageError(f"'{value}' is not {'an integer' if kind is int else 'a number'}") from None
-        if (low is not None and number < low) or (high is not None and number > high):
-            bounds = f"{low if low is not None else '-inf'}..{high if high is not None else 'inf'}"
-            raise UsageError(f"{value} is out of range ({bounds})")
-        return number
-    return parse
-
-
-# /set PARAM -> parser. Sampling parameters live on the session; markdown is the REPL's own.
-SETTABLE: dict[str, Callable[[str], Any]] = {
-    "temperature": _ranged(float, 0.0, 10.0),
-    "top_p": _ranged(float, 0.0, 1.0),
-    "top_k": _ranged(int, 0),
-    "min_p": _ranged(float, 0.0, 1.0),
-    "repeat_penalty": _ranged(float, 0.0, 10.0),
-    "max_tokens": _ranged(int, 1),
-    "seed": _ranged(int, 0, 2**32 - 1),
-    "markdown": _on_off,
-}
-ALIASES = {"temp": "temperature", "top-p": "top_p", "top-k": "top_k", "min-p": "min_p",
-           "repeat-penalty": "repeat_penalty", "max-tokens": "max_tokens", "n": "max_tokens"}
+# /set words beyond the parameter table: the REPL's own settings, each with its parser.
+REPL_SETTINGS: dict[str, Callable[[str], Any]] = {"markdown": _on_off}
+SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS]
 
 
 def cmd_help(state: ReplState, arg: str) -> SlashResult:
@@ -81,16 +60,18 @@ def cmd_system(state: ReplState, arg: str) -> SlashResult:
 
 
 def cmd_set(state: ReplState, arg: str) -> SlashResult:
-    name, _, value = arg.strip().partition(" ")
-    name = ALIASES.get(name.lower(), name.lower())
-    if name not in SETTABLE or not value.strip():
-        raise UsageError(f"usage: /set PARAM VALUE, PARAM one of {', '.join(SETTABLE)}")
-    parsed = SETTABLE[name](value.strip())
-    if name == "markdown":
-        state.markdown = parsed
+    word, _, value = arg.strip().partition(" ")
+    value = value.strip()
+    row = find_param(word)
+    name = row.name if row else word.lower()
+    if (row is None and name not in REPL_SETTINGS) or not value:
+        raise UsageError(f"usage: /set PARAM VALUE, PARAM one of {', '.join(SETTABLE_NAMES)}")
+    if row is None:
+        setattr(state, name, REPL_SETTINGS[name](value))
     else:
-        setattr(state.session.params, name, parsed)
-    return SlashResult(f"{name} = {value.strip()}")
+        # A new record rather than setattr, so SamplingParams checks itself as everywhere else.
+        state.session.params = replace(state.session.params, **{name: row.parse(value)})
+    return SlashResult(f"{name} = {value}")
 
 
 def cmd_show(state: ReplState, arg: str) -> SlashResult:
@@ -100,7 +81,7 @@ def cmd_show(state: ReplState, arg: str) -> SlashResult:
     lines += [f"{label:<12} {value}" for label, value in info.details]
     lines += [f"system       {state.session.system or '(the template default)'}",
               f"markdown     {'on' if state.markdown else 'off'}"]
-    lines += [f"{k:<12} {'random' if v is None else v}" for k, v in params.items()]
+    lines += [f"{k:<12} {PARAMS[k].none_means if v is None else v}" for k, v in params.items()]
     return SlashResult("\n".join(lines))
 
 
@@ -182,8 +163,7 @@ class SlashCommand:
 SLASH_COMMANDS: dict[str, SlashCommand] = {
     "/help": SlashCommand("/help", "this list", cmd_help),
     "/system": SlashCommand("/system TEXT", "set the system prompt (empty: clear it)", cmd_system),
-    "/set": SlashCommand("/set PARAM VALUE", "temperature, top_p, top_k, min_p, repeat_penalty, max_tokens, "
-                         "seed, markdown", cmd_set),
+    "/set": SlashCommand("/set PARAM VALUE", ", ".join(SETTABLE_NAMES), cmd_set),
     "/show": SlashCommand("/show", "the model and the parameters", cmd_show),
     "/stats": SlashCommand("/stats", "the last request, all seven stages", cmd_stats),
     "/clear": SlashCommand("/clear", "forget the conversation", cmd_clear),
