@@ -66,6 +66,9 @@ class StageRecord:
         return data
 
 
-def num(x: float, digits: int = 1) -> str:
-    """A number as the stats show it: thousands separated, fixed decimals."""
-    return f"{x:,.{digits}f}"
+UNKNOWN = "—"  # a number nobody measured or reported
+
+
+def num(x: float | None, digits: int = 1) -> str:
+    """A number as the stats show it: thousands separated, fixed decimals; a dash when unknown."""
+    return UNKNOWN if x is None else f"{x:,.{digits}f}"
