@@ -113,7 +113,8 @@ class Stats:
         r = lambda x: None if x is None else round(x, 3)  # noqa: E731
         return {"load_ms": r(self.load_ms), "tokenize_ms": r(self.stage_ms("tokenize")),
                 "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms), "decode_ms": r(self.decode_ms),
-                "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps), "decode_tps": r(self.decode_tps)}
+                "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps),
+                "decode_tps": r(self.decode_tps)}
 
 
 def json_document(text: str, model: str, stats: Stats) -> dict:

@@ -197,7 +197,8 @@ def _count(value: object) -> int | None:
 def _stage_records(stats: Stats, report: RemoteReport, here: dict[str, float]) -> list[StageRecord]:
     """The server's stages carry its own numbers where it sent them (llama.cpp: prefill, decode)."""
     timings = report.timings or {}
-    server_ms = {"prefill": reported(timings.get("prompt_ms")), "decode": reported(timings.get("predicted_ms"))}
+    server_ms = {"prefill": reported(timings.get("prompt_ms")),
+                 "decode": reported(timings.get("predicted_ms"))}
     no_usage = "" if report.usage_reported else " (the server sent no usage)"
     details = {"tokenize": f"{num(stats.prompt_tokens, 0)} prompt tokens{no_usage}"}
     if stats.cached_tokens is not None:

@@ -11,6 +11,7 @@ from llmcli.engine.events import Stats
 from llmcli.stages import UNKNOWN, num
 
 PLACE = {"remote": "server", "local": "here"}
+COLUMNS = (("stage", "left"), ("where", "left"), ("ms", "right"), ("share", "right"), ("what happened", "left"))
 
 
 def _count(n: int | None) -> str:
@@ -83,8 +84,8 @@ def stats_table(stats: Stats, model: str):
 
     table = Table(title=f"last request · {_title(stats, model)}", title_justify="left", show_edge=False,
                   pad_edge=False)
-    for name, right in (("stage", False), ("where", False), ("ms", True), ("share", True), ("what happened", False)):
-        table.add_column(name, justify="right" if right else "left")
+    for name, justify in COLUMNS:
+        table.add_column(name, justify=justify)
     total = stats.total_ms
     for record in stats.stages:
         share = f"{record.ms / total:.0%}" if record.ms is not None and total else ""
