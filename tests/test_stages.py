@@ -27,14 +27,14 @@ def server():
     fake.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def local_stats(runtime) -> Stats:
     runtime.clear()
     session = ChatSession(runtime, params=SamplingParams(temperature=0.0, max_tokens=8))
     return drain(session.ask("Say hi.")).stats
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def remote_stats(server) -> Stats:
     session = RemoteChatSession(Endpoint.parse(server.endpoint(), None), MODEL)
     return drain(session.ask("Say hi.")).stats
@@ -48,9 +48,12 @@ def render(renderable) -> str:
     return console.file.getvalue()
 
 
+def cells(line: str) -> list[str]:
+    return [cell for cell in line.replace("┃", " ").replace("│", " ").split()]
+
+
 def row(table_text: str, title: str) -> list[str]:
-    line = next(line for line in table_text.splitlines() if line.lstrip().startswith(title))
-    return line.split()
+    return cells(next(line for line in table_text.splitlines() if line.lstrip().startswith(title)))
 
 
 def test_the_table_holds_seven_numbered_stages_in_order():
@@ -71,7 +74,7 @@ def test_both_backends_record_the_seven_stages_in_the_table_order(local_stats, r
 def test_one_renderer_names_all_seven_stages(which, request):
     stats = request.getfixturevalue(which)
     table = render(stats_table(stats, "m"))
-    header = table.splitlines()[1].split()
+    header = cells(table.splitlines()[1])
     assert header == ["stage", "where", "ms", "share", "what", "happened"]
     for title in TITLES:
         assert title in table
