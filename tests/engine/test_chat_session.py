@@ -52,8 +52,10 @@ def test_stats_count_every_stage(session):
     assert stats.prompt_tokens == stats.cached_tokens + stats.prefill_tokens
     assert stats.ttft_ms >= stats.prefill_ms > 0
     assert stats.completion_tokens > 0 and stats.decode_tps > 0
-    assert set(stats.stages) == {"① tokenize", "② schedule", "③ prefill", "④ decode", "⑤ post-process",
-                                 "⑥ return", "⑦ release"}
+    assert [r.stage.title for r in stats.stages] == ["① tokenize", "② schedule", "③ prefill", "④ decode",
+                                                     "⑤ post-process", "⑥ return", "⑦ release"]
+    assert all(r.where == "local" and r.ms is not None and r.ms >= 0 for r in stats.stages)
+    assert stats.stage_ms("decode") == stats.decode_ms and stats.remote is None
     assert stats.ctx_used == len(session.runtime.kv_tokens)
 
 

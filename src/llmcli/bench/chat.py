@@ -95,13 +95,9 @@ class _Turn:
 
 
 def _ask(session, text: str):
-    from llmcli.engine.events import Stats
+    from llmcli.engine.events import drain
 
-    stats = None
-    for event in session.ask(text):  # consume the stream as a caller would
-        if isinstance(event, Stats):
-            stats = event
-    return stats
+    return drain(session.ask(text)).stats  # consume the stream as a caller would
 
 
 def _raw_tg_tps(rt, depth: int, n_gen: int, repetitions: int, seed: int) -> float:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from llmcli.engine.events import Event, Notice, Stats, TextDelta
+from llmcli.engine.events import Event, Notice, Stats, TextDelta, rate
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.template import ChatTemplate, Message, RenderedPrompt
 from llmcli.errors import ContextOverflow
+from llmcli.stages import STAGES, StageRecord, num
 
 
 def _ms(start: float, end: float | None = None) -> float:
@@ -85,16 +86,17 @@ class ChatSession:
     # -- one request -------------------------------------------------------------------------
     def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
         rt, params = self.runtime, self.params
-        stats = Stats(n_ctx=rt.n_ctx)
+        stats = Stats(n_ctx=rt.n_ctx, load_ms=0.0)
         if not self._load_reported:
             stats.load_ms, self._load_reported = rt.load_ms, True
+        ms = dict.fromkeys((stage.key for stage in STAGES), 0.0)  # each stage's time, in order
         self._cancel = False
         t0 = time.perf_counter()
 
         # ① parse, template, tokenize
         user = Message("user", text)
         prompt = self.template.tokenize(rt, self.conversation([user]))
-        stats.tokenize_ms = _ms(t0)
+        ms["tokenize"] = _ms(t0)
 
         # ② schedule: fit the conversation and the reply's budget into the context
         t1 = time.perf_counter()
@@ -118,13 +120,13 @@ class ChatSession:
         stats.prompt_tokens, stats.cached_tokens = len(prompt.tokens), reuse
         stats.prefill_tokens = len(prompt.tokens) - reuse
         self.last_prompt = prompt
-        stats.schedule_ms = _ms(t1)
+        ms["schedule"] = _ms(t1)
 
         # ③ prefill, up to the first sampled token
         t2 = time.perf_counter()
         rt.prefill(prompt.tokens[reuse:])
         rt.synchronize()
-        stats.prefill_ms = _ms(t2)
+        ms["prefill"] = _ms(t2)
         sampler = Sampler(rt, params)
         token = sampler.sample()
         t_first = t_last = time.perf_counter()
@@ -142,12 +144,12 @@ class ChatSession:
                 generated.append(token)
                 tp = time.perf_counter()
                 delta = post.feed(rt.piece(token))
-                stats.postprocess_ms += _ms(tp)
+                ms["postprocess"] += _ms(tp)
                 if delta:
                     parts.append(delta)
                     tr = time.perf_counter()
                     yield TextDelta(delta)  # ⑥ the caller streams it; its time is the return stage
-                    stats.return_ms += _ms(tr)
+                    ms["return"] += _ms(tr)
                 if post.stopped:
                     break
                 if len(generated) >= max_tokens or len(rt.kv_tokens) + 1 >= rt.n_ctx:
@@ -162,10 +164,10 @@ class ChatSession:
                 t_last = time.perf_counter()
         finally:
             sampler.close()
-        stats.decode_ms = _ms(t_first, t_last)
+        stats.decode_ms = ms["decode"] = _ms(t_first, t_last)
         tp = time.perf_counter()
         tail = post.flush()
-        stats.postprocess_ms += _ms(tp)
+        ms["postprocess"] += _ms(tp)
         if tail:
             parts.append(tail)
             yield TextDelta(tail)
@@ -185,12 +187,27 @@ class ChatSession:
         t7 = time.perf_counter()
         if not keep_cache:
             rt.clear()
-        stats.release_ms = _ms(t7)
+        ms["release"] = _ms(t7)
         stats.total_ms = _ms(t0)
-        stats.stages = {
-            "① tokenize": stats.tokenize_ms, "② schedule": stats.schedule_ms, "③ prefill": stats.prefill_ms,
-            "④ decode": stats.decode_ms, "⑤ post-process": stats.postprocess_ms, "⑥ return": stats.return_ms,
-            "⑦ release": stats.release_ms,
-        }
+        details = _details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)
+        stats.stages = [StageRecord(stage.key, ms[stage.key], "local", details.get(stage.key, stage.covers))
+                        for stage in STAGES]
         self.last_stats = stats
         yield stats
+
+
+def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[str, str]:
+    """What each stage did in this request, where there is more to say than what the stage covers."""
+    dropped = f", {stats.dropped_messages} old messages dropped" if stats.dropped_messages else ""
+    details = {
+        "tokenize": f"{stats.prompt_tokens} prompt tokens",
+        "schedule": f"{stats.cached_tokens} reused from cache, {stats.prefill_tokens} to prefill{dropped}",
+        "prefill": f"{num(prefill_tps)} tok/s · TTFT {num(stats.ttft_ms)} ms",
+        "decode": (f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
+                   f"{num(stats.ms_per_token, 2)} ms/tok"),
+        "release": (f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
+                    + ("kept for the next turn" if keep_cache else "freed")),
+    }
+    if stats.masked_words:
+        details["postprocess"] = f"{stats.masked_words} words masked"
+    return details

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from llmcli.stages import StageRecord
 
 
 @dataclass
@@ -19,121 +23,134 @@ class Notice:
     text: str
 
 
+def rate(count: int | None, ms: float | None) -> float | None:
+    """Items per second, or None when either side is unknown or no time passed."""
+    return count / ms * 1000 if count and ms else None
+
+
+def reported(value: object) -> float | None:
+    """A number a server sent, or None when it sent none or something that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@dataclass
+class RemoteReport:
+    """What only a request to a server has: where it went, and what the server said as it said it."""
+
+    endpoint: str
+    usage: dict | None = None  # `usage` as the server sent it (OpenAI, vLLM, SGLang)
+    timings: dict | None = None  # `timings` as the server sent it (llama.cpp)
+    connect_ms: float = 0.0  # request sent -> first stream event (connection, queue, validation)
+    chunks: int = 0  # stream events that carried text
+
+    @property
+    def usage_reported(self) -> bool:
+        return self.usage is not None
+
+    @property
+    def decode_tps(self) -> float | None:
+        """The server's own decode rate, when it sends one."""
+        return reported((self.timings or {}).get("predicted_per_second")) or None
+
+
 @dataclass
 class Stats:
-    """Every stage's time and token counts for one request; the last event of a request."""
+    """One request, local or remote: a record per stage, the token counts, what was timed here.
+
+    A count or a time is None when the request ran where we cannot see it and nothing reported it;
+    nothing is guessed. `remote` is set when a server answered.
+    """
 
     finish_reason: str = "stop"  # stop | length | cancelled
-    # ① parse, template, tokenize
-    tokenize_ms: float = 0.0  # the whole stage: template + tokenize
-    prompt_tokens: int = 0
-    # ② schedule: context budget and KV-cache plan
-    schedule_ms: float = 0.0
-    cached_tokens: int = 0  # prompt tokens reused from the KV cache
-    prefill_tokens: int = 0  # prompt tokens actually computed
-    dropped_messages: int = 0
-    n_ctx: int = 0
-    # ③ prefill
-    prefill_ms: float = 0.0
-    ttft_ms: float = 0.0  # request start -> first token sampled
-    # ④ decode loop
+    stages: list[StageRecord] = field(default_factory=list)  # the seven, in order
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens reused from the KV cache
+    prefill_tokens: int | None = None  # prompt tokens actually computed
     completion_tokens: int = 0
-    decode_steps: int = 0  # single-token forward passes (tg-comparable)
-    decode_ms: float = 0.0  # first token sampled -> last token sampled
-    # ⑤ post-process, ⑥ return (time spent in the caller while it consumed the stream), ⑦ release
-    postprocess_ms: float = 0.0
-    return_ms: float = 0.0
-    release_ms: float = 0.0
+    decode_steps: int = 0  # single-token forward passes (tg-comparable); tokens after the first
+    dropped_messages: int = 0
     masked_words: int = 0
-    ctx_used: int = 0  # KV positions the request occupied (kept for the next turn unless released)
-    load_ms: float = 0.0
+    n_ctx: int | None = None
+    ctx_used: int | None = None  # KV positions the request occupied (kept for the next turn unless released)
+    load_ms: float | None = None  # the model's load time, on the first request of a local session
+    ttft_ms: float | None = None  # request start -> first token, measured here
+    decode_ms: float | None = None  # first token -> last token, measured here
     total_ms: float = 0.0
-    stages: dict = field(default_factory=dict)
+    remote: RemoteReport | None = None
+
+    def stage(self, key: str) -> StageRecord | None:
+        return next((record for record in self.stages if record.name == key), None)
+
+    def stage_ms(self, key: str) -> float | None:
+        record = self.stage(key)
+        return record.ms if record else None
 
     @property
-    def prefill_tps(self) -> float:
-        return self.prefill_tokens / self.prefill_ms * 1000 if self.prefill_ms > 0 else 0.0
+    def prefill_ms(self) -> float | None:
+        return self.stage_ms("prefill")
 
     @property
-    def decode_tps(self) -> float:
+    def prefill_tps(self) -> float | None:
+        return rate(self.prefill_tokens, self.prefill_ms)
+
+    @property
+    def decode_tps(self) -> float | None:
         # Forward passes per second, each one decode + sample: comparable with llama-bench's tg.
-        return self.decode_steps / self.decode_ms * 1000 if self.decode_steps and self.decode_ms > 0 else 0.0
+        return rate(self.decode_steps, self.decode_ms)
 
     @property
-    def ms_per_token(self) -> float:
-        return 1000 / self.decode_tps if self.decode_tps else 0.0
+    def ms_per_token(self) -> float | None:
+        tps = self.decode_tps
+        return 1000 / tps if tps else None
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
                 "completion_tokens": self.completion_tokens}
 
     def timings(self) -> dict:
-        r = lambda x: round(x, 3)  # noqa: E731
-        return {"load_ms": r(self.load_ms), "tokenize_ms": r(self.tokenize_ms), "prefill_ms": r(self.prefill_ms),
-                "ttft_ms": r(self.ttft_ms), "decode_ms": r(self.decode_ms), "total_ms": r(self.total_ms),
-                "prefill_tps": r(self.prefill_tps), "decode_tps": r(self.decode_tps)}
-
-    def report_extras(self) -> dict:
-        """Keys a backend adds to the --json document (a remote request names its server)."""
-        return {}
-
-    def as_dict(self) -> dict:
-        data = asdict(self)
-        data.update(prefill_tps=self.prefill_tps, decode_tps=self.decode_tps)
-        return data
-
-
-
-
-@dataclass
-class RemoteStats(Stats):
-    """A request a server ran: what it reported, and what we measured on this side of the wire.
-
-    Stages that ran on the server are None unless the server reported them (llama.cpp's server
-    sends a `timings` object with prefill and decode times); nothing here is guessed.
-    """
-
-    endpoint: str = ""
-    load_ms: float | None = None
-    tokenize_ms: float | None = None
-    schedule_ms: float | None = None
-    prefill_ms: float | None = None  # the server's own prompt time, when it sends one
-    release_ms: float | None = None
-    prompt_tokens: int | None = None  # from the server's usage, when it sends one
-    cached_tokens: int | None = None
-    prefill_tokens: int | None = None
-    n_ctx: int | None = None
-    ctx_used: int | None = None
-    server_usage: dict | None = None  # `usage` as the server sent it
-    server_timings: dict | None = None  # `timings` as the server sent it (llama.cpp)
-    chunks: int = 0  # stream events that carried text
-    connect_ms: float = 0.0  # request sent -> response headers (connection, queue, validation)
-
-    @property
-    def usage_reported(self) -> bool:
-        return self.server_usage is not None
-
-    @property
-    def prefill_tps(self) -> float | None:  # type: ignore[override]
-        t = self.server_timings or {}
-        if t.get("prompt_per_second"):
-            return float(t["prompt_per_second"])
-        return None
-
-    @property
-    def server_decode_tps(self) -> float | None:
-        t = self.server_timings or {}
-        return float(t["predicted_per_second"]) if t.get("predicted_per_second") else None
-
-    def timings(self) -> dict:
         r = lambda x: None if x is None else round(x, 3)  # noqa: E731
-        return {"load_ms": None, "tokenize_ms": None, "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms),
-                "decode_ms": r(self.decode_ms), "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps),
+        return {"load_ms": r(self.load_ms), "tokenize_ms": r(self.stage_ms("tokenize")),
+                "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms), "decode_ms": r(self.decode_ms),
+                "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps),
                 "decode_tps": r(self.decode_tps)}
 
-    def report_extras(self) -> dict:
-        return {"endpoint": self.endpoint,
-                "server": {"usage": self.server_usage, "timings": self.server_timings}}
+
+def json_document(text: str, model: str, stats: Stats) -> dict:
+    """`chat --json`: the same keys for every backend; what only a server has is null locally."""
+    remote = stats.remote
+    return {"text": text, "model": model, "finish_reason": stats.finish_reason, "usage": stats.usage(),
+            "timings": stats.timings(),
+            "endpoint": remote.endpoint if remote else None,
+            "server": {"usage": remote.usage, "timings": remote.timings} if remote else None,
+            "stages": [record.as_dict() for record in stats.stages]}
 
 
 Event = TextDelta | Notice | Stats
+
+
+@dataclass
+class Reply:
+    """What a drained request produced: its whole text, and its stats (None if it never finished)."""
+
+    text: str
+    stats: Stats | None
+
+
+def drain(events: Iterable[Event], on_text: Callable[[str], object] | None = None,
+          on_notice: Callable[[str], object] | None = None) -> Reply:
+    """Consume one request's events, as every caller does: stream text, pass notices, keep the stats."""
+    parts: list[str] = []
+    stats: Stats | None = None
+    for event in events:
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+            if on_text is not None:
+                on_text(event.text)
+        elif isinstance(event, Notice):
+            if on_notice is not None:
+                on_notice(event.text)
+        elif isinstance(event, Stats):
+            stats = event
+    return Reply("".join(parts), stats)

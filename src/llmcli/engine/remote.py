@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from llmcli.engine.events import Event, RemoteStats, TextDelta
+from llmcli.engine.events import Event, RemoteReport, Stats, TextDelta, rate, reported
 from llmcli.engine.openai_http import ChatStream, Endpoint
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
@@ -21,10 +21,9 @@ from llmcli.engine.session import SessionInfo
 from llmcli.engine.template import Message
 from llmcli.errors import LlmcliError
 from llmcli.params import request_fields
+from llmcli.stages import STAGES, StageRecord, num
 
 MAX_STOPS = 4  # the OpenAI API takes at most four stop strings; more are applied here only
-
-STAGES = ("① tokenize", "② schedule", "③ prefill", "④ decode", "⑤ post-process", "⑥ return", "⑦ release")
 
 
 def _ms(start: float, end: float | None = None) -> float:
@@ -53,7 +52,7 @@ class RemoteChatSession:
         self.stops = list(stops or [])
         self.word_filter_words = word_filter.words if word_filter else []
         self.messages: list[Message] = []
-        self.last_stats: RemoteStats | None = None
+        self.last_stats: Stats | None = None
         self._cancel = False
         self._stream: ChatStream | None = None
 
@@ -86,7 +85,9 @@ class RemoteChatSession:
     # -- one request --------------------------------------------------------------------------
     def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
         # keep_cache: the server decides what its KV cache keeps (⑦ runs there).
-        stats = RemoteStats(endpoint=self.endpoint.base_url)
+        report = RemoteReport(endpoint=self.endpoint.base_url)
+        stats = Stats(remote=report)
+        ms = {"postprocess": 0.0, "return": 0.0}  # the stages that run here
         self._cancel = False
         user = Message("user", text)
         body = request_body(self.model, self.conversation([user]), self.params, self.stops)
@@ -98,24 +99,24 @@ class RemoteChatSession:
         stream = self._stream = ChatStream(self.endpoint, body)
         try:
             for chunk in stream:
-                if stats.connect_ms == 0.0:
-                    stats.connect_ms = _ms(t0)
-                self._take_reports(chunk, stats)
+                if report.connect_ms == 0.0:
+                    report.connect_ms = _ms(t0)
+                self._take_reports(chunk, report)
                 for choice in chunk.get("choices") or []:
                     delta = (choice.get("delta") or {}).get("content")
                     if delta:
                         now = time.perf_counter()
                         t_first = t_first or now
                         t_last = now
-                        stats.chunks += 1
+                        report.chunks += 1
                         tp = time.perf_counter()
                         out = post.feed(delta.encode("utf-8"))
-                        stats.postprocess_ms += _ms(tp)
+                        ms["postprocess"] += _ms(tp)
                         if out:
                             parts.append(out)
                             tr = time.perf_counter()
                             yield TextDelta(out)  # ⑥ the caller streams it
-                            stats.return_ms += _ms(tr)
+                            ms["return"] += _ms(tr)
                     if choice.get("finish_reason"):
                         finish = "length" if choice["finish_reason"] == "length" else "stop"
                 if post.stopped:
@@ -140,18 +141,16 @@ class RemoteChatSession:
 
         stats.finish_reason = finish
         stats.masked_words = post.filter.masked
-        usage = stats.server_usage or {}
-        stats.completion_tokens = int(usage.get("completion_tokens") or stats.chunks)
-        stats.prompt_tokens = usage.get("prompt_tokens")
+        usage = report.usage or {}
+        timings = report.timings or {}
+        stats.completion_tokens = _count(usage.get("completion_tokens")) or report.chunks
+        stats.prompt_tokens = _count(usage.get("prompt_tokens"))
         details = usage.get("prompt_tokens_details") or {}
-        timings = stats.server_timings or {}
-        cached = details.get("cached_tokens", timings.get("cache_n"))
-        stats.cached_tokens = int(cached) if cached is not None else None
+        stats.cached_tokens = _count(details.get("cached_tokens", timings.get("cache_n")))
         if stats.prompt_tokens is not None and stats.cached_tokens is not None:
             stats.prefill_tokens = stats.prompt_tokens - stats.cached_tokens
-        if timings.get("prompt_ms") is not None:
-            stats.prefill_ms = float(timings["prompt_ms"])
-            stats.prefill_tokens = int(timings.get("prompt_n", stats.prefill_tokens or 0))
+        if _count(timings.get("prompt_n")) is not None:
+            stats.prefill_tokens = _count(timings.get("prompt_n"))
         if t_first is not None:
             stats.ttft_ms = _ms(t0, t_first)
             stats.decode_ms = _ms(t_first, t_last)
@@ -159,17 +158,41 @@ class RemoteChatSession:
             # decode, comparable with vLLM's 1 / TPOT. Without usage, a chunk counts as a token.
             stats.decode_steps = max(stats.completion_tokens - 1, 0)
         stats.total_ms = _ms(t0, t_end)
-        stats.stages = {stage: None for stage in STAGES}
-        stats.stages.update({"③ prefill": stats.prefill_ms, "④ decode": timings.get("predicted_ms"),
-                             "⑤ post-process": stats.postprocess_ms, "⑥ return": stats.return_ms})
+        stats.stages = _stage_records(stats, report, ms)
         self.messages += [user, Message("assistant", "".join(parts), cancelled=finish == "cancelled")]
         self.last_stats = stats
         yield stats
 
     @staticmethod
-    def _take_reports(chunk: dict, stats: RemoteStats) -> None:
+    def _take_reports(chunk: dict, report: RemoteReport) -> None:
         """usage (OpenAI, vLLM, SGLang: the last chunk) and timings (llama.cpp's server)."""
         if isinstance(chunk.get("usage"), dict):
-            stats.server_usage = chunk["usage"]
+            report.usage = chunk["usage"]
         if isinstance(chunk.get("timings"), dict):
-            stats.server_timings = chunk["timings"]
+            report.timings = chunk["timings"]
+
+
+def _count(value: object) -> int | None:
+    number = reported(value)
+    return None if number is None else int(number)
+
+
+def _stage_records(stats: Stats, report: RemoteReport, here: dict[str, float]) -> list[StageRecord]:
+    """The server's stages carry its own numbers where it sent them (llama.cpp: prefill, decode)."""
+    timings = report.timings or {}
+    server_ms = {"prefill": reported(timings.get("prompt_ms")),
+                 "decode": reported(timings.get("predicted_ms"))}
+    no_usage = "" if report.usage_reported else " (the server sent no usage)"
+    details = {"tokenize": f"{num(stats.prompt_tokens, 0)} prompt tokens{no_usage}"}
+    if stats.cached_tokens is not None:
+        details["schedule"] = f"{stats.cached_tokens} cached, {num(stats.prefill_tokens, 0)} to prefill"
+    if server_ms["prefill"] is not None:
+        details["prefill"] = f"{num(rate(stats.prefill_tokens, server_ms['prefill']))} tok/s (server timings)"
+    if server_ms["decode"] is not None:
+        details["decode"] = (f"{timings.get('predicted_n', '?')} tokens · {num(report.decode_tps)} tok/s "
+                             "(server timings)")
+    if stats.masked_words:
+        details["postprocess"] = f"{stats.masked_words} words masked here"
+    return [StageRecord(stage.key, server_ms.get(stage.key) if stage.on_server else here[stage.key],
+                        "remote" if stage.on_server else "local", details.get(stage.key, stage.covers_remote))
+            for stage in STAGES]

@@ -162,28 +162,18 @@ def run_chat(opts: ChatOptions) -> None:
 
 
 def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
-    from llmcli.engine.events import Notice, Stats, TextDelta
+    from llmcli.engine.events import drain, json_document
 
     out = Output()
-    parts: list[str] = []
-    stats: Stats | None = None
     try:
-        for event in session.ask(prompt, keep_cache=False):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-                if not opts.json_out:
-                    out.write(event.text)
-            elif isinstance(event, Notice):
-                out.warn(event.text)
-            elif isinstance(event, Stats):
-                stats = event
+        reply = drain(session.ask(prompt, keep_cache=False),
+                      on_text=None if opts.json_out else out.write, on_notice=out.warn)
     finally:
         session.close()  # ⑦ release: nothing follows a one-shot request
-    text = "".join(parts)
+    stats = reply.stats
     if opts.json_out:
-        out.json({"text": text, "model": model_name, "finish_reason": stats.finish_reason,
-                  "usage": stats.usage(), "timings": stats.timings(), **stats.report_extras()})
-    elif text and not text.endswith("\n"):
+        out.json(json_document(reply.text, model_name, stats))
+    elif reply.text and not reply.text.endswith("\n"):
         out.write("\n")
     show_stats = opts.stats if opts.stats is not None else env.stderr_isatty
     if show_stats and stats is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from llmcli.engine.events import Notice, Stats, TextDelta
+from llmcli.engine.events import Stats, drain
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
 from llmcli.ui.output import Output
@@ -106,34 +106,24 @@ class Repl:
     def _stream(self, text: str) -> Stats | None:
         if self.state.markdown:
             return self._stream_markdown(text)
-        stats = None
-        for event in self.session.ask(text):
-            if isinstance(event, TextDelta):
-                self.out.write(event.text)
-                self._wrote = event.text or self._wrote
-            elif isinstance(event, Notice):
-                self.out.warn(event.text)
-            elif isinstance(event, Stats):
-                stats = event
+        stats = drain(self.session.ask(text), on_text=self._write, on_notice=self.out.warn).stats
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
         return stats
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self._wrote = text or self._wrote
 
     def _stream_markdown(self, text: str) -> Stats | None:
         from rich.live import Live
         from rich.markdown import Markdown
 
-        stats, parts = None, []
+        parts: list[str] = []
+
+        def show(delta: str) -> None:
+            parts.append(delta)
+            live.update(Markdown("".join(parts)))
+
         with Live(Markdown(""), console=self.out.out, refresh_per_second=12, vertical_overflow="visible") as live:
-            for event in self.session.ask(text):
-                if isinstance(event, TextDelta):
-                    parts.append(event.text)
-                    live.update(Markdown("".join(parts)))
-                elif isinstance(event, Notice):
-                    self.out.warn(event.text)
-                elif isinstance(event, Stats):
-                    stats = event
-        return stats
-
-
-
+            return drain(self.session.ask(text), on_text=show, on_notice=self.out.warn).stats

@@ -1,12 +1,33 @@
-"""Rich renderings of a request's stats: the compact panel after each reply, and /stats in full."""
+"""Rich renderings of a request's stats, whichever backend ran it: the compact panel after each
+reply, and /stats with all seven stages.
+
+A number nobody measured or reported shows as a dash, never as 0. When a server answered, each
+number says where it was taken: "(server)" for what the server reported, "(here)" for our clock.
+"""
 
 from __future__ import annotations
 
-from llmcli.engine.events import RemoteStats, Stats
+from llmcli.engine.events import Stats
+from llmcli.stages import UNKNOWN, num
+
+PLACE = {"remote": "server", "local": "here"}
+COLUMNS = (("stage", "left"), ("where", "left"), ("ms", "right"), ("share", "right"), ("what happened", "left"))
 
 
-def _n(x: float, digits: int = 1) -> str:
-    return f"{x:,.{digits}f}"
+def _count(n: int | None) -> str:
+    return UNKNOWN if n is None else str(n)
+
+
+def _place(stats: Stats, where: str) -> str:
+    """Where a number comes from; said only when the request ran in two places."""
+    return f" ({PLACE[where]})" if stats.remote else ""
+
+
+def _title(stats: Stats, model: str) -> str:
+    title = f"{model} · {stats.finish_reason}"
+    if stats.dropped_messages:
+        title += f" · {stats.dropped_messages} old messages dropped"
+    return title + (f" · {stats.remote.endpoint}" if stats.remote else "")
 
 
 def stats_panel(stats: Stats, model: str):
@@ -14,145 +35,62 @@ def stats_panel(stats: Stats, model: str):
     from rich.panel import Panel
     from rich.text import Text
 
-    if isinstance(stats, RemoteStats):
-        return remote_stats_panel(stats, model)
-
-    text = Text()
-    text.append("prompt ", style="dim").append(f"{stats.prompt_tokens} tok")
-    text.append(f" ({stats.prefill_tokens} new, {stats.cached_tokens} reused)", style="dim")
-    text.append("  prefill ", style="dim").append(f"{_n(stats.prefill_ms)} ms")
-    if stats.prefill_tps:
-        text.append(f" · {_n(stats.prefill_tps)} tok/s", style="dim")
-    text.append("  TTFT ", style="dim").append(f"{_n(stats.ttft_ms)} ms", style="bold")
-    text.append("\n")
-    text.append("decode ", style="dim").append(f"{stats.completion_tokens} tok")
-    text.append("  ").append(f"{_n(stats.decode_tps)} tok/s", style="bold green")
-    text.append(f" · {_n(stats.ms_per_token, 2)} ms/tok", style="dim")
-    text.append("  ctx ", style="dim").append(f"{stats.ctx_used}/{stats.n_ctx}")
-    if stats.load_ms:
-        text.append("  load ", style="dim").append(f"{_n(stats.load_ms)} ms")
-    title = f"{model} · {stats.finish_reason}"
-    if stats.dropped_messages:
-        title += f" · {stats.dropped_messages} old messages dropped"
-    return Panel(text, title=title, title_align="left", border_style="dim", expand=False)
-
-
-STAGE_NOTES = {
-    "① tokenize": "render the chat template, text -> token ids",
-    "② schedule": "context budget, KV-cache prefix plan",
-    "③ prefill": "compute the new prompt tokens (decides TTFT)",
-    "④ decode": "forward -> sample -> stop check, per token",
-    "⑤ post-process": "detokenize, UTF-8, stop strings, filter",
-    "⑥ return": "stream to the terminal / pipe",
-    "⑦ release": "keep the KV cache for the next turn, or free it",
-}
-
-
-def stats_table(stats: Stats, model: str):
-    """/stats: the last request, all seven stages, with counts and each stage's share of the time."""
-    from rich.table import Table
-
-    if isinstance(stats, RemoteStats):
-        return remote_stats_table(stats, model)
-
-    table = Table(title=f"last request · {model} · {stats.finish_reason}", title_justify="left",
-                  show_edge=False, pad_edge=False)
-    table.add_column("stage")
-    table.add_column("ms", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("what happened")
-    details = {
-        "① tokenize": f"{stats.prompt_tokens} prompt tokens",
-        "② schedule": (f"{stats.cached_tokens} reused from cache, {stats.prefill_tokens} to prefill"
-                       + (f", {stats.dropped_messages} old messages dropped" if stats.dropped_messages else "")),
-        "③ prefill": f"{_n(stats.prefill_tps)} tok/s · TTFT {_n(stats.ttft_ms)} ms",
-        "④ decode": f"{stats.completion_tokens} tokens · {_n(stats.decode_tps)} tok/s · {_n(stats.ms_per_token, 2)} ms/tok",
-        "⑤ post-process": f"{stats.masked_words} words masked" if stats.masked_words else STAGE_NOTES["⑤ post-process"],
-        "⑥ return": STAGE_NOTES["⑥ return"],
-        "⑦ release": f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, kept for the next turn",
-    }
-    total = stats.total_ms or 1.0
-    for stage, ms in stats.stages.items():
-        table.add_row(stage, _n(ms, 2), f"{ms / total:.0%}", details.get(stage, ""))
-    table.add_row("total", _n(stats.total_ms, 2), "", f"finish: {stats.finish_reason}", style="bold")
-    return table
-
-
-def _count(n: int | None) -> str:
-    return "?" if n is None else str(n)
-
-
-def remote_stats_panel(stats: RemoteStats, model: str):
-    """A server's request: its own report where it sent one, our clock for TTFT and the stream."""
-    from rich.panel import Panel
-    from rich.text import Text
-
+    remote = stats.remote
     text = Text()
     text.append("prompt ", style="dim").append(f"{_count(stats.prompt_tokens)} tok")
     if stats.cached_tokens is not None:
         text.append(f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached)", style="dim")
-    elif not stats.usage_reported:
+    elif remote and not remote.usage_reported:
         text.append(" (the server sent no usage)", style="dim")
-    if stats.prefill_ms is not None:
-        text.append("  prefill ", style="dim").append(f"{_n(stats.prefill_ms)} ms")
+    prefill = stats.stage("prefill")
+    if prefill is not None and prefill.ms is not None:
+        text.append("  prefill ", style="dim").append(f"{num(prefill.ms)} ms")
         if stats.prefill_tps:
-            text.append(f" · {_n(stats.prefill_tps)} tok/s", style="dim")
-        text.append(" (server)", style="dim")
-    text.append("  TTFT ", style="dim").append(f"{_n(stats.ttft_ms)} ms", style="bold")
-    text.append(" (here)", style="dim")
+            text.append(f" · {num(stats.prefill_tps)} tok/s", style="dim")
+        text.append(_place(stats, prefill.where), style="dim")
+    text.append("  TTFT ", style="dim").append(f"{num(stats.ttft_ms)} ms", style="bold")
+    text.append(_place(stats, "local"), style="dim")
     text.append("\n")
-    counted = "" if stats.usage_reported else " (counted as stream chunks)"
-    text.append("decode ", style="dim").append(f"{stats.completion_tokens} tok").append(counted, style="dim")
-    text.append("  ").append(f"{_n(stats.decode_tps)} tok/s", style="bold green")
-    text.append(f" · {_n(stats.ms_per_token, 2)} ms/tok (here)", style="dim")
-    if stats.server_decode_tps:
-        text.append("  server ", style="dim").append(f"{_n(stats.server_decode_tps)} tok/s")
-    text.append("  total ", style="dim").append(f"{_n(stats.total_ms)} ms")
-    title = f"{model} · {stats.finish_reason} · {stats.endpoint}"
-    return Panel(text, title=title, title_align="left", border_style="dim", expand=False)
+    text.append("decode ", style="dim").append(f"{stats.completion_tokens} tok")
+    if remote and not remote.usage_reported:
+        text.append(" (counted as stream chunks)", style="dim")
+    text.append("  ").append(f"{num(stats.decode_tps)} tok/s", style="bold green")
+    text.append(f" · {num(stats.ms_per_token, 2)} ms/tok{_place(stats, 'local')}", style="dim")
+    if remote and remote.decode_tps:
+        text.append("  server ", style="dim").append(f"{num(remote.decode_tps)} tok/s")
+    if stats.ctx_used is not None:
+        text.append("  ctx ", style="dim").append(f"{stats.ctx_used}/{_count(stats.n_ctx)}")
+    if stats.load_ms:
+        text.append("  load ", style="dim").append(f"{num(stats.load_ms)} ms")
+    text.append("  total ", style="dim").append(f"{num(stats.total_ms)} ms")
+    return Panel(text, title=_title(stats, model), title_align="left", border_style="dim", expand=False)
 
 
-# Where each stage of a remote request runs, and what we can say about it from here.
-REMOTE_STAGE_NOTES = {
-    "① tokenize": ("server", "the server renders its template and tokenizes"),
-    "② schedule": ("server", "the server batches the request and plans its KV cache"),
-    "③ prefill": ("server", "the server computes the prompt"),
-    "④ decode": ("server", "the server generates, token by token"),
-    "⑤ post-process": ("both", "detokenize on the server; stop strings and filter here"),
-    "⑥ return": ("here", "SSE stream -> terminal / pipe"),
-    "⑦ release": ("server", "the server keeps or frees its KV cache"),
-}
+def _measured_here(stats: Stats) -> list[tuple[str, float | None, str]]:
+    """Rows after the stages: spans our own clock measured across them (name, ms, what)."""
+    remote = stats.remote
+    if remote is None:
+        return [("TTFT", stats.ttft_ms, "request start -> first token sampled")]
+    counted = "" if remote.usage_reported else " (a chunk counted as a token)"
+    return [("connect", remote.connect_ms, "request sent -> first stream event"),
+            ("TTFT", stats.ttft_ms, "request sent -> first text: network, queue, prefill"),
+            ("stream", stats.decode_ms, f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
+                                        f"{num(stats.ms_per_token, 2)} ms/tok{counted}")]
 
 
-def remote_stats_table(stats: RemoteStats, model: str):
-    """/stats for a remote request: server stages stay 'remote' unless the server reported them."""
+def stats_table(stats: Stats, model: str):
+    """/stats: the last request, all seven stages, where each ran, its time and its share."""
     from rich.table import Table
 
-    table = Table(title=f"last request · {model} · {stats.finish_reason} · {stats.endpoint}", title_justify="left",
-                  show_edge=False, pad_edge=False)
-    for name, right in (("stage", False), ("where", False), ("ms", True), ("what happened", False)):
-        table.add_column(name, justify="right" if right else "left")
-    timings = stats.server_timings or {}
-    details = {
-        "① tokenize": f"{_count(stats.prompt_tokens)} prompt tokens" + ("" if stats.usage_reported else
-                                                                        " (the server sent no usage)"),
-        "② schedule": (f"{stats.cached_tokens} cached, {_count(stats.prefill_tokens)} to prefill"
-                       if stats.cached_tokens is not None else REMOTE_STAGE_NOTES["② schedule"][1]),
-        "③ prefill": (f"{_n(stats.prefill_tps or 0)} tok/s (server timings)" if stats.prefill_ms is not None
-                      else REMOTE_STAGE_NOTES["③ prefill"][1]),
-        "④ decode": (f"{timings.get('predicted_n', '?')} tokens · {_n(stats.server_decode_tps or 0)} tok/s "
-                     "(server timings)" if timings.get("predicted_ms") is not None
-                     else REMOTE_STAGE_NOTES["④ decode"][1]),
-        "⑤ post-process": (f"{stats.masked_words} words masked here" if stats.masked_words
-                           else REMOTE_STAGE_NOTES["⑤ post-process"][1]),
-    }
-    for stage, ms in stats.stages.items():
-        where, note = REMOTE_STAGE_NOTES.get(stage, ("", ""))
-        table.add_row(stage, where, "remote" if ms is None else _n(ms, 2), details.get(stage, note))
-    table.add_row("connect", "here", _n(stats.connect_ms, 2), "request sent -> first stream event")
-    table.add_row("TTFT", "here", _n(stats.ttft_ms, 2), "request sent -> first text: network, queue, prefill")
-    table.add_row("stream", "here", _n(stats.decode_ms, 2),
-                  f"{stats.completion_tokens} tokens · {_n(stats.decode_tps)} tok/s · {_n(stats.ms_per_token, 2)} "
-                  f"ms/tok" + ("" if stats.usage_reported else " (a chunk counted as a token)"))
-    table.add_row("total", "here", _n(stats.total_ms, 2), f"finish: {stats.finish_reason}", style="bold")
+    table = Table(title=f"last request · {_title(stats, model)}", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    for name, justify in COLUMNS:
+        table.add_column(name, justify=justify)
+    total = stats.total_ms
+    for record in stats.stages:
+        share = f"{record.ms / total:.0%}" if record.ms is not None and total else ""
+        table.add_row(record.stage.title, record.where, num(record.ms, 2), share, record.detail)
+    for name, ms, what in _measured_here(stats):
+        table.add_row(name, "local", num(ms, 2), "", what)
+    table.add_row("total", "local", num(total, 2), "", f"finish: {stats.finish_reason}", style="bold")
     return table
