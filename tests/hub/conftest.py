@@ -135,7 +135,20 @@ def hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
         for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "LLMCLI_MODEL"):
             monkeypatch.delenv(var, raising=False)
+        fresh_hf_constants()
         yield fake
+    monkeypatch.undo()
+    fresh_hf_constants()  # later tests see the environment they set, not this hub's
+
+
+def fresh_hf_constants() -> None:
+    """huggingface_hub reads HF_* once, on import, as a fresh `llmcli` process does; tests that change the
+    environment within this process have it read again (llmcli takes its hub settings from there)."""
+    import importlib
+
+    import huggingface_hub.constants
+
+    importlib.reload(huggingface_hub.constants)
 
 
 @dataclass
@@ -150,6 +163,7 @@ def run_llmcli(*args: str) -> Result:
     from llmcli.cli import main
     from llmcli.environment import env
 
+    fresh_hf_constants()
     out, err = io.StringIO(), io.StringIO()
     saved = env.stdout, env.stderr
     env.stdout, env.stderr = out, err

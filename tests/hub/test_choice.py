@@ -5,15 +5,9 @@ from __future__ import annotations
 import pytest
 
 from llmcli.errors import UsageError
-from llmcli.hub import (
-    NothingToPull,
-    QuantNotFound,
-    RemoteFile,
-    choose_gguf,
-    choose_safetensors,
-    parse_spec,
-    quant_tag,
-)
+from llmcli.hub.choose import RemoteFile, choose_gguf, choose_safetensors
+from llmcli.hub.errors import NothingToPull, QuantNotFound
+from llmcli.hub.spec import parse_spec, quant_tag
 
 
 def files(*names: str) -> list[RemoteFile]:
@@ -122,23 +116,3 @@ def test_safetensors_selection_takes_what_conversion_needs_and_never_pickles() -
 
 def test_a_repo_with_only_pickles_has_nothing_to_convert() -> None:
     assert choose_safetensors(files("config.json", "pytorch_model.bin")) == []
-
-
-def test_looks_like_repo_tells_repos_from_paths_and_prompts(tmp_path, monkeypatch) -> None:
-    from llmcli.hub import looks_like_repo
-
-    assert looks_like_repo("Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M")
-    assert not looks_like_repo("models/tiny.gguf")
-    assert not looks_like_repo("What is a KV cache?")
-    assert looks_like_repo("a/" + "b" * 400)  # too long for a file name, still a repo-shaped spec
-    (tmp_path / "org").mkdir()
-    (tmp_path / "org" / "model").write_text("x")
-    monkeypatch.chdir(tmp_path)
-    assert not looks_like_repo("org/model")  # an existing relative path wins over a repo id
-
-
-def test_a_prompt_with_a_slash_and_a_colon_is_not_a_repo() -> None:
-    from llmcli.hub import looks_like_repo
-
-    assert looks_like_repo("Org/Model-GGUF:q4_k_m")
-    assert not looks_like_repo("input/output: explain the difference")

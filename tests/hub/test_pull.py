@@ -214,15 +214,29 @@ def test_a_hub_answering_5xx_falls_back_to_the_cache(hub: FakeHub) -> None:
 
 
 def test_find_or_pull_pulls_once_then_uses_the_store(hub: FakeHub) -> None:
-    from llmcli.hub import FileDone, find_or_pull
+    from contextlib import nullcontext
+
+    from llmcli.hub.events import FileDone
+    from llmcli.models import model_ref
+    from llmcli.usecases.pull import find_or_pull
 
     seen: list = []
-    entry = find_or_pull(f"{GGUF_REPO}:Q8_0", progress=seen.append)
+    opened: list = []
+
+    def pulling():
+        opened.append(1)
+        return nullcontext(seen.append)
+
+    def chat_model(text: str):
+        return find_or_pull(model_ref(text), Store(), pulling=pulling)
+
+    entry = chat_model(f"{GGUF_REPO}:Q8_0")
     assert entry.name == f"{GGUF_REPO}:Q8_0" and any(isinstance(e, FileDone) for e in seen)
     requests = len(hub.log)
-    assert find_or_pull(f"{GGUF_REPO}:Q8_0").path == entry.path
-    assert find_or_pull(GGUF_REPO).name == entry.name  # a unique prefix of a pulled name
+    assert chat_model(f"{GGUF_REPO}:Q8_0").path == entry.path
+    assert chat_model(GGUF_REPO).name == entry.name  # a unique prefix of a pulled name
     assert len(hub.log) == requests  # the store answered: no network
+    assert len(opened) == 1  # and no progress display was opened for it
 
 
 def test_list_shows_the_pulled_model(hub: FakeHub) -> None:

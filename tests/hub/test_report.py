@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from llmcli.hub import Converting, FileDone, FileProgress, FileStarted, FileVerifying, Note
+from llmcli.hub.events import Converting, FileDone, FileProgress, FileStarted, FileVerifying, Note
 from llmcli.ui.download import PlainReport, RichReport, download_report
 
 MB = 1_000_000

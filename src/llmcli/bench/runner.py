@@ -101,8 +101,11 @@ def _is_hf_dir(path: Path) -> bool:
     return path.is_dir() and (path / "config.json").is_file()
 
 
-def resolve_target(spec: str | None, backends: list[str], store: Store) -> Target:
-    """MODEL -> what to load for each backend; a missing piece is a UsageError that says what to do."""
+def resolve_target(spec: str | None, backends: list[str], store: Store, default_model: str | None = None) -> Target:
+    """MODEL -> what to load for each backend; a missing piece is a UsageError that says what to do.
+
+    `default_model` is $LLMCLI_MODEL, read by the command: the model when MODEL is not given.
+    """
     if spec and _is_hf_dir(Path(spec).expanduser()):
         hf_dir = str(Path(spec).expanduser().resolve())
         # A GGUF converted from this folder lets the two backends sit side by side.
@@ -114,7 +117,9 @@ def resolve_target(spec: str | None, backends: list[str], store: Store) -> Targe
             )
         return Target(name=converted.name if converted else Path(hf_dir).name,
                       gguf=converted.path if converted else None, hf_dir=hf_dir)
-    entry = store.resolve(spec)  # ModelNotFound (exit 2) names the fix
+    from llmcli.models import chosen_model_ref
+
+    entry = store.resolve(chosen_model_ref(spec, default_model))  # ModelNotFound (exit 2) names the fix
     if TRANSFORMERS in backends and not entry.hf_dir:
         raise UsageError(
             f"{entry.name} has no Hugging Face checkpoint for the transformers backend (only GGUFs that "

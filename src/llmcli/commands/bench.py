@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -124,7 +125,8 @@ def bench(
         raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
     runner.check_backend_installed(backends)
     store = Store()
-    targets = [runner.resolve_target(spec, backends, store) for spec in (models or [None])]
+    default_model = os.environ.get("LLMCLI_MODEL")
+    targets = [runner.resolve_target(spec, backends, store, default_model) for spec in (models or [None])]
 
     progress = _ProgressPrinter()
     rows: list[BenchRow | ChatRow] = []

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from llmcli.commands.options import (ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt,
                                     param_option)
+
+if TYPE_CHECKING:
+    from llmcli.usecases.chat import ChatOptions
 
 HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
 
@@ -62,7 +66,7 @@ def chat(
     timeout: TimeoutOpt = None,
 ) -> None:
     from llmcli.engine.sampling import SamplingParams
-    from llmcli.ui.chat_flow import ChatOptions, run_chat
+    from llmcli.usecases.chat import ChatOptions
 
     overrides = {"temperature": temp, "top_p": top_p, "top_k": top_k, "min_p": min_p,
                  "repeat_penalty": repeat_penalty, "seed": seed, "max_tokens": max_tokens}
@@ -75,3 +79,28 @@ def chat(
 
 
 chat.__doc__ = HELP
+
+
+def run_chat(opts: ChatOptions) -> None:
+    """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
+    from llmcli.engine.openai_http import Endpoint
+    from llmcli.environment import env
+    from llmcli.store import Store
+    from llmcli.ui.download import pull_report
+    from llmcli.usecases.chat import ChatInputs, open_chat
+
+    store = Store()
+    endpoint = Endpoint.from_options(opts.endpoint, opts.api_key, opts.timeout)
+    inputs = ChatInputs(piped=None if env.stdin_isatty else env.stdin.read(),
+                        interactive=env.stdin_isatty and env.stdout_isatty,
+                        default_model=os.environ.get("LLMCLI_MODEL"))
+    opened = open_chat(store, opts, inputs, endpoint=endpoint,
+                       pulling=lambda: pull_report(env.stderr, env.stderr_isatty))
+    if opened.prompt is None:
+        from llmcli.ui.repl import Repl
+
+        Repl(opened.session, opened.model_name, store, opts).run()
+    else:
+        from llmcli.ui.chat_flow import one_shot
+
+        one_shot(opened.session, opened.model_name, opened.prompt, opts)

@@ -1,17 +1,17 @@
 """`llmcli convert SRC`: a thin adapter over llmcli.convert.
 
-Parses options, resolves SRC (a folder or a repo id in the HF cache), calls the library, shows
+Parses options, calls the convert use-case (which finds SRC, converts and registers), shows
 progress on stderr and prints the registered name and the output path on stdout.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from llmcli.convert.outtypes import CONVERT_DEFAULT
 from llmcli.environment import env
 from llmcli.errors import Interrupted
 
@@ -22,50 +22,33 @@ def convert(
     src: Annotated[str, typer.Argument(help="A Hugging Face model folder, or a repo id already in the HF cache.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output",  # noqa: UP045 (typer reads the annotation)
                                                    help="Where to write the GGUF (default: the store).")] = None,
-    outtype: Annotated[str, typer.Option("--outtype", "-t", help=OUTTYPE_HELP)] = "f16",
+    outtype: Annotated[str, typer.Option("--outtype", "-t", help=OUTTYPE_HELP)] = CONVERT_DEFAULT,
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--name", help="The name to register (default: folder name + outtype).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
 ) -> None:
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
-    from llmcli.convert import convert_checkpoint, plan_conversion
-    from llmcli.convert.hf_cache import resolve_source
-    from llmcli.store import ModelEntry, Store
-
-    outtype = outtype.lower()
-    src_dir = resolve_source(src)
-    if dry_run:
-        _print_plan(plan_conversion(src_dir, outtype))
-        return
-    store = Store()
-    model_name = name or default_name(src_dir, outtype)
-    out = output if output is not None else store.blobs_dir / f"{model_name}.gguf"
-    if output is None:
-        store.blobs_dir.mkdir(parents=True, exist_ok=True)
-
+    from llmcli.store import Store
     from llmcli.ui.convert_progress import ConvertProgress
+    from llmcli.usecases import convert as usecase
 
+    store = Store()
+    job = usecase.prepare(src, store, outtype=outtype, name=name, output=output)
+    if dry_run:
+        _print_plan(usecase.plan(job))
+        return
     try:
         with ConvertProgress(env.stderr) as progress:
-            result = convert_checkpoint(src_dir, out, outtype, progress=progress.update)
+            done = usecase.run(job, store, progress=progress.update)
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted; nothing was written to {out}") from None
-    store.register(ModelEntry(
-        name=model_name, path=str(result.path.resolve()), source=f"convert:{src_dir.resolve()}",
-        files=[str(result.path.resolve())], quant=outtype.upper(), arch=result.arch,
-        n_params=result.n_params, hf_dir=str(src_dir.resolve()),
-    ))
+        raise Interrupted(f"interrupted; nothing was written to {job.out}") from None
+    result = done.result
     env.stderr.write(
         f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
-        f"to {outtype} in {result.seconds:.1f}s: {result.size / 1e6:,.1f} MB\n"
+        f"to {job.outtype.name} in {result.seconds:.1f}s: {result.size / 1e6:,.1f} MB\n"
     )
-    env.stdout.write(f"{model_name}\t{result.path}\n")
+    env.stdout.write(f"{done.entry.name}\t{result.path}\n")
     env.stdout.flush()
-
-
-def default_name(src_dir: Path, outtype: str) -> str:
-    base = re.sub(r"[^a-z0-9._-]+", "-", src_dir.resolve().name.lower()).strip("-") or "model"
-    return f"{base}-{outtype}"
 
 
 def _print_plan(plan) -> None:

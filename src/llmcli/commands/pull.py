@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from llmcli import hub
+from llmcli.convert.outtypes import PULL_DEFAULT
 from llmcli.environment import env
 from llmcli.errors import Interrupted
-from llmcli.store import Store
-from llmcli.ui.download import download_report, hub_warnings_to, human_bytes
+
+if TYPE_CHECKING:
+    from llmcli.hub.plan import PullPlan
 
 
 def pull(
@@ -16,17 +19,23 @@ def pull(
                                help="A Hugging Face repo, with an optional quant tag: Org/Model-GGUF:Q4_K_M"),
     revision: str = typer.Option(None, "--revision", help="Branch, tag or commit sha to pull (default: main)."),
     outtype: str = typer.Option(None, "--outtype",
-                                help=f"For safetensors repos: the GGUF type to convert to (default: {hub.DEFAULT_OUTTYPE})."),
+                                help=f"For safetensors repos: the GGUF type to convert to (default: {PULL_DEFAULT})."),
     name: str = typer.Option(None, "--name", help="The model's name in the store (default: REPO:QUANT)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the files and sizes it would fetch, and stop."),
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
+    from llmcli.models import hub_repo_ref
+    from llmcli.store import Store
+    from llmcli.ui.download import pull_report
+    from llmcli.usecases import pull as usecase
+
+    ref = hub_repo_ref(spec)
     if dry_run:
-        _show_plan(hub.plan_pull(spec, revision=revision, outtype=outtype))
+        _show_plan(usecase.plan(ref, revision=revision, outtype=outtype))
         return
     try:
-        with download_report(env.stderr, env.stderr_isatty) as report, hub_warnings_to(report):
-            entry = hub.pull_model(spec, Store(), revision=revision, outtype=outtype, name=name, progress=report)
+        with pull_report(env.stderr, env.stderr_isatty) as report:
+            entry = usecase.pull(ref, Store(), revision=revision, outtype=outtype, name=name, progress=report)
     except KeyboardInterrupt:
         # The bytes fetched so far stay on disk; the boundary says so and exits with 130.
         raise Interrupted("pull interrupted; run the same command again to resume where it stopped") from None
@@ -35,7 +44,9 @@ def pull(
     env.stdout.flush()
 
 
-def _show_plan(plan: hub.PullPlan) -> None:
+def _show_plan(plan: PullPlan) -> None:
+    from llmcli.ui.download import human_bytes
+
     for note in plan.notes:
         env.stderr.write(note + "\n")
     action = f"convert to {plan.outtype}" if plan.kind == "safetensors" else plan.quant

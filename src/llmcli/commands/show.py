@@ -21,11 +21,12 @@ def show(
     from llmcli.commands.list import human_params, human_size
     from llmcli.engine.runtime import DEFAULT_CTX
     from llmcli.gguf_check import model_facts
+    from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
 
     out = Output()
-    entry = Store().resolve(model)
+    entry = Store().resolve(model_ref(model))
     facts = model_facts(entry.path)
     n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
     per_token = facts.kv_bytes_per_token()

@@ -1,27 +1,36 @@
 """HF safetensors -> GGUF, with llama.cpp's own `gguf` package, safetensors headers and numpy.
 
 The public entry points are `convert_checkpoint` (write a GGUF) and `plan_conversion` (the dry
-run: check the input, decide every tensor, write nothing). Heavy modules load on first use.
+run: check the input, decide every tensor, write nothing). Heavy modules load on first use, and so
+does the converter itself: importing `llmcli.convert.outtypes` (for a command's --outtype help) costs nothing.
 """
 
 from __future__ import annotations
 
-from llmcli.convert.core import (
-    ConversionPlan,
-    ConvertResult,
-    PlannedTensor,
-    convert_checkpoint,
-    plan_conversion,
-)
-from llmcli.convert.families import ARCHITECTURES
-from llmcli.convert.outtypes import OUTTYPES
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "ARCHITECTURES",
-    "OUTTYPES",
-    "ConversionPlan",
-    "ConvertResult",
-    "PlannedTensor",
-    "convert_checkpoint",
-    "plan_conversion",
-]
+if TYPE_CHECKING:
+    from llmcli.convert.core import (
+        ConversionPlan,
+        ConvertResult,
+        PlannedTensor,
+        convert_checkpoint,
+        plan_conversion,
+    )
+    from llmcli.convert.families import ARCHITECTURES
+    from llmcli.convert.outtypes import OUTTYPES
+
+_HOME = {
+    "ConversionPlan": "core", "ConvertResult": "core", "PlannedTensor": "core",
+    "convert_checkpoint": "core", "plan_conversion": "core",
+    "ARCHITECTURES": "families", "OUTTYPES": "outtypes",
+}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'llmcli.convert' has no attribute {name!r}")
+    return getattr(import_module(f"llmcli.convert.{_HOME[name]}"), name)

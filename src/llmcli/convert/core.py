@@ -29,7 +29,7 @@ from llmcli.convert.errors import (
     UnsafeCheckpoint,
     UnsupportedArchitecture,
 )
-from llmcli.convert.outtypes import OUTTYPES, OutType
+from llmcli.convert.outtypes import CONVERT_DEFAULT, OutType, outtype_named
 from llmcli.convert.vocab import Vocab, load_vocab
 from llmcli.errors import UsageError
 
@@ -128,16 +128,14 @@ def find_weights(src: Path) -> list[Path]:
     raise NotACheckpoint(f"no *.safetensors weights in {src}; download the model's weight files too")
 
 
-def plan_conversion(src_dir: Path, outtype: str = "f16") -> ConversionPlan:
+def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> ConversionPlan:
     """Check everything about the input and decide every output tensor; writes nothing."""
     import gguf
 
     from llmcli.convert.families import family_for
 
     src = Path(src_dir).expanduser()
-    if outtype not in OUTTYPES:
-        raise UsageError(f"unknown outtype {outtype!r}; choose one of {', '.join(OUTTYPES)}")
-    out = OUTTYPES[outtype]
+    out = outtype_named(outtype)
     config = read_config(src)
     family = family_for(config, where=f"{src.name}/config.json")
     files = find_weights(src)
@@ -252,7 +250,7 @@ def _metadata_bytes(vocab: Vocab) -> int:
 
 # -- writing -------------------------------------------------------------------------------------
 
-def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = "f16",
+def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = CONVERT_DEFAULT,
                        progress: Progress | None = None) -> ConvertResult:
     """Convert an HF safetensors checkpoint folder to one GGUF file at `out_path`.
 

@@ -5,22 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmcli.convert.errors import NotACheckpoint
+from llmcli.hub.spec import REPO_RE
 
-REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
 
-
-def resolve_source(src: str) -> Path:
-    import re
-
+def resolve_source(src: str, cache_dir: Path) -> Path:
+    """`cache_dir` is the hub cache huggingface_hub uses (llmcli.hub.remote.HubConfig), computed in one place."""
     path = Path(src).expanduser()
-    if path.exists() or not re.match(REPO_ID, src):
+    if path.exists() or not REPO_RE.match(src):
         return path
     # Never the network: convert works on what is on disk; `pull` is the command that downloads.
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        return Path(snapshot_download(src, local_files_only=True))
+        return Path(snapshot_download(src, local_files_only=True, cache_dir=cache_dir))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError) as exc:
         raise NotACheckpoint(
             f"{src} is neither a folder nor a repo in the Hugging Face cache; "

@@ -26,3 +26,19 @@ OUTTYPES: dict[str, OutType] = {
     "q5_k_m": OutType("q5_k_m", "MOSTLY_Q5_K_M", None, llama_ftype=17, bits_per_weight=5.7),
     "q6_k": OutType("q6_k", "MOSTLY_Q6_K", None, llama_ftype=18, bits_per_weight=6.6),
 }
+
+# The defaults, one per way in. `convert` is handed a checkpoint to turn into a GGUF and writes f16, which
+# keeps every weight (quantize later, or pick one with --outtype). `pull` of a safetensors repo stands in for
+# the GGUF repo that does not exist, so it gives what `pull` of a GGUF repo gives: Q4_K_M.
+CONVERT_DEFAULT = "f16"
+PULL_DEFAULT = "q4_k_m"
+
+
+def outtype_named(text: str) -> OutType:
+    """The outtype a user named, in any case: the one validation of --outtype and of a REPO:QUANT tag."""
+    from llmcli.errors import UsageError
+
+    key = text.strip().lower()
+    if key not in OUTTYPES:
+        raise UsageError(f"unknown outtype {text!r}; choose one of {', '.join(OUTTYPES)}")
+    return OUTTYPES[key]

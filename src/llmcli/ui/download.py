@@ -1,6 +1,6 @@
 """How a pull looks on stderr: rich bars per file on a terminal, a few plain lines anywhere else.
 
-Both reporters are callables that take `llmcli.hub` progress records; a table maps each record type to
+Both reporters are callables that take `llmcli.hub.events` progress records; a table maps each record type to
 its handler, so a new record is one line here.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from llmcli.hub import Converting, FileDone, FileProgress, FileStarted, FileVerifying, Note, PullEvent
+from llmcli.hub.events import Converting, FileDone, FileProgress, FileStarted, FileVerifying, Note, Progress, PullEvent
 
 
 def human_bytes(n: int) -> str:
@@ -165,3 +165,10 @@ def hub_warnings_to(report: Callable[[Note], None]) -> Iterator[None]:
         yield
     finally:
         logger.handlers, logger.propagate = saved
+
+
+@contextmanager
+def pull_report(stream: TextIO, isatty: bool) -> Iterator[Progress]:
+    """The reporter a pull draws on `stream` for its whole length, huggingface_hub's retry lines included."""
+    with download_report(stream, isatty) as report, hub_warnings_to(report):
+        yield report

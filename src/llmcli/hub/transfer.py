@@ -1,0 +1,184 @@
+"""Bytes from the hub into its cache: the free-space check, resumable download, verify, link."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from llmcli.errors import RuntimeFailure
+from llmcli.hub.choose import RemoteFile
+from llmcli.hub.errors import HubUnavailable, IntegrityError, NotEnoughSpace, OfflineMissing
+from llmcli.hub.events import FileDone, FileProgress, FileStarted, FileVerifying, Progress, quiet
+from llmcli.hub.plan import PlannedFile, PullPlan, partial_path
+from llmcli.hub.remote import HubConfig, translate
+from llmcli.hub.spec import SHA_RE, repo_folder
+
+LOCK_TIMEOUT_S = 600
+
+
+def size_text(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+# -- disk space ---------------------------------------------------------------------------------------
+def _existing_parent(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_space(needs: dict[Path, int]) -> None:
+    """Raise before any download if a target filesystem lacks room; needs on one filesystem add up."""
+    by_device: dict[int, tuple[Path, int]] = {}
+    for path, amount in needs.items():
+        where = _existing_parent(path)
+        dev = where.stat().st_dev
+        prev = by_device.get(dev, (where, 0))
+        by_device[dev] = (prev[0], prev[1] + amount)
+    for where, amount in by_device.values():
+        free = shutil.disk_usage(where).free
+        if amount > free:
+            raise NotEnoughSpace(
+                f"this pull needs {size_text(amount)} free under {where} but only {size_text(free)} is free; "
+                "free some space, or point HF_HOME (downloads) or LLMCLI_HOME (converted models) at a bigger disk"
+            )
+
+
+# -- downloading ------------------------------------------------------------------------------------
+def fetch(config: HubConfig, plan: PullPlan, progress: Progress = quiet) -> list[Path]:
+    """Bring every planned file into the HF cache, resuming partial ones; return the snapshot paths."""
+    storage = config.repo_dir(plan.repo_id)
+    paths = []
+    for pf in plan.files:
+        if pf.cached:
+            progress(FileDone(pf.remote.name, pf.remote.size, cached=True))
+        elif plan.from_cache:  # cannot happen: a cached snapshot lists only what is on disk
+            raise OfflineMissing(f"{pf.remote.name} is not in the local cache; unset HF_HUB_OFFLINE to download it")
+        else:
+            _fetch_one(config, storage, plan, pf, progress)
+        paths.append(pf.local)
+    if not plan.from_cache and not SHA_RE.match(plan.revision):
+        # What huggingface_hub writes too: refs/<branch> -> sha, so an offline run finds this snapshot.
+        ref = storage / "refs" / plan.revision
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(plan.sha)
+    return paths
+
+
+def _fetch_one(config: HubConfig, storage: Path, plan: PullPlan, pf: PlannedFile, progress: Progress) -> None:
+    from huggingface_hub.utils import WeakFileLock
+
+    f = pf.remote
+    if not f.etag:
+        raise RuntimeFailure(f"the hub gave no checksum for {f.name} in {plan.repo_id}; cannot verify it, so not using it")
+    blob = storage / "blobs" / f.etag
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    lock = config.cache_dir / ".locks" / repo_folder(plan.repo_id) / f"{f.etag}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    # The same lock huggingface_hub takes for this blob, so a parallel `hf download` waits for us.
+    with WeakFileLock(str(lock), timeout=LOCK_TIMEOUT_S):
+        cached = blob.exists()
+        if not cached:
+            _download_blob(config, plan, f, blob, progress)
+        elif blob.stat().st_size != f.size:
+            raise IntegrityError(f"{blob} has {blob.stat().st_size} bytes, the hub says {f.size}; delete it and pull again")
+    pf.local.parent.mkdir(parents=True, exist_ok=True)
+    _link(blob, pf.local)
+    progress(FileDone(f.name, f.size, cached=cached))
+
+
+def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path, progress: Progress) -> None:
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    partial = partial_path(blob)
+    have = partial.stat().st_size if partial.exists() else 0
+    if have > f.size:  # not a prefix of this file: start over
+        partial.unlink()
+        have = 0
+    progress(FileStarted(f.name, f.size, resumed_from=have))
+    if have < f.size:
+        url = hf_hub_url(plan.repo_id, f.name, revision=plan.sha, endpoint=config.endpoint)
+        headers = build_hf_headers()
+        headers["Accept-Encoding"] = "identity"  # byte offsets must be offsets into the file itself
+        # Append mode: bytes land after those already on disk; on a kill they stay for the next run.
+        with open(partial, "ab") as fh:
+            try:
+                http_get(url, fh, resume_size=have, headers=headers, expected_size=f.size,
+                         displayed_filename=f.name, tqdm_class=_progress_bar_class(progress, f.name, f.size))
+            except Exception as exc:
+                mapped = translate(exc, config, plan.repo_id, plan.revision, f.name)
+                if isinstance(mapped, HubUnavailable):
+                    # huggingface_hub already retried while bytes kept coming; what arrived stays on disk.
+                    mapped = HubUnavailable(f"the download of {f.name} from {config.endpoint} failed ({mapped}); "
+                                            "run the pull again to resume it")
+                if mapped is None:
+                    raise
+                raise mapped from exc
+    progress(FileVerifying(f.name, f.size))
+    _verify(partial, f)
+    os.chmod(partial, 0o644 & ~_umask())
+    os.replace(partial, blob)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _verify(path: Path, f: RemoteFile) -> None:
+    """sha256 for LFS files; for small git files the git blob id (sha1 of a 'blob <size>' header + bytes)."""
+    size = path.stat().st_size
+    if size != f.size:
+        path.unlink()
+        raise IntegrityError(f"{f.name} arrived with {size} bytes instead of {f.size}; run the pull again")
+    if f.sha256:
+        digest, expected = hashlib.sha256(), f.sha256
+    else:
+        digest, expected = hashlib.sha1(), f.oid
+        digest.update(f"blob {size}\0".encode())
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != expected:
+        # Which bytes are bad is unknowable, so none of them are kept.
+        path.unlink()
+        raise IntegrityError(
+            f"{f.name} is corrupt: its {'sha256' if f.sha256 else 'git sha1'} is {digest.hexdigest()[:12]}…, "
+            f"the hub says {expected[:12]}…; the bad copy was removed, run the pull again"  # type: ignore[index]
+        )
+
+
+def _link(blob: Path, pointer: Path) -> None:
+    """snapshots/<sha>/<name> -> ../../blobs/<etag>, relative, as huggingface_hub lays out its cache."""
+    if pointer.is_symlink() or pointer.exists():
+        pointer.unlink()
+    try:
+        os.symlink(os.path.relpath(blob, pointer.parent), pointer)
+    except OSError:  # no symlinks here (some Windows setups): a copy costs space but works
+        shutil.copyfile(blob, pointer)
+
+
+def _progress_bar_class(progress: Progress, filename: str, total: int) -> type:
+    """A stand-in for tqdm that huggingface_hub's http_get drives; it forwards byte counts to `progress`."""
+
+    class _Bar:
+        def __init__(self, *, initial: int = 0, **_kwargs: Any) -> None:
+            self.n = initial
+
+        def __enter__(self) -> _Bar:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def update(self, n: int = 1) -> None:
+            self.n += n
+            progress(FileProgress(filename, self.n, total))
+
+    return _Bar

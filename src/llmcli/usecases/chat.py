@@ -1,0 +1,157 @@
+"""Open a chat session: which model (the lone-argument rule, the default, auto-pull), which prompt, the session.
+
+The command reads the process (stdin, terminal flags, $LLMCLI_MODEL) into `ChatInputs` and renders
+what `open_chat` returns: a REPL when the prompt is None, else one answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmcli.engine.sampling import SamplingParams
+from llmcli.errors import UsageError
+from llmcli.models import EndpointModel, ModelRef, default_model_ref, model_ref, names_a_model
+from llmcli.store import ModelEntry, Store
+
+if TYPE_CHECKING:
+    from llmcli.engine.openai_http import Endpoint
+    from llmcli.hub.events import ProgressScope
+
+
+@dataclass
+class ChatOptions:
+    model: str | None = None
+    prompt: str | None = None
+    model_opt: str | None = None
+    system: str | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    ctx: int | None = None
+    threads: int | None = None
+    stops: list[str] = field(default_factory=list)
+    filter_file: Path | None = None
+    json_out: bool = False
+    stats: bool | None = None
+    markdown: bool = False
+    endpoint: str | None = None  # --endpoint; $LLMCLI_ENDPOINT is read when the session opens
+    api_key: str | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class ChatInputs:
+    """What the command read from the process for this chat; the use-case reads nothing itself."""
+
+    piped: str | None = None  # all of stdin when it is not a terminal
+    interactive: bool = False  # stdin and stdout are terminals: the REPL is possible
+    default_model: str | None = None  # $LLMCLI_MODEL
+
+
+@dataclass
+class Opened:
+    """A session ready to talk, the name to show for its model, and the prompt (None: the REPL)."""
+
+    session: object  # llmcli.engine.session.Session
+    model_name: str
+    prompt: str | None
+
+
+def split_arguments(opts: ChatOptions, read: Callable[[str], ModelRef],
+                    is_model: Callable[[ModelRef], bool]) -> tuple[ModelRef | None, str | None]:
+    """[MODEL] [PROMPT] (or -m MODEL [PROMPT]) -> (model, prompt); a lone argument is the MODEL if it names one."""
+    if opts.model_opt:
+        if opts.model is not None and opts.prompt is not None:
+            raise UsageError("give the model once: either -m MODEL or the first argument, not both")
+        return read(opts.model_opt), opts.model
+    if opts.model is None:
+        return None, opts.prompt
+    ref = read(opts.model)
+    if opts.prompt is not None or is_model(ref):
+        return ref, opts.prompt
+    return None, opts.model
+
+
+def join_piped(prompt: str | None, piped: str | None) -> str | None:
+    """Piped material first, then the argument's instruction after a blank line (as llm and Ollama do).
+
+    Putting the document first keeps it at the start of the prompt, where a later request on the
+    same document can reuse its KV cache.
+    """
+    if piped is None:
+        return prompt
+    if not piped.strip():
+        if prompt is None:
+            raise UsageError("the piped input is empty; pipe some text or give a prompt argument")
+        return prompt
+    piped = piped.rstrip("\n")
+    return f"{piped}\n\n{prompt}" if prompt else piped
+
+
+def check_prompt(prompt: str | None, opts: ChatOptions, inputs: ChatInputs) -> None:
+    interactive = prompt is None
+    if interactive and not inputs.interactive:
+        raise UsageError("no prompt: give one as an argument or pipe it in (the REPL needs a terminal)")
+    if interactive and opts.json_out:
+        raise UsageError("--json answers one prompt: give a prompt argument or pipe it in")
+    if prompt is not None and not prompt.strip():
+        raise UsageError("the prompt is empty; give some text to answer")
+
+
+def load_session(entry: ModelEntry, opts: ChatOptions):
+    from llmcli.engine.chat import ChatSession
+    from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
+    runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
+    return ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
+                       word_filter=word_filter)
+
+
+def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: ProgressScope) -> Opened:
+    from llmcli.usecases.pull import find_or_pull
+
+    listed = store.list()  # the one manifest read of this chat
+    names: Collection[str] = {m.name for m in listed}
+    ref, prompt = split_arguments(opts, model_ref, lambda r: names_a_model(r, names))
+    prompt = join_piped(prompt, inputs.piped)
+    check_prompt(prompt, opts, inputs)
+    ref = ref or default_model_ref(inputs.default_model)
+    entry = find_or_pull(ref, store, pulling=pulling, listed=listed)
+    # Fail on a bad filter file or a bad model before anything else is shown.
+    return Opened(load_session(entry, opts), entry.name, prompt)
+
+
+# Options that tune llama.cpp in this process; a server has its own settings.
+LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads}
+
+
+def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Opened:
+    from llmcli.engine.openai_http import list_models, pick_model
+    from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.remote import RemoteChatSession
+
+    given = [name for name, value in LOCAL_ONLY.items() if value(opts) is not None]
+    if given:
+        raise UsageError(f"{' and '.join(given)} set the local engine; the server at {endpoint} "
+                         "has its own (leave them out with --endpoint)")
+    word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
+    models = list_models(endpoint)  # also proves the address and the key before any prompt is used
+    ids = {m.id for m in models}
+    ref, prompt = split_arguments(opts, EndpointModel, lambda r: r.text in ids)
+    prompt = join_piped(prompt, inputs.piped)
+    check_prompt(prompt, opts, inputs)
+    model = pick_model(endpoint, models, ref.text if ref else None)
+    session = RemoteChatSession(endpoint, model, system=opts.system, params=opts.params, stops=opts.stops,
+                                word_filter=word_filter)
+    return Opened(session, model, prompt)
+
+
+def open_chat(store: Store, opts: ChatOptions, inputs: ChatInputs, *, endpoint: Endpoint | None,
+              pulling: ProgressScope) -> Opened:
+    """A session on the server at `endpoint`, else on a local model (pulled first if it is a repo)."""
+    if endpoint is not None:
+        return open_remote(endpoint, opts, inputs)
+    return open_local(store, opts, inputs, pulling)
