@@ -153,11 +153,12 @@ def test_full_disk_mid_write_is_a_clear_error_and_leaves_no_file(tmp_path, tiny,
 def test_not_enough_free_space_is_refused_before_writing(tmp_path, tiny, monkeypatch):
     from collections import namedtuple
 
-    from llmcli.convert import convert_checkpoint, core
+    from llmcli import fsutil
+    from llmcli.convert import convert_checkpoint
     from llmcli.convert.errors import ConversionFailed
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(core.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1000))
+    monkeypatch.setattr(fsutil.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1000))
     with pytest.raises(ConversionFailed, match="not enough free space"):
         convert_checkpoint(tiny("llama"), tmp_path / "x.gguf", "f16")
     assert list(tmp_path.iterdir()) == []

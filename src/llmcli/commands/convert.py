@@ -31,6 +31,7 @@ def convert(
     from llmcli.convert import convert_checkpoint, plan_conversion
     from llmcli.convert.hf_cache import resolve_source
     from llmcli.store import ModelEntry, Store
+    from llmcli.units import format_bytes
 
     outtype = outtype.lower()
     src_dir = resolve_source(src)
@@ -57,7 +58,7 @@ def convert(
     ))
     env.stderr.write(
         f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
-        f"to {outtype} in {result.seconds:.1f}s: {result.size / 1e6:,.1f} MB\n"
+        f"to {outtype} in {result.seconds:.1f}s: {format_bytes(result.size)}\n"
     )
     env.stdout.write(f"{model_name}\t{result.path}\n")
     env.stdout.flush()
@@ -69,8 +70,9 @@ def default_name(src_dir: Path, outtype: str) -> str:
 
 
 def _print_plan(plan) -> None:
+    from llmcli.units import format_bytes as mb
+
     out = env.stdout
-    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
     vocab = plan.vocab
     out.write(f"source:        {plan.src}\n")
     out.write(f"architecture:  {plan.hf_arch} -> {plan.arch}\n")

@@ -8,7 +8,8 @@ from llmcli import hub
 from llmcli.environment import env
 from llmcli.errors import Interrupted
 from llmcli.store import Store
-from llmcli.ui.download import download_report, hub_warnings_to, human_bytes
+from llmcli.ui.download import download_report, hub_warnings_to
+from llmcli.units import format_bytes as human_bytes  # the body's old name; kept while pull is rewritten
 
 
 def pull(
