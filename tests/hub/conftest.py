@@ -108,7 +108,7 @@ def repos(fixtures: Fixtures) -> list[FakeRepo]:
 @pytest.fixture(scope="session")
 def st_repo(fixtures: Fixtures, tmp_path_factory: pytest.TempPathFactory) -> FakeRepo:
     """The embedded model exported to a safetensors checkpoint by the converter's export, plus a pickle."""
-    from llmcli.convert.export import export_gguf_to_hf
+    from tests.support.gguf_export import export_gguf_to_hf
     from llmcli.store import embedded_model_path
 
     checkpoint = tmp_path_factory.mktemp("checkpoint")

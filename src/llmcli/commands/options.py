@@ -6,9 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-ModelArg = Annotated[Optional[str], typer.Argument(
-    help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one. "
-         "Default: $LLMCLI_MODEL, else the embedded SmolLM2-135M-Instruct.", show_default=False)]
 RequiredModelArg = Annotated[str, typer.Argument(
     help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.", show_default=False)]
 CtxOpt = Annotated[Optional[int], typer.Option(
