@@ -102,7 +102,7 @@ def test_ctrl_c_leaves_no_file(tmp_path, smol_hf):
     """SIGINT in the middle of writing: exit 130, and neither the .gguf nor its temporary file remains."""
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "llmcli", "convert", str(smol_hf), "-t", "q8_0",
+    proc = subprocess.Popen([sys.executable, "-m", "llmcli", "convert", str(smol_hf), "-q", "q8_0",
                              "-o", str(out_dir / "smol.gguf")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.monotonic() + 60

@@ -7,7 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt
+from llmcli.commands.options import (
+    ApiKeyOpt,
+    CtxOpt,
+    EndpointOpt,
+    JsonOpt,
+    ThreadsOpt,
+    TimeoutOpt,
+    complete_model_names,
+)
 
 HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
 
@@ -29,12 +37,12 @@ REPO[:QUANT]); otherwise it is the prompt.
 
 
 def chat(
-    model: Annotated[Optional[str], typer.Argument(help="Model (see `llmcli list`), or the prompt.",
-                                                   show_default=False)] = None,
-    prompt: Annotated[Optional[str], typer.Argument(help="The prompt: a one-shot answer.",
+    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Model (see `llmcli list`), or the prompt.",
+                                                   autocompletion=complete_model_names, show_default=False)] = None,
+    prompt: Annotated[Optional[str], typer.Argument(metavar="PROMPT", help="The prompt: a one-shot answer.",
                                                     show_default=False)] = None,
-    model_opt: Annotated[Optional[str], typer.Option("-m", "--model", help="The model, by option.",
-                                                     show_default=False)] = None,
+    model_opt: Annotated[Optional[str], typer.Option("-m", "--model", metavar="MODEL", help="The model, by option.",
+                                                     autocompletion=complete_model_names, show_default=False)] = None,
     system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
     temp: Annotated[Optional[float], typer.Option("--temp", min=0.0, help="Temperature (0 = greedy). [0.8]",
                                                   show_default=False)] = None,

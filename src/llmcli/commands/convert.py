@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from llmcli.commands.options import renamed_option
 from llmcli.environment import env
 from llmcli.errors import Interrupted
 
@@ -19,13 +20,17 @@ OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m,
 
 
 def convert(
-    src: Annotated[str, typer.Argument(help="A Hugging Face model folder, or a repo id already in the HF cache.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output",  # noqa: UP045 (typer reads the annotation)
-                                                   help="Where to write the GGUF (default: the store).")] = None,
-    outtype: Annotated[str, typer.Option("--outtype", "-t", help=OUTTYPE_HELP)] = "f16",
+    src: Annotated[str, typer.Argument(metavar="SRC", show_default=False,
+                                       help="A Hugging Face model folder, or a repo id already in the HF cache.")],
+    # --outfile and --outtype: the names llama.cpp's convert_hf_to_gguf.py uses
+    output: Annotated[Optional[Path], typer.Option(  # noqa: UP045 (typer reads the annotation)
+        "-o", "--output", "--outfile", metavar="PATH", show_default=False,
+        help="Where to write the GGUF (default: the store).")] = None,
+    outtype: Annotated[str, typer.Option("-q", "--outtype", metavar="TYPE", help=OUTTYPE_HELP)] = "f16",
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--name", help="The name to register (default: folder name + outtype).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
+    old_t: Annotated[Optional[str], renamed_option("-t", now="-q/--outtype")] = None,  # noqa: UP045
 ) -> None:
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
     from llmcli.convert import convert_checkpoint, plan_conversion
