@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # so it lives in tests/support/, outside the installed package; this script runs from a checkout.
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from llmcli.errors import LlmcliError  # noqa: E402
 from tests.support.gguf_export import EXPORT_DTYPES, export_gguf_to_hf  # noqa: E402
+
+from llmcli.errors import LlmcliError  # noqa: E402
 
 
 def embedded_gguf() -> Path:
