@@ -14,9 +14,9 @@ import typer
 from typer.completion import completion_init
 from typer.core import TyperCommand, TyperGroup
 
-# Explicit, so a reader sees every edge. Each command module imports only typer and
-# commands/options at module level (heavy imports live inside the command functions), so importing
-# all of them is what `llmcli --help` needs and no more.
+# Explicit, so a reader sees every edge. At module level a command module imports only typer,
+# commands/options, environment and errors (tests/cli/test_startup.py checks; heavy imports live
+# inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
 from llmcli.commands import bench, chat, completion, convert, pull, rm, show, tokenize
 from llmcli.commands import list as list_
 from llmcli.environment import env
@@ -55,7 +55,7 @@ app = typer.Typer(
 completion_init()  # typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
 
 # name -> function, in the order `llmcli --help` lists them. Adding a command is one module in
-# commands/ and one line here.
+# commands/, its import above and one line here.
 COMMANDS = {
     "chat": chat.chat,
     "list": list_.list_models,
