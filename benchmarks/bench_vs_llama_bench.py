@@ -33,7 +33,10 @@ def native_binary() -> str:
 
 
 def run_json(cmd: list[str]) -> dict[str, dict]:
-    """Run a tool with -o json; return {test name: row} (both tools write llama-bench's fields)."""
+    """Run a tool with JSON output (llama-bench -o json, llmcli bench -f json); return {test name: row}.
+
+    Both tools write llama-bench's field names.
+    """
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -62,7 +65,7 @@ def main() -> None:
     common = ["-p", str(args.n_prompt), "-n", str(args.n_gen), "-t", str(args.threads), "-r", str(args.reps)]
     sides = {
         "native": [bench, "-m", model, *common, "-b", "512", "-ub", "512", "-o", "json"],
-        "llmcli": [sys.executable, "-m", "llmcli", "bench", model, *common, "-b", "512", "-o", "json"],
+        "llmcli": [sys.executable, "-m", "llmcli", "bench", model, *common, "-b", "512", "-f", "json"],
     }
     print(f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
           "interleaved\n", flush=True)

@@ -15,9 +15,13 @@ import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+ROOT = Path(__file__).resolve().parents[2]
+# The exporter is test-support code (it turns the embedded GGUF into an HF checkpoint for the tests),
+# so it lives in tests/support/, outside the installed package; this script runs from a checkout.
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from llmcli.convert.export import EXPORT_DTYPES, export_gguf_to_hf  # noqa: E402
+from tests.support.gguf_export import EXPORT_DTYPES, export_gguf_to_hf  # noqa: E402
+
 from llmcli.errors import LlmcliError  # noqa: E402
 
 

@@ -7,39 +7,68 @@ exit code. LLMCLI_DEBUG=1 brings the traceback back.
 from __future__ import annotations
 
 import errno
-import importlib
 import sys
 import traceback
 
 import typer
+from typer.completion import completion_init
+from typer.core import TyperCommand, TyperGroup
 
+# Explicit, so a reader sees every edge. At module level a command module imports only typer,
+# commands/options, environment and errors (tests/cli/test_startup.py checks; heavy imports live
+# inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
+from llmcli.commands import bench, chat, completion, convert, pull, rm, show, tokenize
+from llmcli.commands import list as list_
 from llmcli.environment import env
 from llmcli.errors import ExitStatus, LlmcliError
 
-# name -> "module:function". Adding a command is one line here and one module in commands/.
-COMMANDS: dict[str, str] = {
-    "chat": "llmcli.commands.chat:chat",
-    "list": "llmcli.commands.list:list_models",
-    "show": "llmcli.commands.show:show",
-    "rm": "llmcli.commands.rm:rm",
-    "tokenize": "llmcli.commands.tokenize:tokenize",
-    "pull": "llmcli.commands.pull:pull",
-    "convert": "llmcli.commands.convert:convert",
-    "bench": "llmcli.commands.bench:bench",
-}
+
+class _FlagsShowNoValue:
+    """A flag takes no value, so its help row shows none (typer's rich help would print `<bool>`)."""
+
+    def get_params(self, ctx):  # the help option is made here, so it is covered too
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class Command(_FlagsShowNoValue, TyperCommand):
+    pass
+
+
+class Group(_FlagsShowNoValue, TyperGroup):
+    pass
+
 
 app = typer.Typer(
     name="llmcli",
     help="Run open LLMs on your own machine, and see where the time of every request goes.",
+    cls=Group,
     no_args_is_help=True,
+    # `llmcli completion SHELL` prints the script instead of --install-completion editing rc files.
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+completion_init()  # typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
 
-for _name, _target in COMMANDS.items():
-    _module, _func = _target.split(":")
-    app.command(_name)(getattr(importlib.import_module(_module), _func))
+# name -> function, in the order `llmcli --help` lists them. Adding a command is one module in
+# commands/, its import above and one line here.
+COMMANDS = {
+    "chat": chat.chat,
+    "list": list_.list_models,
+    "show": show.show,
+    "rm": rm.rm,
+    "tokenize": tokenize.tokenize,
+    "pull": pull.pull,
+    "convert": convert.convert,
+    "bench": bench.bench,
+    "completion": completion.completion,
+}
+for _name, _function in COMMANDS.items():
+    app.command(_name, cls=Command)(_function)
 
 
 def _os_error_message(exc: OSError) -> tuple[str, ExitStatus]:

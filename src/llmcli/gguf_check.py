@@ -8,10 +8,15 @@ layers, heads, KV bytes per token) come from the same pass.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
 import mmap
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from llmcli.errors import BadModelFile
@@ -125,11 +130,29 @@ class _Reader:
         raise self.fail(f"unknown value type {vtype}")
 
 
-def _tensor_bytes(ggml_type: int, shape: tuple[int, ...], reader: _Reader) -> int:
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+@functools.cache
+def _gguf_constants() -> ModuleType:
+    """gguf-py's constants.py (enums and tables, standard library only), loaded by itself.
 
+    `import gguf.constants` first runs gguf/__init__, which imports numpy, sentencepiece and yaml: a
+    quarter of a second that `llmcli list` and `show` would pay for three enums and one table.
+    """
+    if "gguf" in sys.modules:  # already paid for (convert, bench): use the real one
+        return importlib.import_module("gguf.constants")
+    spec = importlib.util.find_spec("gguf")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the gguf package is not installed; reinstall llmcli")
+    path = Path(list(spec.submodule_search_locations)[0]) / "constants.py"
+    module_spec = importlib.util.spec_from_file_location("llmcli._gguf_constants", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def _tensor_bytes(ggml_type: int, shape: tuple[int, ...], reader: _Reader) -> int:
+    gc = _gguf_constants()
     try:
-        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+        block, type_size = gc.GGML_QUANT_SIZES[gc.GGMLQuantizationType(ggml_type)]
     except (ValueError, KeyError):
         raise reader.fail(f"unknown tensor type {ggml_type}") from None
     n = 1
@@ -223,10 +246,8 @@ class ModelFacts:
 
 
 def _file_type_name(value: Any) -> str | None:
-    from gguf.constants import LlamaFileType
-
     try:
-        return LlamaFileType(value).name.removeprefix("MOSTLY_")
+        return _gguf_constants().LlamaFileType(value).name.removeprefix("MOSTLY_")
     except ValueError:
         return None
 

@@ -8,7 +8,7 @@ from llmcli.bench.chat import SCRIPT
 
 
 def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead(cli):
-    r = cli("bench", "--chat", "-n", "8", "-r", "1", "-t", "1", "-o", "json")
+    r = cli("bench", "--chat", "-n", "8", "-r", "1", "-t", "1", "-f", "json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["turn"] for row in rows] == list(range(1, len(SCRIPT) + 1))

@@ -33,7 +33,7 @@ def test_markdown_table_goes_to_stdout_and_progress_to_stderr(cli):
 
 
 def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream(cli_process):
-    r = cli_process("bench", *FAST, "-o", "json")
+    r = cli_process("bench", *FAST, "-f", "json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)  # stdout is one JSON document and nothing else
     assert [row["test"] for row in rows] == ["pp32", "tg8"]
@@ -52,7 +52,7 @@ def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream(cli_p
 
 
 def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss(cli):
-    r = cli("bench", *FAST, "-c", "512", "-o", "json")
+    r = cli("bench", *FAST, "-c", "512", "-f", "json")
     rows = json.loads(r.stdout)
     for row in rows:
         assert row["n_ctx"] == 512
@@ -62,17 +62,17 @@ def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss(cli):
 
 
 def test_csv_and_jsonl_are_machine_readable(cli):
-    r = cli("bench", *FAST, "-o", "csv")
+    r = cli("bench", *FAST, "-f", "csv")
     records = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [rec["test"] for rec in records] == ["pp32", "tg8"]
     assert float(records[0]["avg_ts"]) > 0
-    r = cli("bench", *FAST, "-o", "jsonl")
+    r = cli("bench", *FAST, "-f", "jsonl")
     assert [json.loads(line)["test"] for line in r.stdout.splitlines()] == ["pp32", "tg8"]
 
 
 def test_several_thread_counts_in_one_run_and_save_appends_jsonl(cli, tmp_path):
     saved = tmp_path / "runs.jsonl"
-    r = cli("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1,2", "-o", "json", "--save", str(saved))
+    r = cli("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1,2", "-f", "json", "--save", str(saved))
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(row["n_threads"], row["test"]) for row in rows] == [(1, "pp16"), (1, "tg4"), (2, "pp16"), (2, "tg4")]
@@ -84,13 +84,13 @@ def test_several_thread_counts_in_one_run_and_save_appends_jsonl(cli, tmp_path):
 def test_repetitions_start_from_an_empty_kv_cache(cli):
     # 3 x 96 prompt tokens cannot fit a 96-token context (256 cells once llama.cpp pads it) unless
     # the cache is cleared before each repetition.
-    r = cli("bench", "-p", "96", "-n", "0", "-r", "3", "-c", "96", "-t", "1", "-o", "json")
+    r = cli("bench", "-p", "96", "-n", "0", "-r", "3", "-c", "96", "-t", "1", "-f", "json")
     assert r.exit_code == 0, r.stderr
     assert len(json.loads(r.stdout)[0]["samples_ns"]) == 3
 
 
 def test_chart_on_request_goes_to_stderr_when_stdout_is_data(cli):
-    r = cli("bench", "-p", "32", "-n", "8", "-r", "1", "-t", "1,2", "-o", "json", "--chart")
+    r = cli("bench", "-p", "32", "-n", "8", "-r", "1", "-t", "1,2", "-f", "json", "--chart")
     assert len(json.loads(r.stdout)) == 4
     assert "pp32 (tokens/s)" in r.stderr and "█" in r.stderr
 
@@ -99,6 +99,6 @@ def test_a_gguf_path_works_as_model(cli):
     from llmcli.store import Store
 
     path = Store().embedded().path
-    r = cli("bench", path, "-p", "16", "-n", "0", "-r", "1", "-o", "json")
+    r = cli("bench", path, "-p", "16", "-n", "0", "-r", "1", "-f", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["model_filename"] == path

@@ -13,7 +13,7 @@ BAD_INPUTS = {
     "thread list with a hole": (["-t", "1,,2"], "bad -t list '1,,2'"),
     "negative prompt": (["-p", "-5"], "bad -p list '-5'"),
     "no repetitions": (["-r", "0"], "-r 0"),
-    "unknown output format": (["-o", "xml"], "unknown output format 'xml'"),
+    "unknown output format": (["-f", "xml"], "unknown output format 'xml'"),
     "unknown backend": (["--backend", "vllm"], "unknown backend 'vllm'"),
     "missing gguf file": (["/nonexistent/model.gguf"], "no such file"),
     "save into a missing folder": (["--save", "/nonexistent/dir/runs.jsonl"], "does not exist"),

@@ -26,14 +26,21 @@ def test_measured_row_follows_llama_bench_statistics():
     assert r.test_time.endswith("Z")
 
 
+def test_stdev_counts_degrees_of_freedom_like_numpy():
+    values = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]
+    assert stdev(values, ddof=0) == 2.0  # population: numpy.std's default, vLLM's std_*_ms
+    assert abs(stdev(values) - 2.138089935) < 1e-9  # sample: llama-bench's stddev
+    assert stdev([3.0]) == 0.0 and stdev([], ddof=0) == 0.0
+
+
 def test_markdown_looks_like_llama_bench():
     text = report.to_markdown([row("pp512", 1234.5), row("tg128", 150.25)])
     lines = text.splitlines()
     assert lines[0].startswith("| model ") and "|   t/s |" not in lines[0]
     assert lines[1].replace(" ", "").startswith("|-----")  # left-aligned text column
     assert "---: |" in lines[1]  # right-aligned numbers
-    assert "| 1234.50 ± 1.50 |" in lines[2] and "92.10 MiB" in lines[2] and "134.52 M" in lines[2]
-    assert "14.06 MiB @ 640" in lines[2] and "200.00 MiB" in lines[2]
+    assert "| 1234.50 ± 1.50 |" in lines[2] and "96.6 MB" in lines[2] and "134.52 M" in lines[2]
+    assert "14.7 MB @ 640" in lines[2] and "209.7 MB" in lines[2]  # the sizes `llmcli list` shows
     assert len({len(line) for line in lines}) == 1  # columns line up
     assert "speedup" not in lines[0]  # only when a transformers twin exists
 

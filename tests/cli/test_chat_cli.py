@@ -132,14 +132,3 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": src})
     assert "llmcli pull" in out.stdout
-
-
-def test_help_does_not_import_the_heavy_libraries():
-    import subprocess
-    import sys
-
-    code = ("import sys, llmcli.cli\n"
-            "heavy = [m for m in ('llama_cpp', 'numpy', 'huggingface_hub', 'torch', 'jinja2', 'prompt_toolkit') "
-            "if m in sys.modules]\nprint(heavy)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.stdout.strip() == "[]"

@@ -102,7 +102,7 @@ def test_ctrl_c_leaves_no_file(tmp_path, smol_hf):
     """SIGINT in the middle of writing: exit 130, and neither the .gguf nor its temporary file remains."""
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "llmcli", "convert", str(smol_hf), "-t", "q8_0",
+    proc = subprocess.Popen([sys.executable, "-m", "llmcli", "convert", str(smol_hf), "-q", "q8_0",
                              "-o", str(out_dir / "smol.gguf")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
     deadline = time.monotonic() + 60
@@ -153,11 +153,12 @@ def test_full_disk_mid_write_is_a_clear_error_and_leaves_no_file(tmp_path, tiny,
 def test_not_enough_free_space_is_refused_before_writing(tmp_path, tiny, monkeypatch):
     from collections import namedtuple
 
-    from llmcli.convert import convert_checkpoint, core
+    from llmcli import fsutil
+    from llmcli.convert import convert_checkpoint
     from llmcli.convert.errors import ConversionFailed
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(core.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1000))
+    monkeypatch.setattr(fsutil.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1000))
     with pytest.raises(ConversionFailed, match="not enough free space"):
         convert_checkpoint(tiny("llama"), tmp_path / "x.gguf", "f16")
     assert list(tmp_path.iterdir()) == []

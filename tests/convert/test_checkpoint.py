@@ -69,7 +69,7 @@ def test_sharded_checkpoint_converts_to_the_same_tensors(tmp_path, tiny, convert
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tiny, llmcli_home):
     proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("qwen3")), "--dry-run",
-                           "-t", "q8_0"], capture_output=True, text=True, timeout=120)
+                           "-q", "q8_0"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     for phrase in ("Qwen3ForCausalLM -> qwen3", "gpt2/qwen2", "blk.1.attn_q_norm.weight", "Q8_0", "output size"):
         assert phrase in proc.stdout
@@ -81,7 +81,7 @@ def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
     from llmcli.store import Store
 
     proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("llama")), "--name", "tiny-llama",
-                           "-t", "f16"], capture_output=True, text=True, timeout=120)
+                           "-q", "f16"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     name, path = proc.stdout.strip().split("\t")
     assert name == "tiny-llama" and Path(path).is_file()
@@ -102,7 +102,7 @@ def test_export_names_map_back_through_gguf_tensor_map():
     """export's GGUF -> HF table and the converter's HF -> GGUF mapping (gguf's TensorNameMap) agree."""
     import gguf
 
-    from llmcli.convert.export import LLAMA_NAMES
+    from tests.support.gguf_export import LLAMA_NAMES
 
     tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
     for gguf_name, hf_name in LLAMA_NAMES.items():

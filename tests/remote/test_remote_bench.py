@@ -14,7 +14,7 @@ SMALL = ["-p", "16", "-n", "8", "--num-requests", "4"]
 
 
 def test_concurrency_1_and_4_on_a_real_server(llama_server):
-    result = run_cli("bench", "--endpoint", llama_server, *SMALL, "--concurrency", "1,4", "-o", "json",
+    result = run_cli("bench", "--endpoint", llama_server, *SMALL, "--concurrency", "1,4", "-f", "json",
                      env={"LLMCLI_API_KEY": API_KEY})
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
@@ -41,7 +41,7 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
     for title in ("backend", "req/s", "out tok/s", "decode t/s", "TTFT ms p50/p90/p99", "latency ms p50/p90/p99"):
         assert title in head
     assert url in md.stdout and "c2" in md.stdout
-    rows = list(csv.DictReader(io.StringIO(run_cli("bench", "--endpoint", url, *SMALL, "-o", "csv").stdout)))
+    rows = list(csv.DictReader(io.StringIO(run_cli("bench", "--endpoint", url, *SMALL, "-f", "csv").stdout)))
     assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
     # the fake server reports usage: input tokens are the server's count, output too
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
@@ -50,7 +50,7 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
 def test_a_level_is_bounded_by_its_duration(fake_server):
     start = time.monotonic()
     result = run_cli("bench", "--endpoint", fake_server.endpoint("slow"), "-n", "4", "--num-requests", "100000",
-                     "--duration", "1", "--concurrency", "2", "-o", "json")
+                     "--duration", "1", "--concurrency", "2", "-f", "json")
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stderr
     row = json.loads(result.stdout)[0]
@@ -61,7 +61,7 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
 def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
     fake_server.posts = 0
     url = fake_server.endpoint("flaky")  # every other request fails with 500, the warm-up works
-    result = run_cli("bench", "--endpoint", url, "-n", "4", "--num-requests", "6", "-o", "json")
+    result = run_cli("bench", "--endpoint", url, "-n", "4", "--num-requests", "6", "-f", "json")
     assert result.returncode == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["num_requests"] == 6 and row["failed"] == 3 and row["completed"] == 3
@@ -73,7 +73,7 @@ def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
 
 
 def test_model_arguments_pick_among_the_servers(fake_server):
-    result = run_cli("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-o", "json")
+    result = run_cli("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-f", "json")
     assert result.returncode == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
     unpicked = run_cli("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
     assert unpicked.returncode == 2 and "pick one with -m MODEL" in unpicked.stderr

@@ -138,9 +138,13 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def stdev(values: list[float]) -> float:
-    """Sample standard deviation (n - 1), as llama-bench computes it; 0 for a single sample."""
-    if len(values) < 2:
+def stdev(values: list[float], ddof: int = 1) -> float:
+    """Standard deviation with `ddof` delta degrees of freedom, as numpy.std counts them.
+
+    ddof=1 (the default): the sample deviation, as llama-bench computes it; ddof=0: the population
+    deviation, as numpy.std's default (and so vLLM's std_*_ms). 0 when there are too few samples.
+    """
+    if len(values) <= ddof:
         return 0.0
     m = mean(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - ddof))

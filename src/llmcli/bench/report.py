@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from llmcli.bench.chat import ChatRow
 from llmcli.bench.records import BenchRow
 from llmcli.bench.serve import ServeRow
+from llmcli.units import format_bytes
 
 Row = BenchRow | ChatRow | ServeRow
 
@@ -21,12 +22,7 @@ FORMATS = ("md", "json", "jsonl", "csv")
 
 
 def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
+    return "-" if n is None else format_bytes(n)
 
 
 def human_params(n: int) -> str:

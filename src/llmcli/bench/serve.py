@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
-from llmcli.bench.records import Progress
+from llmcli.bench.records import Progress, mean, stdev
 from llmcli.engine.openai_http import ChatStream, Endpoint
 from llmcli.errors import LlmcliError, UsageError
 
@@ -136,18 +136,6 @@ def percentile(values: list[float], p: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
-def _std(values: list[float]) -> float:
-    # population standard deviation, as numpy.std (vLLM's std_*_ms)
-    if not values:
-        return 0.0
-    m = _mean(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
-
-
 @dataclass
 class ServeRow:
     """One concurrency level against one endpoint and model; names follow vLLM's benchmark_serving."""
@@ -210,9 +198,10 @@ class ServeRow:
             output_throughput=out_tokens / duration_s if duration_s else 0.0,
             total_token_throughput=(in_tokens + out_tokens) / duration_s if in_tokens is not None and duration_s
             else None,
-            mean_ttft_ms=_mean(ttft), std_ttft_ms=_std(ttft), mean_tpot_ms=_mean(tpot),
-            mean_e2el_ms=_mean(e2el), std_e2el_ms=_std(e2el),
-            decode_tps=_mean([1000 / t for t in tpot if t > 0]), usage_reported=reported,
+            # population deviation (ddof=0), as vLLM's benchmark reports std_*_ms
+            mean_ttft_ms=mean(ttft), std_ttft_ms=stdev(ttft, ddof=0), mean_tpot_ms=mean(tpot),
+            mean_e2el_ms=mean(e2el), std_e2el_ms=stdev(e2el, ddof=0),
+            decode_tps=mean([1000 / t for t in tpot if t > 0]), usage_reported=reported,
             first_error=errors[0] if errors else "",
             test_time=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             samples_ttft_ms=[round(x, 3) for x in ttft], samples_e2el_ms=[round(x, 3) for x in e2el],

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import ApiKeyOpt, EndpointOpt, TimeoutOpt
+from llmcli.commands.options import ApiKeyOpt, EndpointOpt, TimeoutOpt, complete_model_names, renamed_option
 from llmcli.environment import env
 
 
@@ -49,7 +49,7 @@ HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does
 
 \b
   llmcli bench                       pp512 and tg128, default model
-  llmcli bench A B -t 1,2 -o json    2 models x 2 thread counts
+  llmcli bench A B -t 1,2 -f json    2 models x 2 thread counts
   llmcli bench M --backend llama,transformers
                                      beside transformers, with speedup
   llmcli bench --chat                TTFT cold vs reused, overhead
@@ -63,7 +63,7 @@ Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
 
 def bench(
     models: Annotated[Optional[list[str]], typer.Argument(
-        metavar="MODEL", show_default=False,
+        metavar="MODEL", show_default=False, autocompletion=complete_model_names,
         help="GGUF paths, store names or HF folders. Default: $LLMCLI_MODEL, else the embedded model.")] = None,
     n_prompt: Annotated[str, typer.Option("-p", "--n-prompt", help="Prompt tokens of the pp tests; a list: 128,512.")
                         ] = "512",
@@ -75,7 +75,10 @@ def bench(
     n_batch: Annotated[int, typer.Option("-b", "--batch-size", help="Tokens per llama_decode call in pp.")] = 512,
     n_ctx: Annotated[Optional[int], typer.Option(
         "-c", "--ctx", show_default=False, help="Context size. Default: -p + -n (--chat: 2048).")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="md, json, jsonl or csv.")] = "md",
+    # -f, not llama-bench's -o: in llmcli, -o is always an output path (convert -o FILE).
+    out_format: Annotated[str, typer.Option("-f", "--format", metavar="FORMAT", help="md, json, jsonl or csv.")
+                          ] = "md",
+    old_output: Annotated[Optional[str], renamed_option("-o", "--output", now="-f/--format")] = None,
     save: Annotated[Optional[Path], typer.Option(
         "--save", show_default=False, help="Also append the rows to this JSONL file.")] = None,
     backend: Annotated[Optional[list[str]], typer.Option(
@@ -104,8 +107,8 @@ def bench(
     from llmcli.errors import UsageError
     from llmcli.store import Store
 
-    if output not in report.FORMATS:
-        raise UsageError(f"unknown output format '{output}'; choose one of {', '.join(report.FORMATS)}")
+    if out_format not in report.FORMATS:
+        raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
     server = Endpoint.from_options(endpoint, api_key, timeout)
     if server is not None:
         local_only = {"-t": threads, "-c": n_ctx, "--backend": backend, "--chat": chat or None}
@@ -114,7 +117,7 @@ def bench(
             raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
         runner.check_save_path(save)
         rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
-        _emit(rows, output, save, chart)
+        _emit(rows, out_format, save, chart)
         return
     plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
                             n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
@@ -142,20 +145,20 @@ def bench(
     if not chat:
         runner.pair_speedups(rows)
 
-    _emit(rows, output, save, chart)
+    _emit(rows, out_format, save, chart)
 
 
-def _emit(rows: list, output: str, save: Path | None, chart: bool | None) -> None:
+def _emit(rows: list, out_format: str, save: Path | None, chart: bool | None) -> None:
     from llmcli.bench import report
 
-    env.stdout.write(report.render(rows, output))
+    env.stdout.write(report.render(rows, out_format))
     env.stdout.flush()
     if save is not None:
         with open(save, "a", encoding="utf-8") as fh:
             fh.write(report.to_jsonl(rows))
     if chart or (chart is None and env.stdout_isatty):
         # After the table on a terminal; on stderr when stdout is data for a program.
-        stream = env.stdout if env.stdout_isatty and output == "md" else env.stderr
+        stream = env.stdout if env.stdout_isatty and out_format == "md" else env.stderr
         stream.write("\n" + report.bar_chart(rows))
         stream.flush()
 

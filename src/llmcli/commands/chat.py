@@ -8,8 +8,16 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import (ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt,
-                                    param_option)
+from llmcli.commands.options import (
+    ApiKeyOpt,
+    CtxOpt,
+    EndpointOpt,
+    JsonOpt,
+    ThreadsOpt,
+    TimeoutOpt,
+    complete_model_names,
+    param_option,
+)
 
 if TYPE_CHECKING:
     from llmcli.usecases.chat import ChatOptions
@@ -34,12 +42,12 @@ REPO[:QUANT]); otherwise it is the prompt.
 
 
 def chat(
-    model: Annotated[Optional[str], typer.Argument(help="Model (see `llmcli list`), or the prompt.",
-                                                   show_default=False)] = None,
-    prompt: Annotated[Optional[str], typer.Argument(help="The prompt: a one-shot answer.",
+    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Model (see `llmcli list`), or the prompt.",
+                                                   autocompletion=complete_model_names, show_default=False)] = None,
+    prompt: Annotated[Optional[str], typer.Argument(metavar="PROMPT", help="The prompt: a one-shot answer.",
                                                     show_default=False)] = None,
-    model_opt: Annotated[Optional[str], typer.Option("-m", "--model", help="The model, by option.",
-                                                     show_default=False)] = None,
+    model_opt: Annotated[Optional[str], typer.Option("-m", "--model", metavar="MODEL", help="The model, by option.",
+                                                     autocompletion=complete_model_names, show_default=False)] = None,
     system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
     temp: param_option("temperature") = None,
     top_p: param_option("top_p") = None,

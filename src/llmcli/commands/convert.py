@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from llmcli.commands.options import renamed_option
 from llmcli.convert.outtypes import CONVERT_DEFAULT
 from llmcli.environment import env
 from llmcli.errors import Interrupted
@@ -19,17 +20,22 @@ OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m,
 
 
 def convert(
-    src: Annotated[str, typer.Argument(help="A Hugging Face model folder, or a repo id already in the HF cache.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output",  # noqa: UP045 (typer reads the annotation)
-                                                   help="Where to write the GGUF (default: the store).")] = None,
-    outtype: Annotated[str, typer.Option("--outtype", "-t", help=OUTTYPE_HELP)] = CONVERT_DEFAULT,
+    src: Annotated[str, typer.Argument(metavar="SRC", show_default=False,
+                                       help="A Hugging Face model folder, or a repo id already in the HF cache.")],
+    # --outfile and --outtype: the names llama.cpp's convert_hf_to_gguf.py uses
+    output: Annotated[Optional[Path], typer.Option(  # noqa: UP045 (typer reads the annotation)
+        "-o", "--output", "--outfile", metavar="PATH", show_default=False,
+        help="Where to write the GGUF (default: the store).")] = None,
+    outtype: Annotated[str, typer.Option("-q", "--outtype", metavar="TYPE", help=OUTTYPE_HELP)] = CONVERT_DEFAULT,
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--name", help="The name to register (default: folder name + outtype).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
+    old_t: Annotated[Optional[str], renamed_option("-t", now="-q/--outtype")] = None,  # noqa: UP045
 ) -> None:
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
     from llmcli.store import Store
     from llmcli.ui.convert_progress import ConvertProgress
+    from llmcli.units import format_bytes
     from llmcli.usecases import convert as usecase
 
     store = Store()
@@ -45,15 +51,16 @@ def convert(
     result = done.result
     env.stderr.write(
         f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
-        f"to {job.outtype.name} in {result.seconds:.1f}s: {result.size / 1e6:,.1f} MB\n"
+        f"to {job.outtype.name} in {result.seconds:.1f}s: {format_bytes(result.size)}\n"
     )
     env.stdout.write(f"{done.entry.name}\t{result.path}\n")
     env.stdout.flush()
 
 
 def _print_plan(plan) -> None:
+    from llmcli.units import format_bytes as mb
+
     out = env.stdout
-    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
     vocab = plan.vocab
     out.write(f"source:        {plan.src}\n")
     out.write(f"architecture:  {plan.hf_arch} -> {plan.arch}\n")

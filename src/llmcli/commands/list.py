@@ -7,14 +7,6 @@ from dataclasses import asdict
 from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt
 
 
-def human_size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
 def human_params(n: int | None) -> str:
     if not n:
         return "-"
@@ -31,6 +23,7 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
     from llmcli.gguf_check import model_facts
     from llmcli.store import Store
     from llmcli.ui.output import Output
+    from llmcli.units import format_bytes
 
     out = Output()
     server = Endpoint.from_options(endpoint, api_key, timeout)
@@ -55,7 +48,7 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
         out.info(f"no models in {store.root}; get one with `llmcli pull REPO[:QUANT]`")
         return
     out.table(["NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "SOURCE", "ADDED"],
-              [[e.name, human_size(e.size), e.quant or "-", e.arch or "-", human_params(e.n_params), e.source or "-",
+              [[e.name, format_bytes(e.size), e.quant or "-", e.arch or "-", human_params(e.n_params), e.source or "-",
                 "built in" if e.builtin else (e.created[:10] if e.created else "-")] for e in rows])
 
 

@@ -1,4 +1,8 @@
-"""Options shared by several commands, declared once so their help reads the same everywhere."""
+"""Options shared by several commands, declared once so their help reads the same everywhere.
+
+One meaning per short flag across commands: -t threads, -o an output path, -c context size,
+-n tokens to generate, -m model, -q the GGUF type to write, -f an output format.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,36 @@ import typer
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS
 
-ModelArg = Annotated[Optional[str], typer.Argument(
-    help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one. "
-         "Default: $LLMCLI_MODEL, else the embedded SmolLM2-135M-Instruct.", show_default=False)]
+
+def complete_model_names(incomplete: str) -> list[str]:
+    """Shell completion for MODEL: the store's names that start with what was typed.
+
+    Runs on every Tab press, so it imports only the store (standard library only).
+    """
+    from llmcli.store import Store
+
+    try:
+        names = [entry.name for entry in Store().list()]
+    except Exception:  # a damaged manifest must not break the shell's Tab; `llmcli list` reports it
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def renamed_option(*old: str, now: str) -> Any:
+    """A hidden option for a flag renamed before 1.0: giving it is a usage error that names the new flag."""
+    def refuse(value: Optional[str]) -> None:  # noqa: UP045 (typer reads the annotation)
+        if value is not None:
+            from llmcli.errors import UsageError
+
+            raise UsageError(f"{old[0]} {value} is now {now.split('/')[0]} {value}: "
+                             f"{'/'.join(old)} was renamed {now} before 1.0")
+
+    return typer.Option(*old, hidden=True, callback=refuse, show_default=False)
+
+
 RequiredModelArg = Annotated[str, typer.Argument(
-    help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.", show_default=False)]
+    metavar="MODEL", autocompletion=complete_model_names, show_default=False,
+    help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.")]
 CtxOpt = Annotated[Optional[int], typer.Option(
     "-c", "--ctx", min=16, help="Context size in tokens. Default: min(trained context, 4096).", show_default=False)]
 ThreadsOpt = Annotated[Optional[int], typer.Option(

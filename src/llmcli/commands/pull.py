@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -15,13 +15,19 @@ if TYPE_CHECKING:
 
 
 def pull(
-    spec: str = typer.Argument(..., metavar="REPO[:QUANT]",
-                               help="A Hugging Face repo, with an optional quant tag: Org/Model-GGUF:Q4_K_M"),
-    revision: str = typer.Option(None, "--revision", help="Branch, tag or commit sha to pull (default: main)."),
-    outtype: str = typer.Option(None, "--outtype",
-                                help=f"For safetensors repos: the GGUF type to convert to (default: {PULL_DEFAULT})."),
-    name: str = typer.Option(None, "--name", help="The model's name in the store (default: REPO:QUANT)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the files and sizes it would fetch, and stop."),
+    spec: Annotated[str, typer.Argument(
+        metavar="REPO[:QUANT]", show_default=False,
+        help="A Hugging Face repo, with an optional quant tag: Org/Model-GGUF:Q4_K_M")],
+    revision: Annotated[Optional[str], typer.Option(  # noqa: UP045 (typer reads the annotation)
+        "--revision", metavar="REF", show_default=False,
+        help="Branch, tag or commit sha to pull (default: main).")] = None,
+    outtype: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "-q", "--outtype", metavar="TYPE", show_default=False,
+        help=f"For safetensors repos: the GGUF type to convert to (default: {PULL_DEFAULT}).")] = None,
+    name: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--name", show_default=False, help="The model's name in the store (default: REPO:QUANT).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List the files and sizes it would fetch, and stop.")] = False,
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
     from llmcli.models import hub_repo_ref
@@ -45,7 +51,7 @@ def pull(
 
 
 def _show_plan(plan: PullPlan) -> None:
-    from llmcli.ui.download import human_bytes
+    from llmcli.units import format_bytes
 
     for note in plan.notes:
         env.stderr.write(note + "\n")
@@ -53,9 +59,9 @@ def _show_plan(plan: PullPlan) -> None:
     out = env.stdout
     files = f"{len(plan.files)} file{'s' if len(plan.files) != 1 else ''}"
     out.write(f"{plan.repo_id} @ {plan.sha[:12]} ({plan.revision}): {action}, {files}, "
-              f"{human_bytes(plan.total_bytes)}, {human_bytes(plan.bytes_to_fetch)} to fetch\n")
+              f"{format_bytes(plan.total_bytes)}, {format_bytes(plan.bytes_to_fetch)} to fetch\n")
     for f in plan.files:
         state = "cached" if f.cached or f.have == f.remote.size else (
-            f"partial, {human_bytes(f.have)} on disk" if f.have else "to fetch")
-        out.write(f"{human_bytes(f.remote.size):>10}  {f.remote.name}  ({state})\n")
+            f"partial, {format_bytes(f.have)} on disk" if f.have else "to fetch")
+        out.write(f"{format_bytes(f.remote.size):>10}  {f.remote.name}  ({state})\n")
     out.flush()

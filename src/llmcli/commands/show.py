@@ -18,12 +18,13 @@ def show(
                                                      help="Print the whole chat template.")] = False,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
-    from llmcli.commands.list import human_params, human_size
+    from llmcli.commands.list import human_params
     from llmcli.engine.runtime import DEFAULT_CTX
     from llmcli.gguf_check import model_facts
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
+    from llmcli.units import format_bytes
 
     out = Output()
     entry = Store().resolve(model_ref(model))
@@ -43,7 +44,7 @@ def show(
         ("architecture", facts.arch),
         ("parameters", f"{human_params(facts.n_params)} ({facts.n_params:,})"),
         ("quantization", facts.quant or "-"),
-        ("size", human_size(facts.size)),
+        ("size", format_bytes(facts.size)),
         ("trained context", f"{facts.context_length:,}" if facts.context_length else "-"),
         ("layers", facts.n_layer),
         ("embedding", facts.n_embd),
@@ -52,7 +53,7 @@ def show(
         ("vocabulary", f"{facts.vocab_size:,}" if facts.vocab_size else "-"),
         ("KV cache / token", f"{per_token:,} B (f16: 2 × {facts.n_layer} layers × {facts.n_head_kv} KV heads × "
                              f"{facts.head_dim_k} head dim × 2 B)" if per_token else "-"),
-        (f"KV cache @ {n_ctx:,}", human_size(per_token * n_ctx) if per_token else "-"),
+        (f"KV cache @ {n_ctx:,}", format_bytes(per_token * n_ctx) if per_token else "-"),
     ]
     from rich.table import Table
 

@@ -11,7 +11,7 @@ from llmcli.commands.options import JsonOpt, RequiredModelArg
 
 def tokenize(
     model: RequiredModelArg,
-    text: Annotated[str, typer.Argument(help="The text; '-' reads stdin.", show_default=False)],
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The text; '-' reads stdin.", show_default=False)],
     special: Annotated[bool, typer.Option("--special", help="Parse control tokens such as <|im_end|> "
                                           "(as a chat template does; user text never is).")] = False,
     json_out: JsonOpt = False,

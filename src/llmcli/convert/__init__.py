@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # names for type checkers; __getattr__ loads them on first use
     from llmcli.convert.core import (
         ConversionPlan,
         ConvertResult,
@@ -27,7 +27,10 @@ _HOME = {
     "ARCHITECTURES": "families", "OUTTYPES": "outtypes",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [  # noqa: PLE0605 (listed so the names under TYPE_CHECKING count as exported)
+    "ARCHITECTURES", "OUTTYPES", "ConversionPlan", "ConvertResult", "PlannedTensor",
+    "convert_checkpoint", "plan_conversion",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,6 @@ import errno
 import json
 import math
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,6 +31,8 @@ from llmcli.convert.errors import (
 from llmcli.convert.outtypes import CONVERT_DEFAULT, OutType, outtype_named
 from llmcli.convert.vocab import Vocab, load_vocab
 from llmcli.errors import UsageError
+from llmcli.fsutil import chmod_like_new_file, space_shortfalls
+from llmcli.units import format_bytes
 
 if TYPE_CHECKING:
     import numpy as np
@@ -280,16 +281,14 @@ def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = CONVERT_DEF
                 progress("quantizing with llama.cpp", 1, 1)
         _fsync(final)
         # mkstemp made it private (0600); give the finished model the permissions of any new file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(final, 0o666 & ~umask)
+        chmod_like_new_file(final)
         os.replace(final, out_path)
     except OSError as exc:
         _remove(temps)
         if exc.errno == errno.ENOSPC:
             raise ConversionFailed(
                 f"the disk filled up while writing {out_path} (nothing was left behind); "
-                f"free at least {_mb(plan.estimated_size + plan.intermediate_size)} and run it again"
+                f"free at least {format_bytes(plan.estimated_size + plan.intermediate_size)} and run it again"
             ) from exc
         raise ConversionFailed(f"writing {out_path} failed: {exc.strerror or exc}; nothing was left behind") from exc
     except BaseException:
@@ -304,10 +303,6 @@ def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = CONVERT_DEF
     )
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.0f} MB"
-
-
 def _check_output_folder(folder: Path, out_path: Path) -> None:
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
@@ -317,10 +312,10 @@ def _check_output_folder(folder: Path, out_path: Path) -> None:
 
 
 def _check_free_space(folder: Path, needed: int) -> None:
-    free = shutil.disk_usage(folder).free
-    if free < needed:
+    for short in space_shortfalls({folder: needed}):
         raise ConversionFailed(
-            f"not enough free space in {folder}: the conversion needs about {_mb(needed)}, {_mb(free)} are free; "
+            f"not enough free space in {folder}: the conversion needs about {format_bytes(short.needed)}, "
+            f"{format_bytes(short.free)} are free; "
             "free some space or choose another -o"
         )
 

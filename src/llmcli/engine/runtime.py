@@ -53,7 +53,6 @@ class RuntimeConfig:
     n_threads: int | None = None  # None: every usable core
     n_batch: int = 512
     flash_attn: bool = True  # "auto" in llama.cpp terms: on where the backend supports it
-    seed: int | None = None
 
 
 DEFAULT_CTX = 4096

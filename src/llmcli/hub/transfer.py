@@ -9,42 +9,26 @@ from pathlib import Path
 from typing import Any
 
 from llmcli.errors import RuntimeFailure
+from llmcli.fsutil import chmod_like_new_file, space_shortfalls
 from llmcli.hub.choose import RemoteFile
 from llmcli.hub.errors import HubUnavailable, IntegrityError, NotEnoughSpace, OfflineMissing
 from llmcli.hub.events import FileDone, FileProgress, FileStarted, FileVerifying, Progress, quiet
 from llmcli.hub.plan import PlannedFile, PullPlan, partial_path
 from llmcli.hub.remote import HubConfig, translate
 from llmcli.hub.spec import SHA_RE, repo_folder
+from llmcli.units import format_bytes
 
 LOCK_TIMEOUT_S = 600
 
 
-def size_text(n: int) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
-
-
-# -- disk space ---------------------------------------------------------------------------------------
-def _existing_parent(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def check_space(needs: dict[Path, int]) -> None:
     """Raise before any download if a target filesystem lacks room; needs on one filesystem add up."""
-    by_device: dict[int, tuple[Path, int]] = {}
-    for path, amount in needs.items():
-        where = _existing_parent(path)
-        dev = where.stat().st_dev
-        prev = by_device.get(dev, (where, 0))
-        by_device[dev] = (prev[0], prev[1] + amount)
-    for where, amount in by_device.values():
-        free = shutil.disk_usage(where).free
-        if amount > free:
-            raise NotEnoughSpace(
-                f"this pull needs {size_text(amount)} free under {where} but only {size_text(free)} is free; "
-                "free some space, or point HF_HOME (downloads) or LLMCLI_HOME (converted models) at a bigger disk"
-            )
+    for short in space_shortfalls(needs):
+        raise NotEnoughSpace(
+            f"this pull needs {format_bytes(short.needed)} free under {short.where} but only "
+            f"{format_bytes(short.free)} is free; free some space, or point HF_HOME (downloads) or "
+            "LLMCLI_HOME (converted models) at a bigger disk"
+        )
 
 
 # -- downloading ------------------------------------------------------------------------------------
@@ -121,14 +105,8 @@ def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path,
                 raise mapped from exc
     progress(FileVerifying(f.name, f.size))
     _verify(partial, f)
-    os.chmod(partial, 0o644 & ~_umask())
+    chmod_like_new_file(partial, 0o644)
     os.replace(partial, blob)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _verify(path: Path, f: RemoteFile) -> None:

@@ -11,14 +11,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from llmcli.hub.events import Converting, FileDone, FileProgress, FileStarted, FileVerifying, Note, Progress, PullEvent
-
-
-def human_bytes(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+from llmcli.hub.events import (
+    Converting,
+    FileDone,
+    FileProgress,
+    FileStarted,
+    FileVerifying,
+    Note,
+    Progress,
+    PullEvent,
+)
+from llmcli.units import format_bytes
 
 
 class PlainReport:
@@ -34,7 +37,7 @@ class PlainReport:
             FileStarted: self._started,
             FileProgress: self._progress,
             FileVerifying: lambda e: f"verifying {e.filename}",
-            FileDone: lambda e: f"{e.filename}: {'already in the cache' if e.cached else 'done'} ({human_bytes(e.size)})",
+            FileDone: lambda e: f"{e.filename}: {'already in the cache' if e.cached else 'done'} ({format_bytes(e.size)})",
             Converting: self._converting,
         }
 
@@ -53,8 +56,8 @@ class PlainReport:
     def _started(self, e: FileStarted) -> str:
         self._shown[e.filename] = e.resumed_from * self.STEPS // max(e.total, 1)
         if e.resumed_from:
-            return f"resuming {e.filename} at {human_bytes(e.resumed_from)} of {human_bytes(e.total)}"
-        return f"fetching {e.filename} ({human_bytes(e.total)})"
+            return f"resuming {e.filename} at {format_bytes(e.resumed_from)} of {format_bytes(e.total)}"
+        return f"fetching {e.filename} ({format_bytes(e.total)})"
 
     def _converting(self, e: Converting) -> str | None:
         if e.total is None or e.total <= 1:  # a stage: "converting X to GGUF q4_k_m", "quantizing with llama.cpp"
@@ -71,7 +74,7 @@ class PlainReport:
         if step <= self._shown.get(e.filename, 0) or step >= self.STEPS:
             return None
         self._shown[e.filename] = step
-        return f"  {e.filename}: {100 * step // self.STEPS}% ({human_bytes(e.done)})"
+        return f"  {e.filename}: {100 * step // self.STEPS}% ({format_bytes(e.done)})"
 
 
 def transfer_progress(stream: TextIO, *, label_width: int | None = None, transient: bool = False):
@@ -118,7 +121,7 @@ class RichReport:
 
     def _started(self, e: FileStarted) -> None:
         if e.resumed_from:
-            self.progress.console.print(f"resuming {e.filename} at {human_bytes(e.resumed_from)}", style="dim")
+            self.progress.console.print(f"resuming {e.filename} at {format_bytes(e.resumed_from)}", style="dim")
         self._tasks[e.filename] = self.progress.add_task(e.filename, total=e.total, completed=e.resumed_from)
 
     def _converting(self, e: Converting) -> None:
@@ -135,7 +138,7 @@ class RichReport:
     def _done(self, e: FileDone) -> None:
         task = self._tasks.get(e.filename)
         if task is None:  # nothing was fetched: say so in one line, no bar
-            self.progress.console.print(f"{e.filename}: already in the cache ({human_bytes(e.size)})", style="dim")
+            self.progress.console.print(f"{e.filename}: already in the cache ({format_bytes(e.size)})", style="dim")
             return
         self.progress.update(task, completed=e.size, description=e.filename)
 

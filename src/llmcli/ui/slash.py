@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ class ReplState:
     model_name: str
     markdown: bool = False
     running: bool = True
-    settings: dict = field(default_factory=dict)
 
 
 @dataclass

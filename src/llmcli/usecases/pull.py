@@ -14,9 +14,10 @@ from llmcli.errors import ModelNotFound, UsageError
 from llmcli.hub.events import Converting, Note, Progress, ProgressScope, quiet
 from llmcli.hub.plan import PullPlan, plan_pull
 from llmcli.hub.remote import HubConfig
-from llmcli.hub.transfer import check_space, fetch, size_text
+from llmcli.hub.transfer import check_space, fetch
 from llmcli.models import HubRepo, ModelRef
 from llmcli.store import ModelEntry, Store
+from llmcli.units import format_bytes
 from llmcli.usecases.convert import Converted, convert_and_register
 
 
@@ -57,7 +58,7 @@ def pull(ref: HubRepo, store: Store, *, revision: str | None = None, outtype: st
         return current
     check_space(_space_needs(p, store, config))
     if p.bytes_to_fetch:
-        progress(Note(f"pulling {p.repo_id} @ {p.sha[:7]} ({p.revision}): {size_text(p.bytes_to_fetch)} to fetch"))
+        progress(Note(f"pulling {p.repo_id} @ {p.sha[:7]} ({p.revision}): {format_bytes(p.bytes_to_fetch)} to fetch"))
     paths = fetch(config, p, progress)
     if p.kind == "gguf":
         return store.register(_gguf_entry(entry_name, p, paths))

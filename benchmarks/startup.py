@@ -1,0 +1,67 @@
+"""Start-up time of `llmcli --help` and `llmcli list`, as a ratio to `python -c "import typer"`.
+
+    .venv/bin/python benchmarks/startup.py [--rounds 15]
+
+Each round runs the three commands once, in a rotated order, so that a noisy neighbour on a shared
+machine hurts all of them alike. The figure per command is the median wall time over rounds (a fresh
+interpreter each time, stdout to /dev/null); the ratio is command / `import typer`, the floor any
+Typer CLI pays. `list` runs against an empty store in a temp dir (the embedded model is still listed),
+so the numbers do not depend on what the user has pulled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COMMANDS: dict[str, list[str]] = {
+    "import typer": [sys.executable, "-c", "import typer"],
+    "llmcli --help": [sys.executable, "-m", "llmcli", "--help"],
+    "llmcli list": [sys.executable, "-m", "llmcli", "list"],
+}
+BASELINE = "import typer"
+
+
+def wall_time(cmd: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as home:
+        src = str(HERE.parent / "src")
+        env = {**os.environ, "LLMCLI_HOME": home, "COLUMNS": "100",
+               "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+        names = list(COMMANDS)
+        for name in names:  # warm the page cache and the bytecode caches once; not counted
+            wall_time(COMMANDS[name], env)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                times[name].append(wall_time(COMMANDS[name], env))
+            print(f"round {r + 1:>2}: " + "  ".join(f"{n} {times[n][-1] * 1000:6.0f} ms" for n in names),
+                  flush=True)
+
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    base = medians[BASELINE]
+    print(f"\nmedian of {args.rounds} rounds (load {os.getloadavg()[0]:.2f}):")
+    for name in names:
+        print(f"  {name:<14} {medians[name] * 1000:6.0f} ms   {medians[name] / base:5.2f}x {BASELINE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Small file-system facts shared by the code that writes models: free space and new-file modes.
+
+Library code: no printing, no exits. Callers word the error, since only they know the fix
+(another -o, HF_HOME, LLMCLI_HOME...).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    where: Path  # an existing folder on the filesystem that lacks room
+    needed: int  # bytes, summed over every target on that filesystem
+    free: int
+
+
+def existing_parent(path: Path) -> Path:
+    """The path itself if it exists, else its nearest existing ancestor (what disk_usage can measure)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def space_shortfalls(needs: dict[Path, int]) -> list[Shortfall]:
+    """The filesystems that lack room for `needs` (target path -> bytes); targets on one filesystem add up."""
+    by_device: dict[int, tuple[Path, int]] = {}
+    for path, amount in needs.items():
+        where = existing_parent(path)
+        first, total = by_device.get(where.stat().st_dev, (where, 0))
+        by_device[where.stat().st_dev] = (first, total + amount)
+    short = []
+    for where, amount in by_device.values():
+        free = shutil.disk_usage(where).free
+        if amount > free:
+            short.append(Shortfall(where, amount, free))
+    return short
+
+
+def current_umask() -> int:
+    # os.umask can only be read by setting it; put it straight back.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def chmod_like_new_file(path: Path, mode: int = 0o666) -> None:
+    """Give a file made private by mkstemp (0600) the permissions any new file of the user gets."""
+    os.chmod(path, mode & ~current_umask())

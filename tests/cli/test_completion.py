@@ -1,0 +1,77 @@
+"""Shell completion: the scripts, and the store's model names offered for MODEL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from llmcli.commands.options import complete_model_names
+from llmcli.store import EMBEDDED_NAME, ModelEntry, Store
+from tests.conftest import run_cli
+
+
+def register(tmp_path, name: str) -> None:
+    path = tmp_path / f"{name}.gguf"
+    path.write_bytes(b"GGUF")  # completion reads the manifest, never the file
+    Store().register(ModelEntry(name=name, path=str(path), files=[str(path)], source="test"))
+
+
+def test_the_callback_offers_the_store_names_that_match(tmp_path):
+    register(tmp_path, "qwen2.5-0.5b:Q4_K_M")
+    register(tmp_path, "mine-f16")
+    assert sorted(complete_model_names("")) == sorted([EMBEDDED_NAME, "qwen2.5-0.5b:Q4_K_M", "mine-f16"])
+    assert complete_model_names("qw") == ["qwen2.5-0.5b:Q4_K_M"]
+    assert complete_model_names("nothing") == []
+
+
+def test_a_damaged_manifest_completes_nothing_instead_of_failing(private_store):
+    private_store.mkdir(parents=True, exist_ok=True)
+    (private_store / "manifest.json").write_text("{not json")
+    assert complete_model_names("") == []
+
+
+@pytest.mark.parametrize(("shell", "marker"), [
+    ("bash", "complete -o default -F _llmcli_completion llmcli"),
+    ("zsh", "compdef _llmcli_completion llmcli"),
+    ("fish", "complete --command llmcli"),
+])
+def test_completion_prints_the_script_for_each_shell(shell, marker):
+    r = run_cli("completion", shell)
+    assert r.returncode == 0 and r.stderr == ""
+    assert marker in r.stdout and "_LLMCLI_COMPLETE=complete_" in r.stdout
+
+
+def test_an_unknown_shell_is_a_usage_error():
+    r = run_cli("completion", "tcsh")
+    assert r.returncode == 2 and "'tcsh' is not one of 'bash', 'zsh', 'fish'" in r.stderr
+
+
+def complete_bash(words: str) -> list[str]:
+    """What bash gets back when Tab is pressed after `words` (the script's own protocol)."""
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    env = {**os.environ, "_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+    out = subprocess.run([sys.executable, "-m", "llmcli"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_tab_completes_commands_options_and_model_names(tmp_path):
+    register(tmp_path, "mine-f16")
+    assert complete_bash("llmcli co") == ["convert", "completion"]
+    assert "--outtype" in complete_bash("llmcli convert x --out")
+    assert complete_bash("llmcli show mi") == ["mine-f16"]
+    assert complete_bash("llmcli chat -m smol") == [EMBEDDED_NAME]
+    assert set(complete_bash("llmcli bench ")) == {EMBEDDED_NAME, "mine-f16"}
+
+
+def test_completing_a_model_name_imports_nothing_heavy(tmp_path):
+    register(tmp_path, "mine-f16")
+    code = ("import sys\nfrom llmcli.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('llama_cpp', 'numpy', 'huggingface_hub', 'torch', 'jinja2', 'prompt_toolkit', "
+            "'llmcli.hub', 'llmcli.engine.runtime') if m in sys.modules], file=sys.stderr)")
+    env = {**os.environ, "_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": "llmcli rm mi", "COMP_CWORD": "2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["mine-f16"] and out.stderr.strip().endswith("[]"), out.stderr

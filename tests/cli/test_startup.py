@@ -1,0 +1,71 @@
+"""Start-up: `llmcli --help` and `llmcli list` import nothing they do not use.
+
+Timing lives in benchmarks/startup.py (machines are shared); these tests check what gets imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import llmcli.commands
+
+# Third-party packages no start-up path needs: the engine, the hub, the converter and the REPL.
+HEAVY = ("llama_cpp", "numpy", "huggingface_hub", "torch", "transformers", "jinja2", "prompt_toolkit",
+         "gguf", "sentencepiece", "yaml", "safetensors")
+# llmcli's own heavier layers, which neither --help nor list uses.
+UNUSED_LAYERS = ("llmcli.hub", "llmcli.engine.runtime", "llmcli.engine.chat", "llmcli.convert", "llmcli.bench",
+                 "llmcli.ui.chat_flow", "llmcli.ui.download")
+
+
+def imported_after(args: list[str]) -> set[str]:
+    """The modules loaded once `llmcli ARGS` has run in a fresh interpreter."""
+    code = ("import sys\nfrom llmcli.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('\\n'.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    return set(out.stderr.splitlines())
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if any(m == n or m.startswith(n + ".") for m in modules)]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list"], ["list", "--json"]])
+def test_start_up_imports_no_heavy_library_and_no_unused_layer(args):
+    modules = imported_after(args)
+    assert "llmcli.commands.list" in modules  # the probe did run llmcli
+    assert loaded(modules, HEAVY) == [] and loaded(modules, UNUSED_LAYERS) == []
+
+
+def test_help_imports_only_the_command_modules():
+    ours = {m for m in imported_after(["--help"]) if m.startswith("llmcli")}
+    assert ours - {"llmcli", "llmcli.cli", "llmcli.environment", "llmcli.errors", "llmcli.commands"} == {
+        f"llmcli.commands.{p.stem}" for p in Path(llmcli.commands.__file__).parent.glob("*.py")
+        if p.stem != "__init__"}
+
+
+# llmcli.convert.outtypes is a table with no imports: the one place the outtype defaults are written.
+ALLOWED_AT_MODULE_LEVEL = {"typer", "llmcli.commands.options", "llmcli.environment", "llmcli.errors",
+                          "llmcli.convert.outtypes"}
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """Modules imported at a command module's top level (not inside functions or `if TYPE_CHECKING:`)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names.add(node.module or "")
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(Path(llmcli.commands.__file__).parent.glob("*.py")), ids=lambda p: p.stem)
+def test_command_modules_import_only_typer_and_the_options_at_module_level(path):
+    # cli.py imports every command module to build --help; anything heavier belongs inside the command.
+    third_party = {m for m in module_level_imports(path) if m.split(".")[0] not in sys.stdlib_module_names}
+    assert third_party <= ALLOWED_AT_MODULE_LEVEL
