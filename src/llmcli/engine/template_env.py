@@ -55,7 +55,7 @@ class Budget:
         self.ticks += 1
         if self.ticks & 63 == 0 and time.thread_time() > self.deadline:
             raise TemplateLimit(f"the chat template ran for over {self.seconds:g} s of CPU and was stopped; "
-                                "use a model with a sane template or pass one with --chat-template")
+                                "use a model with a sane template")
 
     def size(self, n: int, what: str = "a string") -> None:
         if n > self.max_chars:
@@ -94,7 +94,7 @@ def _weight(value) -> int:
         return len(value)
     if isinstance(value, (list, tuple)):
         return sum(len(v) if isinstance(v, str) else 1 for v in value) or 1
-    return 1
+    return len(value) if isinstance(value, range) else 1
 
 
 def _check_binop(op: str, left, right) -> None:
@@ -148,7 +148,7 @@ def _guarded_filter(name: str, func):
         for arg in (*args[1:], *kwargs.values()):
             if isinstance(arg, int) and not isinstance(arg, bool) and arg > budget.max_chars:
                 budget.size(arg, f"a `{name}` result")
-        if name == "join" and len(args) > 1 and isinstance(args[1], (list, tuple)):
+        if name == "join" and len(args) > 1 and hasattr(args[1], "__len__"):
             sep = args[2] if len(args) > 2 else kwargs.get("d", "")
             budget.size(_weight(args[1]) + len(str(sep)) * len(args[1]), "a joined string")
         result = func(*args, **kwargs)
