@@ -9,8 +9,8 @@ time and size budget.
 Text a user types or pipes never becomes a control token. Three steps keep that promise:
 
 1. Defuse. Before rendering, every occurrence of a control token's text inside a message string
-   (found by asking llama.cpp's tokenizer which control tokens the string would produce) is
-   replaced, character by character, with private-use stand-ins: one code point per (token,
+   (the vocabulary's control and unknown tokens, read once from llama.cpp: exactly the tokens that
+   special-token parsing switches on) is replaced, character by character, with private-use stand-ins: one code point per (token,
    position), so the text keeps its length and a template that slices, measures, strips or splits
    it sees the same shape. Private-use characters already in the text are escaped the same way.
    transformers' `mark_control_tokens` does the same job with markers around each token; stand-ins
@@ -107,13 +107,19 @@ class _Defuser:
         raise TemplateError("the conversation holds too many distinct special-token strings to render safely; "
                             "remove them from the messages")
 
-    def defuse(self, text: str, control_texts: set[str]) -> str:
-        text = _ESCAPED.sub(lambda m: self.stand_in(("char", m.group()), m.group()), text)
-        if not control_texts:
-            return text
-        pattern = re.compile("|".join(map(re.escape, sorted(control_texts, key=len, reverse=True))))
-        return pattern.sub(lambda m: "".join(self.stand_in((m.group(), i), ch) for i, ch in enumerate(m.group())),
-                           text)
+    def defuse(self, text: str, controls: list[tuple[int, int]]) -> str:
+        """Replace the control-token text at `controls` (spans) and escape private-use characters."""
+        parts, pos = [], 0
+        for start, end in controls:
+            parts.append(self._escape(text[pos:start]))
+            token = text[start:end]
+            parts.append("".join(self.stand_in((token, i), ch) for i, ch in enumerate(token)))
+            pos = end
+        parts.append(self._escape(text[pos:]))
+        return "".join(parts)
+
+    def _escape(self, text: str) -> str:
+        return _ESCAPED.sub(lambda m: self.stand_in(("char", m.group()), m.group()), text)
 
     def restore(self, text: str) -> str:
         return text.translate(self.original) if self.original else text
@@ -126,6 +132,45 @@ class _Defuser:
         return [m.span() for m in re.finditer(f"[{re.escape(chars)}]+", text)]
 
 
+@dataclass
+class _ControlTexts:
+    """The vocabulary's control-token texts (what parse_special toggles), found in text without tokenizing it."""
+
+    vocab: object
+    texts: frozenset[str]
+    lengths: tuple[int, ...]  # longest first
+    starts: re.Pattern | None  # any first character of a control text
+
+    @classmethod
+    def of(cls, runtime) -> _ControlTexts:
+        ll, vocab = runtime.ll, runtime.vocab
+        texts = set()
+        for tid in range(runtime.n_vocab):
+            if ll.llama_vocab_get_attr(vocab, tid) & _CONTROL_ATTRS:
+                raw = ll.llama_vocab_get_text(vocab, tid)
+                if raw:
+                    texts.add(raw.decode("utf-8", "replace"))
+        starts = re.compile("[" + "".join(sorted({re.escape(t[0]) for t in texts})) + "]") if texts else None
+        return cls(vocab, frozenset(texts), tuple(sorted({len(t) for t in texts}, reverse=True)), starts)
+
+    def find(self, text: str) -> list[tuple[int, int]]:
+        """Leftmost-longest, non-overlapping. A control text overlapping a found one is broken by its defusing."""
+        found: list[tuple[int, int]] = []
+        if self.starts is None:
+            return found
+        end = 0
+        for match in self.starts.finditer(text):
+            at = match.start()
+            if at < end:
+                continue
+            for length in self.lengths:
+                if text[at:at + length] in self.texts:
+                    end = at + length
+                    found.append((at, end))
+                    break
+        return found
+
+
 class ChatTemplate:
     def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "") -> None:
         self.source = source or FALLBACK_TEMPLATE
@@ -134,7 +179,7 @@ class ChatTemplate:
         self.bos_token, self.eos_token = bos_token, eos_token
         self._defuser = _Defuser()
         self._defused: dict[str, str] = {}  # message text -> its defused form, for this vocabulary
-        self._control: dict[int, bool] = {}  # token id -> is it a control token
+        self._control: _ControlTexts | None = None
 
     # -- rendering -------------------------------------------------------------------------------
     def _variables(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> dict:
@@ -195,38 +240,16 @@ class ChatTemplate:
 
     def _defuse(self, runtime, text: str) -> str:
         cached = self._defused.get(text)
-        if cached is not None:
-            return cached
-        result, found = text, set()
-        for _ in range(8):  # each round removes every token found; overlaps can hide one behind another
-            new = self._control_texts(runtime, result) - found
-            if not new:
-                break
-            found |= new
-            result = self._defuser.defuse(text, found)
-        else:
-            raise TemplateError("a message holds special-token text that cannot be neutralised; remove it")
-        if not found:
-            result = self._defuser.defuse(text, found)
-        if len(self._defused) > 4096:
-            self._defused.clear()
-        self._defused[text] = result
-        return result
+        if cached is None:
+            if len(self._defused) > 4096:
+                self._defused.clear()
+            cached = self._defused[text] = self._defuser.defuse(text, self._control_matcher(runtime).find(text))
+        return cached
 
-    def _control_texts(self, runtime, text: str) -> set[str]:
-        """The control tokens llama.cpp would read in text if special-token parsing were on."""
-        if not text:
-            return set()
-        ll, found = runtime.ll, set()
-        for tid in set(runtime.tokenize(text, parse_special=True)):
-            is_control = self._control.get(tid)
-            if is_control is None:
-                is_control = self._control[tid] = bool(ll.llama_vocab_get_attr(runtime.vocab, tid) & _CONTROL_ATTRS)
-            if is_control:
-                raw = ll.llama_vocab_get_text(runtime.vocab, tid)
-                if raw:
-                    found.add(raw.decode("utf-8", "replace"))
-        return found
+    def _control_matcher(self, runtime) -> _ControlTexts:
+        if self._control is None or self._control.vocab is not runtime.vocab:
+            self._control = _ControlTexts.of(runtime)
+        return self._control
 
     def _spans(self, messages: list[Message], defused: list[str], rendered: str, add_generation_prompt: bool,
                extra: dict) -> list[tuple[int, int, int]]:
