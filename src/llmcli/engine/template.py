@@ -89,6 +89,7 @@ class _Defuser:
     original: dict[int, str] = field(default_factory=dict)  # stand-in code point -> original character
     _allocated: dict[tuple, str] = field(default_factory=dict)
     _next: int = 0
+    _runs: tuple[int, re.Pattern] | None = None  # the stand-in pattern, for how many stand-ins
 
     def stand_in(self, key: tuple, char: str) -> str:
         if key not in self._allocated:
@@ -128,8 +129,10 @@ class _Defuser:
         """The [start, end) runs of stand-ins in text."""
         if not self.original:
             return []
-        chars = "".join(map(chr, self.original))
-        return [m.span() for m in re.finditer(f"[{re.escape(chars)}]+", text)]
+        if self._runs is None or self._runs[0] != len(self.original):
+            chars = "".join(map(chr, self.original))
+            self._runs = (len(self.original), re.compile(f"[{re.escape(chars)}]+"))
+        return [m.span() for m in self._runs[1].finditer(text)]
 
 
 @dataclass
@@ -205,8 +208,8 @@ class ChatTemplate:
         With `limit`, stop as soon as the prompt is known to exceed that many tokens (PromptTooLong).
         """
         defused = [self._defuse(runtime, m.content) for m in messages]
-        rendered = self._render([{"role": m.role, "content": d} for m, d in zip(messages, defused)],
-                                add_generation_prompt, extra)
+        as_dicts = [{"role": m.role, "content": d} for m, d in zip(messages, defused, strict=True)]
+        rendered = self._render(as_dicts, add_generation_prompt, extra)
         if not rendered.strip():
             raise TemplateError("the model's chat template rendered an empty prompt; "
                                 "use a model with a working chat template")
@@ -255,7 +258,7 @@ class ChatTemplate:
                extra: dict) -> list[tuple[int, int, int]]:
         """Where each message's text sits in the rendered prompt: (start, end, message index), in order."""
         marked = [{"role": m.role, "content": f"{_MARK_OPEN}{i}{_MARK_SEP}{d}{_MARK_CLOSE}" if d else d}
-                  for i, (m, d) in enumerate(zip(messages, defused))]
+                  for i, (m, d) in enumerate(zip(messages, defused, strict=True))]
         try:
             with_marks = self._render(marked, add_generation_prompt, extra)
         except TemplateError:
