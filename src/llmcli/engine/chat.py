@@ -14,7 +14,7 @@ from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
-from llmcli.engine.template import ChatTemplate, Message, RenderedPrompt
+from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt
 from llmcli.errors import ContextOverflow
 from llmcli.stages import STAGES, StageRecord, num
 
@@ -83,6 +83,13 @@ class ChatSession:
             dropped += 1
         return dropped
 
+    def _tokenize_within_context(self, user: Message) -> RenderedPrompt | None:
+        """The prompt's ids, or None once it is known not to fit (it is not tokenized to the end)."""
+        try:
+            return self.template.tokenize(self.runtime, self.conversation([user]), limit=self.runtime.n_ctx)
+        except PromptTooLong:
+            return None
+
     # -- one request -------------------------------------------------------------------------
     def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
         rt, params = self.runtime, self.params
@@ -95,18 +102,19 @@ class ChatSession:
 
         # ① parse, template, tokenize
         user = Message("user", text)
-        prompt = self.template.tokenize(rt, self.conversation([user]))
+        prompt = self._tokenize_within_context(user)
         ms["tokenize"] = _ms(t0)
 
         # ② schedule: fit the conversation and the reply's budget into the context
         t1 = time.perf_counter()
         max_tokens = params.max_tokens
-        while len(prompt.tokens) + max_tokens > rt.n_ctx and self.messages:
+        while (prompt is None or len(prompt.tokens) + max_tokens > rt.n_ctx) and self.messages:
             stats.dropped_messages += self._drop_oldest_turn()
-            prompt = self.template.tokenize(rt, self.conversation([user]))
-        if len(prompt.tokens) >= rt.n_ctx:
+            prompt = self._tokenize_within_context(user)
+        if prompt is None or len(prompt.tokens) >= rt.n_ctx:
+            size = f"over {rt.n_ctx}" if prompt is None else str(len(prompt.tokens))
             raise ContextOverflow(
-                f"the prompt is {len(prompt.tokens)} tokens and the context holds {rt.n_ctx}; "
+                f"the prompt is {size} tokens and the context holds {rt.n_ctx}; "
                 f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})")
         if stats.dropped_messages:
             yield Notice(f"dropped the {stats.dropped_messages} oldest messages to fit the {rt.n_ctx}-token context")
