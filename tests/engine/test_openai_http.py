@@ -9,12 +9,12 @@ import pytest
 from llmcli.engine.openai_http import (
     Endpoint,
     RemoteModel,
-    _sse_events,
     http_error,
     pick_model,
     server_message,
 )
 from llmcli.engine.remote import request_body
+from llmcli.engine.sse import sse_events
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ExitStatus, UsageError
 
@@ -95,7 +95,8 @@ class _Body(io.BytesIO):
 def test_sse_framing_survives_any_read_boundary(size):
     text = ('data: {"a": "中文"}\r\n\r\n: ping\n\ndata: x\rdata: y\r\r'
             'event: error\ndata: {"error": 1}\n\ndata: [DONE]\n\n')
-    events = list(_sse_events(_Body(text.encode("utf-8"), size)))
+    body = _Body(text.encode("utf-8"), size)
+    events = list(sse_events(body.read1))
     assert events == [("message", '{"a": "中文"}'), ("message", "x\ny"), ("error", '{"error": 1}'),
                       ("message", "[DONE]")]
 
