@@ -221,8 +221,8 @@ def _read_timeout(ep: Endpoint) -> RemoteTimeout:
 
 
 def _too_slow(ep: Endpoint, what: str, seconds: float) -> RemoteTimeout:
-    return RemoteTimeout(f"{what} at {ep.base_url} took longer than {seconds:g} s in all; the server is stuck "
-                         "or far too slow (raise --timeout if it is only slow)")
+    return RemoteTimeout(f"{what} at {ep.base_url} took longer than {seconds:g} s in all; the server is "
+                         "stuck or far too slow (raise --timeout if it is only slow)")
 
 
 def _dropped(ep: Endpoint, detail: str = "") -> RemoteDropped:
@@ -258,8 +258,8 @@ def http_error(ep: Endpoint, status: int, reason: str, body: bytes, *, what: str
                "the server wants an API key; give it with --api-key or LLMCLI_API_KEY")
         return RemoteRefused(f"{head}: {fix}")
     if status == 404 and model is not None:
-        return RemoteRefused(f"{head}: {detail}; is '{ep.shown(model, NAME_LIMIT)}' one of the server's models? "
-                             f"(`llmcli list --endpoint {ep.base_url}`)")
+        return RemoteRefused(f"{head}: {detail}; is '{ep.shown(model, NAME_LIMIT)}' one of the server's "
+                             f"models? (`llmcli list --endpoint {ep.base_url}`)")
     if status == 404:
         return RemoteRefused(f"{head}: no OpenAI-compatible API there; give the API's base URL, "
                              "e.g. http://localhost:8000/v1")
@@ -319,13 +319,18 @@ def list_models(ep: Endpoint) -> list[RemoteModel]:
 
 def _model(ep: Endpoint, item: object) -> RemoteModel | None:
     """One entry of the list, or None when it has no usable id; its strings are made safe to show."""
-    if not isinstance(item, dict) or not isinstance(item.get("id"), str | int) or isinstance(item["id"], bool):
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
         return None
-    ident = ep.shown(str(item["id"]), NAME_LIMIT).strip()
+    ident = ep.shown(item["id"], NAME_LIMIT).strip()
+    if not ident:
+        return None
     owner = item.get("owned_by")
-    whole = lambda v: v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 53 else None  # noqa: E731
     return RemoteModel(ident, ep.shown(owner, NAME_LIMIT) if isinstance(owner, str) else "",
-                       whole(item.get("created")), whole(item.get("max_model_len"))) if ident else None
+                       _whole(item.get("created")), _whole(item.get("max_model_len")))
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 53 else None
 
 
 def _some(names: list[str]) -> str:

@@ -27,7 +27,8 @@ from llmcli.engine.openai_http import (
 )
 from llmcli.engine.sse import MAX_LINE, EventTooLong, sse_events
 
-TOKEN_CHARS = 256  # more text than this per token is not one token (a bound for a server that ignores max_tokens)
+# More text than this per token is not one token: a bound for a server that ignores max_tokens.
+TOKEN_CHARS = 256
 
 
 class ChatStream:
@@ -146,19 +147,24 @@ class ChatStream:
         """One event's data -> a chunk of the expected shape, or the one line that says what is wrong."""
         ep = self.ep
         if event == "error":
-            raise RemoteError(f"the server at {ep.base_url} failed mid-reply: {server_message(data.encode(), ep)}")
+            raise self._failed(data)
         try:
             obj = json.loads(data)
         except (ValueError, RecursionError):
             raise RemoteError(f"the server at {ep.base_url} sent a stream event that is not JSON: "
                               f"'{ep.shown(data, 80)}'") from None
         if isinstance(obj, dict) and "error" in obj:
-            raise RemoteError(f"the server at {ep.base_url} failed mid-reply: {server_message(data.encode(), ep)}")
+            raise self._failed(data)
         try:
             return check_chunk(obj)
         except BadChunk as exc:
-            raise RemoteError(f"the server at {ep.base_url} sent a stream chunk of the wrong shape ({exc}); "
-                              "is it an OpenAI-compatible server?") from None
+            raise RemoteError(f"the server at {ep.base_url} sent a stream chunk of the wrong shape "
+                              f"({exc}); is it an OpenAI-compatible server?") from None
+
+    def _failed(self, data: str) -> RemoteError:
+        """An error event in the stream (vLLM sends one when its engine dies mid-reply)."""
+        detail = server_message(data.encode("utf-8", "replace"), self.ep)
+        return RemoteError(f"the server at {self.ep.base_url} failed mid-reply: {detail}")
 
 
 def _max_tokens(body: dict) -> int | None:
