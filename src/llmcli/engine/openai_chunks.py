@@ -87,6 +87,8 @@ def _report(value: object, fields: dict, where: str) -> dict:
 def _number(value: object, *, whole: bool) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
+    if isinstance(value, int):  # before isfinite, which cannot take an int past a float's range
+        return 0 <= value < LARGEST
     if not (math.isfinite(value) and 0 <= value < LARGEST):
         return False
     return not whole or isinstance(value, int) or value.is_integer()
