@@ -52,6 +52,7 @@ TOKENS_PER_TIMEOUT = 100  # the slowest pace a reply may keep: this many tokens 
 ASSUMED_MAX_TOKENS = 4096  # for the deadline of a request that leaves max_tokens to the server
 # Terminal escapes and invisible formatting a server could use to spoof or garble a line.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+_BREAKS = re.compile(r"[\t\n\v\f\r\x85]")
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 # Asked for, not required: a server that refuses it by name gets the request again without it.
@@ -162,8 +163,9 @@ class Endpoint:
 
 
 def printable(text: str) -> str:
-    """No terminal escapes, control characters or invisible formatting; line breaks become spaces."""
-    return _INVISIBLE.sub("", _CONTROLS.sub(" ", _ESCAPES.sub("", text)))
+    """No terminal escapes, control characters or invisible formatting; line breaks become spaces.
+    What is dropped joins its neighbours, so the key cannot hide from the mask behind a NUL."""
+    return _INVISIBLE.sub("", _CONTROLS.sub("", _BREAKS.sub(" ", _ESCAPES.sub("", text))))
 
 
 def shutdown(conn: http.client.HTTPConnection | None) -> None:
