@@ -35,7 +35,7 @@ class HostileHandler(Handler):
 
     def do_GET(self) -> None:  # noqa: N802
         scenario, _ = self._scenario()
-        if scenario not in POSTS and not scenario.startswith("echo-"):
+        if scenario not in POSTS and not scenario.startswith("echo-") and scenario != "slowlist":
             return super().do_GET()
         self._record(None)
         key = self._key()
@@ -43,6 +43,17 @@ class HostileHandler(Handler):
             ids = [f"\x1b[31m{key}\x1b[0m", f"evil\nmodel {key}\r", "\u202eplain\x07", "x" * EDGE + key]
             return self._json(200, {"data": [{"id": i, "owned_by": f"\x1b]0;{key}\x07", "created": "soon",
                                               "max_model_len": {"a": key}} for i in ids]})
+        if scenario == "slowlist":  # a byte of the model list every 0.2 s, forever: never silent
+            self.send_response(200)
+            self.send_header("Content-Length", str(1 << 30))
+            self.end_headers()
+            while not self.server.release.wait(0.2):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+            return
         if scenario == "echo-list-reason":
             return self._raw(500, f"Broken \x1b[2J{key}", json.dumps({"error": {"message": "x" * EDGE + key}}).encode())
         return self._json(200, {"data": [{"id": MODEL, "owned_by": "tests"}]})

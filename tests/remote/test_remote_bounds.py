@@ -40,6 +40,14 @@ def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, 
     assert time.monotonic() - start < within
 
 
+def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server):
+    start = time.monotonic()
+    result = run_cli("list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", timeout=60)
+    assert result.returncode == 1
+    assert "GET /models at" in one_error_line(result) and "took longer than 2 s in all" in result.stderr
+    assert time.monotonic() - start < 8
+
+
 def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
     start = time.monotonic()
     result = chat(hostile_server.endpoint("nostop"), "-n", "5", "--json", "hi")

@@ -281,6 +281,8 @@ def _get_json(ep: Endpoint, path: str, what: str) -> object:
             conn.request("GET", ep.parts.path + path, headers=ep.headers())
             resp = conn.getresponse()
             body = resp.read(MAX_JSON + 1 if resp.status == 200 else MAX_ERROR_BODY)
+            if dog.expired:  # a read cut short by the watchdog may return what it had, without an error
+                raise TimeoutError
         except (http.client.HTTPException, OSError) as exc:
             if dog.expired:
                 raise _too_slow(ep, what, dog.seconds) from None
