@@ -150,6 +150,12 @@ def test_the_key_is_masked_before_a_message_is_cut():
     assert KEY[:4] not in ep.shown(KEY[:5] + "\x00\u200b" + KEY[5:])
 
 
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), 1e10])
+def test_a_timeout_out_of_range_is_a_usage_error(timeout):
+    with pytest.raises(UsageError, match="--timeout"):
+        Endpoint.parse("http://h/v1", timeout=timeout)
+
+
 def test_the_reply_deadline_grows_with_timeout_and_max_tokens():
     ep = Endpoint.parse("http://h/v1", timeout=10)
     assert ep.reply_deadline(100) == 20 and ep.reply_deadline(1000) == 110

@@ -2,8 +2,8 @@
 
 Two calls are all llmcli needs: `GET /models` and a streamed `POST /chat/completions` (SSE).
 It is built on the standard library's http.client, so it owns the socket: a Ctrl-C can shut a
-stalled stream down at once (`ChatStream.abort`), and a read timeout means "the server sent
-nothing for N seconds", which is what a user can act on.
+stalled stream down at once (`ChatStream.abort`), and a timeout means "the server sent no answer
+for N seconds", which is what a user can act on.
 
 Bounds, because a server is input too:
 - silence: --timeout seconds without a stream event (keep-alive comments do not count, so a
@@ -31,7 +31,6 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -41,6 +40,7 @@ ENDPOINT_ENV = "LLMCLI_ENDPOINT"
 API_KEY_ENV = "LLMCLI_API_KEY"
 DEFAULT_TIMEOUT = 120.0  # seconds of silence before a read gives up; prefill of a long prompt on a CPU is slow
 CONNECT_TIMEOUT = 10.0
+MAX_TIMEOUT = 1e6  # seconds (11 days); a socket cannot wait past about 1e10
 # A user may paste the URL of an endpoint rather than the API's base; these tails are cut off.
 ENDPOINT_TAILS = ("/chat/completions", "/completions", "/models")
 MESSAGE_LIMIT = 300  # characters of a server's error message worth showing on one line
@@ -105,8 +105,8 @@ class Endpoint:
                 break
         # A bare host means the usual place of the API; any other path is taken as the base.
         path = path or "/v1"
-        if timeout is not None and timeout <= 0:
-            raise UsageError(f"--timeout {timeout}: give a number of seconds above 0")
+        if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:  # NaN fails this too
+            raise UsageError(f"--timeout {timeout}: give a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
         return cls(f"{parts.scheme}://{parts.netloc}{path}", api_key or None,
                    timeout if timeout is not None else DEFAULT_TIMEOUT)
 
