@@ -152,7 +152,13 @@ def make_case(index: int) -> Case:
     ends = [b"\n", b"\r\n", b"\r"]
     mixed = did("mixed-line-ends", 0.3)
     fixed = rng.choice(ends)
-    stream = b"".join(line + (rng.choice(ends) if mixed else fixed) for line in lines)
+    stream, after = b"", b""
+    for line in lines:
+        end = rng.choice(ends) if mixed else fixed
+        if after == b"\r" and not line and end == b"\n":
+            end = b"\r"  # "\r" then "\n" would be one line end (\r\n), and two events would merge
+        stream += line + end
+        after = end
     if did("early-close", 0.12):
         harmful = True
         stream = stream[:rng.randrange(len(stream) + 1)]
