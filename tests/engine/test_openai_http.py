@@ -9,12 +9,12 @@ import pytest
 from llmcli.engine.openai_http import (
     Endpoint,
     RemoteModel,
-    _sse_events,
     http_error,
     pick_model,
     server_message,
 )
 from llmcli.engine.remote import request_body
+from llmcli.engine.sse import sse_events
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ExitStatus, UsageError
 
@@ -95,7 +95,8 @@ class _Body(io.BytesIO):
 def test_sse_framing_survives_any_read_boundary(size):
     text = ('data: {"a": "中文"}\r\n\r\n: ping\n\ndata: x\rdata: y\r\r'
             'event: error\ndata: {"error": 1}\n\ndata: [DONE]\n\n')
-    events = list(_sse_events(_Body(text.encode("utf-8"), size)))
+    body = _Body(text.encode("utf-8"), size)
+    events = list(sse_events(body.read1))
     assert events == [("message", '{"a": "中文"}'), ("message", "x\ny"), ("error", '{"error": 1}'),
                       ("message", "[DONE]")]
 
@@ -116,3 +117,79 @@ def test_request_body_sends_extensions_only_when_changed():
     tuned = request_body("m", [], SamplingParams(repeat_penalty=1.1, min_p=0.0), ["a", "b", "c", "d", "e"])
     assert tuned["repeat_penalty"] == tuned["repetition_penalty"] == 1.1 and tuned["min_p"] == 0.0
     assert tuned["stop"] == ["a", "b", "c", "d"]  # the API's limit; the fifth is applied client-side
+
+
+def test_sse_framing_is_linear_and_a_line_has_a_bound():
+    import time
+
+    from llmcli.engine.sse import EventTooLong
+
+    line = b"data: " + b"a" * ((1 << 20) - 100) + b"\n\n"  # just under the bound, in 1 KiB reads
+    start = time.monotonic()
+    events = list(sse_events(_Body(line, 1024).read1))
+    assert events == [("message", "a" * ((1 << 20) - 100))] and time.monotonic() - start < 2
+    with pytest.raises(EventTooLong, match="a line over 1 MiB"):
+        list(sse_events(_Body(b"data: " + b"a" * (2 << 20), 65536).read1))
+    many = b"".join(b"data: " + b"b" * 1000 + b"\n" for _ in range(2000)) + b"\n"  # 2 MB in one event
+    with pytest.raises(EventTooLong, match="an event over 1 MiB"):
+        list(sse_events(_Body(many, 65536).read1))
+
+
+def test_a_cr_lf_split_across_reads_is_one_line_end():
+    body = _Body(b"data: a\r\ndata: b\r\n\r\n", 8)  # the first \r ends a read, its \n opens the next
+    assert list(sse_events(body.read1)) == [("message", "a\nb")]
+
+
+def test_the_key_is_masked_before_a_message_is_cut():
+    ep = Endpoint.parse("http://h/v1", KEY)
+    for at in range(280, 310):
+        shown = ep.shown("x" * at + KEY + " tail")
+        assert KEY[:4] not in shown and len(shown) <= 301
+    assert ep.shown(f"a\x1b[31m{KEY}\x1b[0m\nb\u202ec\x07") == "a*** bc"
+    # control characters cannot split the key past the mask either
+    assert KEY[:4] not in ep.shown(KEY[:5] + "\x00\u200b" + KEY[5:])
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), 1e10])
+def test_a_timeout_out_of_range_is_a_usage_error(timeout):
+    with pytest.raises(UsageError, match="--timeout"):
+        Endpoint.parse("http://h/v1", timeout=timeout)
+
+
+def test_the_reply_deadline_grows_with_timeout_and_max_tokens():
+    ep = Endpoint.parse("http://h/v1", timeout=10)
+    assert ep.reply_deadline(100) == 20 and ep.reply_deadline(1000) == 110
+    assert ep.reply_deadline(None) == 10 * (1 + 4096 / 100)
+
+
+def test_chunks_are_checked_and_reports_keep_only_numbers():
+    from llmcli.engine.openai_chunks import BadChunk, check_chunk
+
+    chunk = check_chunk({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi\ud800"},
+                                                 "finish_reason": None}],
+                         "usage": {"completion_tokens": 3.0, "prompt_tokens": None, "note": KEY,
+                                   "prompt_tokens_details": {"cached_tokens": 2}, "extra": {"n": 1, "s": KEY}},
+                         "timings": {"prompt_ms": 1.5, "who": KEY}})
+    assert chunk == {"choices": [{"delta": {"content": "hi\ufffd"}, "finish_reason": None}],
+                     "usage": {"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2},
+                               "extra": {"n": 1}},
+                     "timings": {"prompt_ms": 1.5}}
+    assert check_chunk({"choices": None, "usage": None}) == {}
+    for bad in ({"choices": {}}, {"choices": [{"delta": "x"}]}, {"usage": {"total_tokens": True}},
+                {"timings": {"predicted_n": 1.5}}, 7):
+        with pytest.raises(BadChunk):
+            check_chunk(bad)
+
+
+def test_the_token_budget_counts_chunks_usage_and_length():
+    from llmcli.engine.openai_chunks import TokenBudget
+
+    def text(t: str, **extra) -> dict:
+        return {"choices": [{"delta": {"content": t}, "finish_reason": None}], **extra}
+
+    budget = TokenBudget(3, 10)
+    assert [budget.spent(text("a")) for _ in range(4)] == [False, False, False, True]
+    assert not TokenBudget(3, 10).spent({"choices": [], "usage": {"completion_tokens": 9}})  # no text: not cut
+    assert TokenBudget(3, 10).spent(text("a", usage={"completion_tokens": 4}))
+    assert TokenBudget(3, 10).spent(text("a" * 31))  # far more text than 3 tokens hold
+    assert not TokenBudget(None, 10).spent(text("a" * 1000))

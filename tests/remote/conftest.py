@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.remote.fake_server import FakeServer
+from tests.remote.hostile_server import HostileServer
 
 API_KEY = "sk-test-7f3a9c-never-print-me"
 ALIAS = "smollm2"
@@ -69,6 +70,13 @@ def llama_server(embedded_path, tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def fake_server():
     server = FakeServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def hostile_server():
+    server = HostileServer().start()
     yield server
     server.stop()
 

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODEL = "fake-model"
 REPLY = ["Hello", " from", " the", " fake", " server", ": ", "中", "文", " 🙂", "."]
-MARKER = re.compile(r"\[(\w+)\]")
+MARKER = re.compile(r"\[([\w-]+)\]")
 
 
 class FakeServer(ThreadingHTTPServer):

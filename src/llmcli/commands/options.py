@@ -60,7 +60,9 @@ ApiKeyOpt = Annotated[Optional[str], typer.Option(
          "Prefer $LLMCLI_API_KEY (a command line is visible to other users).")]
 TimeoutOpt = Annotated[Optional[float], typer.Option(
     "--timeout", metavar="SECONDS", show_default=False,
-    help="With --endpoint: give up after this long without a byte from the server. [120]")]
+    help="With --endpoint: give up after this long without a stream event (pings do not count); "
+         "a whole reply gets this much for every 100 tokens of max_tokens, plus once. [120]")]
+
 
 
 def param_option(name: str) -> Any:

@@ -2,11 +2,23 @@
 
 Two calls are all llmcli needs: `GET /models` and a streamed `POST /chat/completions` (SSE).
 It is built on the standard library's http.client, so it owns the socket: a Ctrl-C can shut a
-stalled stream down at once (`ChatStream.abort`), and a read timeout means "the server sent
-nothing for N seconds", which is what a user can act on.
+stalled stream down at once (`ChatStream.abort`), and a timeout means "the server sent no answer
+for N seconds", which is what a user can act on.
+
+Bounds, because a server is input too:
+- silence: --timeout seconds without a stream event (keep-alive comments do not count, so a
+  server that only pings is cut off like a silent one);
+- the whole reply: --timeout x (1 + max_tokens / 100), i.e. --timeout for the first token plus
+  --timeout for every 100 tokens after it (`Endpoint.reply_deadline`); GET /models gets twice
+  --timeout. A watchdog shuts the socket at the deadline, so a server trickling its headers a
+  byte at a time is cut off too;
+- size: 1 MiB in one SSE line or event, 16 MiB in a JSON answer;
+- length: the stream is cut at max_tokens (text chunks, or the server's own count, whichever is
+  higher) even when the server does not stop, and the reply then ends with finish_reason "length".
 
 The API key goes into one header and nowhere else: `Endpoint` keeps it out of its repr, and
-every message built from a server's answer has the key masked, in case a server echoes it.
+every message built from a server's answer goes through `Endpoint.shown`: control characters out,
+the key masked, then (and only then) cut to length.
 """
 
 from __future__ import annotations
@@ -14,9 +26,11 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import ssl
-from collections.abc import Iterator
+import threading
+import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -26,9 +40,21 @@ ENDPOINT_ENV = "LLMCLI_ENDPOINT"
 API_KEY_ENV = "LLMCLI_API_KEY"
 DEFAULT_TIMEOUT = 120.0  # seconds of silence before a read gives up; prefill of a long prompt on a CPU is slow
 CONNECT_TIMEOUT = 10.0
+MAX_TIMEOUT = 1e6  # seconds (11 days); a socket cannot wait past about 1e10
 # A user may paste the URL of an endpoint rather than the API's base; these tails are cut off.
 ENDPOINT_TAILS = ("/chat/completions", "/completions", "/models")
 MESSAGE_LIMIT = 300  # characters of a server's error message worth showing on one line
+NAME_LIMIT = 200  # characters of a model id, a reason phrase, an owner
+NAMES_SHOWN = 8  # model ids listed in one message
+MAX_JSON = 16 << 20  # bytes of a JSON answer (GET /models)
+MAX_ERROR_BODY = 64 << 10  # bytes of an error body read (a line of it is shown)
+TOKENS_PER_TIMEOUT = 100  # the slowest pace a reply may keep: this many tokens per --timeout
+ASSUMED_MAX_TOKENS = 4096  # for the deadline of a request that leaves max_tokens to the server
+# Terminal escapes and invisible formatting a server could use to spoof or garble a line.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+_BREAKS = re.compile(r"[\t\n\v\f\r\x85]")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 # Asked for, not required: a server that refuses it by name gets the request again without it.
 OPTIONAL_FIELD = "stream_options"
 
@@ -79,8 +105,8 @@ class Endpoint:
                 break
         # A bare host means the usual place of the API; any other path is taken as the base.
         path = path or "/v1"
-        if timeout is not None and timeout <= 0:
-            raise UsageError(f"--timeout {timeout}: give a number of seconds above 0")
+        if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:  # NaN fails this too
+            raise UsageError(f"--timeout {timeout}: give a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
         return cls(f"{parts.scheme}://{parts.netloc}{path}", api_key or None,
                    timeout if timeout is not None else DEFAULT_TIMEOUT)
 
@@ -112,6 +138,17 @@ class Endpoint:
         """Never let the key into a message, even if a server echoes it back."""
         return text.replace(self.api_key, "***") if self.api_key else text
 
+    def shown(self, text: str, limit: int = MESSAGE_LIMIT) -> str:
+        """A server's text, fit for one line: printable, the key masked, and only then cut to length
+        (cutting first could leave the key's first characters at the end)."""
+        text = self.mask(printable(text))
+        return text[:limit] + ("…" if len(text) > limit else "")
+
+    def reply_deadline(self, max_tokens: int | None) -> float:
+        """Seconds a whole streamed reply may take: --timeout for the first token, then --timeout per
+        TOKENS_PER_TIMEOUT tokens (a server slower than that is stuck, whatever it sends)."""
+        return self.timeout * (1 + (max_tokens or ASSUMED_MAX_TOKENS) / TOKENS_PER_TIMEOUT)
+
     def connect(self) -> http.client.HTTPConnection:
         parts = self.parts
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -123,6 +160,47 @@ class Endpoint:
             raise _connect_error(self, exc) from None
         conn.sock.settimeout(self.timeout)  # from now on: the longest silence we wait through
         return conn
+
+
+def printable(text: str) -> str:
+    """No terminal escapes, control characters or invisible formatting; line breaks become spaces.
+    What is dropped joins its neighbours, so the key cannot hide from the mask behind a NUL."""
+    return _INVISIBLE.sub("", _CONTROLS.sub("", _BREAKS.sub(" ", _ESCAPES.sub("", text))))
+
+
+def shutdown(conn: http.client.HTTPConnection | None) -> None:
+    """Make a blocked read on the connection return now (safe from a signal handler or a thread)."""
+    sock = conn.sock if conn is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class Watchdog:
+    """Shuts a connection down when its time is up: the one bound that also covers a server that
+    trickles its status line or headers a byte at a time (each read alone is within the timeout)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self.conn: http.client.HTTPConnection | None = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+        if self.expired:
+            shutdown(conn)
+
+    def _expire(self) -> None:
+        self.expired = True
+        shutdown(self.conn)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 def _connect_error(ep: Endpoint, exc: OSError) -> LlmcliError:
@@ -144,17 +222,23 @@ def _read_timeout(ep: Endpoint) -> RemoteTimeout:
                          "or stuck (raise --timeout if it is only slow)")
 
 
+def _too_slow(ep: Endpoint, what: str, seconds: float) -> RemoteTimeout:
+    return RemoteTimeout(f"{what} at {ep.base_url} took longer than {seconds:g} s in all; the server is "
+                         "stuck or far too slow (raise --timeout if it is only slow)")
+
+
 def _dropped(ep: Endpoint, detail: str = "") -> RemoteDropped:
     return RemoteDropped(f"the server at {ep.base_url} closed the connection before the reply was complete"
                          + (f" ({detail})" if detail else ""))
 
 
-def server_message(body: bytes) -> str:
-    """The human part of an error body: OpenAI's {"error": {"message"}}, FastAPI's {"detail"}, or text."""
+def server_message(body: bytes, ep: Endpoint | None = None) -> str:
+    """The human part of an error body: OpenAI's {"error": {"message"}}, FastAPI's {"detail"}, or text;
+    on one line, with the endpoint's key masked."""
     text = body.decode("utf-8", "replace").strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if isinstance(data, dict):
         err = data.get("error", data)
@@ -162,22 +246,22 @@ def server_message(body: bytes) -> str:
             text = str(err.get("message") or err.get("detail") or data.get("detail") or text)
         elif isinstance(err, str):
             text = err
-    text = " ".join(text.split())
-    return text[:MESSAGE_LIMIT] + ("…" if len(text) > MESSAGE_LIMIT else "")
+    return (ep or Endpoint("")).shown(" ".join(printable(text).split()))
 
 
 def http_error(ep: Endpoint, status: int, reason: str, body: bytes, *, what: str, model: str | None = None
                ) -> LlmcliError:
     """An HTTP error status -> one line that says what to do (refusals exit 2, failures exit 1)."""
-    detail = ep.mask(server_message(body)) or reason
+    reason = ep.shown(reason, NAME_LIMIT)
+    detail = server_message(body, ep) or reason
     head = f"{what} at {ep.base_url} failed with {status} {reason}".rstrip()
     if status in (401, 403):
         fix = ("the server rejected the API key; check --api-key or LLMCLI_API_KEY" if ep.api_key else
                "the server wants an API key; give it with --api-key or LLMCLI_API_KEY")
         return RemoteRefused(f"{head}: {fix}")
     if status == 404 and model is not None:
-        return RemoteRefused(f"{head}: {detail}; is '{model}' one of the server's models? "
-                             f"(`llmcli list --endpoint {ep.base_url}`)")
+        return RemoteRefused(f"{head}: {detail}; is '{ep.shown(model, NAME_LIMIT)}' one of the server's "
+                             f"models? (`llmcli list --endpoint {ep.base_url}`)")
     if status == 404:
         return RemoteRefused(f"{head}: no OpenAI-compatible API there; give the API's base URL, "
                              "e.g. http://localhost:8000/v1")
@@ -189,24 +273,34 @@ def http_error(ep: Endpoint, status: int, reason: str, body: bytes, *, what: str
 
 
 def _get_json(ep: Endpoint, path: str, what: str) -> object:
+    dog = Watchdog(2 * ep.timeout)
     conn = ep.connect()
+    dog.watch(conn)
     try:
         try:
             conn.request("GET", ep.parts.path + path, headers=ep.headers())
             resp = conn.getresponse()
-            body = resp.read()
-        except TimeoutError:
-            raise _read_timeout(ep) from None
+            body = resp.read(MAX_JSON + 1 if resp.status == 200 else MAX_ERROR_BODY)
+            if dog.expired:  # a read cut short by the watchdog may return what it had, without an error
+                raise TimeoutError
         except (http.client.HTTPException, OSError) as exc:
+            if dog.expired:
+                raise _too_slow(ep, what, dog.seconds) from None
+            if isinstance(exc, TimeoutError):
+                raise _read_timeout(ep) from None
             raise _dropped(ep, type(exc).__name__) from None
         if resp.status != 200:
             raise http_error(ep, resp.status, resp.reason, body, what=what)
+        if len(body) > MAX_JSON:
+            raise RemoteError(f"{what} at {ep.base_url} answered with over {MAX_JSON >> 20} MiB; "
+                              "is it an OpenAI-compatible server?")
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RemoteError(f"{what} at {ep.base_url} did not answer with JSON; is it an OpenAI-compatible "
                               "server? (give the API's base URL, e.g. http://localhost:8000/v1)") from None
     finally:
+        dog.cancel()
         conn.close()
 
 
@@ -224,8 +318,29 @@ def list_models(ep: Endpoint) -> list[RemoteModel]:
     if not isinstance(items, list):
         raise RemoteError(f"GET /models at {ep.base_url} did not return a model list; "
                           "is it an OpenAI-compatible server?")
-    return [RemoteModel(str(m["id"]), str(m.get("owned_by") or ""), m.get("created"), m.get("max_model_len"))
-            for m in items if isinstance(m, dict) and m.get("id")]
+    return [model for m in items if (model := _model(ep, m)) is not None]
+
+
+def _model(ep: Endpoint, item: object) -> RemoteModel | None:
+    """One entry of the list, or None when it has no usable id; its strings are made safe to show."""
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+        return None
+    ident = ep.shown(item["id"], NAME_LIMIT).strip()
+    if not ident:
+        return None
+    owner = item.get("owned_by")
+    return RemoteModel(ident, ep.shown(owner, NAME_LIMIT) if isinstance(owner, str) else "",
+                       _whole(item.get("created")), _whole(item.get("max_model_len")))
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 53 else None
+
+
+def _some(names: list[str]) -> str:
+    """Names for one line of a message: the first few, then how many more."""
+    more = len(names) - NAMES_SHOWN
+    return ", ".join(names[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
 def pick_model(ep: Endpoint, models: list[RemoteModel], spec: str | None) -> str:
@@ -236,7 +351,7 @@ def pick_model(ep: Endpoint, models: list[RemoteModel], spec: str | None) -> str
     if spec is None:
         if len(ids) == 1:
             return ids[0]
-        raise UsageError(f"the server at {ep.base_url} serves {len(ids)} models ({', '.join(ids)}); "
+        raise UsageError(f"the server at {ep.base_url} serves {len(ids)} models ({_some(ids)}); "
                          "pick one with -m MODEL")
     if spec in ids:
         return spec
@@ -244,141 +359,16 @@ def pick_model(ep: Endpoint, models: list[RemoteModel], spec: str | None) -> str
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise UsageError(f"'{spec}' matches {len(matches)} of the server's models ({', '.join(matches)}); "
+        raise UsageError(f"'{spec}' matches {len(matches)} of the server's models ({_some(matches)}); "
                          "give more of the name")
-    raise UsageError(f"the server at {ep.base_url} has no model '{spec}'; it serves: {', '.join(ids)}")
+    raise UsageError(f"the server at {ep.base_url} has no model '{spec}'; it serves: {_some(ids)}")
 
 
-class ChatStream:
-    """One streamed chat completion: iterate for the server's chunks (parsed JSON), then it is done.
+def __getattr__(name: str):
+    # ChatStream lives in openai_stream (it imports this module); `from openai_http import ChatStream`
+    # keeps working without an import cycle.
+    if name == "ChatStream":
+        from llmcli.engine.openai_stream import ChatStream
 
-    Raises RemoteError/RemoteRefused with a one-line message for every way it can fail. `abort()`
-    may be called from a signal handler: it shuts the socket down, so a read blocked on a silent
-    server returns at once and the iteration simply ends.
-    """
-
-    def __init__(self, ep: Endpoint, body: dict) -> None:
-        self.ep, self.body = ep, body
-        self.aborted = False
-        self.done = False  # the server said [DONE] (or finished a choice and closed cleanly)
-        self._conn: http.client.HTTPConnection | None = None
-
-    def abort(self) -> None:
-        self.aborted = True
-        conn = self._conn
-        if conn is not None and conn.sock is not None:
-            try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _open(self) -> http.client.HTTPResponse:
-        ep = self.ep
-        self._conn = ep.connect()
-        headers = {**ep.headers(), "Content-Type": "application/json", "Accept": "text/event-stream"}
-        # Timeouts and broken connections propagate to __iter__, which knows whether we aborted.
-        self._conn.request("POST", ep.parts.path + "/chat/completions",
-                           body=json.dumps(self.body).encode("utf-8"), headers=headers)
-        resp = self._conn.getresponse()
-        if resp.status == 200:
-            return resp
-        try:
-            body = resp.read()
-        except (http.client.HTTPException, OSError):
-            body = b""
-        if resp.status in (400, 422) and OPTIONAL_FIELD in self.body and OPTIONAL_FIELD.encode() in body:
-            # A strict server that does not know stream_options: ask again without it (no usage then).
-            self.close()
-            self.body = {k: v for k, v in self.body.items() if k != OPTIONAL_FIELD}
-            return self._open()
-        raise http_error(ep, resp.status, resp.reason, body, what="POST /chat/completions",
-                         model=self.body.get("model"))
-
-    def __iter__(self) -> Iterator[dict]:
-        ep = self.ep
-        try:
-            resp = self._open()
-            for event, data in _sse_events(resp):
-                if data == "[DONE]":
-                    self.done = True
-                    return
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    raise RemoteError(f"the server at {ep.base_url} sent a stream event that is not JSON: "
-                                      f"{ep.mask(data[:80])!r}") from None
-                if event == "error" or (isinstance(chunk, dict) and "error" in chunk):
-                    detail = ep.mask(server_message(data.encode("utf-8")))
-                    raise RemoteError(f"the server at {ep.base_url} failed mid-reply: {detail}")
-                if isinstance(chunk, dict):
-                    yield chunk
-            if not self.aborted:
-                raise _dropped(ep, "the stream ended without [DONE]")
-        except TimeoutError:
-            if not self.aborted:
-                raise _read_timeout(ep) from None
-        except (http.client.HTTPException, OSError) as exc:
-            # After abort() a read fails or ends: that is the cancel working, not an error.
-            if not self.aborted:
-                raise _dropped(ep, type(exc).__name__) from None
-        finally:
-            self.close()
-
-
-def _sse_events(resp: http.client.HTTPResponse) -> Iterator[tuple[str, str]]:
-    """Server-sent events -> (event type, data). Lines end in \\n, \\r\\n or \\r; ':' lines are pings.
-
-    The data is decoded per complete line: a newline byte never occurs inside a UTF-8 sequence,
-    so a character split across TCP reads is whole by the time its line is.
-    """
-    event, data = "message", []
-    for raw in _lines(resp):
-        line = raw.decode("utf-8", "replace")
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-    if data:  # a last event without its blank line
-        yield event, "\n".join(data)
-
-
-def _lines(resp: http.client.HTTPResponse) -> Iterator[bytes]:
-    """The body's lines as they arrive (http.client undoes chunked transfer encoding for us)."""
-    pending = b""
-    while True:
-        block = resp.read1(65536)
-        if not block:
-            break
-        pending += block
-        while (cut := _line_end(pending)) is not None:
-            end, width = cut
-            yield pending[:end]
-            pending = pending[end + width:]
-    if pending:
-        yield pending
-
-
-def _line_end(buf: bytes) -> tuple[int, int] | None:
-    n = buf.find(b"\n")
-    r = buf.find(b"\r")
-    if r == -1 and n == -1:
-        return None
-    if r != -1 and (n == -1 or r < n):
-        if r + 1 == len(buf):
-            return None  # a \r at the end may be half of \r\n
-        return (r, 2) if buf[r + 1:r + 2] == b"\n" else (r, 1)
-    return n, 1
+        return ChatStream
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
