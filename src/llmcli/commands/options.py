@@ -61,7 +61,7 @@ ApiKeyOpt = Annotated[Optional[str], typer.Option(
 TimeoutOpt = Annotated[Optional[float], typer.Option(
     "--timeout", metavar="SECONDS", show_default=False,
     help="With --endpoint: give up after this long without a stream event (pings do not count); "
-         "a whole reply gets this much for every 100 tokens of max_tokens, plus once. [120]")]
+         "a whole reply gets this much for every 100 tokens of max_tokens, plus once. \\[120]")]
 
 
 

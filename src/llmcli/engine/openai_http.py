@@ -30,7 +30,6 @@ import re
 import socket
 import ssl
 import threading
-import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
