@@ -188,8 +188,10 @@ def check_is_schema(schema: Any) -> None:
     if not isinstance(schema, dict):
         raise UsageError("--schema must be a JSON object (a JSON Schema), e.g. "
                          '\'{"type": "object", "properties": {"name": {"type": "string"}}}\'')
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if not isinstance(schema.get("$schema", ""), str):
+        raise UsageError("--schema is not a valid JSON Schema at /$schema: it must be a URI string")
     try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)
     except jsonschema.SchemaError as err:
         where = "/" + "/".join(str(p) for p in err.absolute_path)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.structured import OutputConstraint
 from llmcli.environment import env
 from llmcli.errors import UsageError
 from llmcli.store import ModelEntry, Store, is_file
@@ -30,6 +31,7 @@ class ChatOptions:
     endpoint: str | None = None  # --endpoint; $LLMCLI_ENDPOINT is read when the session opens
     api_key: str | None = None
     timeout: float | None = None
+    constraint: OutputConstraint | None = None  # --schema / --format json / --grammar
 
 
 def names_a_model(store: Store, arg: str) -> bool:
@@ -79,7 +81,7 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
     return ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
-                       word_filter=word_filter)
+                       word_filter=word_filter, constraint=opts.constraint)
 
 
 def resolve_model(store: Store, spec: str | None) -> ModelEntry:
@@ -143,7 +145,7 @@ def open_remote(endpoint, opts: ChatOptions) -> Opened:
     check_prompt(prompt, opts)
     model = pick_model(endpoint, models, spec)
     session = RemoteChatSession(endpoint, model, system=opts.system, params=opts.params, stops=opts.stops,
-                                word_filter=word_filter)
+                                word_filter=word_filter, constraint=opts.constraint)
     return Opened(session, model, prompt)
 
 
@@ -171,7 +173,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
         for event in session.ask(prompt, keep_cache=False):
             if isinstance(event, TextDelta):
                 parts.append(event.text)
-                if not opts.json_out:
+                if not opts.json_out and opts.constraint is None:  # structured: printed once validated
                     out.write(event.text)
             elif isinstance(event, Notice):
                 out.warn(event.text)
@@ -180,8 +182,16 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
     finally:
         session.close()  # ⑦ release: nothing follows a one-shot request
     text = "".join(parts)
+    structured = {}
+    if opts.constraint is not None:
+        from llmcli.engine.structured import finish
+
+        reply = finish(opts.constraint, text, stats.finish_reason if stats else "stop")
+        text, structured = reply.text, ({"data": reply.data} if opts.constraint.is_json else {})
+        if not opts.json_out:
+            out.write(text + "\n")
     if opts.json_out:
-        out.json({"text": text, "model": model_name, "finish_reason": stats.finish_reason,
+        out.json({"text": text, **structured, "model": model_name, "finish_reason": stats.finish_reason,
                   "usage": stats.usage(), "timings": stats.timings(), **stats.report_extras()})
     elif text and not text.endswith("\n"):
         out.write("\n")
