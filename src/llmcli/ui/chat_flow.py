@@ -189,7 +189,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
         reply = finish(opts.constraint, text, stats.finish_reason if stats else "stop")
         text, structured = reply.text, ({"data": reply.data} if opts.constraint.is_json else {})
         if not opts.json_out:
-            out.write(text + "\n")
+            out.write(text)  # the newline follows below, as for any reply
     if opts.json_out:
         out.json({"text": text, **structured, "model": model_name, "finish_reason": stats.finish_reason,
                   "usage": stats.usage(), "timings": stats.timings(), **stats.report_extras()})
