@@ -86,7 +86,7 @@ def main() -> None:
           f"temperature {args.temp}")
     print(f"  plain        {p:7.1f} tok/s")
     print(f"  json grammar {c:7.1f} tok/s")
-    paired = statistics.median(b / a for a, b in zip(plain, constrained))
+    paired = statistics.median(b / a for a, b in zip(plain, constrained, strict=True))
     print(f"  ratio        {c / p:7.3f}   (goal >= 0.9; median of the per-round ratios: {paired:.3f})")
     rt.close()
 

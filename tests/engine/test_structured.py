@@ -10,9 +10,17 @@ import pytest
 
 from llmcli.engine.remote import request_body
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.structured import (SCHEMA_KEYWORDS, ThinkGate, check_gbnf, check_subset, constraint_from_schema,
-                                      finish,
-                                      load_schema, parse_constraint, strip_thinking)
+from llmcli.engine.structured import (
+    SCHEMA_KEYWORDS,
+    ThinkGate,
+    check_gbnf,
+    check_subset,
+    constraint_from_schema,
+    finish,
+    load_schema,
+    parse_constraint,
+    strip_thinking,
+)
 from llmcli.errors import RuntimeFailure, UsageError
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
