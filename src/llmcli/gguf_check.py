@@ -26,7 +26,10 @@ MAX_TENSORS = 1_000_000
 MAX_STRING = 64 << 20  # a chat template or a token; 64 MiB is already absurd
 MAX_ARRAY = 16 << 20  # vocabularies are ~10^5..10^6 entries
 MAX_DIMS = 4  # GGML_MAX_DIMS
-KEEP_ARRAY_ITEMS = 0  # arrays (tokens, merges) are counted, not kept: llama.cpp owns the vocab
+MAX_NAME = 63  # GGML_MAX_NAME - 1: a longer tensor name is refused by ggml
+# Numeric arrays up to this length keep their items (per-layer head counts, at most LLAMA_MAX_LAYERS);
+# longer ones (scores, token types) and string arrays (tokens, merges) are counted, not kept.
+KEEP_ARRAY_ITEMS = 512
 
 # GGUF value types: id -> (struct format, size). Strings (8) and arrays (9) are handled apart.
 SCALARS: dict[int, tuple[str, int]] = {
@@ -34,14 +37,21 @@ SCALARS: dict[int, tuple[str, int]] = {
     6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
 }
 STRING, ARRAY = 8, 9
+TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
+              7: "bool", 8: "string", 9: "array", 10: "uint64", 11: "int64", 12: "float64"}
 
 
 @dataclass
 class GGUFArray:
-    """An array value: its item type and length (contents are skipped, see KEEP_ARRAY_ITEMS)."""
+    """An array value: its item type and length; items only for short numeric arrays (KEEP_ARRAY_ITEMS)."""
 
     item_type: int
     count: int
+    items: tuple[Any, ...] | None = None
+    byte_tokens: int = 0  # how many of SentencePiece's 256 byte tokens a string array holds
+
+
+SPM_BYTE_TOKENS = frozenset(f"<0x{b:02X}>".encode() for b in range(256))
 
 
 @dataclass
@@ -61,6 +71,7 @@ class GGUFHeader:
     metadata: dict[str, Any]
     tensors: list[TensorInfo]
     data_offset: int
+    types: dict[str, int] = field(default_factory=dict)  # key -> GGUF value type, as llama.cpp checks it
 
 
 class _Reader:
@@ -98,11 +109,13 @@ class _Reader:
         except UnicodeDecodeError:
             raise self.fail(f"string at byte {start} is not UTF-8") from None
 
-    def skip_string(self) -> None:
+    def skip_string(self) -> bytes | None:
+        """Jump over a string; return it only when it looks like a SentencePiece byte token (<0x0A>)."""
         n = self.u64()
         if n > MAX_STRING:
             raise self.fail(f"string of {n} bytes at byte {self.pos}")
-        self.take(n)
+        start = self.take(n)
+        return bytes(self.buf[start:start + 6]) if n == 6 and self.buf[start:start + 3] == b"<0x" else None
 
     def value(self, vtype: int) -> Any:
         if vtype in SCALARS:
@@ -114,11 +127,15 @@ class _Reader:
             if count > MAX_ARRAY:
                 raise self.fail(f"array of {count} items")
             if item_type in SCALARS:
-                # Fixed-size items: check the whole run fits, then jump over it.
-                self.take(count * SCALARS[item_type][1])
+                # Fixed-size items: check the whole run fits, then jump over it (or keep a short one).
+                fmt, size = SCALARS[item_type]
+                start = self.take(count * size)
+                if count <= KEEP_ARRAY_ITEMS:
+                    items = struct.unpack_from(f"<{count}{fmt[1]}", self.buf, start)
+                    return GGUFArray(item_type, count, items)
             elif item_type == STRING:
-                for _ in range(count):
-                    self.skip_string()
+                found = {self.skip_string() for _ in range(count)}
+                return GGUFArray(item_type, count, byte_tokens=len(found & SPM_BYTE_TOKENS))
             else:
                 raise self.fail(f"array of unsupported type {item_type}")
             return GGUFArray(item_type, count)
@@ -170,12 +187,20 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
     if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
         raise r.fail(f"{n_tensors} tensors and {n_kv} metadata keys")
     metadata: dict[str, Any] = {}
+    types: dict[str, int] = {}
     for _ in range(n_kv):
         key = r.string()
-        metadata[key] = r.value(r.u32())
+        if key in metadata or not key:
+            raise r.fail(f"metadata key {key!r} is empty or repeated")
+        types[key] = vtype = r.u32()
+        metadata[key] = r.value(vtype)
     tensors = []
+    names: set[str] = set()
     for _ in range(n_tensors):
         name = r.string()
+        if len(name.encode()) > MAX_NAME or name in names:
+            raise r.fail(f"tensor name {name[:80]!r} is too long or repeated")
+        names.add(name)
         n_dims = r.u32()
         if not 1 <= n_dims <= MAX_DIMS:
             raise r.fail(f"tensor {name!r} has {n_dims} dimensions")
@@ -184,14 +209,14 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
             raise r.fail(f"tensor {name!r} has shape {shape}")
         ggml_type, offset = r.u32(), r.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset, _tensor_bytes(ggml_type, shape, r)))
+    header = GGUFHeader(path, version, size, metadata, tensors, 0, types)
+    from llmcli.gguf_rules import check_layout, check_metadata
+
+    check_metadata(header, r.fail)  # general.alignment is checked here, before it places the data
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise r.fail(f"alignment {alignment!r}")
-    data_offset = (r.pos + alignment - 1) // alignment * alignment
-    for t in tensors:
-        if t.offset % alignment or data_offset + t.offset + t.n_bytes > size:
-            raise r.fail(f"tensor {t.name!r} lies outside the file (truncated download?)")
-    return GGUFHeader(path, version, size, metadata, tensors, data_offset)
+    header.data_offset = (r.pos + alignment - 1) // alignment * alignment
+    check_layout(header, alignment, r.fail)
+    return header
 
 
 @dataclass
@@ -240,7 +265,9 @@ def model_facts(path: str | Path) -> ModelFacts:
 
     def key(suffix: str) -> Any:
         value = md.get(f"{arch}.{suffix}")
-        return value.count if isinstance(value, GGUFArray) else value
+        if isinstance(value, GGUFArray):  # one value a layer: the largest layer plans the KV cache
+            return max(value.items) if value.items else None
+        return value
 
     n_head, n_head_kv, n_embd = key("attention.head_count"), key("attention.head_count_kv"), key("embedding_length")
     n_head_kv = n_head_kv or n_head

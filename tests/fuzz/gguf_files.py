@@ -1,0 +1,150 @@
+"""GGUF files for the hostile-input tests: a tiny real model, and header surgery on any GGUF.
+
+`rewrite` keeps every tensor byte of its source and changes only the header (set, retype or drop a
+key; change the alignment), so a test states exactly one thing that is wrong with a file that is
+otherwise a model llama.cpp runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+FORMATS = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f", BOOL: "<?",
+           U64: "<Q", I64: "<q", F64: "<d"}
+DROP = object()  # rewrite(..., {"key": DROP}) removes the key
+
+
+def encode_string(text: str | bytes) -> bytes:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return struct.pack("<Q", len(data)) + data
+
+
+def encode_value(vtype: int, value: Any, item_type: int | None = None) -> bytes:
+    """One GGUF value: a scalar, a string, or (vtype ARR) a list of item_type items."""
+    if vtype == STR:
+        return encode_string(value)
+    if vtype == ARR:
+        items = b"".join(encode_value(item_type, v) for v in value)
+        return struct.pack("<IQ", item_type, len(value)) + items
+    return struct.pack(FORMATS[vtype], value)
+
+
+def encode_kv(key: str, vtype: int, value: Any, item_type: int | None = None) -> bytes:
+    return encode_string(key) + struct.pack("<I", vtype) + encode_value(vtype, value, item_type)
+
+
+def rewrite(src: str | Path, dst: str | Path, changes: dict[str, Any] | None = None) -> Path:
+    """Copy a GGUF, with changes = {key: (vtype, value[, item_type]) | DROP}; new keys are appended.
+
+    general.alignment is set like any key: the data section is re-padded to the new value, and the
+    tensors' offsets are kept, so an alignment they are not multiples of makes them misaligned.
+    """
+    from gguf import GGUFReader
+
+    changes = dict(changes or {})
+    reader = GGUFReader(str(src))
+    kvs: list[bytes] = []
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        change = changes.pop(name, None)
+        if change is DROP:
+            continue
+        kvs.append(encode_kv(name, *change) if change is not None
+                   else b"".join(part.tobytes() for part in field.parts))
+    kvs += [encode_kv(name, *change) for name, change in changes.items() if change is not DROP]
+    infos = b"".join(b"".join(part.tobytes() for part in t.field.parts) for t in reader.tensors)
+    header = b"GGUF" + struct.pack("<IQQ", 3, len(reader.tensors), len(kvs)) + b"".join(kvs) + infos
+    align = _alignment_of(kvs) or 32
+    header += b"\0" * (-len(header) % align)
+    with open(dst, "wb") as out, open(src, "rb") as source:
+        out.write(header)
+        source.seek(reader.data_offset)
+        shutil.copyfileobj(source, out, 8 << 20)
+    return Path(dst)
+
+
+def _alignment_of(kvs: list[bytes]) -> int | None:
+    key = encode_string("general.alignment")
+    for kv in kvs:
+        if kv.startswith(key) and struct.unpack_from("<I", kv, len(key))[0] == U32:
+            value = struct.unpack_from("<I", kv, len(key) + 4)[0]
+            return value if value > 0 else None
+    return None
+
+
+def _byte_tokens() -> list[str]:
+    """GPT-2's byte-to-unicode table: the 256 single-byte tokens of a byte-level BPE vocabulary."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return [chars[b] for b in range(256)]
+
+
+TINY = dict(n_embd=16, n_head=2, n_head_kv=1, n_ff=32, n_layer=2, n_ctx=256)
+CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def build_tiny(path: str | Path, seed: int = 0) -> Path:
+    """A llama-architecture model of ~40 KB with a byte-level BPE vocabulary: it loads and chats in ms."""
+    import numpy as np
+    from gguf import GGUFWriter, TokenType
+
+    rng = np.random.default_rng(seed)
+    n_embd, n_head, n_head_kv, n_ff, n_layer, n_ctx = (TINY[k] for k in
+                                                       ("n_embd", "n_head", "n_head_kv", "n_ff", "n_layer", "n_ctx"))
+    head_dim = n_embd // n_head
+    tokens = _byte_tokens() + ["hi", "Ġh", "Ġhi", "<|im_start|>", "<|im_end|>"]
+    types = [TokenType.NORMAL] * (len(tokens) - 2) + [TokenType.CONTROL] * 2
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_name("tiny")
+    writer.add_context_length(n_ctx)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(0)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(["h i", "Ġ h", "Ġh i"])
+    writer.add_bos_token_id(len(tokens) - 2)
+    writer.add_eos_token_id(len(tokens) - 1)
+    writer.add_add_bos_token(False)
+    writer.add_chat_template(CHATML)
+
+    def weight(*shape: int) -> Any:
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    writer.add_tensor("token_embd.weight", weight(len(tokens), n_embd))
+    writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    for i in range(n_layer):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_q.weight", weight(n_head * head_dim, n_embd))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", weight(n_head_kv * head_dim, n_embd))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", weight(n_head_kv * head_dim, n_embd))
+        writer.add_tensor(f"blk.{i}.attn_output.weight", weight(n_embd, n_head * head_dim))
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weight(n_ff, n_embd))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", weight(n_ff, n_embd))
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", weight(n_embd, n_ff))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return Path(path)
