@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,34 +38,75 @@ def encode_kv(key: str, vtype: int, value: Any, item_type: int | None = None) ->
     return encode_string(key) + struct.pack("<I", vtype) + encode_value(vtype, value, item_type)
 
 
+@dataclass
+class Layout:
+    """Where things are in a GGUF: each key's raw bytes, the tensor-info block, the data section."""
+
+    kvs: dict[str, bytes]
+    n_tensors: int
+    tensor_infos: bytes
+    data_offset: int
+
+
+def layout(src: str | Path) -> Layout:
+    """Walk a (trusted) GGUF's header; independent of llmcli's reader, which is what is under test."""
+    data = Path(src).open("rb").read(64 << 20)  # headers of real models are far smaller
+    pos = 4 + 4
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, pos)
+    pos += 16
+
+    def skip_value(vtype: int) -> None:
+        nonlocal pos
+        if vtype == STR:
+            pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+        elif vtype == ARR:
+            item_type, count = struct.unpack_from("<IQ", data, pos)
+            pos += 12
+            if item_type == STR:
+                for _ in range(count):
+                    skip_value(STR)
+            else:
+                pos += count * struct.calcsize(FORMATS[item_type])
+        else:
+            pos += struct.calcsize(FORMATS[vtype])
+
+    kvs = {}
+    for _ in range(n_kv):
+        start = pos
+        length = struct.unpack_from("<Q", data, pos)[0]
+        key = data[pos + 8:pos + 8 + length].decode()
+        pos += 8 + length
+        vtype = struct.unpack_from("<I", data, pos)[0]
+        pos += 4
+        skip_value(vtype)
+        kvs[key] = data[start:pos]
+    info_start = pos
+    for _ in range(n_tensors):
+        pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+        n_dims = struct.unpack_from("<I", data, pos)[0]
+        pos += 4 + 8 * n_dims + 4 + 8
+    alignment = _alignment_of(list(kvs.values())) or 32
+    return Layout(kvs, n_tensors, data[info_start:pos], pos + (-pos % alignment))
+
+
 def rewrite(src: str | Path, dst: str | Path, changes: dict[str, Any] | None = None) -> Path:
     """Copy a GGUF, with changes = {key: (vtype, value[, item_type]) | DROP}; new keys are appended.
 
-    general.alignment is set like any key: the data section is re-padded to the new value, and the
-    tensors' offsets are kept, so an alignment they are not multiples of makes them misaligned.
+    general.alignment is set like any key: the data section is re-padded to the new value and the
+    tensors' offsets are kept, so an alignment they are not multiples of leaves them misaligned.
     """
-    from gguf import GGUFReader
-
     changes = dict(changes or {})
-    reader = GGUFReader(str(src))
-    kvs: list[bytes] = []
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF."):
-            continue
-        change = changes.pop(name, None)
-        if change is DROP:
-            continue
-        kvs.append(encode_kv(name, *change) if change is not None
-                   else b"".join(part.tobytes() for part in field.parts))
-    kvs += [encode_kv(name, *change) for name, change in changes.items() if change is not DROP]
-    infos = b"".join(b"".join(part.tobytes() for part in t.field.parts) for t in reader.tensors)
-    header = b"GGUF" + struct.pack("<IQQ", 3, len(reader.tensors), len(kvs)) + b"".join(kvs) + infos
-    align = _alignment_of(kvs) or 32
-    header += b"\0" * (-len(header) % align)
-    with open(dst, "wb") as out, open(src, "rb") as source:
+    source = layout(src)
+    kvs = [encode_kv(key, *changes[key]) if key in changes else raw
+           for key, raw in source.kvs.items() if changes.get(key) is not DROP]
+    kvs += [encode_kv(key, *change) for key, change in changes.items()
+            if key not in source.kvs and change is not DROP]
+    header = b"GGUF" + struct.pack("<IQQ", 3, source.n_tensors, len(kvs)) + b"".join(kvs) + source.tensor_infos
+    header += b"\0" * (-len(header) % (_alignment_of(kvs) or 32))
+    with open(dst, "wb") as out, open(src, "rb") as data:
         out.write(header)
-        source.seek(reader.data_offset)
-        shutil.copyfileobj(source, out, 8 << 20)
+        data.seek(source.data_offset)
+        shutil.copyfileobj(data, out, 8 << 20)
     return Path(dst)
 
 
