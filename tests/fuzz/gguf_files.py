@@ -43,9 +43,25 @@ class Layout:
     """Where things are in a GGUF: each key's raw bytes, the tensor-info block, the data section."""
 
     kvs: dict[str, bytes]
-    n_tensors: int
-    tensor_infos: bytes
+    tensors: list[TensorInfo]
     data_offset: int
+
+    @property
+    def tensor_infos(self) -> bytes:
+        return b"".join(t.encode() for t in self.tensors)
+
+
+@dataclass
+class TensorInfo:
+    name: bytes
+    dims: list[int]
+    ggml_type: int
+    offset: int
+
+    def encode(self) -> bytes:
+        return (encode_string(self.name) + struct.pack("<I", len(self.dims))
+                + b"".join(struct.pack("<Q", d % 2**64) for d in self.dims)
+                + struct.pack("<IQ", self.ggml_type % 2**32, self.offset % 2**64))
 
 
 def layout(src: str | Path) -> Layout:
@@ -80,13 +96,18 @@ def layout(src: str | Path) -> Layout:
         pos += 4
         skip_value(vtype)
         kvs[key] = data[start:pos]
-    info_start = pos
+    tensors = []
     for _ in range(n_tensors):
-        pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+        length = struct.unpack_from("<Q", data, pos)[0]
+        name = data[pos + 8:pos + 8 + length]
+        pos += 8 + length
         n_dims = struct.unpack_from("<I", data, pos)[0]
-        pos += 4 + 8 * n_dims + 4 + 8
+        dims = list(struct.unpack_from(f"<{n_dims}Q", data, pos + 4))
+        ggml_type, offset = struct.unpack_from("<IQ", data, pos + 4 + 8 * n_dims)
+        pos += 4 + 8 * n_dims + 12
+        tensors.append(TensorInfo(name, dims, ggml_type, offset))
     alignment = _alignment_of(list(kvs.values())) or 32
-    return Layout(kvs, n_tensors, data[info_start:pos], pos + (-pos % alignment))
+    return Layout(kvs, tensors, pos + (-pos % alignment))
 
 
 def rewrite(src: str | Path, dst: str | Path, changes: dict[str, Any] | None = None) -> Path:
@@ -101,7 +122,7 @@ def rewrite(src: str | Path, dst: str | Path, changes: dict[str, Any] | None = N
            for key, raw in source.kvs.items() if changes.get(key) is not DROP]
     kvs += [encode_kv(key, *change) for key, change in changes.items()
             if key not in source.kvs and change is not DROP]
-    header = b"GGUF" + struct.pack("<IQQ", 3, source.n_tensors, len(kvs)) + b"".join(kvs) + source.tensor_infos
+    header = b"GGUF" + struct.pack("<IQQ", 3, len(source.tensors), len(kvs)) + b"".join(kvs) + source.tensor_infos
     header += b"\0" * (-len(header) % (_alignment_of(kvs) or 32))
     with open(dst, "wb") as out, open(src, "rb") as data:
         out.write(header)
