@@ -191,7 +191,7 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
     for _ in range(n_kv):
         key = r.string()
         if key in metadata or not key:
-            raise r.fail(f"metadata key {key!r} is empty or repeated")
+            raise r.fail(f"metadata key {key[:80]!r} is empty or repeated")
         types[key] = vtype = r.u32()
         metadata[key] = r.value(vtype)
     tensors = []

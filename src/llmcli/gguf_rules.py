@@ -53,6 +53,13 @@ def _power_of_two(v: int) -> bool:
     return v > 0 and not v & (v - 1)
 
 
+ARCH_NAME = re.compile(r"[a-z][a-z0-9_.\-]{0,63}")  # every name in llama-arch.cpp; it prefixes key names
+
+
+def _arch_name(v: str) -> bool:
+    return ARCH_NAME.fullmatch(v) is not None
+
+
 @dataclass(frozen=True)
 class KeyRule:
     """One metadata key: the GGUF type llama.cpp requires (it compares types exactly) and its range."""
@@ -98,7 +105,7 @@ def _f32(key: str, low: float = float("-inf"), high: float = float("inf"), **kw:
 
 KEY_RULES: tuple[KeyRule, ...] = (
     # general.*: gguf.cpp requires alignment as a uint32 power of two; llmcli shows name and file type.
-    KeyRule("general.architecture", STR),
+    KeyRule("general.architecture", STR, test=_arch_name, expect="a lowercase name like 'llama'"),
     _u32("general.alignment", MIN_ALIGNMENT, 1 << 16, test=_power_of_two, expect="a power of two"),
     KeyRule("general.name", STR),
     _u32("general.file_type"),
@@ -166,9 +173,10 @@ def _check_rule(rule: KeyRule, key: str, header: GGUFHeader) -> str | None:
     vtype, item_type = _type_of(header, key)
     value = header.metadata[key]
     if rule.per_layer and vtype == ARR and item_type in (U32, I32):
-        items = value.items or ()
-        if not items or min(items) < 0 or max(items) > rule.high or (rule.low is not None and max(items) < rule.low):
-            return f"{key} is {list(items)[:8]}, expected {rule.expected()}"
+        items = value.items or ()  # None past KEEP_ARRAY_ITEMS, already more layers than llama.cpp allows
+        if not items or min(items) < 0 or max(items) > rule.high or max(items) < rule.low:
+            shown = list(items)[:8] if items else f"an array of {value.count}"
+            return f"{key} is {shown}, expected {rule.expected()}"
         return None
     if vtype != rule.type or (rule.type == ARR and item_type not in rule.item_types):
         got = f"an array of {TYPE_NAMES.get(item_type, '?')}" if vtype == ARR else _a(TYPE_NAMES.get(vtype, "?"))
@@ -178,7 +186,7 @@ def _check_rule(rule: KeyRule, key: str, header: GGUFHeader) -> str | None:
     if rule.low is not None and not rule.low <= value <= rule.high:  # NaN fails here too
         return f"{key} is {value}, expected {rule.expected()}"
     if rule.test is not None and not rule.test(value):
-        return f"{key} is {value}, expected {rule.expected()}"
+        return f"{key} is {value!r:.60}, expected {rule.expected()}"
     return None
 
 
@@ -315,7 +323,9 @@ def check_layout(header: GGUFHeader, alignment: int, fail: Callable[[str], BadMo
     """Every tensor aligned, inside the file, and overlapping no other."""
     end_of_previous, previous = 0, None
     for t in sorted(header.tensors, key=lambda t: t.offset):
-        if t.offset % alignment or header.data_offset + t.offset + t.n_bytes > header.file_size:
+        if t.offset % alignment:
+            raise fail(f"tensor {t.name!r} at offset {t.offset} is not a multiple of general.alignment {alignment}")
+        if header.data_offset + t.offset + t.n_bytes > header.file_size:
             raise fail(f"tensor {t.name!r} lies outside the file (truncated download?)")
         if t.offset < end_of_previous:
             raise fail(f"tensor {t.name!r} overlaps tensor {previous!r}")

@@ -110,6 +110,14 @@ def layout(src: str | Path) -> Layout:
     return Layout(kvs, tensors, pos + (-pos % alignment))
 
 
+def assemble(kvs: list[bytes], tensors: list[TensorInfo], data: bytes, alignment: int = 32,
+             counts: tuple[int, int] | None = None) -> bytes:
+    n_tensors, n_kv = counts or (len(tensors), len(kvs))
+    header = (b"GGUF" + struct.pack("<IQQ", 3, n_tensors % 2**64, n_kv % 2**64) + b"".join(kvs)
+              + b"".join(t.encode() for t in tensors))
+    return header + b"\0" * (-len(header) % alignment) + data
+
+
 def rewrite(src: str | Path, dst: str | Path, changes: dict[str, Any] | None = None) -> Path:
     """Copy a GGUF, with changes = {key: (vtype, value[, item_type]) | DROP}; new keys are appended.
 
