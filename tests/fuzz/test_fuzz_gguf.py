@@ -308,6 +308,8 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory):
                 errors[kind] += 1
                 examples.setdefault(kind, result.stderr.strip()[:200])
         path.unlink()
+        if LONG and case.index % 100 == 99:  # a long run reports as it goes
+            print(f"  {case.index + 1} cases: {dict(outcomes)}", flush=True)
     after = snapshot(*watched)
     outside = sorted(p for p, *_ in after - before if not p.startswith(str(root)))
     print(f"\nGGUF fuzz (seed {SEED}): {N_CASES} cases, {sum(outcomes.values())} runs: "
