@@ -2,8 +2,10 @@
 
 llama.cpp trusts the header it reads; a truncated or hostile file can make it allocate wildly or
 read past the end and take the process down. So every count, length and offset is checked here
-against the file size and against sane limits first, and the facts llmcli shows (architecture,
-layers, heads, KV bytes per token) come from the same pass.
+against the file size and against sane limits first; tensors must be aligned, inside the file
+and not overlap. Then every metadata key llama.cpp reads is checked against llmcli.gguf_rules, the
+table of types and ranges llama.cpp asserts on (it aborts the process on a bad one). The facts
+llmcli shows (architecture, layers, heads, KV bytes per token) come from the same pass.
 """
 
 from __future__ import annotations
@@ -37,8 +39,6 @@ SCALARS: dict[int, tuple[str, int]] = {
     6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
 }
 STRING, ARRAY = 8, 9
-TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
-              7: "bool", 8: "string", 9: "array", 10: "uint64", 11: "int64", 12: "float64"}
 
 
 @dataclass
