@@ -119,6 +119,8 @@ def test_every_number_out_of_its_range_is_refused(tiny, tmp_path, rule):
     ({"tokenizer.ggml.token_type": (ARR, [1, 1], I32)}, "token_type has 2 items, expected one per token [(]261[)]"),
     ({"tokenizer.ggml.eos_token_id": (U32, 261)}, "eos_token_id is 261, expected a token id below 261"),
     ({"tokenizer.ggml.tokens": (ARR, [], STR)}, "tokenizer.ggml.tokens is empty"),
+    ({"tokenizer.ggml.tokens": (ARR, ["a", "b"] * 130 + ["c"], STR)},
+     "tokenizer.ggml.tokens repeats 258 of its 261 tokens, expected each once"),
     ({"tokenizer.ggml.model": (STR, "no_vocab")}, "'no_vocab', expected a string, one of"),
     ({"tokenizer.ggml.model": DROP}, "tokenizer.ggml.model is missing"),
     ({"llama.block_count": DROP}, "llama.block_count is missing"),
@@ -130,6 +132,12 @@ def test_keys_that_disagree_are_refused(tiny, tmp_path, changes, match):
     with pytest.raises(BadModelFile, match=match) as raised:
         read_header(mutate(tiny, tmp_path, changes))
     assert "\n" not in str(raised.value)
+
+
+def test_empty_tokens_count_as_distinct(tiny, tmp_path):
+    """llama.cpp renames an empty token "[EMPTY_i]", so two of them are not a repeat."""
+    tokens = ["", ""] + [f"t{i}" for i in range(259)]
+    assert read_header(mutate(tiny, tmp_path, {"tokenizer.ggml.tokens": (ARR, tokens, STR)}))
 
 
 def test_per_layer_arrays_of_the_right_length_pass(tiny, tmp_path):

@@ -49,8 +49,10 @@ class GGUFArray:
     count: int
     items: tuple[Any, ...] | None = None
     byte_tokens: int = 0  # how many of SentencePiece's 256 byte tokens a string array holds
+    distinct: int = 0  # how many different strings a string array holds
 
 
+VOCABULARY_KEY = "tokenizer.ggml.tokens"
 SPM_BYTE_TOKENS = frozenset(f"<0x{b:02X}>".encode() for b in range(256))
 
 
@@ -99,25 +101,30 @@ class _Reader:
     def u64(self) -> int:
         return self.scalar("<Q", 8)
 
-    def string(self) -> str:
+    def length(self) -> int:
         n = self.u64()
         if n > MAX_STRING:
             raise self.fail(f"string of {n} bytes at byte {self.pos}")
+        return n
+
+    def string(self) -> str:
+        n = self.length()
         start = self.take(n)
         try:
             return bytes(self.buf[start:start + n]).decode("utf-8")
         except UnicodeDecodeError:
             raise self.fail(f"string at byte {start} is not UTF-8") from None
 
-    def skip_string(self) -> bytes | None:
-        """Jump over a string; return it only when it looks like a SentencePiece byte token (<0x0A>)."""
-        n = self.u64()
-        if n > MAX_STRING:
-            raise self.fail(f"string of {n} bytes at byte {self.pos}")
+    def raw_string(self) -> bytes:
+        n = self.length()
         start = self.take(n)
-        return bytes(self.buf[start:start + 6]) if n == 6 and self.buf[start:start + 3] == b"<0x" else None
+        return self.buf[start:start + n]
 
-    def value(self, vtype: int) -> Any:
+    def skip_string(self) -> None:
+        self.take(self.length())
+
+    def value(self, vtype: int, vocabulary: bool = False) -> Any:
+        """One value; a string array is counted, and for the vocabulary its distinct items too."""
         if vtype in SCALARS:
             return self.scalar(*SCALARS[vtype])
         if vtype == STRING:
@@ -134,8 +141,20 @@ class _Reader:
                     items = struct.unpack_from(f"<{count}{fmt[1]}", self.buf, start)
                     return GGUFArray(item_type, count, items)
             elif item_type == STRING:
-                found = {self.skip_string() for _ in range(count)}
-                return GGUFArray(item_type, count, byte_tokens=len(found & SPM_BYTE_TOKENS))
+                if not vocabulary:
+                    for _ in range(count):
+                        self.skip_string()
+                    return GGUFArray(item_type, count)
+                # llama.cpp asserts a vocabulary's items are distinct; it renames empty ones to
+                # "[EMPTY_i]", so those count as distinct.
+                found: set[bytes] = set()
+                n_empty = 0
+                for _ in range(count):
+                    item = self.raw_string()
+                    n_empty += not item
+                    found.add(item)
+                return GGUFArray(item_type, count, distinct=len(found) + max(0, n_empty - 1),
+                                 byte_tokens=len(found & SPM_BYTE_TOKENS))
             else:
                 raise self.fail(f"array of unsupported type {item_type}")
             return GGUFArray(item_type, count)
@@ -193,7 +212,7 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
         if key in metadata or not key:
             raise r.fail(f"metadata key {key[:80]!r} is empty or repeated")
         types[key] = vtype = r.u32()
-        metadata[key] = r.value(vtype)
+        metadata[key] = r.value(vtype, vocabulary=key == VOCABULARY_KEY)
     tensors = []
     names: set[str] = set()
     for _ in range(n_tensors):

@@ -271,6 +271,9 @@ def _vocabulary(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None
     model, n_tokens = md["tokenizer.ggml.model"], md["tokenizer.ggml.tokens"].count
     if n_tokens < 1:
         return "tokenizer.ggml.tokens is empty, expected the vocabulary"
+    if md["tokenizer.ggml.tokens"].distinct != n_tokens:
+        repeated = n_tokens - md["tokenizer.ggml.tokens"].distinct
+        return f"tokenizer.ggml.tokens repeats {repeated} of its {n_tokens} tokens, expected each once"
     for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
         if key in md and md[key].count != n_tokens:
             return f"{key} has {md[key].count} items, expected one per token ({n_tokens})"
