@@ -2,8 +2,10 @@
 
 llama.cpp trusts the header it reads; a truncated or hostile file can make it allocate wildly or
 read past the end and take the process down. So every count, length and offset is checked here
-against the file size and against sane limits first, and the facts llmcli shows (architecture,
-layers, heads, KV bytes per token) come from the same pass.
+against the file size and against sane limits first; tensors must be aligned, inside the file
+and not overlap. Then every metadata key llama.cpp reads is checked against llmcli.gguf_rules, the
+table of types and ranges llama.cpp asserts on (it aborts the process on a bad one). The facts
+llmcli shows (architecture, layers, heads, KV bytes per token) come from the same pass.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ MAX_TENSORS = 1_000_000
 MAX_STRING = 64 << 20  # a chat template or a token; 64 MiB is already absurd
 MAX_ARRAY = 16 << 20  # vocabularies are ~10^5..10^6 entries
 MAX_DIMS = 4  # GGML_MAX_DIMS
-KEEP_ARRAY_ITEMS = 0  # arrays (tokens, merges) are counted, not kept: llama.cpp owns the vocab
+MAX_NAME = 63  # GGML_MAX_NAME - 1: a longer tensor name is refused by ggml
+# Numeric arrays up to this length keep their items (per-layer head counts, at most LLAMA_MAX_LAYERS);
+# longer ones (scores, token types) and string arrays (tokens, merges) are counted, not kept.
+KEEP_ARRAY_ITEMS = 512
 
 # GGUF value types: id -> (struct format, size). Strings (8) and arrays (9) are handled apart.
 SCALARS: dict[int, tuple[str, int]] = {
@@ -43,10 +48,17 @@ STRING, ARRAY = 8, 9
 
 @dataclass
 class GGUFArray:
-    """An array value: its item type and length (contents are skipped, see KEEP_ARRAY_ITEMS)."""
+    """An array value: its item type and length; items only for short numeric arrays (KEEP_ARRAY_ITEMS)."""
 
     item_type: int
     count: int
+    items: tuple[Any, ...] | None = None
+    byte_tokens: int = 0  # how many of SentencePiece's 256 byte tokens a string array holds
+    distinct: int = 0  # how many different strings a string array holds
+
+
+VOCABULARY_KEY = "tokenizer.ggml.tokens"
+SPM_BYTE_TOKENS = frozenset(f"<0x{b:02X}>".encode() for b in range(256))
 
 
 @dataclass
@@ -66,6 +78,7 @@ class GGUFHeader:
     metadata: dict[str, Any]
     tensors: list[TensorInfo]
     data_offset: int
+    types: dict[str, int] = field(default_factory=dict)  # key -> GGUF value type, as llama.cpp checks it
 
 
 class _Reader:
@@ -93,23 +106,30 @@ class _Reader:
     def u64(self) -> int:
         return self.scalar("<Q", 8)
 
-    def string(self) -> str:
+    def length(self) -> int:
         n = self.u64()
         if n > MAX_STRING:
             raise self.fail(f"string of {n} bytes at byte {self.pos}")
+        return n
+
+    def string(self) -> str:
+        n = self.length()
         start = self.take(n)
         try:
             return bytes(self.buf[start:start + n]).decode("utf-8")
         except UnicodeDecodeError:
             raise self.fail(f"string at byte {start} is not UTF-8") from None
 
-    def skip_string(self) -> None:
-        n = self.u64()
-        if n > MAX_STRING:
-            raise self.fail(f"string of {n} bytes at byte {self.pos}")
-        self.take(n)
+    def raw_string(self) -> bytes:
+        n = self.length()
+        start = self.take(n)
+        return self.buf[start:start + n]
 
-    def value(self, vtype: int) -> Any:
+    def skip_string(self) -> None:
+        self.take(self.length())
+
+    def value(self, vtype: int, vocabulary: bool = False) -> Any:
+        """One value; a string array is counted, and for the vocabulary its distinct items too."""
         if vtype in SCALARS:
             return self.scalar(*SCALARS[vtype])
         if vtype == STRING:
@@ -119,11 +139,27 @@ class _Reader:
             if count > MAX_ARRAY:
                 raise self.fail(f"array of {count} items")
             if item_type in SCALARS:
-                # Fixed-size items: check the whole run fits, then jump over it.
-                self.take(count * SCALARS[item_type][1])
+                # Fixed-size items: check the whole run fits, then jump over it (or keep a short one).
+                fmt, size = SCALARS[item_type]
+                start = self.take(count * size)
+                if count <= KEEP_ARRAY_ITEMS:
+                    items = struct.unpack_from(f"<{count}{fmt[1]}", self.buf, start)
+                    return GGUFArray(item_type, count, items)
             elif item_type == STRING:
+                if not vocabulary:
+                    for _ in range(count):
+                        self.skip_string()
+                    return GGUFArray(item_type, count)
+                # llama.cpp asserts a vocabulary's items are distinct; it renames empty ones to
+                # "[EMPTY_i]", so those count as distinct.
+                found: set[bytes] = set()
+                n_empty = 0
                 for _ in range(count):
-                    self.skip_string()
+                    item = self.raw_string()
+                    n_empty += not item
+                    found.add(item)
+                return GGUFArray(item_type, count, distinct=len(found) + max(0, n_empty - 1),
+                                 byte_tokens=len(found & SPM_BYTE_TOKENS))
             else:
                 raise self.fail(f"array of unsupported type {item_type}")
             return GGUFArray(item_type, count)
@@ -193,12 +229,20 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
     if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
         raise r.fail(f"{n_tensors} tensors and {n_kv} metadata keys")
     metadata: dict[str, Any] = {}
+    types: dict[str, int] = {}
     for _ in range(n_kv):
         key = r.string()
-        metadata[key] = r.value(r.u32())
+        if key in metadata or not key:
+            raise r.fail(f"metadata key {key[:80]!r} is empty or repeated")
+        types[key] = vtype = r.u32()
+        metadata[key] = r.value(vtype, vocabulary=key == VOCABULARY_KEY)
     tensors = []
+    names: set[str] = set()
     for _ in range(n_tensors):
         name = r.string()
+        if len(name.encode()) > MAX_NAME or name in names:
+            raise r.fail(f"tensor name {name[:80]!r} is too long or repeated")
+        names.add(name)
         n_dims = r.u32()
         if not 1 <= n_dims <= MAX_DIMS:
             raise r.fail(f"tensor {name!r} has {n_dims} dimensions")
@@ -207,14 +251,14 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
             raise r.fail(f"tensor {name!r} has shape {shape}")
         ggml_type, offset = r.u32(), r.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset, _tensor_bytes(ggml_type, shape, r)))
+    header = GGUFHeader(path, version, size, metadata, tensors, 0, types)
+    from llmcli.gguf_rules import check_layout, check_metadata
+
+    check_metadata(header, r.fail)  # general.alignment is checked here, before it places the data
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise r.fail(f"alignment {alignment!r}")
-    data_offset = (r.pos + alignment - 1) // alignment * alignment
-    for t in tensors:
-        if t.offset % alignment or data_offset + t.offset + t.n_bytes > size:
-            raise r.fail(f"tensor {t.name!r} lies outside the file (truncated download?)")
-    return GGUFHeader(path, version, size, metadata, tensors, data_offset)
+    header.data_offset = (r.pos + alignment - 1) // alignment * alignment
+    check_layout(header, alignment, r.fail)
+    return header
 
 
 @dataclass
@@ -261,7 +305,9 @@ def model_facts(path: str | Path) -> ModelFacts:
 
     def key(suffix: str) -> Any:
         value = md.get(f"{arch}.{suffix}")
-        return value.count if isinstance(value, GGUFArray) else value
+        if isinstance(value, GGUFArray):  # one value a layer: the largest layer plans the KV cache
+            return max(value.items) if value.items else None
+        return value
 
     n_head, n_head_kv, n_embd = key("attention.head_count"), key("attention.head_count_kv"), key("embedding_length")
     n_head_kv = n_head_kv or n_head
