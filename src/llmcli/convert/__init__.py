@@ -6,13 +6,8 @@ run: check the input, decide every tensor, write nothing). Heavy modules load on
 
 from __future__ import annotations
 
-from llmcli.convert.core import (
-    ConversionPlan,
-    ConvertResult,
-    PlannedTensor,
-    convert_checkpoint,
-    plan_conversion,
-)
+from llmcli.convert.core import ConvertResult, convert_checkpoint
+from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 from llmcli.convert.families import ARCHITECTURES
 from llmcli.convert.outtypes import OUTTYPES
 
