@@ -66,16 +66,17 @@ def check_layer_count(hf_names: Iterable[str], n_layers: int, where: str) -> Non
         )
 
 
-def vocab_rows(embedding_shape: tuple[int, ...], h: HParams, where: str) -> int:
+def vocab_rows(hf_name: str, embedding_shape: tuple[int, ...], h: HParams, where: str) -> int:
     """The vocabulary size: the embedding's rows, which config.json's vocab_size (if given) must equal."""
     rows = embedding_shape[0] if embedding_shape else 0
     if h.vocab_size is not None and rows != h.vocab_size:
         raise BadCheckpoint(
-            f"the token embedding has {rows} rows but {where} says vocab_size {h.vocab_size}; "
+            f"{hf_name} has {rows} rows but {where} says vocab_size {h.vocab_size}; "
             "the config and the weights do not match"
         )
     if not 1 <= rows <= MAX_VOCAB:
-        raise BadCheckpoint(f"the token embedding has {rows} rows; a vocabulary must have 1 to {MAX_VOCAB} tokens")
+        raise BadCheckpoint(f"{hf_name} has {rows} rows; a vocabulary has 1 to {MAX_VOCAB} tokens, "
+                            "so the checkpoint is corrupt")
     return rows
 
 

@@ -147,7 +147,7 @@ def plan_conversion(src_dir: Path, outtype: str = "f16") -> ConversionPlan:
             "download every shard of the model"
         )
     embd = next(t for t in planned if t.name == "token_embd.weight")
-    n_vocab = vocab_rows(embd.shape, family.hp, where)
+    n_vocab = vocab_rows(embd.hf_name or embd.name, embd.shape, family.hp, where)
     dims = dimensions(family.hp, n_vocab)
     for t in planned:
         check_shape(t.hf_name or t.name, t.shape, family.shapes, t.kind, t.name.rsplit(".", 1)[-1], dims,

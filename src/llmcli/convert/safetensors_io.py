@@ -141,7 +141,7 @@ def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size
         raise BadCheckpoint(f"{bad} has no description; the file is corrupt, download it again")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        if dtype in OTHER_DTYPES:
+        if isinstance(dtype, str) and dtype in OTHER_DTYPES:
             raise BadCheckpoint(
                 f"{bad} is {dtype}; llmcli converts BF16, F16 and F32 weights only "
                 "(dequantize the checkpoint first)"
