@@ -199,3 +199,16 @@ def test_broken_files(tmp_path, case):
     src = write_tiny_llama(tmp_path / "ckpt")
     breaks(src)
     assert_clean_error(convert(src, tmp_path), ExitStatus.USAGE, *phrases)
+
+
+def test_weights_beyond_float16_are_refused_not_written_as_inf(tmp_path):
+    src = write_tiny_llama(tmp_path / "ckpt")
+    data = bytearray((src / "model.safetensors").read_bytes())
+    (n,) = struct.unpack("<Q", data[:8])
+    start = 8 + n + json.loads(data[8:8 + n])["model.layers.0.mlp.up_proj.weight"]["data_offsets"][0]
+    data[start:start + 4] = struct.pack("<f", 1e6)
+    (src / "model.safetensors").write_bytes(bytes(data))
+    proc = convert(src, tmp_path)
+    assert_clean_error(proc, ExitStatus.USAGE, "model.layers.0.mlp.up_proj.weight", "float16", "f32")
+    assert "Warning" not in proc.stderr
+    assert list(tmp_path.iterdir()) == [src]

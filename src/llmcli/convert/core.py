@@ -206,14 +206,21 @@ def _tensor_data(t: PlannedTensor) -> np.ndarray:
         raise BadCheckpoint(f"{t.hf_name} changed shape to {data.shape}; this is a bug in llmcli's converter")
     if t.qtype == "F32":
         return data
-    if t.qtype == "F16":
-        return data.astype(np.float16)
-    qtype = gguf.GGMLQuantizationType[t.qtype]
-    rows = data.reshape(-1, data.shape[-1])
-    out = np.empty(gguf.quant_shape_to_byte_shape(rows.shape, qtype), dtype=np.uint8)
-    step = max(1, QUANT_CHUNK_ELEMENTS // rows.shape[1])
-    for i in range(0, rows.shape[0], step):
-        out[i:i + step] = gguf.quants.quantize(rows[i:i + step], qtype)
+    # Overflow is checked below, not warned about: a warning would be lines of noise on stderr.
+    with np.errstate(over="ignore", invalid="ignore"):
+        if t.qtype == "F16":
+            half = data.astype(np.float16)
+            if not np.isfinite(half).all() and np.isfinite(data).all():
+                raise BadCheckpoint(
+                    f"{t.hf_name} has values beyond float16's range (65504); choose the f32 or bf16 output type"
+                )
+            return half
+        qtype = gguf.GGMLQuantizationType[t.qtype]
+        rows = data.reshape(-1, data.shape[-1])
+        out = np.empty(gguf.quant_shape_to_byte_shape(rows.shape, qtype), dtype=np.uint8)
+        step = max(1, QUANT_CHUNK_ELEMENTS // rows.shape[1])
+        for i in range(0, rows.shape[0], step):
+            out[i:i + step] = gguf.quants.quantize(rows[i:i + step], qtype)
     return out.reshape(gguf.quant_shape_to_byte_shape(t.shape, qtype))
 
 
