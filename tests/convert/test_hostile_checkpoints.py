@@ -37,7 +37,7 @@ def test_the_handmade_checkpoint_converts(tmp_path):
 # -- config.json: the typed table ----------------------------------------------------------------
 
 @pytest.mark.parametrize("change, phrases", [
-    ({"num_hidden_layers": 10_000_000}, ("num_hidden_layers", "at most 1024")),
+    ({"num_hidden_layers": 10_000_000}, ("num_hidden_layers", "at most 1,024")),
     ({"num_hidden_layers": 3}, ("num_hidden_layers 3", "weights hold 2 blocks")),
     ({"num_attention_heads": 0}, ("num_attention_heads is 0", "at least 1")),
     ({"num_attention_heads": 3}, ("hidden_size 16", "num_attention_heads 3")),
@@ -173,6 +173,8 @@ BROKEN: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
                            ("tokenizer.json",)),
     "deep tokenizer_config.json": (_write("tokenizer_config.json", DEEP), ("tokenizer_config.json", "nested")),
     "tokenizer_config.json a string": (_write("tokenizer_config.json", '"x"'), ("tokenizer_config.json",)),
+    "chat template a number": (_write("tokenizer_config.json", '{"chat_template": 5}'),
+                               ("tokenizer_config.json", "chat_template is 5")),
     "non-utf-8 chat template": (lambda src: (
         (src / "tokenizer_config.json").write_text("{}"),
         (src / "chat_template.jinja").write_bytes(b"{{ messages }}\xff\xfe")),
@@ -187,8 +189,10 @@ BROKEN: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "index deep": (_write("model.safetensors.index.json", DEEP), ("model.safetensors.index.json", "nested")),
     "index weight_map a list": (_write("model.safetensors.index.json", '{"weight_map": ["model.safetensors"]}'),
                                 ("model.safetensors.index.json", "weight_map")),
-    "index shard outside": (_write("model.safetensors.index.json", '{"weight_map": {"a": "../../etc/passwd"}}'),
+    "index shard outside": (_write("model.safetensors.index.json", '{"weight_map": {"a": "../../etc/x.safetensors"}}'),
                             ("outside the checkpoint folder",)),
+    "index shard the folder itself": (_write("model.safetensors.index.json", '{"weight_map": {"a": "."}}'),
+                                      ("weight_map", ".safetensors")),
     "index shard a number": (_write("model.safetensors.index.json", '{"weight_map": {"a": 5}}'), ("weight_map",)),
 }
 

@@ -130,8 +130,12 @@ def _check(f: Field, value: Any, where: str) -> Any:
 def _expected(f: Field) -> str:
     if f.kind == BOOL or f.low is None:
         return f.kind
-    low = f"more than {f.low:g}" if f.above_low else f"at least {f.low:g}"
-    return f"{f.kind} {low} and at most {f.high:g}"
+    low = f"more than {_number(f.low)}" if f.above_low else f"at least {_number(f.low)}"
+    return f"{f.kind} {low} and at most {_number(f.high)}"
+
+
+def _number(x: float | None) -> str:
+    return f"{int(x):,}" if x is not None and x == int(x) and abs(x) < 1e15 else f"{x:g}"
 
 
 def _fields(table: tuple[Field, ...], source: dict, where: str) -> dict[str, Any]:

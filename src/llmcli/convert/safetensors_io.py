@@ -170,9 +170,9 @@ def weight_files(src: Path) -> list[Path]:
         weight_map = files.read_json(index, root)
         weight_map = weight_map.get("weight_map")
         if (not isinstance(weight_map, dict) or not weight_map
-                or not all(isinstance(v, str) and v for v in weight_map.values())):
+                or not all(isinstance(v, str) and v.endswith(".safetensors") for v in weight_map.values())):
             raise BadCheckpoint(
-                f"{index.name} has no weight_map of tensor names to shard file names; download it again"
+                f"{index.name} has no weight_map of tensor names to .safetensors shard names; download it again"
             )
         found = []
         for n in sorted(set(weight_map.values())):

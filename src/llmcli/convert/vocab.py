@@ -94,7 +94,7 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
         )
     elif tokenizer_json is not None:
         raise UnsupportedTokenizer(
-            f"{src.name}/tokenizer.json is a {shown(model.get('type', 'unknown'))} tokenizer that is not byte-level BPE, "
+            f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not byte-level BPE, "
             "and there is no tokenizer.model; llmcli converts byte-level BPE and SentencePiece tokenizers"
         )
     else:
@@ -351,6 +351,11 @@ def chat_template(src: Path, root: Path | None = None) -> str | None:
                         None)
     if isinstance(template, str):
         return template
+    if template is not None:
+        raise BadCheckpoint(
+            f"{src.name}/tokenizer_config.json: chat_template is {shown(repr(template))}; it must be the template's "
+            "text or a list of {name, template} (fix the file or download it again)"
+        )
     jinja = src / "chat_template.jinja"
     if files.is_present(jinja):
         return files.read_text(jinja, root)
