@@ -216,3 +216,17 @@ def test_weights_beyond_float16_are_refused_not_written_as_inf(tmp_path):
     assert_clean_error(proc, ExitStatus.USAGE, "model.layers.0.mlp.up_proj.weight", "float16", "f32")
     assert "Warning" not in proc.stderr
     assert list(tmp_path.iterdir()) == [src]
+
+
+def test_hf_cache_snapshot_links_into_its_blobs_are_followed(tmp_path):
+    """A Hugging Face cache snapshot is a folder of symlinks to ../../blobs: inside the repo, so allowed."""
+    made = write_tiny_llama(tmp_path / "made")
+    repo = tmp_path / "hub" / "models--someone--tiny"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    for i, f in enumerate(sorted(made.iterdir())):
+        f.rename(repo / "blobs" / f"blob{i}")
+        (snapshot / f.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
+    proc = convert(snapshot, tmp_path)
+    assert proc.returncode == 0, proc.stderr

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.convert.handmade import CONFIG, write_tiny_llama
 
 from llmcli.environment import env

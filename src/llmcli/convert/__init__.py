@@ -7,9 +7,9 @@ run: check the input, decide every tensor, write nothing). Heavy modules load on
 from __future__ import annotations
 
 from llmcli.convert.core import ConvertResult, convert_checkpoint
-from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 from llmcli.convert.families import ARCHITECTURES
 from llmcli.convert.outtypes import OUTTYPES
+from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 
 __all__ = [
     "ARCHITECTURES",
