@@ -11,19 +11,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # names for type checkers; __getattr__ loads them on first use
-    from llmcli.convert.core import (
-        ConversionPlan,
-        ConvertResult,
-        PlannedTensor,
-        convert_checkpoint,
-        plan_conversion,
-    )
+    from llmcli.convert.core import ConvertResult, convert_checkpoint
     from llmcli.convert.families import ARCHITECTURES
     from llmcli.convert.outtypes import OUTTYPES
+    from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 
 _HOME = {
-    "ConversionPlan": "core", "ConvertResult": "core", "PlannedTensor": "core",
-    "convert_checkpoint": "core", "plan_conversion": "core",
+    "ConversionPlan": "plan", "ConvertResult": "core", "PlannedTensor": "plan",
+    "convert_checkpoint": "core", "plan_conversion": "plan",
     "ARCHITECTURES": "families", "OUTTYPES": "outtypes",
 }
 

@@ -1,7 +1,7 @@
-"""Plan and write a conversion: HF checkpoint folder -> one GGUF file.
+"""Write a conversion: HF checkpoint folder -> one GGUF file, from the plan `plan.py` makes.
 
-Planning reads only headers (config.json, tokenizer files, safetensors headers), so it is cheap
-and catches every input problem before a byte is written. Writing streams one tensor at a time:
+Planning reads only headers and catches every input problem before a byte is written. Writing
+streams one tensor at a time:
 the GGUF header and tensor table go first (sizes are known from the plan), then each tensor is
 mapped, converted and appended, and its memory map dropped.
 """
@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
-import math
 import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmcli.convert import safetensors_io
-from llmcli.convert.errors import (
-    BadCheckpoint,
-    ConversionFailed,
-    NotACheckpoint,
-    UnsafeCheckpoint,
-    UnsupportedArchitecture,
-)
-from llmcli.convert.outtypes import CONVERT_DEFAULT, OutType, outtype_named
-from llmcli.convert.vocab import Vocab, load_vocab
+from llmcli.convert.errors import BadCheckpoint, ConversionFailed
+from llmcli.convert.outtypes import CONVERT_DEFAULT, OutType
+from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 from llmcli.errors import UsageError
 from llmcli.fsutil import chmod_like_new_file, space_shortfalls
 from llmcli.units import format_bytes
@@ -37,49 +29,12 @@ from llmcli.units import format_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-    from llmcli.convert.families.base import Family
-
 Progress = Callable[[str, int, int], None]
 
-PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # Rows quantized at a time: bounds the temporaries of gguf.quants to a few MB per chunk.
 QUANT_CHUNK_ELEMENTS = 1 << 22
 # Headroom on top of the planned size when checking free space (metadata, alignment padding).
 SPACE_MARGIN = 16 * 1024 * 1024
-
-
-@dataclass
-class PlannedTensor:
-    name: str  # the GGUF name
-    shape: tuple[int, ...]  # numpy order (outermost first), as HF stores it
-    qtype: str  # GGML type written
-    nbytes: int
-    source: safetensors_io.TensorRef | None = None
-    hf_name: str | None = None
-    transform: Callable[[np.ndarray], np.ndarray] | None = None
-    data: np.ndarray | None = None  # tensors made by the converter (rope factors)
-
-    @property
-    def n_elements(self) -> int:
-        return math.prod(self.shape)
-
-
-@dataclass
-class ConversionPlan:
-    src: Path
-    hf_arch: str
-    arch: str  # GGUF architecture name, e.g. "llama"
-    outtype: OutType
-    family: Family
-    vocab: Vocab
-    tensors: list[PlannedTensor]
-    source_bytes: int
-    source_dtypes: list[str]
-    n_params: int
-    tied_embeddings: bool
-    estimated_size: int  # bytes of the final file (exact for direct types, an estimate for K-quants)
-    intermediate_size: int = 0  # the f16/bf16 file a K-quant is made from, 0 otherwise
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -95,158 +50,6 @@ class ConvertResult:
     tokenizer: str = ""  # e.g. "gpt2/qwen2" or "llama/default"
     n_vocab: int = 0
     has_chat_template: bool = False
-
-
-def read_config(src: Path) -> dict:
-    if not src.exists():
-        raise NotACheckpoint(f"no such folder: {src}; give a Hugging Face model folder or a cached repo id")
-    if not src.is_dir():
-        raise NotACheckpoint(f"{src} is a file; give the Hugging Face model folder that holds config.json")
-    path = src / "config.json"
-    if not path.is_file():
-        raise NotACheckpoint(
-            f"no config.json in {src}; SRC must be a Hugging Face model folder (config.json, tokenizer, *.safetensors)"
-        )
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BadCheckpoint(f"config.json in {src} is unreadable ({exc}); download it again") from exc
-    if not isinstance(config, dict):
-        raise BadCheckpoint(f"config.json in {src} is not a JSON object; download it again")
-    return config
-
-
-def find_weights(src: Path) -> list[Path]:
-    files = safetensors_io.weight_files(src)
-    if files:
-        return files
-    pickles = sorted(p.name for pattern in PICKLE_PATTERNS for p in src.glob(pattern))
-    if pickles:
-        raise UnsafeCheckpoint(
-            f"{src} has only pickle weights ({', '.join(pickles[:3])}); loading pickle can run arbitrary code, "
-            "so llmcli converts safetensors only: get the model's .safetensors files"
-        )
-    raise NotACheckpoint(f"no *.safetensors weights in {src}; download the model's weight files too")
-
-
-def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> ConversionPlan:
-    """Check everything about the input and decide every output tensor; writes nothing."""
-    import gguf
-
-    from llmcli.convert.families import family_for
-
-    src = Path(src_dir).expanduser()
-    out = outtype_named(outtype)
-    config = read_config(src)
-    family = family_for(config, where=f"{src.name}/config.json")
-    files = find_weights(src)
-    refs = safetensors_io.index_tensors(files)
-
-    allowed = set(gguf.MODEL_TENSORS[family.arch])
-    planned: list[PlannedTensor] = []
-    unmapped: list[str] = []
-    for hf_name in sorted(refs, key=_natural_key):
-        if family.skip(hf_name):
-            continue
-        mapped = family.map_name(hf_name)
-        if mapped is None:
-            unmapped.append(hf_name)
-            continue
-        key, gguf_name = mapped  # gguf keeps the .weight/.bias suffix it matched
-        if key not in allowed:
-            unmapped.append(hf_name)
-            continue
-        ref = refs[hf_name]
-        planned.append(PlannedTensor(name=gguf_name, shape=ref.shape, qtype="", nbytes=0, source=ref,
-                                     hf_name=hf_name, transform=family.transform(key, hf_name)))
-    if unmapped:
-        more = f" and {len(unmapped) - 3} more" if len(unmapped) > 3 else ""
-        raise UnsupportedArchitecture(
-            f"tensors {', '.join(unmapped[:3])}{more} have no place in llama.cpp's {family.arch_name} architecture; "
-            f"this {family.hf_arch} checkpoint is a variant llmcli cannot convert"
-        )
-
-    names = [t.name for t in planned]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise BadCheckpoint(f"two checkpoint tensors map to {dup}; the checkpoint is inconsistent")
-    present = set(names)
-    missing = [n for n in family.required_names() if n not in present]
-    if missing:
-        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-        raise BadCheckpoint(
-            f"the checkpoint lacks tensors {family.hf_arch} needs ({', '.join(missing[:3])}{more}); "
-            "download every shard of the model"
-        )
-    for name, data in family.extra_tensors():
-        planned.append(PlannedTensor(name=name, shape=tuple(data.shape), qtype="F32", nbytes=0, data=data))
-
-    embd = next(t for t in planned if t.name == "token_embd.weight")
-    vocab = load_vocab(src, n_rows=embd.shape[0])
-
-    source_dtypes = sorted({t.source.dtype for t in planned if t.source})
-    direct = out.qtype or ("BF16" if source_dtypes == ["BF16"] else "F16")
-    for t in planned:
-        t.qtype = "F32" if t.data is not None else _tensor_type(t, direct)
-        t.nbytes = _nbytes(t.shape, t.qtype)
-    direct_size = sum(t.nbytes for t in planned) + _metadata_bytes(vocab)
-    n_params = sum(t.n_elements for t in planned)
-    if out.qtype:
-        estimate, intermediate = direct_size, 0
-    else:
-        matrices = sum(t.n_elements for t in planned if t.qtype not in ("F32",))
-        vectors = sum(t.nbytes for t in planned if t.qtype == "F32")
-        estimate = int(matrices * out.bits_per_weight / 8) + vectors + _metadata_bytes(vocab)
-        intermediate = direct_size
-
-    notes = []
-    if vocab.n_padding:
-        notes.append(f"embedding has {vocab.n_padding} rows beyond the tokenizer: written as padding tokens")
-    tied = "output.weight" not in present
-    if tied:
-        notes.append("tied embeddings: llama.cpp reuses token_embd for the output")
-    return ConversionPlan(
-        src=src, hf_arch=family.hf_arch, arch=family.arch_name, outtype=out, family=family, vocab=vocab,
-        tensors=planned, source_bytes=sum(t.source.nbytes for t in planned if t.source),
-        source_dtypes=source_dtypes, n_params=n_params, tied_embeddings=tied,
-        estimated_size=estimate, intermediate_size=intermediate, notes=notes,
-    )
-
-
-def _natural_key(name: str) -> list:
-    # model.layers.10 after model.layers.9, so the GGUF lists blocks in order.
-    return [int(p) if p.isdigit() else p for p in name.split(".")]
-
-
-# Tensor kinds llama.cpp wants in f32 whatever the output type (it computes them in f32).
-ALWAYS_F32_SUFFIXES = ("_norm.weight", ".bias")
-
-
-def _tensor_type(t: PlannedTensor, direct: str) -> str:
-    import gguf
-
-    if len(t.shape) <= 1 or t.name.endswith(ALWAYS_F32_SUFFIXES):
-        return "F32"
-    qtype = direct
-    # The embedding and output matrices suffer most from 4-bit rounding; llama.cpp's own
-    # quantizer keeps them wider too.
-    if qtype == "Q4_0" and t.name in ("token_embd.weight", "output.weight"):
-        qtype = "Q8_0"
-    block, _ = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
-    if t.shape[-1] % block:
-        qtype = "F16"  # rows that do not fill whole blocks cannot be block-quantized
-    return qtype
-
-
-def _nbytes(shape: tuple[int, ...], qtype: str) -> int:
-    import gguf
-
-    return math.prod(gguf.quant_shape_to_byte_shape(shape, gguf.GGMLQuantizationType[qtype]))
-
-
-def _metadata_bytes(vocab: Vocab) -> int:
-    text = sum(len(t.encode("utf-8")) + 12 for t in vocab.tokens) + sum(len(m) + 8 for m in vocab.merges)
-    return text + len((vocab.chat_template or "").encode("utf-8")) + 64 * 1024
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -398,14 +201,21 @@ def _tensor_data(t: PlannedTensor) -> np.ndarray:
         raise BadCheckpoint(f"{t.hf_name} changed shape to {data.shape}; this is a bug in llmcli's converter")
     if t.qtype == "F32":
         return data
-    if t.qtype == "F16":
-        return data.astype(np.float16)
-    qtype = gguf.GGMLQuantizationType[t.qtype]
-    rows = data.reshape(-1, data.shape[-1])
-    out = np.empty(gguf.quant_shape_to_byte_shape(rows.shape, qtype), dtype=np.uint8)
-    step = max(1, QUANT_CHUNK_ELEMENTS // rows.shape[1])
-    for i in range(0, rows.shape[0], step):
-        out[i:i + step] = gguf.quants.quantize(rows[i:i + step], qtype)
+    # Overflow is checked below, not warned about: a warning would be lines of noise on stderr.
+    with np.errstate(over="ignore", invalid="ignore"):
+        if t.qtype == "F16":
+            half = data.astype(np.float16)
+            if not np.isfinite(half).all() and np.isfinite(data).all():
+                raise BadCheckpoint(
+                    f"{t.hf_name} has values beyond float16's range (65504); choose the f32 or bf16 output type"
+                )
+            return half
+        qtype = gguf.GGMLQuantizationType[t.qtype]
+        rows = data.reshape(-1, data.shape[-1])
+        out = np.empty(gguf.quant_shape_to_byte_shape(rows.shape, qtype), dtype=np.uint8)
+        step = max(1, QUANT_CHUNK_ELEMENTS // rows.shape[1])
+        for i in range(0, rows.shape[0], step):
+            out[i:i + step] = gguf.quants.quantize(rows[i:i + step], qtype)
     return out.reshape(gguf.quant_shape_to_byte_shape(t.shape, qtype))
 
 

@@ -30,3 +30,9 @@ class UnsupportedTokenizer(UsageError):
 
 class ConversionFailed(RuntimeFailure):
     """The input was fine but writing the output failed (full disk, quantizer error)."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """Untrusted text (a tensor name, a config value) as it may appear in a one-line message."""
+    text = value if isinstance(value, str) and value.isprintable() else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

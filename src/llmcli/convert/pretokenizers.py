@@ -79,9 +79,12 @@ def signature(node: Any) -> Any:
 
 def recognise(pre_tokenizer: Any, normalizer: Any, ignore_merges: bool) -> PreTokenizer | None:
     """The table row whose definition matches this tokenizer.json exactly, or None."""
-    if normalizer not in HARMLESS_NORMALIZERS:
+    try:
+        if normalizer not in HARMLESS_NORMALIZERS:
+            return None
+        sig = signature(pre_tokenizer)
+    except RecursionError:  # nested beyond any real tokenizer: not one llama.cpp reproduces
         return None
-    sig = signature(pre_tokenizer)
     for row in PRE_TOKENIZERS:
         if signature(row.definition) == sig and row.ignore_merges == bool(ignore_merges):
             return row

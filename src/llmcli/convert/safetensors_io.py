@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmcli.convert.errors import BadCheckpoint
+from llmcli.convert import files
+from llmcli.convert.errors import BadCheckpoint, shown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
 # The largest header we accept. Real headers are a few hundred KiB; the cap keeps a hostile file
 # from making us parse gigabytes of JSON.
 MAX_HEADER_BYTES = 100 * 1024 * 1024
+# The largest dimension we accept: an empty tensor ([10**8, 0]) occupies no bytes, so the byte
+# range alone does not bound its shape.
+MAX_DIM = 1 << 40
 
 # safetensors dtype -> (bytes per element, numpy dtype name used to read it). bf16 has no numpy
 # dtype: it is read as uint16 and widened by `as_float32`.
@@ -75,12 +80,16 @@ def as_float32(ref: TensorRef, data: np.ndarray) -> np.ndarray:
     return data.astype(np.float32)
 
 
-def read_header(path: Path) -> tuple[dict[str, TensorRef], dict[str, str]]:
-    """Parse and validate one .safetensors header; returns (tensors by name, __metadata__)."""
+def read_header(path: Path, root: Path | None = None) -> tuple[dict[str, TensorRef], dict[str, str]]:
+    """Parse and validate one .safetensors header; returns (tensors by name, __metadata__).
+
+    The file must be a regular file inside `root` (default: its own folder).
+    """
     name = path.name
+    fd = files.open_regular(path, root or files.checkpoint_root(path.parent))
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(8)
             if len(head) < 8:
                 raise BadCheckpoint(f"{name} is not a safetensors file (only {size} bytes); download it again")
@@ -93,10 +102,18 @@ def read_header(path: Path) -> tuple[dict[str, TensorRef], dict[str, str]]:
             raw = fh.read(n)
     except OSError as exc:
         raise BadCheckpoint(f"cannot read {path}: {exc.strerror or exc}; check the file") from exc
+    if len(raw) != n:
+        raise BadCheckpoint(f"{name} changed while it was read; check the file and run it again")
 
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        raw_text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadCheckpoint(f"{name} has a corrupt safetensors header (not UTF-8); download it again") from exc
+    try:
+        header = json.loads(raw_text)
+    except RecursionError as exc:
+        raise BadCheckpoint(f"{name} has a corrupt safetensors header (nested too deeply); download it again") from exc
+    except ValueError as exc:
         raise BadCheckpoint(f"{name} has a corrupt safetensors header (not JSON: {exc}); download it again") from exc
     if not isinstance(header, dict):
         raise BadCheckpoint(f"{name} has a corrupt safetensors header (not a JSON object); download it again")
@@ -114,25 +131,25 @@ def read_header(path: Path) -> tuple[dict[str, TensorRef], dict[str, str]]:
     spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.nbytes)
     for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
         if start_b < end_a:
-            raise BadCheckpoint(f"{name}: tensors {a} and {b} overlap; the file is corrupt, download it again")
-    return tensors, {str(k): str(v) for k, v in meta.items()}
+            raise BadCheckpoint(f"{name}: tensors {shown(repr(a))} and {shown(repr(b))} overlap; the file is corrupt, download it again")
+    return tensors, {k: v for k, v in meta.items() if isinstance(v, str)}
 
 
 def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size: int) -> TensorRef:
-    bad = f"{path.name}: tensor {tname!r}"
+    bad = f"{path.name}: tensor {shown(repr(tname))}"
     if not isinstance(info, dict):
         raise BadCheckpoint(f"{bad} has no description; the file is corrupt, download it again")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in DTYPES:
-        if dtype in OTHER_DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        if isinstance(dtype, str) and dtype in OTHER_DTYPES:
             raise BadCheckpoint(
                 f"{bad} is {dtype}; llmcli converts BF16, F16 and F32 weights only "
                 "(dequantize the checkpoint first)"
             )
-        raise BadCheckpoint(f"{bad} has an unknown dtype {dtype!r}; the file is corrupt, download it again")
+        raise BadCheckpoint(f"{bad} has an unknown dtype {shown(repr(dtype))}; the file is corrupt, download it again")
     if (not isinstance(shape, list) or len(shape) > 8
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
-        raise BadCheckpoint(f"{bad} has an invalid shape {shape!r}; the file is corrupt, download it again")
+            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape)):
+        raise BadCheckpoint(f"{bad} has an invalid shape {shown(repr(shape))}; the file is corrupt, download it again")
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
         raise BadCheckpoint(f"{bad} has invalid data_offsets; the file is corrupt, download it again")
@@ -147,37 +164,39 @@ def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size
 
 def weight_files(src: Path) -> list[Path]:
     """The checkpoint's safetensors files: from model.safetensors.index.json if sharded."""
+    root = files.checkpoint_root(src)
     index = src / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            names = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise BadCheckpoint(f"{index.name} is unreadable ({exc}); download it again") from exc
-        files = []
-        for n in names:
-            p = (src / n).resolve()
+    if files.is_present(index):
+        weight_map = files.read_json(index, root)
+        weight_map = weight_map.get("weight_map")
+        if (not isinstance(weight_map, dict) or not weight_map
+                or not all(isinstance(v, str) and v.endswith(".safetensors") for v in weight_map.values())):
+            raise BadCheckpoint(
+                f"{index.name} has no weight_map of tensor names to .safetensors shard names; download it again"
+            )
+        found = []
+        for n in sorted(set(weight_map.values())):
+            p = src / n
             # A shard name like "../../etc/passwd" must not lead us out of the checkpoint.
-            if src.resolve() not in p.parents:
-                raise BadCheckpoint(f"{index.name} names a shard outside the folder: {n!r}")
-            if not p.is_file():
-                raise BadCheckpoint(f"shard {n} listed in {index.name} is missing; download it again")
-            files.append(p)
-        return files
+            files.resolve_inside(p, root, what=f"shard {shown(repr(n))} listed in {index.name}")
+            if not files.is_present(p):
+                raise BadCheckpoint(f"shard {shown(repr(n))} listed in {index.name} is missing; download it again")
+            found.append(p)
+        return found
     single = src / "model.safetensors"
-    if single.is_file():
+    if files.is_present(single):
         return [single]
     return sorted(src.glob("*.safetensors"))
 
 
-def index_tensors(files: list[Path]) -> dict[str, TensorRef]:
+def index_tensors(paths: list[Path], root: Path | None = None) -> dict[str, TensorRef]:
     """Every tensor of the checkpoint by name, each read from its own file's validated header."""
     tensors: dict[str, TensorRef] = {}
-    for f in files:
-        found, _ = read_header(f)
+    for f in paths:
+        found, _ = read_header(f, root)
         for name, ref in found.items():
             if name in tensors:
-                raise BadCheckpoint(f"tensor {name} appears in both {tensors[name].file.name} and {f.name}")
+                raise BadCheckpoint(f"tensor {shown(repr(name))} appears in both {tensors[name].file.name} and {f.name}")
             tensors[name] = ref
     return tensors
 

@@ -8,14 +8,14 @@ and those rows become unused padding tokens.
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmcli.convert import pretokenizers
-from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer
+from llmcli.convert import files, pretokenizers
+from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer, shown
+from llmcli.convert.vocab_checks import checked_added, checked_vocab
 
 # gguf.TokenType values, repeated here so that planning needs no gguf import.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -25,6 +25,8 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endofturn|>")
 
 SPECIAL_KINDS = ("bos", "eos", "unk", "pad")
+
+MAX_SPM_BYTES = 64 * 1024 * 1024  # a tokenizer.model; real ones are under 5 MB
 
 
 @dataclass
@@ -68,23 +70,22 @@ class Vocab:
             writer.add_chat_template(self.chat_template)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise BadCheckpoint(f"{path.name} is unreadable ({exc}); download it again") from exc
+def _read_json(path: Path, root: Path) -> dict:
+    """A JSON object file of the checkpoint, {} when absent (every tokenizer file is optional alone)."""
+    return files.read_json(path, root, dict) or {}
 
 
-def load_vocab(src: Path, n_rows: int) -> Vocab:
+def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
     """Read the tokenizer files of `src` into a Vocab with `n_rows` tokens (the embedding's rows)."""
-    tokenizer_json = _read_json(src / "tokenizer.json")
+    root = root or files.checkpoint_root(src)
+    tokenizer_json = files.read_json(src / "tokenizer.json", root, dict)
     model = (tokenizer_json or {}).get("model") or {}
+    if not isinstance(model, dict):
+        raise BadCheckpoint(f"{src.name}/tokenizer.json: model is not an object; download it again")
     if model.get("type") == "BPE" and _is_byte_level(tokenizer_json):
         vocab = _bpe_vocab(src, tokenizer_json, n_rows)
-    elif (src / "tokenizer.model").is_file():
-        vocab = _spm_vocab(src, tokenizer_json, n_rows)
+    elif files.is_present(src / "tokenizer.model"):
+        vocab = _spm_vocab(src, root, tokenizer_json, n_rows)
     elif tokenizer_json is not None and model.get("type") == "BPE" and model.get("byte_fallback"):
         # transformers 5's save_pretrained writes only tokenizer.json for SentencePiece tokenizers.
         raise UnsupportedTokenizer(
@@ -93,33 +94,43 @@ def load_vocab(src: Path, n_rows: int) -> Vocab:
         )
     elif tokenizer_json is not None:
         raise UnsupportedTokenizer(
-            f"{src.name}/tokenizer.json is a {model.get('type', 'unknown')} tokenizer that is not byte-level BPE, "
+            f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not byte-level BPE, "
             "and there is no tokenizer.model; llmcli converts byte-level BPE and SentencePiece tokenizers"
         )
     else:
         raise NotACheckpoint(
             f"no tokenizer in {src} (need tokenizer.json or tokenizer.model); download the tokenizer files too"
         )
-    _special_tokens(src, vocab, tokenizer_json)
-    vocab.chat_template = chat_template(src)
+    _special_tokens(src, root, vocab, tokenizer_json)
+    vocab.chat_template = chat_template(src, root)
     return vocab
 
 
 def _is_byte_level(tokenizer_json: dict) -> bool:
-    text = json.dumps([tokenizer_json.get("pre_tokenizer"), tokenizer_json.get("decoder")])
-    return '"ByteLevel"' in text
+    """Whether a ByteLevel step appears anywhere in the pre-tokenizer or decoder (walked without recursion)."""
+    stack: list[Any] = [tokenizer_json.get("pre_tokenizer"), tokenizer_json.get("decoder")]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "ByteLevel":
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
     model = tj["model"]
+    where = f"{src.name}/tokenizer.json"
     pre = pretokenizers.recognise(tj.get("pre_tokenizer"), tj.get("normalizer"), model.get("ignore_merges", False))
     if pre is None:
         raise UnsupportedTokenizer(
             f"the pre-tokenizer in {src.name}/tokenizer.json is not one llama.cpp reproduces exactly "
             f"(known: {pretokenizers.supported()}); refusing to guess, as a wrong one silently changes the tokens"
         )
-    vocab_map: dict[str, int] = model.get("vocab") or {}
-    added = [t for t in tj.get("added_tokens") or [] if isinstance(t, dict)]
+    vocab_map = checked_vocab(model.get("vocab"), n_rows, where)
+    added = checked_added(tj.get("added_tokens"), n_rows, where)
     n_tok = max([*vocab_map.values(), *(t["id"] for t in added), -1]) + 1
     if n_tok > n_rows:
         raise BadCheckpoint(
@@ -139,7 +150,7 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
             tokens[i] = f"[PAD{i}]"
             n_padding += 1
     return Vocab(model="gpt2", pre=pre.name, tokens=tokens, types=types,  # type: ignore[arg-type]
-                 merges=_merges(model.get("merges") or []), n_padding=n_padding)
+                 merges=_merges(model.get("merges"), where), n_padding=n_padding)
 
 
 def _looks_special(text: str) -> bool:
@@ -148,9 +159,15 @@ def _looks_special(text: str) -> bool:
     return (text.startswith("<|") and text.endswith("|>")) or (text.startswith("<｜") and text.endswith("｜>"))
 
 
-def _merges(raw: list) -> list[str]:
-    if not raw or isinstance(raw[0], str):
+def _merges(raw: Any, where: str) -> list[str]:
+    if raw is None:
+        return []
+    if isinstance(raw, list) and all(isinstance(m, str) and " " in m[1:] for m in raw):
         return list(raw)
+    if not isinstance(raw, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in raw):
+        raise BadCheckpoint(f"{where}: model.merges must be a list of \"a b\" strings or of [a, b] pairs; "
+                            "download the tokenizer again")
     # transformers >= 4.45 writes pairs; a space inside a part is encoded as U+0120 + 256 offset,
     # the convention llama.cpp reads.
     return [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in pair)
@@ -159,8 +176,8 @@ def _merges(raw: list) -> list[str]:
 
 # -- SentencePiece -------------------------------------------------------------------------------
 
-def _spm_vocab(src: Path, tj: dict | None, n_rows: int) -> Vocab:
-    pieces, add_dummy_prefix = read_sentencepiece_model(src / "tokenizer.model")
+def _spm_vocab(src: Path, root: Path, tj: dict | None, n_rows: int) -> Vocab:
+    pieces, add_dummy_prefix = read_sentencepiece_model(src / "tokenizer.model", root)
     if len(pieces) > n_rows:
         raise BadCheckpoint(
             f"tokenizer.model has {len(pieces)} pieces but the embedding only {n_rows} rows; they do not match"
@@ -171,13 +188,11 @@ def _spm_vocab(src: Path, tj: dict | None, n_rows: int) -> Vocab:
     for i, (piece, score, kind) in enumerate(pieces):
         tokens[i], scores[i], types[i] = piece, score, kind
     # Tokens added on top of the SentencePiece model (chat markers), as the HF tokenizer lists them.
-    added = [t for t in (tj or {}).get("added_tokens") or [] if isinstance(t, dict)]
-    added_file = _read_json(src / "added_tokens.json") or {}
+    added = checked_added((tj or {}).get("added_tokens"), n_rows, f"{src.name}/tokenizer.json")
+    added_file = checked_vocab(_read_json(src / "added_tokens.json", root), n_rows, f"{src.name}/added_tokens.json")
     added += [{"id": tid, "content": text, "special": False} for text, tid in added_file.items()]
     for t in added:
         tid = t["id"]
-        if not 0 <= tid < n_rows:
-            raise BadCheckpoint(f"added token {t['content']!r} has id {tid}, outside the embedding's {n_rows} rows")
         tokens[tid], scores[tid] = t["content"], -1000.0
         types[tid] = CONTROL if t.get("special") else USER_DEFINED
     n_padding = sum(1 for t in types if t == UNUSED)
@@ -185,16 +200,13 @@ def _spm_vocab(src: Path, tj: dict | None, n_rows: int) -> Vocab:
                  add_space_prefix=add_dummy_prefix, n_padding=n_padding)
 
 
-def read_sentencepiece_model(path: Path) -> tuple[list[tuple[str, float, int]], bool]:
+def read_sentencepiece_model(path: Path, root: Path | None = None) -> tuple[list[tuple[str, float, int]], bool]:
     """(piece, score, type) for each piece, and add_dummy_prefix, from a tokenizer.model.
 
     A minimal reader of the protobuf wire format, for the three fields we need, so that converting
     needs neither sentencepiece nor protobuf. Untrusted input: every length is bounds-checked.
     """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BadCheckpoint(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+    data = files.read_bytes(path, root or files.checkpoint_root(path.parent), MAX_SPM_BYTES)
     pieces: list[tuple[str, float, int]] = []
     add_dummy_prefix = True
     try:
@@ -273,10 +285,10 @@ def _content(entry: Any) -> str | None:
     return None
 
 
-def _special_tokens(src: Path, vocab: Vocab, tj: dict | None) -> None:
-    config = _read_json(src / "tokenizer_config.json") or {}
-    gen = _read_json(src / "generation_config.json") or {}
-    model_config = _read_json(src / "config.json") or {}
+def _special_tokens(src: Path, root: Path, vocab: Vocab, tj: dict | None) -> None:
+    config = _read_json(src / "tokenizer_config.json", root)
+    gen = _read_json(src / "generation_config.json", root)
+    model_config = _read_json(src / "config.json", root)
     ids = {text: i for i, text in enumerate(vocab.tokens) if vocab.types[i] != UNUSED}
 
     for kind in SPECIAL_KINDS:
@@ -287,7 +299,7 @@ def _special_tokens(src: Path, vocab: Vocab, tj: dict | None) -> None:
         for source in (gen, model_config):
             if tid is None and (value := source.get(f"{kind}_token_id")) is not None:
                 tid = value[0] if isinstance(value, list) and value else value
-        if isinstance(tid, int) and 0 <= tid < len(vocab.tokens):
+        if isinstance(tid, int) and not isinstance(tid, bool) and 0 <= tid < len(vocab.tokens):
             vocab.special[kind] = tid
 
     eot = next((ids[t] for t in END_OF_TURN_TEXTS if t in ids), None)
@@ -313,29 +325,39 @@ def _post_processor_adds(tj: dict | None, vocab: Vocab) -> tuple[bool, bool]:
     if not isinstance(post, dict):
         return default
     procs = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
-    for proc in procs:
+    for proc in procs if isinstance(procs, list) else []:
         if isinstance(proc, dict) and proc.get("type") == "TemplateProcessing":
-            single = proc.get("single") or []
-            first = (single[0].get("SpecialToken") or {}).get("id") if single else None
-            last = (single[-1].get("SpecialToken") or {}).get("id") if len(single) > 1 else None
+            single = proc.get("single") if isinstance(proc.get("single"), list) else []
+            first = _special_id(single[0]) if single else None
+            last = _special_id(single[-1]) if len(single) > 1 else None
             bos = vocab.tokens[vocab.special["bos"]] if "bos" in vocab.special else None
             eos = vocab.tokens[vocab.special["eos"]] if "eos" in vocab.special else None
             return (first is not None and first == bos, last is not None and last == eos)
     return default
 
 
-def chat_template(src: Path) -> str | None:
+def _special_id(step: Any) -> Any:
+    special = step.get("SpecialToken") if isinstance(step, dict) else None
+    return special.get("id") if isinstance(special, dict) else None
+
+
+def chat_template(src: Path, root: Path | None = None) -> str | None:
     """The chat template: tokenizer_config.json, else chat_template.jinja (transformers 5), else .json."""
-    config = _read_json(src / "tokenizer_config.json") or {}
+    root = root or files.checkpoint_root(src)
+    config = _read_json(src / "tokenizer_config.json", root)
     template = config.get("chat_template")
     if isinstance(template, list):  # named templates: llama.cpp takes the default one
         template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"),
                         None)
     if isinstance(template, str):
         return template
+    if template is not None:
+        raise BadCheckpoint(
+            f"{src.name}/tokenizer_config.json: chat_template is {shown(repr(template))}; it must be the template's "
+            "text or a list of {name, template} (fix the file or download it again)"
+        )
     jinja = src / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
-    as_json = _read_json(src / "chat_template.json") or {}
-    template = as_json.get("chat_template") if isinstance(as_json, dict) else None
+    if files.is_present(jinja):
+        return files.read_text(jinja, root)
+    template = _read_json(src / "chat_template.json", root).get("chat_template")
     return template if isinstance(template, str) else None

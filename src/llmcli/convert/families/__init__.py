@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from llmcli.convert.errors import UnsupportedArchitecture
+from llmcli.convert.errors import UnsupportedArchitecture, shown
 
 ARCHITECTURES: dict[str, str] = {
     "LlamaForCausalLM": "llama",  # Llama 2/3, SmolLM, TinyLlama
@@ -21,12 +21,12 @@ ARCHITECTURES: dict[str, str] = {
 
 def family_for(config: dict, where: str = "config.json"):
     """The Family instance for a parsed config.json, or UnsupportedArchitecture."""
-    archs = config.get("architectures") or []
-    arch = archs[0] if archs and isinstance(archs[0], str) else None
+    archs = config.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     if arch not in ARCHITECTURES:
-        named = f"architecture {arch}" if arch else "no architecture"
+        named = f"architecture {shown(arch)}" if arch else "no architecture"
         raise UnsupportedArchitecture(
             f"{where} names {named}; llmcli convert supports {', '.join(ARCHITECTURES)}"
         )
     module = importlib.import_module(f"llmcli.convert.families.{ARCHITECTURES[arch]}")
-    return module.FAMILY(arch, config)
+    return module.FAMILY(arch, config, where)

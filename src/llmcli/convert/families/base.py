@@ -7,9 +7,12 @@ tensors it requires, and the few tensors whose layout llama.cpp wants different 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from llmcli.convert.errors import BadCheckpoint, UnsupportedArchitecture
+from llmcli.convert.consistency import COMMON_SHAPES, Shapes
+from llmcli.convert.errors import UnsupportedArchitecture
+from llmcli.convert.hparams import Rope, parse_hparams, text_config
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,92 +32,89 @@ class Family:
     # Suffixes of HF tensors that must exist in every block (e.g. Qwen2's ".self_attn.q_proj.bias"),
     # checked by gguf name: (MODEL_TENSOR name, ".bias").
     block_required_bias: ClassVar[tuple[str, ...]] = ()
+    # The shape of every tensor kind this family writes, in named dimensions (see consistency.py).
+    shapes: ClassVar[Shapes] = COMMON_SHAPES
 
-    def __init__(self, hf_arch: str, config: dict) -> None:
+    def __init__(self, hf_arch: str, config: dict, where: str = "config.json") -> None:
         import gguf
 
         self.hf_arch = hf_arch
-        # Multimodal wrappers keep the language model's settings under text_config.
-        self.config = {**config, **(config.get("text_config") or {})}
+        self.config = text_config(config, where)
+        self.hp = parse_hparams(self.config, where)
         self.arch = gguf.MODEL_ARCH[self.gguf_arch]
         self.arch_name = gguf.MODEL_ARCH_NAMES[self.arch]
-        self.n_layers = self.require("num_hidden_layers")
-        self.tensor_map = gguf.get_tensor_name_map(self.arch, self.n_layers)
+        self.n_layers = self.hp.n_layers
+
+    @cached_property
+    def tensor_map(self) -> Any:
+        import gguf
+
+        return gguf.get_tensor_name_map(self.arch, self.n_layers)
 
     # -- config.json -----------------------------------------------------------------------------
-    def require(self, key: str) -> Any:
-        value = self.config.get(key)
-        if value is None:
-            raise BadCheckpoint(f"config.json has no {key}, which {self.hf_arch} needs; the checkpoint is incomplete")
-        return value
-
     @property
     def n_heads(self) -> int:
-        return self.require("num_attention_heads")
+        return self.hp.n_heads
 
     @property
     def n_kv_heads(self) -> int:
-        return self.config.get("num_key_value_heads") or self.n_heads
+        return self.hp.n_kv_heads
 
     @property
     def head_dim(self) -> int:
-        return self.config.get("head_dim") or self.require("hidden_size") // self.n_heads
+        return self.hp.head_dim
 
     @property
-    def rope(self) -> dict:
-        # transformers 5 writes rope_parameters (rope_theta inside); older configs rope_scaling + rope_theta.
-        params = dict(self.config.get("rope_parameters") or self.config.get("rope_scaling") or {})
-        if "rope_theta" not in params and "rope_theta" in self.config:
-            params["rope_theta"] = self.config["rope_theta"]
-        if "rope_type" not in params and "type" in params:
-            params["rope_type"] = params["type"]
-        return params
+    def rope(self) -> Rope:
+        return self.hp.rope
 
     @property
     def tied_embeddings(self) -> bool:
-        return bool(self.config.get("tie_word_embeddings", False))
+        return self.hp.tied
 
     def hparams(self, writer: Any) -> None:
         """Write the architecture's hyperparameters with a gguf.GGUFWriter."""
-        c = self.config
-        writer.add_block_count(self.n_layers)
-        writer.add_context_length(self.require("max_position_embeddings"))
-        writer.add_embedding_length(self.require("hidden_size"))
-        writer.add_feed_forward_length(self.require("intermediate_size"))
-        writer.add_head_count(self.n_heads)
-        writer.add_head_count_kv(self.n_kv_heads)
-        writer.add_layer_norm_rms_eps(self.require("rms_norm_eps"))
+        h = self.hp
+        writer.add_block_count(h.n_layers)
+        writer.add_context_length(h.max_positions)
+        writer.add_embedding_length(h.hidden)
+        writer.add_feed_forward_length(h.intermediate)
+        writer.add_head_count(h.n_heads)
+        writer.add_head_count_kv(h.n_kv_heads)
+        writer.add_layer_norm_rms_eps(h.rms_eps)
         writer.add_rope_dimension_count(self.rope_dims())
-        if c.get("head_dim") is not None:
-            writer.add_key_length(self.head_dim)
-            writer.add_value_length(self.head_dim)
-        if "vocab_size" in c:
-            writer.add_vocab_size(c["vocab_size"])
-        rope = self.rope
-        writer.add_rope_freq_base(float(rope.get("rope_theta", 10000.0)))
-        self.rope_scaling(writer, rope)
+        if h.head_dim_explicit:
+            writer.add_key_length(h.head_dim)
+            writer.add_value_length(h.head_dim)
+        if h.vocab_size is not None:
+            writer.add_vocab_size(h.vocab_size)
+        writer.add_rope_freq_base(h.rope.theta)
+        self.rope_scaling(writer, h.rope)
 
     def rope_dims(self) -> int:
-        return int(self.head_dim * self.rope.get("partial_rotary_factor", 1.0))
+        return self.hp.rope_dims
 
     # rope_type -> how to tell llama.cpp; "llama3" becomes a rope_freqs tensor (see extra_tensors).
     ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default", "linear", "yarn")
 
-    def rope_scaling(self, writer: Any, rope: dict) -> None:
+    def check_rope(self) -> None:
+        """Refuse a rope scaling this family cannot write, before planning goes further."""
+        if self.rope.kind not in self.ROPE_TYPES:
+            raise UnsupportedArchitecture(
+                f"rope scaling {self.rope.kind!r} is not supported for {self.hf_arch}; "
+                f"supported: {', '.join(self.ROPE_TYPES)}"
+            )
+
+    def rope_scaling(self, writer: Any, rope: Rope) -> None:
         import gguf
 
-        kind = (rope.get("rope_type") or "default").lower()
-        if kind not in self.ROPE_TYPES:
-            raise UnsupportedArchitecture(
-                f"rope scaling {kind!r} is not supported for {self.hf_arch}; supported: {', '.join(self.ROPE_TYPES)}"
-            )
-        if kind == "linear":
+        if rope.kind == "linear":
             writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-            writer.add_rope_scaling_factor(rope["factor"])
-        elif kind == "yarn":
+            writer.add_rope_scaling_factor(rope.get("factor"))
+        elif rope.kind == "yarn":
             writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-            writer.add_rope_scaling_factor(rope["factor"])
-            writer.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+            writer.add_rope_scaling_factor(rope.get("factor"))
+            writer.add_rope_scaling_orig_ctx_len(rope.get("original_max_position_embeddings"))
 
     # -- tensors ---------------------------------------------------------------------------------
     def skip(self, hf_name: str) -> bool:

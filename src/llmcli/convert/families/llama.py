@@ -31,10 +31,10 @@ class Llama(Family):
         import numpy as np
 
         rope = self.rope
-        if (rope.get("rope_type") or "").lower() != "llama3":
+        if rope.kind != "llama3":
             return []
         # Llama 3.1's frequency-dependent scaling, as transformers' _compute_llama3_parameters does.
-        base, dim = float(rope.get("rope_theta", 10000.0)), self.head_dim
+        base, dim = rope.theta, self.head_dim
         factor = rope.get("factor", 8.0)
         low, high = rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)
         old_ctx = rope.get("original_max_position_embeddings", 8192)

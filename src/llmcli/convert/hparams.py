@@ -1,0 +1,226 @@
+"""config.json parsed once, at the boundary, into typed and range-checked hyperparameters.
+
+config.json is untrusted: a layer count of ten million, zero heads or a vocabulary of 10^12 would
+hang the converter or write a GGUF that llama.cpp aborts on. Every field the converter reads is a
+row of `FIELDS` (name, type, range, required); the cross-field rules (heads divide the width, kv
+heads divide heads) follow the table. The tensors are checked against these values later
+(`consistency.py`), so a config that lies about the weights is refused too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmcli.convert.errors import BadCheckpoint, shown
+
+INT, FLOAT, BOOL = "an integer", "a number", "true or false"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # INT, FLOAT or BOOL
+    low: float | None = None  # inclusive
+    high: float | None = None  # inclusive
+    required: bool = False
+    above_low: bool = False  # low is exclusive (eps, theta, factors)
+
+
+# Bounds are far beyond any real model and small enough that nothing sized by them can hang.
+MAX_LAYERS = 1024
+MAX_WIDTH = 1 << 20
+MAX_HEADS = 4096
+MAX_VOCAB = 1 << 24
+MAX_CONTEXT = (1 << 31) - 1  # a u32 in the GGUF
+
+FIELDS: tuple[Field, ...] = (
+    Field("num_hidden_layers", INT, 1, MAX_LAYERS, required=True),
+    Field("hidden_size", INT, 1, MAX_WIDTH, required=True),
+    Field("intermediate_size", INT, 1, MAX_WIDTH * 8, required=True),
+    Field("num_attention_heads", INT, 1, MAX_HEADS, required=True),
+    Field("num_key_value_heads", INT, 1, MAX_HEADS),
+    Field("head_dim", INT, 2, 1 << 16),
+    Field("max_position_embeddings", INT, 1, MAX_CONTEXT, required=True),
+    Field("original_max_position_embeddings", INT, 1, MAX_CONTEXT),
+    Field("rms_norm_eps", FLOAT, 0, 1, required=True, above_low=True),
+    Field("vocab_size", INT, 1, MAX_VOCAB),
+    Field("rope_theta", FLOAT, 0, 1e12, above_low=True),
+    Field("partial_rotary_factor", FLOAT, 0, 1, above_low=True),
+    Field("sliding_window", INT, 0, MAX_CONTEXT),
+    Field("tie_word_embeddings", BOOL),
+)
+
+# The rope-scaling object (rope_scaling, or rope_parameters in transformers 5).
+ROPE_FIELDS: tuple[Field, ...] = (
+    Field("rope_theta", FLOAT, 0, 1e12, above_low=True),
+    Field("factor", FLOAT, 0, 1e6, above_low=True),
+    Field("original_max_position_embeddings", INT, 1, MAX_CONTEXT),
+    Field("low_freq_factor", FLOAT, 0, 1e6, above_low=True),
+    Field("high_freq_factor", FLOAT, 0, 1e6, above_low=True),
+    Field("partial_rotary_factor", FLOAT, 0, 1, above_low=True),
+)
+# rope_type -> the fields it cannot do without.
+ROPE_NEEDS: dict[str, tuple[str, ...]] = {
+    "linear": ("factor",),
+    "yarn": ("factor", "original_max_position_embeddings"),
+    "dynamic": ("factor",),
+}
+
+
+@dataclass(frozen=True)
+class Rope:
+    kind: str  # "default", "linear", "yarn", "llama3", "longrope", ...
+    theta: float
+    values: dict[str, Any] = field(default_factory=dict)  # the checked ROPE_FIELDS present
+    long_factor: tuple[float, ...] | None = None
+    short_factor: tuple[float, ...] | None = None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+
+@dataclass(frozen=True)
+class HParams:
+    n_layers: int
+    hidden: int
+    intermediate: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    head_dim_explicit: bool  # config.json names head_dim (written as key/value length)
+    max_positions: int
+    rms_eps: float
+    vocab_size: int | None
+    tied: bool
+    rope: Rope
+    partial_rotary_factor: float = 1.0
+    sliding_window: int | None = None
+    original_max_positions: int | None = None
+
+    @property
+    def q_width(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def rope_dims(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+
+def _check(f: Field, value: Any, where: str) -> Any:
+    if f.kind == BOOL:
+        ok = isinstance(value, bool)
+    elif f.kind == INT:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and f.kind != BOOL:
+        low_ok = f.low is None or (value > f.low if f.above_low else value >= f.low)
+        ok = low_ok and (f.high is None or value <= f.high)
+    if not ok:
+        raise BadCheckpoint(f"{where}: {f.name} is {shown(repr(value))}; it must be {_expected(f)} (fix config.json)")
+    return float(value) if f.kind == FLOAT else value
+
+
+def _expected(f: Field) -> str:
+    if f.kind == BOOL or f.low is None:
+        return f.kind
+    low = f"more than {_number(f.low)}" if f.above_low else f"at least {_number(f.low)}"
+    return f"{f.kind} {low} and at most {_number(f.high)}"
+
+
+def _number(x: float | None) -> str:
+    return f"{int(x):,}" if x is not None and x == int(x) and abs(x) < 1e15 else f"{x:g}"
+
+
+def _fields(table: tuple[Field, ...], source: dict, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in table:
+        value = source.get(f.name)
+        if value is None:
+            if f.required:
+                raise BadCheckpoint(f"{where} has no {f.name}, which the converter needs; the checkpoint is incomplete")
+            continue
+        out[f.name] = _check(f, value, where)
+    return out
+
+
+def text_config(config: dict, where: str) -> dict:
+    """The language model's settings: multimodal wrappers keep them under text_config."""
+    inner = config.get("text_config")
+    if inner is None:
+        return config
+    if not isinstance(inner, dict):
+        raise BadCheckpoint(f"{where}: text_config is not an object (fix config.json)")
+    return {**config, **inner}
+
+
+def parse_hparams(config: dict, where: str = "config.json") -> HParams:
+    v = _fields(FIELDS, config, where)
+    hidden, heads = v["hidden_size"], v["num_attention_heads"]
+    kv_heads = v.get("num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise BadCheckpoint(f"{where}: num_key_value_heads {kv_heads} does not divide num_attention_heads {heads} "
+                            "(fix config.json)")
+    head_dim = v.get("head_dim")
+    if head_dim is None:
+        if hidden % heads or (hidden // heads) % 2:
+            raise BadCheckpoint(f"{where}: hidden_size {hidden} is not an even multiple of num_attention_heads "
+                                f"{heads}, and no head_dim is given (fix config.json)")
+        head_dim = hidden // heads
+    elif head_dim % 2:
+        raise BadCheckpoint(f"{where}: head_dim {head_dim} is odd; rotary embeddings need an even one "
+                            "(fix config.json)")
+    rope = _rope(config, v, where)
+    partial = v.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0))
+    if int(head_dim * partial) % 2 or int(head_dim * partial) == 0:
+        raise BadCheckpoint(f"{where}: partial_rotary_factor {partial:g} leaves an odd or empty rotary part of "
+                            f"head_dim {head_dim} (fix config.json)")
+    return HParams(
+        n_layers=v["num_hidden_layers"], hidden=hidden, intermediate=v["intermediate_size"], n_heads=heads,
+        n_kv_heads=kv_heads, head_dim=head_dim, head_dim_explicit="head_dim" in v,
+        max_positions=v["max_position_embeddings"], rms_eps=v["rms_norm_eps"], vocab_size=v.get("vocab_size"),
+        tied=v.get("tie_word_embeddings", False), rope=rope, partial_rotary_factor=partial,
+        sliding_window=v.get("sliding_window"),
+        original_max_positions=v.get("original_max_position_embeddings"),
+    )
+
+
+def _rope(config: dict, top: dict[str, Any], where: str) -> Rope:
+    # transformers 5 writes rope_parameters (rope_theta inside); older configs rope_scaling + rope_theta.
+    key = "rope_parameters" if config.get("rope_parameters") else "rope_scaling"
+    raw = config.get(key)
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise BadCheckpoint(f"{where}: {key} is not an object (fix config.json)")
+    here = f"{where} {key}"
+    values = _fields(ROPE_FIELDS, raw, here)
+    kind = raw.get("rope_type", raw.get("type", "default"))
+    if not isinstance(kind, str) or not kind:
+        raise BadCheckpoint(f"{here}: rope_type is {shown(repr(kind))}; it must be a name such as 'linear' (fix config.json)")
+    kind = kind.lower()
+    missing = [name for name in ROPE_NEEDS.get(kind, ()) if name not in values]
+    if missing:
+        raise BadCheckpoint(f"{here}: rope_type {kind!r} needs {', '.join(missing)}, which is missing (fix config.json)")
+    if kind == "llama3" and values.get("high_freq_factor", 4.0) <= values.get("low_freq_factor", 1.0):
+        raise BadCheckpoint(f"{here}: high_freq_factor must be above low_freq_factor for llama3 rope "
+                            "(fix config.json)")
+    theta = values.get("rope_theta", top.get("rope_theta", 10000.0))
+    factors = {name: _factor_list(raw.get(name), f"{here}: {name}") for name in ("long_factor", "short_factor")}
+    return Rope(kind=kind, theta=theta, values=values, **factors)
+
+
+def _factor_list(value: Any, where: str) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) > 1 << 16
+            or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+                       for x in value)):
+        raise BadCheckpoint(f"{where} must be a list of positive numbers (fix config.json)")
+    return tuple(float(x) for x in value)
