@@ -116,3 +116,30 @@ def test_markdown_mode_renders_the_reply(repl):
     repl.expect_exact(PROMPT)
     repl.sendline("/bye")
     repl.expect(pexpect.EOF)
+
+
+def test_a_hostile_load_is_one_line_and_the_repl_goes_on_with_its_conversation(repl, tmp_path):
+    repl.sendline("/set max_tokens 8")
+    repl.expect_exact("max_tokens = 8")
+    repl.expect_exact(PROMPT)
+    repl.sendline("Hi.")
+    repl.expect("tok/s")
+    repl.expect_exact(PROMPT)
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000)  # used to end the REPL with a RecursionError
+    repl.sendline(f"/load {nested}")
+    repl.expect(r"llmcli: error: ([^\r\n]*)\r\n")
+    assert "nested too deeply" in repl.match.group(1)
+    repl.expect_exact(PROMPT)
+    assert "Traceback" not in repl.before
+    repl.sendline("Say hi.")
+    repl.expect("tok/s")  # the next prompt is answered
+    repl.expect_exact(PROMPT)
+    saved = tmp_path / "conv.json"
+    repl.sendline(f"/save {saved}")
+    repl.expect_exact("saved 4 messages")  # the first turn survived the failed /load
+    repl.expect_exact(PROMPT)
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)
+    repl.close()
+    assert repl.exitstatus == 0

@@ -190,3 +190,81 @@ def test_cancel_keeps_the_partial_reply_marked(session):
     assert stats.finish_reason == "cancelled"
     assert session.messages[-1].cancelled
     assert session.messages[-1].content == "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+LONG_HISTORY_TURN = """
+import sys, time
+from llmcli.engine.chat import ChatSession
+from llmcli.engine.events import Notice, Stats
+from llmcli.engine.runtime import Runtime, RuntimeConfig
+from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.template import Message
+
+with Runtime(sys.argv[1], RuntimeConfig(n_ctx=256, n_threads=1)) as rt:
+    session = ChatSession(rt, params=SamplingParams(temperature=0.0, max_tokens=8))
+    session.messages = [Message("user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(10_000)]
+    events = list(session.ask("Say hi."))
+    assert isinstance(events[-1], Stats), events[-1]
+    print([e.text for e in events if isinstance(e, Notice)][0])
+    print(len(session.messages))
+"""
+
+
+def test_a_turn_after_ten_thousand_loaded_messages_finishes_and_drops_old_turns(embedded_path):
+    # Fitting the context used to drop one turn and re-tokenize everything each time: hours here.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LONG_HISTORY_TURN, embedded_path], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    notice, kept = done.stdout.splitlines()
+    dropped = int(notice.split()[2])
+    assert notice == f"dropped the {dropped} oldest messages to fit the 256-token context"
+    assert 10_000 - 100 < dropped < 10_000 and int(kept) == 10_000 - dropped + 2
+
+
+def test_the_fit_keeps_as_many_turns_as_fit_and_no_more(embedded_path):
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.template import Message
+
+    with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as rt:
+        session = ChatSession(rt, system="Be brief.", params=greedy(max_tokens=8))
+        # Turns of varied length, and an assistant reply first (as a loaded file may start).
+        history = [Message("assistant", "Welcome.")]
+        for i in range(60):
+            history += [Message("user", f"question {i} " + "word " * (i % 7)), Message("assistant", f"answer {i}")]
+        session.messages = list(history)
+        events = list(session.ask("Last question?"))
+        assert isinstance(events[-1], Stats)
+        kept = session.messages[:-2]
+        dropped = len(history) - len(kept)
+        assert events[-1].dropped_messages == dropped and kept == history[dropped:]
+        assert kept[0].role == "user" and events[-1].prompt_tokens + 8 <= 256
+        # One more turn back would not have fitted.
+        previous = max(i for i in range(dropped) if history[i].role == "user" or i == 0)
+        longer = session.template.tokenize(
+            rt, [Message("system", "Be brief."), *history[previous:], Message("user", "Last question?")])
+        assert len(longer.tokens) + 8 > 256
+
+
+def test_ctrl_c_while_fitting_the_context_stops_and_keeps_the_conversation(runtime):
+    from llmcli.engine.template import Message
+    from llmcli.errors import Interrupted
+
+    runtime.clear()
+    session = ChatSession(runtime, params=greedy(max_tokens=8))
+    history = [Message("user" if i % 2 == 0 else "assistant", f"message {i} " * 20) for i in range(400)]
+    session.messages = list(history)
+    tokenize, calls = session.template.tokenize, []
+
+    def tokenize_then_press_ctrl_c(*args, **kwargs):  # the user presses Ctrl-C during the fit
+        calls.append(1)
+        if len(calls) == 2:
+            session.cancel()
+        return tokenize(*args, **kwargs)
+
+    session.template.tokenize = tokenize_then_press_ctrl_c
+    with pytest.raises(Interrupted, match="conversation is unchanged"):
+        list(session.ask("next"))
+    assert session.messages == history and len(calls) == 2

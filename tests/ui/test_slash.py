@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 
 import pytest
 
@@ -142,3 +145,88 @@ def test_set_schema_constrains_the_next_reply_and_off_lifts_it(state, tmp_path):
     assert state.session.constraint is None
     with pytest.raises(UsageError, match="unsupported keyword 'minimum'"):
         dispatch(state, "/set schema {\"type\": \"integer\", \"minimum\": 0}")
+
+
+# -- hostile /load files and /save's atomicity ------------------------------------------------------
+
+def _conversation_before(state) -> tuple:
+    state.session.system = "keep me"
+    state.session.messages = [Message("user", "hi"), Message("assistant", "hello")]
+    return state.session.system, list(state.session.messages)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "message 1 holds a lone surrogate"),
+    (b'{"system": "\\udfff", "messages": []}', "system prompt holds a lone surrogate"),
+    (b'{"messages": [{"role": "user", "content": "caf\xe9"}]}', "not UTF-8 text (a bad byte at offset"),
+    (b'{"messages": [{"role": "user", "content": "hi"}', "not JSON"),
+    (b'{"messages": [{"role": "system", "content": "x"}]}', "message 1 needs a role user/assistant"),
+    (b'[{"role": "user", "content": ["nested"]}]', "message 1 needs a role user/assistant and text"),
+    (b'{"messages": [{"role": "user", "content": "x", "cancelled": "yes"}]}', "cancelled is not true or false"),
+    (b'{"format": "something-else", "messages": []}', "format is not llmcli-conversation"),
+    (b'{"messages": [], "system": {"a": 1}}', "system is not text"),
+    (b"[" + b",".join([b'{"role":"user","content":""}'] * 100_001) + b"]", "100,001 messages, over the"),
+])
+def test_a_bad_load_file_is_one_line_and_leaves_the_conversation(state, tmp_path, content, message):
+    before = _conversation_before(state)
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(UsageError, match=re.escape(message)) as caught:
+        dispatch(state, f"/load {path}")
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+    assert (state.session.system, state.session.messages) == before
+
+
+def test_load_refuses_an_oversized_file_a_folder_and_a_fifo_without_reading_them(state, tmp_path):
+    from llmcli.ui.conversation_file import MAX_FILE_BYTES
+
+    before = _conversation_before(state)
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 1)  # sparse: nothing is really written
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for path, message in [(huge, "-byte limit for a conversation"), (tmp_path, "is not a regular file"),
+                          (fifo, "is not a regular file")]:
+        with pytest.raises(UsageError, match=message):
+            dispatch(state, f"/load {path}")  # a FIFO would block a plain open() forever
+        assert (state.session.system, state.session.messages) == before
+
+
+def test_load_takes_a_plain_list_of_messages_with_a_system_one_first(state, tmp_path):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps([{"role": "system", "content": "be kind"}, {"role": "user", "content": "hi"},
+                                {"role": "assistant", "content": "hello"}]))
+    assert dispatch(state, f"/load {path}").text == f"loaded 2 messages from {path}"
+    assert state.session.system == "be kind"
+    assert [(m.role, m.content) for m in state.session.messages] == [("user", "hi"), ("assistant", "hello")]
+
+
+def test_a_save_that_cannot_encode_keeps_the_existing_file_byte_for_byte(state, tmp_path):
+    path = tmp_path / "conv.json"
+    path.write_bytes(b'{"precious": true}\n')
+    state.session.messages = [Message("user", "ok"), Message("assistant", "bad \ud800 text")]
+    with pytest.raises(UsageError, match="cannot save: message 2 holds a lone surrogate") as caught:
+        dispatch(state, f"/save {path}")
+    assert "\n" not in str(caught.value)
+    assert path.read_bytes() == b'{"precious": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conv.json"]  # no temporary file left behind
+
+
+def test_save_replaces_atomically_keeps_the_mode_and_writes_through_a_symlink(state, tmp_path):
+    target = tmp_path / "conv.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    state.session.messages = [Message("user", "hi")]
+    dispatch(state, f"/save {link}")
+    assert link.is_symlink() and json.loads(target.read_text())["messages"] == [{"role": "user", "content": "hi"}]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conv.json", "link.json"]
+
+
+def test_save_into_a_missing_folder_is_one_line(state, tmp_path):
+    with pytest.raises(UsageError, match="cannot write .*; choose another path"):
+        dispatch(state, f"/save {tmp_path / 'no' / 'such' / 'conv.json'}")

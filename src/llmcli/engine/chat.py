@@ -16,7 +16,8 @@ from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import THINK_OPEN, OutputConstraint, ThinkGate, grammar_sampler
 from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt
-from llmcli.errors import ContextOverflow
+from llmcli.engine.template_env import TemplateLimit
+from llmcli.errors import ContextOverflow, Interrupted
 from llmcli.stages import STAGES, StageRecord, num
 
 
@@ -77,21 +78,55 @@ class ChatSession:
     def close(self) -> None:
         self.runtime.close()
 
-    def _drop_oldest_turn(self) -> int:
-        """Drop the oldest user turn and the replies to it; never the system prompt."""
-        dropped = 1
-        self.messages.pop(0)
-        while self.messages and self.messages[0].role != "user":
-            self.messages.pop(0)
-            dropped += 1
-        return dropped
-
-    def _tokenize_within_context(self, user: Message) -> RenderedPrompt | None:
-        """The prompt's ids, or None once it is known not to fit (it is not tokenized to the end)."""
+    def _tokenize_within_context(self, user: Message, start: int = 0, limit: int | None = None,
+                                 ) -> RenderedPrompt | None:
+        """The prompt with the history from `start` on, or None once it is known not to fit `limit`
+        (it is not tokenized to the end). A long history that runs the template past its budget
+        does not fit either, while there is history left to drop."""
+        if self._cancel:
+            raise Interrupted("stopped while fitting the conversation into the context; the conversation is unchanged")
+        messages = self.messages[start:]
+        head = [Message("system", self.system)] if self.system else []
         try:
-            return self.template.tokenize(self.runtime, self.conversation([user]), limit=self.runtime.n_ctx)
+            return self.template.tokenize(self.runtime, head + messages + [user],
+                                          limit=self.runtime.n_ctx if limit is None else limit)
         except PromptTooLong:
             return None
+        except TemplateLimit:
+            if not messages:
+                raise
+            return None
+
+    def _fit_history(self, user: Message, limit: int) -> tuple[int, RenderedPrompt | None]:
+        """The oldest turn to keep so that the prompt fits `limit` tokens, and that prompt.
+
+        Called once the whole history is known not to fit. It gallops back from the newest turn
+        (1, 2, 4… turns), then bisects: each probe renders only the turns it keeps, so the work
+        follows what is kept, not the length of the history. A turn starts at a user message;
+        the system prompt is never dropped.
+        """
+        # starts[k]: where the history begins when k turns are kept; starts[0] is no history.
+        starts = [len(self.messages)] + [i for i in range(len(self.messages) - 1, 0, -1)
+                                         if self.messages[i].role == "user"] + [0]
+        fits: dict[int, RenderedPrompt] = {}
+
+        def probe(k: int) -> bool:
+            prompt = self._tokenize_within_context(user, starts[k], limit) if limit > 0 else None
+            if prompt is not None:
+                fits[k] = prompt
+            return prompt is not None
+
+        good, bad = 0, len(starts) - 1  # the whole history (bad) is known not to fit
+        k = 1
+        while k < bad and probe(k):
+            good, k = k, 2 * k
+        bad = min(bad, k)
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            good, bad = (mid, bad) if probe(mid) else (good, mid)
+        if good in fits:
+            return starts[good], fits[good]
+        return starts[0], self._tokenize_within_context(user, starts[0])
 
     def _grammar_check(self, prompt: RenderedPrompt) -> GrammarCheck | None:
         """The constraint's grammar, applied from the start or after the model's thinking block."""
@@ -122,9 +157,10 @@ class ChatSession:
         # ② schedule: fit the conversation and the reply's budget into the context
         t1 = time.perf_counter()
         max_tokens = params.max_tokens
-        while (prompt is None or len(prompt.tokens) + max_tokens > rt.n_ctx) and self.messages:
-            stats.dropped_messages += self._drop_oldest_turn()
-            prompt = self._tokenize_within_context(user)
+        if (prompt is None or len(prompt.tokens) + max_tokens > rt.n_ctx) and self.messages:
+            start, prompt = self._fit_history(user, rt.n_ctx - max_tokens)
+            # Only now, once the fit is found: Ctrl-C during it leaves the conversation whole.
+            stats.dropped_messages, self.messages = start, self.messages[start:]
         if prompt is None or len(prompt.tokens) >= rt.n_ctx:
             size = f"over {rt.n_ctx}" if prompt is None else str(len(prompt.tokens))
             raise ContextOverflow(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import signal
+import traceback
 
 from llmcli.engine.events import Stats, drain
+from llmcli.environment import env
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
 from llmcli.ui.output import Output
@@ -66,9 +68,19 @@ class Repl:
                     self._slash(line)
                 else:
                     self._turn(line)
-            except LlmcliError as exc:
-                self.out.err.print(f"llmcli: error: {exc}", style="red", markup=False, soft_wrap=True)
+            except KeyboardInterrupt:  # Ctrl-C during a slash command: it stops, the REPL stays
+                self.out.info("(interrupted; the conversation is as it was)")
+            except Exception as exc:  # noqa: BLE001 - the REPL's boundary: one line, then the next prompt
+                self._error(exc)
         self.session.close()
+
+    def _error(self, exc: Exception) -> None:
+        """One line for any error; the type too when it is not one of ours; the traceback under LLMCLI_DEBUG."""
+        if env.debug:
+            traceback.print_exception(exc, file=env.stderr)
+        text = str(exc) if isinstance(exc, LlmcliError) else f"internal error: {type(exc).__name__}: {exc}"
+        line = " ".join(text.split()).encode("utf-8", "backslashreplace").decode("utf-8")
+        self.out.err.print(f"llmcli: error: {line}", style="red", markup=False, soft_wrap=True)
 
     def _slash(self, line: str) -> None:
         result = dispatch(self.state, line)
@@ -85,11 +97,11 @@ class Repl:
         self._wrote = ""
         try:
             stats = self._stream(text)
-        except LlmcliError as exc:
+        except Exception as exc:  # noqa: BLE001 - the turn's boundary, as in run()
             # A server that fails mid-reply: say so, keep the conversation, and go on.
             if self._wrote and not self._wrote.endswith("\n"):
                 self.out.write("\n")
-            self.out.err.print(f"llmcli: error: {exc}", style="red", markup=False, soft_wrap=True)
+            self._error(exc)
             last = self.session.messages[-1] if self.session.messages else None
             if last is not None and last.role == "assistant" and last.cancelled:
                 self.out.warn("the failed turn is kept in the conversation, marked cancelled")

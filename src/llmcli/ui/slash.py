@@ -6,18 +6,15 @@ UsageError for bad input, which the REPL prints as one line before the next prom
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from llmcli.engine.template import Message
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
-
-CONVERSATION_FORMAT = "llmcli-conversation"
+from llmcli.ui.conversation_file import encode_conversation, read_conversation, write_atomic
 
 
 @dataclass
@@ -112,48 +109,22 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /save FILE")
     s = state.session
-    data = {"format": CONVERSATION_FORMAT, "version": 1, "model": state.model_name, "system": s.system,
-            "params": s.params.as_dict(), "messages": [m.as_dict() for m in s.messages]}
+    data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages)
     path = Path(arg).expanduser()
     try:
-        path.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        write_atomic(path, data)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}; choose another path") from None
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose another path") from None
+    except ValueError:  # a NUL or an unencodable character in the path
+        raise UsageError(f"cannot write {path!r}: not a usable file name; choose another path") from None
     return SlashResult(f"saved {len(s.messages)} messages to {path}")
-
-
-def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message]]:
-    """Validate a /save file; anything else is refused with the reason."""
-    bad = f"{source} is not an llmcli conversation"
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise UsageError(f"{bad} (not JSON); give a file written by /save") from None
-    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
-        raise UsageError(f"{bad} (no messages list); give a file written by /save")
-    system = data.get("system")
-    if system is not None and not isinstance(system, str):
-        raise UsageError(f"{bad} (system is not text)")
-    messages = []
-    for i, m in enumerate(data["messages"]):
-        if not (isinstance(m, dict) and m.get("role") in ("user", "assistant")
-                and isinstance(m.get("content"), str)):
-            raise UsageError(f"{bad} (message {i + 1} needs a role user/assistant and text content)")
-        messages.append(Message(m["role"], m["content"], cancelled=bool(m.get("cancelled"))))
-    return system, messages
 
 
 def cmd_load(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /load FILE")
     path = Path(arg).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path} ({exc}); give a file written by /save") from None
-    system, messages = parse_conversation(text, str(path))
+    system, messages = read_conversation(path)  # everything checked before the session changes
     state.session.system, state.session.messages = system, messages
     return SlashResult(f"loaded {len(messages)} messages from {path}")
 

@@ -1,0 +1,133 @@
+"""The conversation file behind /save and /load: read it as untrusted input, write it atomically.
+
+A /load file is refused with one line unless it is a bounded, flat list of role/content messages
+whose text is real Unicode. /save encodes everything before it opens anything, then writes a
+temporary file beside the target and renames it over, so a failure never truncates a saved file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from llmcli.engine.template import Message
+from llmcli.errors import UsageError
+from llmcli.fsutil import chmod_like_new_file
+
+CONVERSATION_FORMAT = "llmcli-conversation"
+MAX_FILE_BYTES = 64 * 1024 * 1024  # far past any context; a bigger file is not a conversation
+MAX_MESSAGES = 100_000
+ROLES = ("user", "assistant")
+FIX = "give a file written by /save"
+
+
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _message(i: int, m: object, bad: str) -> Message:
+    if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
+        raise UsageError(f"{bad} (message {i + 1} needs a role user/assistant and text content); {FIX}")
+    if not isinstance(m.get("cancelled", False), bool):
+        raise UsageError(f"{bad} (message {i + 1}: cancelled is not true or false); {FIX}")
+    if _lone_surrogate(m["content"]):
+        raise UsageError(f"{bad} (message {i + 1} holds a lone surrogate, which is not text); {FIX}")
+    return Message(m["role"], m["content"], cancelled=m.get("cancelled", False))
+
+
+def _system_and_messages(data: object, bad: str) -> tuple[object, list]:
+    """The two shapes a file may have: /save's object, or a bare list of messages (a system one first)."""
+    if isinstance(data, list):
+        if data and isinstance(data[0], dict) and data[0].get("role") == "system":
+            return data[0].get("content"), data[1:]
+        return None, data
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise UsageError(f"{bad} (no messages list); {FIX}")
+    if data.get("format", CONVERSATION_FORMAT) != CONVERSATION_FORMAT:
+        raise UsageError(f"{bad} (its format is not {CONVERSATION_FORMAT}); {FIX}")
+    return data.get("system"), data["messages"]
+
+
+def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message]]:
+    """Validate a /save file; anything else is refused with the reason, in one line."""
+    bad = f"{source} is not an llmcli conversation"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise UsageError(f"{bad} (not JSON); {FIX}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise UsageError(f"{bad} (JSON nested too deeply); {FIX}") from None
+    system, raw = _system_and_messages(data, bad)
+    if system is not None and not isinstance(system, str):
+        raise UsageError(f"{bad} (system is not text); {FIX}")
+    if system is not None and _lone_surrogate(system):
+        raise UsageError(f"{bad} (the system prompt holds a lone surrogate, which is not text); {FIX}")
+    if len(raw) > MAX_MESSAGES:
+        raise UsageError(f"{bad} ({len(raw):,} messages, over the {MAX_MESSAGES:,} limit); {FIX}")
+    return system, [_message(i, m, bad) for i, m in enumerate(raw)]
+
+
+def read_conversation(path: Path) -> tuple[str | None, list[Message]]:
+    """A regular file of bounded size, strict UTF-8, then parse_conversation."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
+            raise UsageError(f"{path} is not a regular file; {FIX}")
+        if info.st_size > MAX_FILE_BYTES:
+            raise UsageError(f"{path} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit "
+                             f"for a conversation; {FIX}")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {FIX}") from None
+    except ValueError:  # a NUL or an unencodable character in the path
+        raise UsageError(f"cannot read {path!r}: not a usable file name; {FIX}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UsageError(f"{path} grew past the {MAX_FILE_BYTES:,}-byte limit for a conversation; {FIX}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text (a bad byte at offset {exc.start}); {FIX}") from None
+    return parse_conversation(text, str(path))
+
+
+def encode_conversation(model: str, system: str | None, params: dict, messages: list[Message]) -> bytes:
+    """The bytes /save writes; text that is not valid Unicode is refused before any file is opened."""
+    if system is not None and _lone_surrogate(system):
+        raise UsageError("cannot save: the system prompt holds a lone surrogate, which is not text; "
+                         "set it again with /system")
+    for i, m in enumerate(messages):
+        if _lone_surrogate(m.content):
+            raise UsageError(f"cannot save: message {i + 1} holds a lone surrogate, which is not text; "
+                             "/clear the conversation or load another")
+    data = {"format": CONVERSATION_FORMAT, "version": 1, "model": model, "system": system,
+            "params": params, "messages": [m.as_dict() for m in messages]}
+    return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8", "backslashreplace")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write beside the target, fsync, rename over it: the old file stays whole until the new one is."""
+    target = Path(os.path.realpath(path))  # through a symlink, as write_text would
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        except FileNotFoundError:
+            chmod_like_new_file(Path(tmp))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
