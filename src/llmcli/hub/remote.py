@@ -126,7 +126,7 @@ def resolve_remote(config: HubConfig, repo_id: str, revision: str | None = None)
                                  "is HF_ENDPOINT a Hugging Face hub?")
         # Checked before the sha goes into a URL or a path: it becomes snapshots/<sha> and refs/<branch>.
         canonical = _checked(config, repo_id, "commit sha", info.sha, is_commit)
-        canonical_id = _checked(config, repo_id, "repo id", info.id or repo_id, lambda v: bool(REPO_RE.match(v)))
+        canonical_id = _checked(config, repo_id, "repo id", info.id or repo_id, lambda v: bool(REPO_RE.fullmatch(v)))
         # The tree at the pinned sha, not at the branch: the listing and the downloads see one commit.
         tree = api.list_repo_tree(repo_id, revision=canonical, recursive=True)
         files = [_remote_file(config, repo_id, f) for f in tree if isinstance(f, RepoFile)]
@@ -146,7 +146,7 @@ def resolve_remote(config: HubConfig, repo_id: str, revision: str | None = None)
 def _checked(config: HubConfig, repo_id: str, what: str, value: Any, valid: Callable[[Any], bool]) -> Any:
     """`value` from the server if it has the hub's format; else nothing of this answer is used."""
     if not isinstance(value, str) or not valid(value):
-        shown = printable(value, 60) if isinstance(value, str) else type(value).__name__
+        shown = printable(value, 160) if isinstance(value, str) else type(value).__name__
         raise BadHubAnswer(f"{config.endpoint} sent a {what} for {repo_id} that is not in the hub's format "
                            f"({shown}); nothing was written; is HF_ENDPOINT a Hugging Face hub you trust?")
     return value

@@ -116,11 +116,11 @@ def is_revision(rev: object) -> bool:
 
 
 def is_commit(sha: object) -> bool:
-    return isinstance(sha, str) and bool(SHA_RE.match(sha))
+    return isinstance(sha, str) and bool(SHA_RE.fullmatch(sha))  # fullmatch: `$` would let "\n" through
 
 
 def is_sha256(oid: object) -> bool:
-    return isinstance(oid, str) and bool(SHA256_RE.match(oid))
+    return isinstance(oid, str) and bool(SHA256_RE.fullmatch(oid))
 
 
 def repo_folder(repo_id: str) -> str:
