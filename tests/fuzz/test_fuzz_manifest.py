@@ -82,6 +82,11 @@ def _entry(rng: random.Random, paths: list[str], malformed: bool) -> object:
     return entry
 
 
+def _named(name: str, entry: object) -> object:
+    """As llmcli writes entries: with their own name (a malformed one may already have another)."""
+    return {"name": name, **entry} if isinstance(entry, dict) else entry
+
+
 def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded: str) -> Case:
     root = base / f"case{index:03d}"
     blobs = root / "home" / "blobs"
@@ -103,7 +108,8 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
         manifest = {"version": 1, "models": rng.choice(WEIRD)}
     else:
         manifest = {"version": rng.choice([1, 2, "x"]),
-                    "models": {name: _entry(rng, paths, malformed) for name in rng.sample(names, rng.randint(1, len(names)))}}
+                    "models": {name: _named(name, _entry(rng, paths, malformed))
+                               for name in rng.sample(names, rng.randint(1, len(names)))}}
     text = json.dumps(manifest)
     if malformed and rng.random() < 0.1:
         text = text[: rng.randint(0, len(text))]  # truncated
