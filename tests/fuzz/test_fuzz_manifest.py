@@ -168,7 +168,7 @@ def test_hostile_manifests_through_list_rm_and_chat(tmp_path: Path, embedded_pat
         results = list(pool.map(run_case, cases))
     counts = {"clean": 0, "success": 0, "failure": 0}
     failures = []
-    for case, r in zip(cases, results):
+    for case, r in zip(cases, results, strict=True):
         verdict, why = judge(case, r, canaries[case.index], beyond_before, beyond)
         counts[verdict] += 1
         if verdict == "failure":

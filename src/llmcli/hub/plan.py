@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmcli.hub.choose import RemoteFile, choose_gguf, choose_safetensors, gguf_groups
 from llmcli.fsutil import stays_inside
+from llmcli.hub.choose import RemoteFile, choose_gguf, choose_safetensors, gguf_groups
 from llmcli.hub.errors import BadHubAnswer, NothingToPull, OfflineMissing, QuantNotFound
 from llmcli.hub.remote import HubConfig, resolve
 

@@ -11,10 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmcli.display import printable
 from llmcli.errors import LlmcliError, RuntimeFailure
 from llmcli.hub.choose import RemoteFile
-from llmcli.display import printable
-from llmcli.hub.errors import BadHubAnswer, GatedRepo, HubUnavailable, OfflineMissing, RepoNotFound, RevisionNotFound
+from llmcli.hub.errors import (
+    BadHubAnswer,
+    GatedRepo,
+    HubUnavailable,
+    OfflineMissing,
+    RepoNotFound,
+    RevisionNotFound,
+)
 from llmcli.hub.spec import REPO_RE, SHA_RE, is_commit, is_repo_path, is_revision, is_sha256, repo_folder
 
 DEFAULT_REVISION = "main"
