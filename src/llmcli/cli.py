@@ -20,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 from llmcli.commands import bench, chat, completion, convert, pull, rm, show, tokenize
 from llmcli.commands import list as list_
 from llmcli.environment import env
-from llmcli.errors import ExitStatus, LlmcliError
+from llmcli.errors import ExitStatus, LlmcliError, UsageError
 
 
 class _FlagsShowNoValue:
@@ -98,11 +98,10 @@ def _unicode_message(exc: UnicodeError) -> str:
 
 def _check_arguments_are_utf8(args: list[str]) -> None:
     """An argument with undecodable bytes (surrogate-escaped by Python) is refused up front, by position."""
-    from llmcli.display import printable
-    from llmcli.errors import UsageError
-
     for i, arg in enumerate(args, 1):
         if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            from llmcli.display import printable  # only now: `--help` loads nothing it does not use
+
             shown = printable(arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"), 40)
             raise UsageError(f"argument {i} ({shown}) is not valid UTF-8; {NOT_UTF8_FIX}")
 
