@@ -269,7 +269,8 @@ class Store:
         if len(matches) == 1:
             return models[matches[0]]
         if len(matches) > 1:
-            raise UsageError(f"'{ref.text}' matches several models ({', '.join(sorted(matches))}); give more of the name")
+            raise UsageError(f"'{ref.text}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
+                             "give more of the name")
         if ref.text == EMBEDDED_NAME:
             raise ModelNotFound(
                 f"the embedded default model {EMBEDDED_NAME} is not installed: "

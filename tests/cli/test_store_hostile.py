@@ -83,3 +83,10 @@ def test_list_escapes_terminal_escapes_newlines_and_markup_in_names(private_stor
     assert "evil\\x1b[31m\\nFAKE ROW\\u202e[bold]x[/]" in row and "FAKE ROW" not in r.stdout.replace(row, "")
     rm = run_cli("rm", name)
     assert rm.returncode == 0 and "\x1b" not in rm.stderr and rm.stderr.startswith("removed evil\\x1b")
+
+
+def test_an_ambiguous_prefix_lists_escaped_names_on_one_line(private_store: Path, embedded_path: str) -> None:
+    write_manifest(private_store, {"mod\nA": {"path": embedded_path}, "mod\x1b[2JB": {"path": embedded_path}})
+    r = run_cli("rm", "mod")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\x1b" not in r.stderr, r.stderr
+    assert "matches several models (mod\\nA, mod\\x1b[2JB)" in r.stderr

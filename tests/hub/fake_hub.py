@@ -93,13 +93,16 @@ class FakeRepo:
 
 
 def hostile(repo: FakeRepo, *, sha: str | None = None, names: dict[str, str] | None = None,
-            sha256s: dict[str, str] | None = None, oids: dict[str, str] | None = None) -> FakeRepo:
+            sha256s: dict[str, str] | None = None, oids: dict[str, str] | None = None,
+            sizes: dict[str, object] | None = None) -> FakeRepo:
     """A copy of `repo` as a malicious hub would describe it: a commit sha, file names, LFS oids or git
-    ids replaced by any text (a traversal, an absolute path). The bytes served stay the real ones."""
+    ids replaced by any text (a traversal, an absolute path), sizes by any JSON value. The bytes served
+    stay the real ones."""
     files = {}
     for name, f in repo.files.items():
         new = FakeFile(name=(names or {}).get(name, name), path=f.path, lfs=f.lfs, size=f.size,
                        sha256=(sha256s or {}).get(name, f.sha256), oid=(oids or {}).get(name, f.oid))
+        new.size = (sizes or {}).get(name, f.size)  # type: ignore[assignment]  # any JSON value
         files[new.name] = new
     return FakeRepo(repo.repo_id, files, sha=sha or repo.sha)
 

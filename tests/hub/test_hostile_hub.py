@@ -105,3 +105,12 @@ def test_a_redirect_loop_is_one_clear_line(hub: FakeHub, tmp_path: Path, where: 
     assert "in a loop; check HF_ENDPOINT" in last and "internal error" not in r.stderr, r.stderr
     assert_confined(tmp_path)
     assert os.environ["HF_HOME"].startswith(str(tmp_path))
+
+
+@pytest.mark.parametrize("size", ["big", -1, None, 1.5, [1]])
+def test_a_size_that_is_not_a_byte_count_is_refused(hub: FakeHub, tmp_path: Path, size: object) -> None:
+    hub.add(hostile(hub.repos[GGUF_REPO.lower()], sizes={README: size}))
+    r = run_llmcli("pull", GGUF_REPO)
+    assert r.code == 1 and r.stderr.count("\n") == 1 and "internal error" not in r.stderr, r.stderr
+    assert f"for {GGUF_REPO}" in r.stderr and "is HF_ENDPOINT a Hugging Face hub" in r.stderr
+    assert_confined(tmp_path)
