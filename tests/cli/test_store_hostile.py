@@ -90,3 +90,9 @@ def test_an_ambiguous_prefix_lists_escaped_names_on_one_line(private_store: Path
     r = run_cli("rm", "mod")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\x1b" not in r.stderr, r.stderr
     assert "matches several models (mod\\nA, mod\\x1b[2JB)" in r.stderr
+
+
+def test_a_name_with_newlines_is_echoed_escaped_on_one_line(private_store: Path) -> None:
+    for name in ("mod a\nb", "a\nb\r\nc"):
+        r = run_cli("chat", name, "hi", "-n", "1")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\\n" in r.stderr, r.stderr
