@@ -123,9 +123,12 @@ def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
 
 
 def _report(message: str, status: ExitStatus) -> None:
+    from llmcli.display import printable
+
     stream = env.stderr
     kind = "" if status == ExitStatus.INTERRUPTED else "error: "
-    stream.write(f"llmcli: {kind}{message}\n")
+    # One line, whatever a file name or a server put into the message: controls are shown escaped.
+    stream.write(f"llmcli: {kind}{printable(message, limit=len(message))}\n")
     stream.flush()
 
 

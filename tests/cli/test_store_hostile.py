@@ -96,3 +96,9 @@ def test_a_name_with_newlines_is_echoed_escaped_on_one_line(private_store: Path)
     for name in ("mod a\nb", "a\nb\r\nc"):
         r = run_cli("chat", name, "hi", "-n", "1")
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\\n" in r.stderr, r.stderr
+
+
+def test_a_model_path_with_newlines_fails_on_one_line(private_store: Path) -> None:
+    write_manifest(private_store, {"m": {"path": "a\nb\r\nc", "files": []}})
+    r = run_cli("chat", "m", "hi", "-n", "1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "a\\nb\\r\\nc" in r.stderr, r.stderr
