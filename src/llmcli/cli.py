@@ -20,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 from llmcli.commands import bench, chat, completion, convert, pull, rm, show, tokenize
 from llmcli.commands import list as list_
 from llmcli.environment import env
-from llmcli.errors import ExitStatus, LlmcliError
+from llmcli.errors import ExitStatus, LlmcliError, UsageError
 
 
 class _FlagsShowNoValue:
@@ -85,9 +85,32 @@ def _os_error_message(exc: OSError) -> tuple[str, ExitStatus]:
     return f"{what}{where}; {fix}", status
 
 
+NOT_UTF8_FIX = "give UTF-8 text (convert it with `iconv -t UTF-8`)"
+
+
+def _unicode_message(exc: UnicodeError) -> str:
+    """Bytes that are not UTF-8: stdin read strictly (a UTF-8 locale), or smuggled in as lone surrogates
+    (Python's surrogateescape, in the C locale) that fail when the text is encoded for llama.cpp."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the input is not valid UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); {NOT_UTF8_FIX}"
+    return f"the input is not valid UTF-8; {NOT_UTF8_FIX}"
+
+
+def _check_arguments_are_utf8(args: list[str]) -> None:
+    """An argument with undecodable bytes (surrogate-escaped by Python) is refused up front, by position."""
+    for i, arg in enumerate(args, 1):
+        if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            from llmcli.display import printable  # only now: `--help` loads nothing it does not use
+
+            shown = printable(arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"), 40)
+            raise UsageError(f"argument {i} ({shown}) is not valid UTF-8; {NOT_UTF8_FIX}")
+
+
 def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
     if isinstance(exc, LlmcliError):
         return str(exc), exc.exit_status
+    if isinstance(exc, (UnicodeDecodeError, UnicodeEncodeError)):
+        return _unicode_message(exc), ExitStatus.USAGE
     if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
         # Click's exceptions (typer vendors its own copy of click): bad options and arguments.
         ctx = getattr(exc, "ctx", None)
@@ -100,14 +123,18 @@ def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
 
 
 def _report(message: str, status: ExitStatus) -> None:
+    from llmcli.display import printable
+
     stream = env.stderr
     kind = "" if status == ExitStatus.INTERRUPTED else "error: "
-    stream.write(f"llmcli: {kind}{message}\n")
+    # One line, whatever a file name or a server put into the message: controls are shown escaped.
+    stream.write(f"llmcli: {kind}{printable(message, limit=len(message))}\n")
     stream.flush()
 
 
 def main(argv: list[str] | None = None) -> None:
     try:
+        _check_arguments_are_utf8(sys.argv[1:] if argv is None else argv)
         result = app(args=argv, prog_name="llmcli", standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
         env.stderr.write("\nllmcli: interrupted\n")

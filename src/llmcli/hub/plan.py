@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmcli.fsutil import stays_inside
 from llmcli.hub.choose import RemoteFile, choose_gguf, choose_safetensors, gguf_groups
-from llmcli.hub.errors import NothingToPull, OfflineMissing, QuantNotFound
+from llmcli.hub.errors import BadHubAnswer, NothingToPull, OfflineMissing, QuantNotFound
 from llmcli.hub.remote import HubConfig, resolve
 
 
@@ -87,11 +88,25 @@ def partial_path(blob: Path) -> Path:
     return blob.with_name(blob.name + ".incomplete")
 
 
+def inside_cache(storage: Path, path: Path, what: str) -> Path:
+    """`path`, once its folders (symlinks resolved) are known to lie in the repo's cache folder.
+
+    Names from the hub are checked against its formats already; this catches what a format cannot:
+    a folder in the cache that is a symlink to somewhere else.
+    """
+    if not stays_inside(storage, path):
+        raise BadHubAnswer(f"{what} would be written to {path}, outside {storage} once symlinks are followed; "
+                           "remove that symlink from the Hugging Face cache and pull again")
+    return path
+
+
 def _planned(storage: Path, sha: str, f: RemoteFile) -> PlannedFile:
-    local = storage / "snapshots" / sha / f.name
+    # plan_pull's names and ids were checked against the hub's formats by `resolve`; a cached snapshot's
+    # come from the files on disk. Either way every path is confined to the repo's folder.
+    local = inside_cache(storage, storage / "snapshots" / sha / f.name, f.name)
     if local.exists():
         return PlannedFile(f, local, have=f.size, cached=True)
-    blob = storage / "blobs" / f.etag if f.etag else None
+    blob = inside_cache(storage, storage / "blobs" / f.etag, f.name) if f.etag else None
     if blob is not None and blob.exists():
         return PlannedFile(f, local, have=f.size, cached=False)
     partial = partial_path(blob) if blob is not None else None

@@ -11,10 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmcli.display import printable
 from llmcli.errors import LlmcliError, RuntimeFailure
 from llmcli.hub.choose import RemoteFile
-from llmcli.hub.errors import GatedRepo, HubUnavailable, OfflineMissing, RepoNotFound, RevisionNotFound
-from llmcli.hub.spec import SHA_RE, repo_folder
+from llmcli.hub.errors import (
+    BadHubAnswer,
+    GatedRepo,
+    HubUnavailable,
+    OfflineMissing,
+    RepoNotFound,
+    RevisionNotFound,
+)
+from llmcli.hub.spec import REPO_RE, SHA_RE, is_commit, is_repo_path, is_revision, is_sha256, repo_folder
 
 DEFAULT_REVISION = "main"
 TOKEN_HINT = "set HF_TOKEN to a read token from https://huggingface.co/settings/tokens"
@@ -48,7 +56,8 @@ class RepoSnapshot:
     from_cache: bool = False  # built from the local cache, offline: no checksums to compare against
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
+def _transport_errors() -> tuple[tuple[type[BaseException], ...], type[BaseException]]:
+    """(what means "no answer", any other failed request: a redirect loop, a bad URL)."""
     # huggingface_hub 2.x speaks httpx2; older ones httpx. Either way, TransportError is "no answer".
     try:
         import httpx2 as httpx  # type: ignore[import-not-found]
@@ -56,7 +65,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
         import httpx  # type: ignore[import-not-found,no-redef]
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    return (httpx.TransportError, OfflineModeIsEnabled)
+    return (httpx.TransportError, OfflineModeIsEnabled), httpx.RequestError
 
 
 def translate(exc: BaseException, config: HubConfig, repo_id: str, revision: str, what: str = "") -> LlmcliError | None:
@@ -93,8 +102,15 @@ def translate(exc: BaseException, config: HubConfig, repo_id: str, revision: str
                              f"request access at {url} and {TOKEN_HINT}")
         kind = HubUnavailable if status >= 500 else RuntimeFailure
         return kind(f"{endpoint} answered {status} for {repo_id}{f' {what}' if what else ''}; try again later")
-    if isinstance(exc, _transport_errors()):
+    transport, request_error = _transport_errors()
+    if isinstance(exc, transport):
         return HubUnavailable(f"cannot reach {endpoint} ({type(exc).__name__})")
+    if type(exc).__name__ == "TooManyRedirects":
+        return RuntimeFailure(f"{endpoint} redirected {what or repo_id} in a loop; check HF_ENDPOINT "
+                              "(or the proxy in front of it) and try again")
+    if isinstance(exc, request_error):
+        return RuntimeFailure(f"the request to {endpoint} for {what or repo_id} failed ({type(exc).__name__}); "
+                              "check HF_ENDPOINT and try again")
     return None
 
 
@@ -112,21 +128,46 @@ def resolve_remote(config: HubConfig, repo_id: str, revision: str | None = None)
     api = _api(config)
     try:
         info = api.model_info(repo_id, revision=rev)
+        if not info.sha:
+            raise RuntimeFailure(f"{config.endpoint} gave no commit sha for {repo_id}; "
+                                 "is HF_ENDPOINT a Hugging Face hub?")
+        # Checked before the sha goes into a URL or a path: it becomes snapshots/<sha> and refs/<branch>.
+        canonical = _checked(config, repo_id, "commit sha", info.sha, is_commit)
+        canonical_id = _checked(config, repo_id, "repo id", info.id or repo_id, lambda v: bool(REPO_RE.fullmatch(v)))
         # The tree at the pinned sha, not at the branch: the listing and the downloads see one commit.
-        tree = api.list_repo_tree(repo_id, revision=info.sha, recursive=True)
-        files = [
-            RemoteFile(name=f.path, size=int(f.size), sha256=f.lfs.sha256 if f.lfs else None, oid=f.blob_id)
-            for f in tree
-            if isinstance(f, RepoFile)
-        ]
+        tree = api.list_repo_tree(repo_id, revision=canonical, recursive=True)
+        files = [_remote_file(config, repo_id, f) for f in tree if isinstance(f, RepoFile)]
+    except LlmcliError:
+        raise
     except Exception as exc:
         mapped = translate(exc, config, repo_id, rev)
         if mapped is None:
+            if isinstance(exc, (KeyError, TypeError, ValueError, AttributeError)):  # JSON of the wrong shape
+                raise BadHubAnswer(f"{config.endpoint} sent an answer about {repo_id} that is not the hub's "
+                                   f"({type(exc).__name__}); is HF_ENDPOINT a Hugging Face hub?") from exc
             raise
         raise mapped from exc
-    if not info.sha:
-        raise RuntimeFailure(f"{config.endpoint} gave no commit sha for {repo_id}; is HF_ENDPOINT a Hugging Face hub?")
-    return RepoSnapshot(repo_id=info.id or repo_id, revision=rev, sha=info.sha, files=files)
+    return RepoSnapshot(repo_id=canonical_id, revision=rev, sha=canonical, files=files)
+
+
+def _checked(config: HubConfig, repo_id: str, what: str, value: Any, valid: Callable[[Any], bool]) -> Any:
+    """`value` from the server if it has the hub's format; else nothing of this answer is used."""
+    if not isinstance(value, str) or not valid(value):
+        shown = printable(value, 160) if isinstance(value, str) else type(value).__name__
+        raise BadHubAnswer(f"{config.endpoint} sent a {what} for {repo_id} that is not in the hub's format "
+                           f"({shown}); nothing was written; is HF_ENDPOINT a Hugging Face hub you trust?")
+    return value
+
+
+def _remote_file(config: HubConfig, repo_id: str, f: Any) -> RemoteFile:
+    """One tree entry, every part of it checked: its name becomes a path, its ids become file names."""
+    name = _checked(config, repo_id, "file name", f.path, is_repo_path)
+    size = f.size
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        _checked(config, repo_id, f"size of {name}", str(size), lambda _v: False)
+    sha256 = _checked(config, repo_id, f"sha256 of {name}", f.lfs.sha256, is_sha256) if f.lfs else None
+    oid = _checked(config, repo_id, f"git id of {name}", f.blob_id, is_commit) if f.blob_id is not None else None
+    return RemoteFile(name=name, size=size, sha256=sha256, oid=oid)
 
 
 def resolve_cached(config: HubConfig, repo_id: str, revision: str | None = None) -> RepoSnapshot | None:
@@ -137,7 +178,9 @@ def resolve_cached(config: HubConfig, repo_id: str, revision: str | None = None)
     if sha is None:
         try:
             sha = (storage / "refs" / rev).read_text().strip()
-        except OSError:
+        except (OSError, ValueError):
+            return None
+        if not is_commit(sha):
             return None
     snapdir = storage / "snapshots" / sha
     if not snapdir.is_dir():
@@ -153,6 +196,9 @@ def resolve_cached(config: HubConfig, repo_id: str, revision: str | None = None)
 def resolve(config: HubConfig, repo_id: str, revision: str | None = None) -> tuple[RepoSnapshot, str | None]:
     """The hub's view when it answers; the cache's when offline or unreachable (with a note saying so)."""
     rev = revision or DEFAULT_REVISION
+    if not is_revision(rev):
+        raise RevisionNotFound(f"'{printable(rev, 60)}' is not a branch, tag or commit sha; "
+                               f"give one that exists (see {config.endpoint}/{repo_id}/tree)")
     if config.offline:
         cached = resolve_cached(config, repo_id, rev)
         if cached is None:

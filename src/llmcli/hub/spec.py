@@ -7,12 +7,17 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import PurePosixPath
 
 from llmcli.errors import UsageError
 
 DEFAULT_QUANT = "Q4_K_M"
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")  # a git commit or blob id, as the hub writes it
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")  # an LFS object id
+MAX_REPO_PATH = 1000  # characters in a file name the hub lists (git itself has no smaller limit)
+MAX_PATH_PART = 255  # bytes in one folder or file name: what every common filesystem allows
+MAX_REVISION = 255
 REPO_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 # What may follow ':' in REPO:QUANT: one word (Q4_K_M, latest, UD-Q4_K_XL). "org/x: tell me" is a prompt.
 QUANT_WORD_RE = re.compile(r"[\w.-]+")
@@ -93,6 +98,29 @@ def preference_rank(tag: str) -> tuple[int, int, str]:
     base = base_tag(tag).upper()
     rank = QUANT_PREFERENCE.index(base) if base in QUANT_PREFERENCE else len(QUANT_PREFERENCE)
     return rank, tag.startswith("UD-"), tag
+
+
+def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> bool:
+    """A file name as git and the hub store one: relative, '/'-separated, no '.', '..' or empty parts,
+    no backslash or control character. Anything else from a server would be a path out of the cache."""
+    if not isinstance(name, str) or not name or len(name) > limit or "\\" in name:
+        return False
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):  # NUL, newlines, escapes, bad bytes
+        return False
+    return all(part not in ("", ".", "..") and len(part.encode()) <= MAX_PATH_PART for part in name.split("/"))
+
+
+def is_revision(rev: object) -> bool:
+    """A branch, a tag (both may hold '/', like refs/pr/1) or a commit sha; never a path out of refs/."""
+    return is_repo_path(rev, MAX_REVISION) and not rev.startswith("-")  # type: ignore[union-attr]
+
+
+def is_commit(sha: object) -> bool:
+    return isinstance(sha, str) and bool(SHA_RE.fullmatch(sha))  # fullmatch: `$` would let "\n" through
+
+
+def is_sha256(oid: object) -> bool:
+    return isinstance(oid, str) and bool(SHA256_RE.fullmatch(oid))
 
 
 def repo_folder(repo_id: str) -> str:

@@ -13,7 +13,7 @@ from llmcli.fsutil import chmod_like_new_file, space_shortfalls
 from llmcli.hub.choose import RemoteFile
 from llmcli.hub.errors import HubUnavailable, IntegrityError, NotEnoughSpace, OfflineMissing
 from llmcli.hub.events import FileDone, FileProgress, FileStarted, FileVerifying, Progress, quiet
-from llmcli.hub.plan import PlannedFile, PullPlan, partial_path
+from llmcli.hub.plan import PlannedFile, PullPlan, inside_cache, partial_path
 from llmcli.hub.remote import HubConfig, translate
 from llmcli.hub.spec import SHA_RE, repo_folder
 from llmcli.units import format_bytes
@@ -46,7 +46,7 @@ def fetch(config: HubConfig, plan: PullPlan, progress: Progress = quiet) -> list
         paths.append(pf.local)
     if not plan.from_cache and not SHA_RE.match(plan.revision):
         # What huggingface_hub writes too: refs/<branch> -> sha, so an offline run finds this snapshot.
-        ref = storage / "refs" / plan.revision
+        ref = inside_cache(storage, storage / "refs" / plan.revision, f"the ref {plan.revision}")
         ref.parent.mkdir(parents=True, exist_ok=True)
         ref.write_text(plan.sha)
     return paths
@@ -58,10 +58,12 @@ def _fetch_one(config: HubConfig, storage: Path, plan: PullPlan, pf: PlannedFile
     f = pf.remote
     if not f.etag:
         raise RuntimeFailure(f"the hub gave no checksum for {f.name} in {plan.repo_id}; cannot verify it, so not using it")
-    blob = storage / "blobs" / f.etag
+    blob = inside_cache(storage, storage / "blobs" / f.etag, f.name)
     blob.parent.mkdir(parents=True, exist_ok=True)
-    lock = config.cache_dir / ".locks" / repo_folder(plan.repo_id) / f"{f.etag}.lock"
+    locks = config.cache_dir / ".locks" / repo_folder(plan.repo_id)
+    lock = inside_cache(locks, locks / f"{f.etag}.lock", f.name)
     lock.parent.mkdir(parents=True, exist_ok=True)
+    inside_cache(storage, pf.local, f.name)
     # The same lock huggingface_hub takes for this blob, so a parallel `hf download` waits for us.
     with WeakFileLock(str(lock), timeout=LOCK_TIMEOUT_S):
         cached = blob.exists()

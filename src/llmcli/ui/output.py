@@ -43,12 +43,13 @@ class Output:
     def table(self, columns: list[str], rows: list[list[str]]) -> None:
         """A plain, borderless table on stdout, as `docker ps` or `ollama list` print one."""
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, pad_edge=False)
         for col in columns:
             table.add_column(col)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # cells are data: '[red]' in a name is not markup
         self.out.print(table)
 
     # -- everything else (stderr) ------------------------------------------------------------
