@@ -13,7 +13,7 @@ import typer
 
 from llmcli.commands.options import renamed_option
 from llmcli.convert.outtypes import CONVERT_DEFAULT
-from llmcli.environment import env
+from llmcli.environment import current
 from llmcli.errors import Interrupted
 
 OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m, q6_k (llama.cpp's quantizer)"
@@ -38,10 +38,11 @@ def convert(
     from llmcli.units import format_bytes
     from llmcli.usecases import convert as usecase
 
-    store = Store()
+    env = current()
+    store = Store(env.store_root)
     job = usecase.prepare(src, store, outtype=outtype, name=name, output=output)
     if dry_run:
-        _print_plan(usecase.plan(job))
+        _print_plan(env.stdout, usecase.plan(job))
         return
     try:
         with ConvertProgress(env.stderr) as progress:
@@ -57,10 +58,9 @@ def convert(
     env.stdout.flush()
 
 
-def _print_plan(plan) -> None:
+def _print_plan(out, plan) -> None:
     from llmcli.units import format_bytes as mb
 
-    out = env.stdout
     vocab = plan.vocab
     out.write(f"source:        {plan.src}\n")
     out.write(f"architecture:  {plan.hf_arch} -> {plan.arch}\n")

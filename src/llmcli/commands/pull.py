@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from llmcli.convert.outtypes import PULL_DEFAULT
-from llmcli.environment import env
+from llmcli.environment import Environment, current
 from llmcli.errors import Interrupted
 
 if TYPE_CHECKING:
@@ -35,13 +35,14 @@ def pull(
     from llmcli.ui.download import pull_report
     from llmcli.usecases import pull as usecase
 
+    env = current()
     ref = hub_repo_ref(spec)
     if dry_run:
-        _show_plan(usecase.plan(ref, revision=revision, outtype=outtype))
+        _show_plan(env, usecase.plan(ref, revision=revision, outtype=outtype))
         return
     try:
         with pull_report(env.stderr, env.stderr_isatty) as report:
-            entry = usecase.pull(ref, Store(), revision=revision, outtype=outtype, name=name, progress=report)
+            entry = usecase.pull(ref, Store(env.store_root), revision=revision, outtype=outtype, name=name, progress=report)
     except KeyboardInterrupt:
         # The bytes fetched so far stay on disk; the boundary says so and exits with 130.
         raise Interrupted("pull interrupted; run the same command again to resume where it stopped") from None
@@ -50,7 +51,7 @@ def pull(
     env.stdout.flush()
 
 
-def _show_plan(plan: PullPlan) -> None:
+def _show_plan(env: Environment, plan: PullPlan) -> None:
     from llmcli.units import format_bytes
 
     for note in plan.notes:
