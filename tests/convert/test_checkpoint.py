@@ -13,6 +13,7 @@ import pytest
 
 from llmcli.convert.errors import BadCheckpoint
 from llmcli.convert.safetensors_io import read_header
+from tests.support.cli import cli_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,9 +69,8 @@ def test_sharded_checkpoint_converts_to_the_same_tensors(tmp_path, tiny, convert
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tiny, llmcli_home):
-    proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("qwen3")), "--dry-run",
-                           "-q", "q8_0"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = cli_process("convert", str(tiny("qwen3")), "--dry-run", "-q", "q8_0")
+    assert proc.exit_code == 0, proc.stderr
     for phrase in ("Qwen3ForCausalLM -> qwen3", "gpt2/qwen2", "blk.1.attn_q_norm.weight", "Q8_0", "output size"):
         assert phrase in proc.stdout
     assert not llmcli_home.exists() or not any(llmcli_home.rglob("*.gguf"))
@@ -80,9 +80,8 @@ def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
     from llmcli.models import model_ref
     from llmcli.store import Store
 
-    proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("llama")), "--name", "tiny-llama",
-                           "-q", "f16"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = cli_process("convert", str(tiny("llama")), "--name", "tiny-llama", "-q", "f16")
+    assert proc.exit_code == 0, proc.stderr
     name, path = proc.stdout.strip().split("\t")
     assert name == "tiny-llama" and Path(path).is_file()
     entry = Store(llmcli_home).resolve(model_ref("tiny-llama"))

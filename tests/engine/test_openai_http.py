@@ -14,8 +14,8 @@ from llmcli.engine.openai_http import (
     server_message,
 )
 from llmcli.engine.remote import request_body
-from llmcli.engine.sse import sse_events
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.sse import sse_events
 from llmcli.errors import ExitStatus, UsageError
 
 KEY = "sk-unit-secret"
