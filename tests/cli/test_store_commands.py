@@ -6,7 +6,7 @@ import json
 import shutil
 
 from llmcli.store import ModelEntry
-from tests.support.cli import cli_process, cli_store
+from tests.support.cli import cli, cli_process, cli_store
 
 
 def test_list_shows_the_embedded_model():
@@ -38,6 +38,19 @@ def test_registered_model_is_listed_chatted_and_removed(tmp_path, embedded_path,
     gone = cli_process("rm", "my-smol")
     assert gone.exit_code == 0 and "removed my-smol" in gone.stderr
     assert "my-smol" not in cli_process("list").stdout
+
+
+def test_rm_json_is_one_record_and_null_sha256_for_a_file_not_in_the_hf_cache(tmp_path, embedded_path):
+    copy = tmp_path / "copy.gguf"
+    shutil.copy(embedded_path, copy)
+    cli_store().register(ModelEntry(name="my-smol", path=str(copy), files=[str(copy)], source="test", quant="Q4_1",
+                                    size=copy.stat().st_size))
+    gone = cli("rm", "my-smol", "--json")
+    assert gone.exit_code == 0, gone.stderr
+    assert json.loads(gone.stdout) == {"name": "my-smol", "path": str(copy), "size": copy.stat().st_size,
+                                       "sha256": None, "quant": "Q4_1", "source": "test"}
+    missing = cli("rm", "my-smol", "--json")
+    assert (missing.exit_code, missing.stdout) == (2, "")
 
 
 def test_tokenize_shows_ids_and_pieces():

@@ -247,3 +247,28 @@ def test_list_shows_the_pulled_model(hub: FakeHub) -> None:
     row = next(m for m in json.loads(r.stdout) if m["name"] == f"{GGUF_REPO}:Q8_0")
     assert row["source"] == f"hf:{GGUF_REPO}" and row["quant"] == "Q8_0" and row["created"]
     assert row["revision"] == hub.repos[GGUF_REPO.lower()].sha
+
+
+def test_pull_json_is_one_record_with_the_hubs_sha256_and_rm_json_names_the_same_file(hub: FakeHub) -> None:
+    import json
+
+    spec, remote = f"{GGUF_REPO}:Q8_0", hub.repos[GGUF_REPO.lower()].files[f"{STEM}-Q8_0.gguf"]
+    r = cli("pull", spec, "--json")
+    assert r.exit_code == 0, r.stderr
+    entry = entries()[spec]
+    expected = {"name": spec, "path": entry.path, "size": remote.size, "sha256": remote.sha256, "quant": "Q8_0",
+                "source": f"hf:{GGUF_REPO}"}
+    assert json.loads(r.stdout) == expected
+    assert sha256(Path(entry.path)) == remote.sha256
+    again = cli("pull", spec, "--json")  # up to date: the same record, no download
+    assert (again.exit_code, json.loads(again.stdout)) == (0, expected), again.stderr
+    gone = cli("rm", spec, "--json")
+    assert gone.exit_code == 0, gone.stderr
+    assert json.loads(gone.stdout) == expected and spec not in entries()
+
+
+def test_pull_json_with_dry_run_is_a_usage_error(hub: FakeHub) -> None:
+    r = cli("pull", GGUF_REPO, "--json", "--dry-run")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert error_line(r) == "llmcli: error: --json prints what pull did; leave out --dry-run (or --json)"
+    assert not hub.log  # refused before any request

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from llmcli.commands.options import RequiredModelArg
+from dataclasses import asdict
+
+from llmcli.commands.options import JsonOpt, RequiredModelArg
 
 
-def rm(model: RequiredModelArg) -> None:
+def rm(model: RequiredModelArg, json_out: JsonOpt = False) -> None:
     """Remove a model from the store (files llmcli made go with it; the HF cache is left alone)."""
     from llmcli.environment import current
     from llmcli.models import model_ref
@@ -14,4 +16,11 @@ def rm(model: RequiredModelArg) -> None:
 
     env = current()
     entry = Store(env.store_root).remove(model_ref(model))
-    Output(env).info(f"removed {entry.name}")
+    out = Output(env)
+    out.info(f"removed {entry.name}")
+    if json_out:
+        from llmcli.usecases.record import ModelRecord, cached_blob_sha256
+
+        # Known without reading: a hub file stays in the HF cache, named by its sha256; a file llmcli
+        # made is gone, and hashing it first only to print the hash is not worth the read.
+        out.json(asdict(ModelRecord.of(entry, cached_blob_sha256(entry.path))))
