@@ -62,7 +62,7 @@ def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
 
 def test_bench_counts_no_more_than_max_tokens_from_a_server_that_ignores_it(hostile_server):
     result = cli_process("bench", "--endpoint", hostile_server.endpoint("nostop"), "-n", "4", "--num-requests", "2",
-                     "-o", "json", timeout=60)
+                     "-f", "json", timeout=60)
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["completed"] == 2 and row["total_output_tokens"] == 8

@@ -42,7 +42,7 @@ RUNS = [
     ("chat", "echo-usage", ["--stats", "hi"], 0, "Hi"),
     ("bench", "echo-reason", ["-n", "4", "--num-requests", "2"], 1, "failed with 500 Oops ***"),
     ("bench", "echo-models", ["-n", "4", "--num-requests", "2"], 2, "serves 4 models"),
-    ("bench", "echo-usage", ["-n", "4", "--num-requests", "2", "-o", "json"], 0, '"completed": 2'),
+    ("bench", "echo-usage", ["-n", "4", "--num-requests", "2", "-f", "json"], 0, '"completed": 2'),
 ]
 
 
