@@ -126,3 +126,19 @@ def test_show_lists_every_parameter_with_the_tables_word_for_none(state):
     assert "seed         random" in text
     dispatch(state, "/set seed 7")
     assert "seed         7" in dispatch(state, "/show").text
+
+
+def test_set_schema_constrains_the_next_reply_and_off_lifts_it(state, tmp_path):
+    from llmcli.engine.events import TextDelta
+
+    schema = tmp_path / "answer.json"
+    schema.write_text('{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}')
+    dispatch(state, f"/set schema {schema}")
+    assert state.session.constraint.schema["required"] == ["ok"]
+    state.session.params = SamplingParams(temperature=0, max_tokens=20)
+    text = "".join(e.text for e in state.session.ask("Is water wet?") if isinstance(e, TextDelta))
+    assert json.loads(text)["ok"] in (True, False)
+    dispatch(state, "/set schema off")
+    assert state.session.constraint is None
+    with pytest.raises(UsageError, match="unsupported keyword 'minimum'"):
+        dispatch(state, "/set schema {\"type\": \"integer\", \"minimum\": 0}")

@@ -68,20 +68,29 @@ def chat(
                                                   show_default=False)] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
                                            "(REPL only).")] = False,
+    schema: Annotated[Optional[str], typer.Option("--schema", metavar="SCHEMA", show_default=False,
+                                                  help="The reply is JSON valid against this JSON Schema "
+                                                  "(inline JSON or a file); stdout is exactly the JSON.")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", metavar="json", show_default=False,
+                                               help="The reply is one JSON value; stdout is exactly the JSON.")] = None,
+    grammar: Annotated[Optional[Path], typer.Option("--grammar", metavar="FILE", show_default=False,
+                                                    help="The reply follows this GBNF grammar.")] = None,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
 ) -> None:
     from llmcli.engine.sampling import SamplingParams
+    from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
 
     overrides = {"temperature": temp, "top_p": top_p, "top_k": top_k, "min_p": min_p,
                  "repeat_penalty": repeat_penalty, "seed": seed, "max_tokens": max_tokens}
     params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
+    constraint = parse_constraint(schema, fmt, grammar)  # checked before any model loads
     run_chat(ChatOptions(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
         threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
-        markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout,
+        markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout, constraint=constraint,
     ))
 
 

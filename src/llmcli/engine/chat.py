@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from llmcli.engine.events import Event, Notice, Stats, TextDelta, rate
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.runtime import Runtime
-from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
+from llmcli.engine.structured import THINK_OPEN, OutputConstraint, ThinkGate, grammar_sampler
 from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt
 from llmcli.errors import ContextOverflow
 from llmcli.stages import STAGES, StageRecord, num
@@ -33,8 +34,10 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 class ChatSession:
     def __init__(self, runtime: Runtime, *, system: str | None = None, params: SamplingParams | None = None,
-                 stops: list[str] | None = None, word_filter: WordFilter | None = None) -> None:
+                 stops: list[str] | None = None, word_filter: WordFilter | None = None,
+                 constraint: OutputConstraint | None = None) -> None:
         self.runtime = runtime
+        self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
         self.template = ChatTemplate(
             runtime.chat_template,
             bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
@@ -90,6 +93,17 @@ class ChatSession:
         except PromptTooLong:
             return None
 
+    def _grammar_check(self, prompt: RenderedPrompt) -> GrammarCheck | None:
+        """The constraint's grammar, applied from the start or after the model's thinking block."""
+        if self.constraint is None:
+            return None
+        rt = self.runtime
+        ptr = grammar_sampler(rt.vocab, self.constraint.gbnf, self.constraint.source)
+        ids = rt.tokenize(THINK_OPEN, parse_special=True)
+        think = ids[0] if len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode() else None
+        gate = ThinkGate(think, opened_in_prompt=prompt.text.rstrip().endswith(THINK_OPEN))
+        return GrammarCheck(rt, ptr, gate)
+
     # -- one request -------------------------------------------------------------------------
     def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
         rt, params = self.runtime, self.params
@@ -135,7 +149,7 @@ class ChatSession:
         rt.prefill(prompt.tokens[reuse:])
         rt.synchronize()
         ms["prefill"] = _ms(t2)
-        sampler = Sampler(rt, params)
+        sampler = Sampler(rt, params, self._grammar_check(prompt))
         token = sampler.sample()
         t_first = t_last = time.perf_counter()
         stats.ttft_ms = _ms(t0, t_first)

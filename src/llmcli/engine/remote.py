@@ -18,6 +18,7 @@ from llmcli.engine.openai_http import ChatStream, Endpoint
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
+from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.template import Message
 from llmcli.errors import LlmcliError
 from llmcli.params import request_fields
@@ -30,7 +31,22 @@ def _ms(start: float, end: float | None = None) -> float:
     return ((end if end is not None else time.perf_counter()) - start) * 1000
 
 
-def request_body(model: str, messages: list[dict], params: SamplingParams, stops: list[str]) -> dict:
+def constraint_fields(constraint: OutputConstraint | None) -> dict:
+    """OpenAI's response_format for a schema or any JSON; a GBNF grammar goes in llama.cpp server's
+    `grammar` extension (vLLM and SGLang ignore a field they do not know, and the reply is then
+    validated here all the same)."""
+    if constraint is None:
+        return {}
+    if constraint.kind == "schema":
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": "reply", "schema": constraint.schema, "strict": True}}}
+    if constraint.kind == "json":
+        return {"response_format": {"type": "json_object"}}
+    return {"grammar": constraint.gbnf}
+
+
+def request_body(model: str, messages: list[dict], params: SamplingParams, stops: list[str],
+                 constraint: OutputConstraint | None = None) -> dict:
     body: dict = {"model": model, "messages": messages, "stream": True,
                   # Usage in the last chunk (vLLM, SGLang, OpenAI); servers that do not know it ignore it.
                   "stream_options": {"include_usage": True}}
@@ -38,14 +54,16 @@ def request_body(model: str, messages: list[dict], params: SamplingParams, stops
     body.update(request_fields(params.as_dict()))
     if stops:
         body["stop"] = stops[:MAX_STOPS]
+    body.update(constraint_fields(constraint))
     return body
 
 
 class RemoteChatSession:
     def __init__(self, endpoint: Endpoint, model: str, *, system: str | None = None,
                  params: SamplingParams | None = None, stops: list[str] | None = None,
-                 word_filter: WordFilter | None = None) -> None:
+                 word_filter: WordFilter | None = None, constraint: OutputConstraint | None = None) -> None:
         self.endpoint = endpoint
+        self.constraint = constraint
         self.model = model
         self.system = system
         self.params = params or SamplingParams()
@@ -90,7 +108,8 @@ class RemoteChatSession:
         ms = {"postprocess": 0.0, "return": 0.0}  # the stages that run here
         self._cancel = False
         user = Message("user", text)
-        body = request_body(self.model, self.conversation([user]), self.params, self.stops)
+        body = request_body(self.model, self.conversation([user]), self.params, self.stops,
+                            self.constraint)
         post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
         parts: list[str] = []
         finish = "stop"

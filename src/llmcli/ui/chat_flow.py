@@ -12,13 +12,23 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
     out = Output()
     try:
         reply = drain(session.ask(prompt, keep_cache=False),
-                      on_text=None if opts.json_out else out.write, on_notice=out.warn)
+                      # structured output is printed once it is validated
+                      on_text=None if opts.json_out or opts.constraint is not None else out.write,
+                      on_notice=out.warn)
     finally:
         session.close()  # ⑦ release: nothing follows a one-shot request
-    stats = reply.stats
+    stats, text = reply.stats, reply.text
+    structured = {}
+    if opts.constraint is not None:
+        from llmcli.engine.structured import finish
+
+        checked = finish(opts.constraint, text, stats.finish_reason if stats else "stop")
+        text, structured = checked.text, ({"data": checked.data} if opts.constraint.is_json else {})
+        if not opts.json_out:
+            out.write(text)  # the newline follows below, as for any reply
     if opts.json_out:
-        out.json(json_document(reply.text, model_name, stats))
-    elif reply.text and not reply.text.endswith("\n"):
+        out.json({**json_document(text, model_name, stats), **structured})
+    elif text and not text.endswith("\n"):
         out.write("\n")
     show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty
     if show_stats and stats is not None:

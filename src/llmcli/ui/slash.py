@@ -42,8 +42,19 @@ def _on_off(value: str) -> bool:
         raise UsageError(f"'{value}' is not on or off") from None
 
 
-# /set words beyond the parameter table: the REPL's own settings, each with its parser.
-REPL_SETTINGS: dict[str, Callable[[str], Any]] = {"markdown": _on_off}
+def _set_markdown(state: ReplState, value: str) -> None:
+    state.markdown = _on_off(value)
+
+
+def _set_schema(state: ReplState, value: str) -> None:
+    """/set schema FILE|off: the grammar of the next replies (checked as --schema is)."""
+    from llmcli.engine.structured import constraint_from_schema, load_schema
+
+    state.session.constraint = None if value.lower() == "off" else constraint_from_schema(*load_schema(value))
+
+
+# /set words beyond the parameter table: the REPL's own settings, each with what applies it.
+REPL_SETTINGS: dict[str, Callable[[ReplState, str], None]] = {"markdown": _set_markdown, "schema": _set_schema}
 SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS]
 
 
@@ -66,7 +77,7 @@ def cmd_set(state: ReplState, arg: str) -> SlashResult:
     if (row is None and name not in REPL_SETTINGS) or not value:
         raise UsageError(f"usage: /set PARAM VALUE, PARAM one of {', '.join(SETTABLE_NAMES)}")
     if row is None:
-        setattr(state, name, REPL_SETTINGS[name](value))
+        REPL_SETTINGS[name](state, value)
     else:
         # A new record rather than setattr, so SamplingParams checks itself as everywhere else.
         state.session.params = replace(state.session.params, **{name: row.parse(value)})

@@ -18,6 +18,7 @@ from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:
     from llmcli.engine.openai_http import Endpoint
+    from llmcli.engine.structured import OutputConstraint
     from llmcli.hub.events import ProgressScope
 
 
@@ -38,6 +39,7 @@ class ChatOptions:
     endpoint: str | None = None  # --endpoint as given; the command adds $LLMCLI_ENDPOINT
     api_key: str | None = None
     timeout: float | None = None
+    constraint: OutputConstraint | None = None  # --schema / --format json / --grammar
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
     return ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
-                       word_filter=word_filter)
+                       word_filter=word_filter, constraint=opts.constraint)
 
 
 def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: ProgressScope) -> Opened:
@@ -145,7 +147,7 @@ def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Op
     check_prompt(prompt, opts, inputs)
     model = pick_model(endpoint, models, ref.text if ref else None)
     session = RemoteChatSession(endpoint, model, system=opts.system, params=opts.params, stops=opts.stops,
-                                word_filter=word_filter)
+                                word_filter=word_filter, constraint=opts.constraint)
     return Opened(session, model, prompt)
 
 

@@ -1,0 +1,196 @@
+"""The constraint parser, the supported-subset table, the thinking gate and the final validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from llmcli.engine.remote import request_body
+from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.structured import (
+    SCHEMA_KEYWORDS,
+    ThinkGate,
+    check_gbnf,
+    check_subset,
+    constraint_from_schema,
+    finish,
+    load_schema,
+    parse_constraint,
+    strip_thinking,
+)
+from llmcli.errors import RuntimeFailure, UsageError
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"]}
+
+
+def test_a_supported_schema_becomes_a_grammar_llama_cpp_parses():
+    constraint = constraint_from_schema(PERSON)
+    assert constraint.kind == "schema" and "root ::=" in constraint.gbnf
+    check_gbnf(constraint.gbnf, "converted")  # raises if llama.cpp refuses it
+
+
+@pytest.mark.parametrize("schema, words", [
+    ({"type": "integer", "minimum": 0}, "unsupported keyword 'minimum'"),
+    ({"type": "string", "format": "email"}, "format 'email' has no grammar"),
+    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$", "minLength": 2}}},
+     "at /properties/a"),
+    ({"type": "object", "required": ["a"]}, "required names 'a'"),
+    ({"typ": "string"}, "unknown keyword 'typ'"),
+    ({"anyOf": [{"type": "string"}], "properties": {}}, "anyOf beside properties"),
+    ({"type": "array", "minItems": 2}, "minItems/maxItems need items"),
+    ({"$ref": "https://example.com/s.json"}, "is not local"),
+])
+def test_an_unsupported_schema_is_refused_naming_the_keyword_and_place(schema, words):
+    with pytest.raises(UsageError) as err:
+        constraint_from_schema(schema)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_refused_keyword_in_the_table_has_a_reason():
+    refused = {k: v for k, v in SCHEMA_KEYWORDS.items() if v not in ("grammar", "annotation")}
+    assert "minimum" in refused and "not" in refused
+    for keyword, reason in refused.items():
+        with pytest.raises(UsageError) as err:
+            check_subset({keyword: 1})
+        assert f"unsupported keyword '{keyword}' ({reason})" in str(err.value)
+
+
+def test_the_three_options_are_mutually_exclusive(tmp_path):
+    with pytest.raises(UsageError, match="--schema and --grammar each constrain the reply; give only one"):
+        parse_constraint(schema="{}", grammar=tmp_path / "g.gbnf")
+
+
+def test_a_schema_file_and_inline_json_read_the_same(tmp_path):
+    path = tmp_path / "person.json"
+    path.write_text(json.dumps(PERSON))
+    assert load_schema(str(path))[0] == load_schema(json.dumps(PERSON))[0] == PERSON
+
+
+def test_format_json_accepts_any_value_and_refuses_other_formats():
+    assert parse_constraint(fmt="json").schema == {}
+    with pytest.raises(UsageError, match="the one format is json"):
+        parse_constraint(fmt="yaml")
+
+
+def test_a_malformed_or_empty_grammar_is_refused(tmp_path):
+    bad = tmp_path / "bad.gbnf"
+    for text, words in [('root ::= "a', "is not a valid GBNF grammar (unexpected end of input)"),
+                        ('item ::= "a"', "root"), ("", "is empty")]:
+        bad.write_text(text)
+        with pytest.raises(UsageError, match=None) as err:
+            parse_constraint(grammar=bad)
+        assert words in str(err.value), err.value
+
+
+@pytest.mark.parametrize("reply, finish_reason, words", [
+    ('{"name": "Ann"', "length", "incomplete JSON (max tokens reached: raise -n)"),
+    ("", "stop", "incomplete JSON"),
+    ('{"name": "Ann", "age": "31"}', "stop", "at $.age"),
+    ('{"name": "Ann"}', "stop", "'age' is a required property"),
+    ('{"name": "Ann", "age": 31} and more', "stop", "not JSON"),
+])
+def test_a_reply_that_fails_is_a_runtime_failure_naming_the_path(reply, finish_reason, words):
+    with pytest.raises(RuntimeFailure) as err:
+        finish(constraint_from_schema(PERSON), reply, finish_reason)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_valid_reply_keeps_its_text_and_parses():
+    reply = finish(constraint_from_schema(PERSON), '<think>easy</think>\n{"name": "Ann", "age": 31}\n')
+    assert reply.text == '{"name": "Ann", "age": 31}' and reply.data == {"name": "Ann", "age": 31}
+
+
+def test_the_grammar_waits_for_the_end_of_a_thinking_block():
+    gate = ThinkGate(think_token=7)
+    assert gate.state == "undecided"
+    assert gate.first(7) is True and not gate.constrained
+    for piece in ["I should ", "answer </", "think", ">"]:  # the closing tag split across tokens
+        gate.observe(piece)
+    assert gate.constrained
+    # Without a thinking token the grammar applies at once; a template may open the block itself.
+    assert ThinkGate(None).constrained
+    assert ThinkGate(7, opened_in_prompt=True).state == "thinking"
+    assert ThinkGate(7).first(3) is False
+
+
+def test_strip_thinking_cuts_only_a_leading_block():
+    assert strip_thinking("<think>a</think>{}") == "{}"
+    assert strip_thinking("plan</think>{}") == "{}"  # the template opened the block
+    assert strip_thinking('{"a": "<think>x</think>"}') == '{"a": "<think>x</think>"}'
+
+
+def test_the_request_body_carries_response_format_or_the_grammar(tmp_path):
+    params = SamplingParams()
+    body = request_body("m", [], params, [], constraint_from_schema(PERSON))
+    assert body["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "reply", "schema": PERSON, "strict": True}}
+    assert request_body("m", [], params, [], parse_constraint(fmt="json"))["response_format"] == {
+        "type": "json_object"}
+    grammar = tmp_path / "yes.gbnf"
+    grammar.write_text('root ::= "yes" | "no"')
+    body = request_body("m", [], params, [], parse_constraint(grammar=grammar))
+    assert body["grammar"] == 'root ::= "yes" | "no"' and "response_format" not in body
+
+
+# -- fuzz: random documents never give a traceback ------------------------------------------------
+KEYS = [*SCHEMA_KEYWORDS, "x", "name", ""]
+
+
+def random_value(rng: random.Random, depth: int):
+    kinds = ["int", "str", "bool", "null", "type", "list", "dict", "dict"] if depth < 4 else ["int", "str", "type"]
+    kind = rng.choice(kinds)
+    if kind == "int":
+        return rng.choice([0, 1, -1, 5, 2**40])
+    if kind == "str":
+        return rng.choice(["", "^a+$", "#/$defs/a", "date", "email", "a", "(", "^[0-9]{2,}$"])
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    if kind == "type":
+        return rng.choice(["object", "array", "string", "integer", "number", "boolean", "null", ["string", "null"]])
+    if kind == "list":
+        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(KEYS): random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def random_schema(rng: random.Random, depth: int):
+    """Mostly schema-shaped (keywords with values of the right kind), sometimes junk."""
+    if depth > 3 or rng.random() < 0.1:
+        return random_value(rng, depth)
+    shaped = {
+        "type": lambda: rng.choice(["object", "array", "string", "integer", "number", "boolean", "null"]),
+        "properties": lambda: {rng.choice(["a", "b", "c"]): random_schema(rng, depth + 1)
+                               for _ in range(rng.randint(0, 3))},
+        "required": lambda: rng.sample(["a", "b", "c"], rng.randint(0, 2)),
+        "items": lambda: random_schema(rng, depth + 1),
+        "anyOf": lambda: [random_schema(rng, depth + 1) for _ in range(rng.randint(1, 3))],
+        "enum": lambda: [random_value(rng, 3) for _ in range(rng.randint(1, 3))],
+        "minItems": lambda: rng.randint(0, 3), "maxItems": lambda: rng.randint(0, 5),
+        "maxLength": lambda: rng.randint(0, 8), "minLength": lambda: rng.randint(0, 3),
+        "pattern": lambda: rng.choice(["^a+$", "^[0-9]{2,4}$", "^(x|y)$", "(", "^(?=a)$"]),
+        "format": lambda: rng.choice(["date", "uuid", "email"]),
+        "additionalProperties": lambda: rng.choice([True, False, {"type": "string"}]),
+    }
+    keys = rng.sample(list(shaped), rng.randint(1, 3)) + ([rng.choice(KEYS)] if rng.random() < 0.2 else [])
+    return {k: shaped[k]() if k in shaped else random_value(rng, depth + 1) for k in keys}
+
+
+def test_fuzz_random_documents_are_accepted_or_refused_in_one_line():
+    rng = random.Random(12)
+    runs = 20000 if os.environ.get("LLMCLI_FUZZ_LONG") == "1" else 1500
+    accepted = 0
+    for _ in range(runs):
+        doc = random_schema(rng, 0)
+        try:
+            constraint = constraint_from_schema(doc)
+        except UsageError as err:
+            assert "\n" not in str(err) and str(err)
+            continue
+        accepted += 1
+        check_gbnf(constraint.gbnf, "converted")  # what we accept, llama.cpp parses
+    assert accepted > runs // 20  # the generator reaches the accepting side too
