@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 
@@ -45,25 +41,3 @@ def runtime(embedded_path):
     rt = Runtime(embedded_path, RuntimeConfig(n_ctx=2048))
     yield rt
     rt.close()
-
-
-def run_cli(*args: str, input: str | None = None, env: dict | None = None, timeout: float = 120,
-            ) -> subprocess.CompletedProcess:
-    """Run `python -m llmcli ARGS` as a user would, stdout and stderr captured apart."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "llmcli", *args], input=input, capture_output=True,
-                          text=True, env=full_env, timeout=timeout)
-
-
-REPL_PROMPT = ">>>"  # prompt_toolkit draws ">>> " as ">>>" and a cursor move
-
-
-def spawn_chat_repl(home, *args: str, env: dict | None = None, timeout: float = 60):
-    """`llmcli chat ARGS` on a pseudo-terminal, past its first prompt, as a person would start it."""
-    import pexpect
-
-    full_env = {**os.environ, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "LLMCLI_HOME": str(home),
-                "COLUMNS": "120", "LINES": "40", **(env or {})}
-    child = pexpect.spawn(sys.executable, ["-m", "llmcli", "chat", *args], env=full_env, encoding="utf-8",
-                          timeout=timeout, dimensions=(40, 120))
-    return child

@@ -9,8 +9,8 @@ import pytest
 from llmcli.errors import BadModelFile
 from llmcli.gguf_check import model_facts, read_header
 from llmcli.gguf_rules import KEY_RULES, U32_MAX
-from tests.conftest import run_cli
 from tests.fuzz.gguf_files import ARR, DROP, F32, I32, STR, U32, assemble, build_tiny, layout, rewrite
+from tests.support.cli import cli_process
 
 
 def test_embedded_model_facts(embedded_path):
@@ -56,8 +56,8 @@ def test_cli_refuses_a_corrupt_gguf_without_crashing(tmp_path, embedded_path):
     path = tmp_path / "flipped.gguf"
     data = bytearray(open(embedded_path, "rb").read(2_000_000))
     path.write_bytes(bytes(data))
-    result = run_cli("chat", str(path), "hi")
-    assert result.returncode == 2
+    result = cli_process("chat", str(path), "hi")
+    assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.startswith("llmcli: error:") and "not a valid GGUF" in result.stderr
     assert "Traceback" not in result.stderr

@@ -13,7 +13,7 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from llmcli.params import INT32_MAX, PARAMS, UINT32_MAX, USER_PARAMS, find, readme_table
 from llmcli.ui.slash import ReplState, dispatch
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -108,8 +108,8 @@ def test_set_lists_the_user_rows_and_not_the_engine_only_ones():
 ])
 def test_cli_and_set_refuse_the_same_values_with_the_same_message(flag, name, text):
     message = _set_error(f"{name} {text}")
-    result = run_cli("chat", flag, text, "x")
-    assert result.returncode == 2, result.stderr
+    result = cli_process("chat", flag, text, "x")
+    assert result.exit_code == 2, result.stderr
     assert message in result.stderr and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -125,7 +125,7 @@ def test_set_accepts_the_top_of_every_range():
 
 
 def test_cli_help_shows_each_row_with_its_range_and_default():
-    help_text = run_cli("chat", "--help", env={"COLUMNS": "300"}).stdout
+    help_text = cli_process("chat", "--help", vars={"COLUMNS": "300"}).stdout
     for row in USER_PARAMS.values():
         assert row.flags[-1] in help_text
         assert f"{row.range_text}. [{row.default_text}]" in help_text, row.name

@@ -19,7 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 # inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
 from llmcli.commands import bench, chat, completion, convert, pull, rm, show, tokenize
 from llmcli.commands import list as list_
-from llmcli.environment import env
+from llmcli.environment import Environment, installed
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
 
 
@@ -122,7 +122,7 @@ def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
             ExitStatus.ERROR)
 
 
-def _report(message: str, status: ExitStatus) -> None:
+def _report(env: Environment, message: str, status: ExitStatus) -> None:
     from llmcli.display import printable
 
     stream = env.stderr
@@ -132,27 +132,40 @@ def _report(message: str, status: ExitStatus) -> None:
     stream.flush()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
+    """Run llmcli on ARGV (default: sys.argv) in ENV (default: this process's streams and variables).
+
+    Ends with SystemExit carrying the exit status, as a command-line program does.
+    """
+    env = env if env is not None else Environment()
+    with installed(env):
+        status = _run(argv, env)
+    if status is None:  # the reader of stdout left: say nothing more (see _run)
+        sys.stderr = None  # type: ignore[assignment]
+        status = ExitStatus.OK
+    sys.exit(status)
+
+
+def _run(argv: list[str] | None, env: Environment) -> int | None:
     try:
         _check_arguments_are_utf8(sys.argv[1:] if argv is None else argv)
         result = app(args=argv, prog_name="llmcli", standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
         env.stderr.write("\nllmcli: interrupted\n")
-        sys.exit(ExitStatus.INTERRUPTED)
+        return ExitStatus.INTERRUPTED
     except typer.Exit as exc:
         if isinstance(exc.__cause__, KeyboardInterrupt):  # typer's own rendering of Ctrl-C
             env.stderr.write("\nllmcli: interrupted\n")
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except BrokenPipeError:
         # `llmcli chat ... | head -1`: the reader left; that is not our failure.
-        sys.stderr = None  # type: ignore[assignment]
-        sys.exit(ExitStatus.OK)
+        return None
     except Exception as exc:  # the one boundary: everything a user can cause ends here
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `llmcli`: typer has printed the help
-            sys.exit(ExitStatus.OK)
+            return ExitStatus.OK
         if env.debug:
-            traceback.print_exc()
+            traceback.print_exc(file=env.stderr)
         message, status = _message_for(exc)
-        _report(message, status)
-        sys.exit(status)
-    sys.exit(result if isinstance(result, int) else ExitStatus.OK)
+        _report(env, message, status)
+        return status
+    return result if isinstance(result, int) else ExitStatus.OK

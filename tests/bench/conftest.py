@@ -2,54 +2,9 @@
 
 from __future__ import annotations
 
-import io
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from llmcli.environment import env
-
-
-@dataclass
-class Result:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def cli(monkeypatch):
-    """Run `llmcli ARGS` in this process with stdout and stderr captured apart."""
-    from llmcli.cli import main
-
-    def run(*args: str) -> Result:
-        out, err = io.StringIO(), io.StringIO()
-        monkeypatch.setattr(env, "stdout", out)
-        monkeypatch.setattr(env, "stderr", err)
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        return Result(code, out.getvalue(), err.getvalue())
-
-    return run
-
-
-@pytest.fixture
-def cli_process():
-    """Run `python -m llmcli ARGS` as a child: proves what really reaches the file descriptors."""
-
-    def run(*args: str) -> Result:
-        proc = subprocess.run([sys.executable, "-m", "llmcli", *args], capture_output=True, text=True,
-                              env=os.environ.copy(), timeout=300)
-        return Result(proc.returncode, proc.stdout, proc.stderr)
-
-    return run
 
 
 @pytest.fixture(scope="session")

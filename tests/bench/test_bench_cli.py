@@ -6,6 +6,8 @@ import csv
 import io
 import json
 
+from tests.support.cli import cli, cli_process, cli_store
+
 # Small enough that a whole run stays well under a second on 2 shared cores.
 FAST = ["-p", "32", "-n", "8", "-r", "2", "-t", "1"]  # 1 thread: robust to busy neighbours
 
@@ -17,7 +19,7 @@ LLAMA_BENCH_FIELDS = {"model_filename", "model_type", "model_size", "model_n_par
 SMOLLM2_KV_BYTES_PER_TOKEN = 2 * 30 * 3 * 64 * 2
 
 
-def test_markdown_table_goes_to_stdout_and_progress_to_stderr(cli):
+def test_markdown_table_goes_to_stdout_and_progress_to_stderr():
     r = cli("bench", *FAST)
     assert r.exit_code == 0, r.stderr
     lines = r.stdout.strip().splitlines()
@@ -32,7 +34,7 @@ def test_markdown_table_goes_to_stdout_and_progress_to_stderr(cli):
     assert "█" not in r.stdout  # no chart unless stdout is a terminal or --chart
 
 
-def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream(cli_process):
+def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream():
     r = cli_process("bench", *FAST, "-f", "json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)  # stdout is one JSON document and nothing else
@@ -51,7 +53,7 @@ def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream(cli_p
     assert all(line.startswith("bench: ") for line in r.stderr.strip().splitlines()), r.stderr
 
 
-def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss(cli):
+def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss():
     r = cli("bench", *FAST, "-c", "512", "-f", "json")
     rows = json.loads(r.stdout)
     for row in rows:
@@ -61,7 +63,7 @@ def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss(cli):
     assert rows[0]["ttft_ms"] > 0 and rows[1]["ttft_ms"] is None
 
 
-def test_csv_and_jsonl_are_machine_readable(cli):
+def test_csv_and_jsonl_are_machine_readable():
     r = cli("bench", *FAST, "-f", "csv")
     records = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [rec["test"] for rec in records] == ["pp32", "tg8"]
@@ -70,7 +72,7 @@ def test_csv_and_jsonl_are_machine_readable(cli):
     assert [json.loads(line)["test"] for line in r.stdout.splitlines()] == ["pp32", "tg8"]
 
 
-def test_several_thread_counts_in_one_run_and_save_appends_jsonl(cli, tmp_path):
+def test_several_thread_counts_in_one_run_and_save_appends_jsonl(tmp_path):
     saved = tmp_path / "runs.jsonl"
     r = cli("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1,2", "-f", "json", "--save", str(saved))
     assert r.exit_code == 0, r.stderr
@@ -81,7 +83,7 @@ def test_several_thread_counts_in_one_run_and_save_appends_jsonl(cli, tmp_path):
     assert len(lines) == 5 and all(json.loads(line)["avg_ts"] > 0 for line in lines)
 
 
-def test_repetitions_start_from_an_empty_kv_cache(cli):
+def test_repetitions_start_from_an_empty_kv_cache():
     # 3 x 96 prompt tokens cannot fit a 96-token context (256 cells once llama.cpp pads it) unless
     # the cache is cleared before each repetition.
     r = cli("bench", "-p", "96", "-n", "0", "-r", "3", "-c", "96", "-t", "1", "-f", "json")
@@ -89,16 +91,14 @@ def test_repetitions_start_from_an_empty_kv_cache(cli):
     assert len(json.loads(r.stdout)[0]["samples_ns"]) == 3
 
 
-def test_chart_on_request_goes_to_stderr_when_stdout_is_data(cli):
+def test_chart_on_request_goes_to_stderr_when_stdout_is_data():
     r = cli("bench", "-p", "32", "-n", "8", "-r", "1", "-t", "1,2", "-f", "json", "--chart")
     assert len(json.loads(r.stdout)) == 4
     assert "pp32 (tokens/s)" in r.stderr and "█" in r.stderr
 
 
-def test_a_gguf_path_works_as_model(cli):
-    from llmcli.store import Store
-
-    path = Store().embedded().path
+def test_a_gguf_path_works_as_model():
+    path = cli_store().embedded().path
     r = cli("bench", path, "-p", "16", "-n", "0", "-r", "1", "-f", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["model_filename"] == path

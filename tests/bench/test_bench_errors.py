@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.cli import cli
+
 BAD_INPUTS = {
     "unknown model": (["no-such-model"], "no model named 'no-such-model'"),
     "nothing to measure": (["-p", "0", "-n", "0"], "nothing to measure"),
@@ -21,7 +23,7 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("args,message", BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
-def test_bad_input_is_one_line_and_exit_2(cli, args, message):
+def test_bad_input_is_one_line_and_exit_2(args, message):
     r = cli("bench", *args)
     assert r.exit_code == 2
     assert r.stdout == ""
@@ -29,13 +31,13 @@ def test_bad_input_is_one_line_and_exit_2(cli, args, message):
     assert message in r.stderr
 
 
-def test_transformers_backend_on_a_gguf_without_hf_source_says_what_to_give(cli):
+def test_transformers_backend_on_a_gguf_without_hf_source_says_what_to_give():
     r = cli("bench", "--backend", "transformers", "-p", "16", "-n", "0")
     assert r.exit_code == 2
     assert "no Hugging Face checkpoint" in r.stderr and "HF model folder" in r.stderr
 
 
-def test_not_a_gguf_is_refused_before_llama_cpp_opens_it(cli, tmp_path):
+def test_not_a_gguf_is_refused_before_llama_cpp_opens_it(tmp_path):
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"not a model at all, just some bytes" * 4)
     r = cli("bench", str(bogus), "-p", "16", "-n", "0")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 import pexpect
+
+from tests.support.cli import cli_pty
 
 
 def test_chart_follows_the_table_on_a_terminal():
-    child = pexpect.spawn(sys.executable, ["-m", "llmcli", "bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1"],
-                          encoding="utf-8", timeout=120, dimensions=(40, 200))
+    child = cli_pty("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1", timeout=120, columns=200)
     child.expect(pexpect.EOF)
     child.close()
     out = child.before

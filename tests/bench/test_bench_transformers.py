@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from llmcli.store import ModelEntry, Store
+from llmcli.store import ModelEntry
+from tests.support.cli import cli, cli_store
 
 
-def test_hf_folder_measured_with_transformers(cli, tiny_hf_dir):
+def test_hf_folder_measured_with_transformers(tiny_hf_dir):
     r = cli("bench", str(tiny_hf_dir), "--backend", "transformers", "-p", "32", "-n", "8", "-r", "2", "-t", "1",
             "-f", "json")
     assert r.exit_code == 0, r.stderr
@@ -23,10 +24,10 @@ def test_hf_folder_measured_with_transformers(cli, tiny_hf_dir):
     assert "bench: loading tiny-llama-hf" in r.stderr
 
 
-def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(cli, tiny_hf_dir):
+def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(tiny_hf_dir):
     # A converted model remembers its HF folder. Here the "converted" GGUF is the embedded model and
     # the folder a tiny random Llama: not the same weights, but the same bookkeeping `convert` sets up.
-    store = Store()
+    store = cli_store()
     store.register(ModelEntry(name="paired", path=store.embedded().path, hf_dir=str(tiny_hf_dir)))
     r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "4", "-r", "1", "-t", "1",
             "-f", "json")
@@ -41,7 +42,7 @@ def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(c
     assert "speedup" in r.stdout.splitlines()[0]
 
 
-def test_hf_folder_on_llama_backend_asks_for_a_conversion(cli, tiny_hf_dir):
+def test_hf_folder_on_llama_backend_asks_for_a_conversion(tiny_hf_dir):
     r = cli("bench", str(tiny_hf_dir), "-p", "16", "-n", "0")
     assert r.exit_code == 2
     assert "llmcli convert" in r.stderr and "--backend transformers" in r.stderr

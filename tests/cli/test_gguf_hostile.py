@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 from tests.fuzz.gguf_files import ARR, DROP, F32, I32, STR, U32, rewrite
 
 CHAT = ("chat", "hi", "-n", "4", "-t", "1", "--seed", "1")
@@ -70,7 +70,7 @@ def mutated(tmp_path, embedded_path):
 
 
 def assert_one_line_refusal(result, message: str) -> None:
-    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.exit_code == 2, result.stderr[-2000:]
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr[-2000:]
@@ -81,22 +81,22 @@ def assert_one_line_refusal(result, message: str) -> None:
 def test_an_unchanged_rewrite_still_chats(mutated):
     """The control: header surgery alone keeps a model llama.cpp runs, so each case below is its change."""
     path = mutated({})
-    assert run_cli("show", path).returncode == 0
-    result = run_cli(CHAT[0], path, *CHAT[1:])
-    assert result.returncode == 0 and result.stdout.strip(), result.stderr
+    assert cli_process("show", path).exit_code == 0
+    result = cli_process(CHAT[0], path, *CHAT[1:])
+    assert result.exit_code == 0 and result.stdout.strip(), result.stderr
 
 
 @pytest.mark.parametrize("name", ABORTS)
 def test_file_that_aborted_llama_cpp_is_one_line_and_exit_2(mutated, name):
     changes, message = ABORTS[name]
     path = mutated(changes)
-    assert_one_line_refusal(run_cli("show", path), message)
-    assert_one_line_refusal(run_cli(CHAT[0], path, *CHAT[1:]), message)
+    assert_one_line_refusal(cli_process("show", path), message)
+    assert_one_line_refusal(cli_process(CHAT[0], path, *CHAT[1:]), message)
 
 
 @pytest.mark.parametrize("name", WRONG_TYPES)
 def test_show_on_a_wrong_typed_key_is_one_line_and_exit_2(mutated, name):
     changes, message = WRONG_TYPES[name]
     path = mutated(changes)
-    assert_one_line_refusal(run_cli("show", path), message)
-    assert_one_line_refusal(run_cli("show", path, "--json"), message)
+    assert_one_line_refusal(cli_process("show", path), message)
+    assert_one_line_refusal(cli_process("show", path, "--json"), message)

@@ -8,13 +8,13 @@ import pytest
 
 from llmcli.cli import COMMANDS
 from llmcli.errors import ExitStatus
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_help_shows_no_value_for_flags_and_names_arguments_in_capitals(command):
-    r = run_cli(*([command] if command else []), "--help", env={"COLUMNS": "160"})
-    assert r.returncode == 0, r.stderr
+    r = cli_process(*([command] if command else []), "--help", vars={"COLUMNS": "160"})
+    assert r.exit_code == 0, r.stderr
     assert "<bool>" not in r.stdout  # --dry-run, --json, --help... take no value
     usage = next(line for line in r.stdout.splitlines() if "Usage:" in line)
     arguments = re.findall(r"[{\[]([^\]}]+)[}\]]", usage.split("[OPTIONS]")[-1])
@@ -23,7 +23,7 @@ def test_help_shows_no_value_for_flags_and_names_arguments_in_capitals(command):
 
 def short_flags(command: str) -> dict[str, str]:
     """-x -> its long name, from the command's --help (hidden options are not shown, so not counted)."""
-    text = run_cli(command, "--help", env={"COLUMNS": "200"}).stdout
+    text = cli_process(command, "--help", vars={"COLUMNS": "200"}).stdout
     return {short: long for long, short in re.findall(r"│ (--[\w-]+)[\w,-]*\s+(-\w)\s", text)}
 
 
@@ -46,8 +46,8 @@ def test_a_short_flag_means_one_thing_in_every_command():
     (["convert", "some/folder", "-t", "q8_0"], "-t q8_0 is now -q q8_0: -t was renamed -q/--outtype before 1.0"),
 ])
 def test_a_renamed_flag_is_a_usage_error_naming_the_new_one(args, message):
-    r = run_cli(*args)
-    assert r.returncode == ExitStatus.USAGE and r.stdout == ""
+    r = cli_process(*args)
+    assert r.exit_code == ExitStatus.USAGE and r.stdout == ""
     assert r.stderr == f"llmcli: error: {r.stderr.removeprefix('llmcli: error: ')}" and r.stderr.count("\n") == 1
     assert message in r.stderr
 
@@ -55,5 +55,5 @@ def test_a_renamed_flag_is_a_usage_error_naming_the_new_one(args, message):
 def test_pull_help_states_the_pull_default_outtype():
     from llmcli.convert.outtypes import PULL_DEFAULT
 
-    r = run_cli("pull", "--help")
+    r = cli_process("pull", "--help")
     assert PULL_DEFAULT in r.stdout

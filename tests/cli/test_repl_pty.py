@@ -8,14 +8,14 @@ import pytest
 
 pexpect = pytest.importorskip("pexpect")
 
-from tests.conftest import REPL_PROMPT, spawn_chat_repl  # noqa: E402
+from tests.support.cli import REPL_PROMPT, cli_pty  # noqa: E402
 
 PROMPT = REPL_PROMPT
 
 
 @pytest.fixture
 def repl(private_store):
-    child = spawn_chat_repl(private_store, "--temp", "0", "-n", "40", "-t", "1")
+    child = cli_pty("chat", "--temp", "0", "-n", "40", "-t", "1")
     child.expect_exact(PROMPT)
     yield child
     if child.isalive():

@@ -5,43 +5,56 @@ from __future__ import annotations
 import json
 import shutil
 
-from llmcli.store import ModelEntry, Store
-from tests.conftest import run_cli
+from llmcli.store import ModelEntry
+from tests.support.cli import cli, cli_process, cli_store
 
 
 def test_list_shows_the_embedded_model():
-    result = run_cli("list", "--json")
+    result = cli_process("list", "--json")
     models = json.loads(result.stdout)
     assert [m["name"] for m in models] == ["smollm2-135m-instruct"]
     assert models[0]["quant"] == "Q4_1" and models[0]["arch"] == "llama" and models[0]["n_params"] > 1e8
-    table = run_cli("list")
+    table = cli_process("list")
     assert "smollm2-135m-instruct" in table.stdout and "Q4_1" in table.stdout
 
 
 def test_show_reports_kv_cache_cost():
-    doc = json.loads(run_cli("show", "smollm2", "--json", "--ctx", "1024").stdout)
+    doc = json.loads(cli_process("show", "smollm2", "--json", "--ctx", "1024").stdout)
     assert doc["kv_bytes_per_token"] == 2 * 30 * 3 * 64 * 2
     assert doc["kv_bytes_for_ctx"] == doc["kv_bytes_per_token"] * 1024
     assert "<|im_start|>" in doc["chat_template"]
-    text = run_cli("show", "smollm2").stdout
+    text = cli_process("show", "smollm2").stdout
     assert "KV cache / token" in text and "23,040 B" in text
 
 
 def test_registered_model_is_listed_chatted_and_removed(tmp_path, embedded_path, private_store):
     copy = tmp_path / "copy.gguf"
     shutil.copy(embedded_path, copy)
-    Store().register(ModelEntry(name="my-smol", path=str(copy), files=[str(copy)], source="test"))
-    assert "my-smol" in run_cli("list").stdout
-    assert run_cli("chat", "my-smol", "hi", "--temp", "0", "-n", "4").returncode == 0
-    ambiguous = run_cli("chat", "-m", "", "hi", "-n", "2")  # empty -m falls back to the default
-    assert ambiguous.returncode == 0
-    gone = run_cli("rm", "my-smol")
-    assert gone.returncode == 0 and "removed my-smol" in gone.stderr
-    assert "my-smol" not in run_cli("list").stdout
+    cli_store().register(ModelEntry(name="my-smol", path=str(copy), files=[str(copy)], source="test"))
+    assert "my-smol" in cli_process("list").stdout
+    assert cli_process("chat", "my-smol", "hi", "--temp", "0", "-n", "4").exit_code == 0
+    ambiguous = cli_process("chat", "-m", "", "hi", "-n", "2")  # empty -m falls back to the default
+    assert ambiguous.exit_code == 0
+    gone = cli_process("rm", "my-smol")
+    assert gone.exit_code == 0 and "removed my-smol" in gone.stderr
+    assert "my-smol" not in cli_process("list").stdout
+
+
+def test_rm_json_is_one_record_and_null_sha256_for_a_file_not_in_the_hf_cache(tmp_path, embedded_path):
+    copy = tmp_path / "copy.gguf"
+    shutil.copy(embedded_path, copy)
+    cli_store().register(ModelEntry(name="my-smol", path=str(copy), files=[str(copy)], source="test", quant="Q4_1",
+                                    size=copy.stat().st_size))
+    gone = cli("rm", "my-smol", "--json")
+    assert gone.exit_code == 0, gone.stderr
+    assert json.loads(gone.stdout) == {"name": "my-smol", "path": str(copy), "size": copy.stat().st_size,
+                                       "sha256": None, "quant": "Q4_1", "source": "test"}
+    missing = cli("rm", "my-smol", "--json")
+    assert (missing.exit_code, missing.stdout) == (2, "")
 
 
 def test_tokenize_shows_ids_and_pieces():
-    doc = json.loads(run_cli("tokenize", "smollm2", "Hello <|im_end|>", "--json").stdout)
+    doc = json.loads(cli_process("tokenize", "smollm2", "Hello <|im_end|>", "--json").stdout)
     assert doc["n_tokens"] == len(doc["ids"]) > 3  # the control token stays plain text
-    special = json.loads(run_cli("tokenize", "smollm2", "Hello <|im_end|>", "--json", "--special").stdout)
+    special = json.loads(cli_process("tokenize", "smollm2", "Hello <|im_end|>", "--json", "--special").stdout)
     assert "<|im_end|>" in special["pieces"] and len(special["ids"]) < len(doc["ids"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 
 
 def write_manifest(home: Path, models: object) -> Path:
@@ -30,14 +30,14 @@ def test_rm_never_deletes_through_dotdot_or_a_symlinked_folder(private_store: Pa
     own.write_text("ours")
     files = [f"{blobs}/../../outside/a", f"{blobs}/link/b", str(blobs / "out.gguf"), str(own)]
     write_manifest(private_store, {"evil": {"name": "evil", "path": str(own), "files": files}})
-    r = run_cli("rm", "evil")
-    assert r.returncode == 0, r.stderr
+    r = cli_process("rm", "evil")
+    assert r.exit_code == 0, r.stderr
     assert (outside / "a").read_text() == "a" and (outside / "dir" / "b").read_text() == "b"
     assert not own.exists()  # the model's own file still goes
     lines = r.stderr.splitlines()
     assert lines[0].startswith("llmcli: left 3 listed file(s) alone: they lie outside") and "outside/a" in lines[0]
     assert lines[1:] == ["removed evil"]
-    assert "evil" not in run_cli("list").stdout
+    assert "evil" not in cli_process("list").stdout
 
 
 @pytest.mark.parametrize(("models", "says"), [
@@ -56,8 +56,8 @@ def test_rm_never_deletes_through_dotdot_or_a_symlinked_folder(private_store: Pa
 def test_a_manifest_of_the_wrong_shape_is_one_line_naming_it(private_store: Path, models: object, says: str) -> None:
     manifest = write_manifest(private_store, models)
     for args in (["list"], ["rm", "m"], ["chat", "m", "hi", "-n", "1"]):
-        r = run_cli(*args)
-        assert r.returncode == 2, (args, r.stderr)
+        r = cli_process(*args)
+        assert r.exit_code == 2, (args, r.stderr)
         assert r.stderr.count("\n") == 1 and "\x1b" not in r.stderr, r.stderr
         assert f"the store manifest {manifest}" in r.stderr and says in r.stderr
         assert "move the manifest away" in r.stderr or "move it away" in r.stderr
@@ -67,8 +67,8 @@ def test_a_manifest_that_is_not_an_object_or_nested_too_deeply(private_store: Pa
     private_store.mkdir()
     for text in ("[]", "7", "[" * 100_000 + "]" * 100_000, '{"models": null}'):
         (private_store / "manifest.json").write_text(text)
-        r = run_cli("list")
-        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "internal error" not in r.stderr, r.stderr
+        r = cli_process("list")
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "internal error" not in r.stderr, r.stderr
         assert "the store manifest" in r.stderr
 
 
@@ -76,29 +76,29 @@ def test_list_escapes_terminal_escapes_newlines_and_markup_in_names(private_stor
     name = "evil\x1b[31m\nFAKE ROW\u202e[bold]x[/]"
     write_manifest(private_store, {name: {"path": embedded_path, "files": [], "source": "s\x07rc",
                                           "quant": "Q\rX", "created": "2024\x1b]0;t\x07"}})
-    r = run_cli("list")
-    assert r.returncode == 0, r.stderr
+    r = cli_process("list")
+    assert r.exit_code == 0, r.stderr
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\r" not in r.stdout and "\u202e" not in r.stdout
     row = next(line for line in r.stdout.splitlines() if line.startswith("evil"))
     assert "evil\\x1b[31m\\nFAKE ROW\\u202e[bold]x[/]" in row and "FAKE ROW" not in r.stdout.replace(row, "")
-    rm = run_cli("rm", name)
-    assert rm.returncode == 0 and "\x1b" not in rm.stderr and rm.stderr.startswith("removed evil\\x1b")
+    rm = cli_process("rm", name)
+    assert rm.exit_code == 0 and "\x1b" not in rm.stderr and rm.stderr.startswith("removed evil\\x1b")
 
 
 def test_an_ambiguous_prefix_lists_escaped_names_on_one_line(private_store: Path, embedded_path: str) -> None:
     write_manifest(private_store, {"mod\nA": {"path": embedded_path}, "mod\x1b[2JB": {"path": embedded_path}})
-    r = run_cli("rm", "mod")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\x1b" not in r.stderr, r.stderr
+    r = cli_process("rm", "mod")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "\x1b" not in r.stderr, r.stderr
     assert "matches several models (mod\\nA, mod\\x1b[2JB)" in r.stderr
 
 
 def test_a_name_with_newlines_is_echoed_escaped_on_one_line(private_store: Path) -> None:
     for name in ("mod a\nb", "a\nb\r\nc"):
-        r = run_cli("chat", name, "hi", "-n", "1")
-        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "\\n" in r.stderr, r.stderr
+        r = cli_process("chat", name, "hi", "-n", "1")
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "\\n" in r.stderr, r.stderr
 
 
 def test_a_model_path_with_newlines_fails_on_one_line(private_store: Path) -> None:
     write_manifest(private_store, {"m": {"path": "a\nb\r\nc", "files": []}})
-    r = run_cli("chat", "m", "hi", "-n", "1")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "a\\nb\\r\\nc" in r.stderr, r.stderr
+    r = cli_process("chat", "m", "hi", "-n", "1")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "a\\nb\\r\\nc" in r.stderr, r.stderr

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
                                            "age": {"type": "integer"}}, "required": ["name", "age"]}
@@ -23,23 +23,23 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
 ])
 def test_bad_structured_options_exit_2_with_one_line_before_loading(args, message):
     # The model named does not exist: reaching the model would be a different error.
-    result = run_cli("chat", "-m", "/nonexistent/model.gguf", *args, "hi")
-    assert result.returncode == 2, result.stderr
+    result = cli_process("chat", "-m", "/nonexistent/model.gguf", *args, "hi")
+    assert result.exit_code == 2, result.stderr
     assert message in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""
 
 
 def test_a_malformed_grammar_file_exits_2(tmp_path):
     bad = tmp_path / "bad.gbnf"
     bad.write_text('root ::= "yes" | ("no"\n')
-    result = run_cli("chat", "-m", "/nonexistent/model.gguf", "--grammar", str(bad), "hi")
-    assert result.returncode == 2
+    result = cli_process("chat", "-m", "/nonexistent/model.gguf", "--grammar", str(bad), "hi")
+    assert result.exit_code == 2
     assert f"{bad} is not a valid GBNF grammar" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_format_json_prints_exactly_parseable_json():
-    result = run_cli("chat", *FAST, "-n", "80", "--format", "json",
+    result = cli_process("chat", *FAST, "-n", "80", "--format", "json",
                      "Give a JSON object with one key, color, set to red.")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.endswith("}\n") and result.stdout.startswith("{")  # no fence, no prose
     assert isinstance(json.loads(result.stdout), dict)
 
@@ -49,9 +49,9 @@ def test_schema_reply_validates_and_json_carries_data(tmp_path):
 
     schema = tmp_path / "person.json"
     schema.write_text(json.dumps(PERSON))
-    result = run_cli("chat", *FAST, "-n", "60", "--schema", str(schema), "--json",
+    result = cli_process("chat", *FAST, "-n", "60", "--schema", str(schema), "--json",
                      "Ann is 31. Give her name and age as JSON.")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     jsonschema.validate(doc["data"], PERSON)
     assert json.loads(doc["text"]) == doc["data"]
@@ -60,12 +60,12 @@ def test_schema_reply_validates_and_json_carries_data(tmp_path):
 def test_a_grammar_forces_a_fixed_shape(tmp_path):
     grammar = tmp_path / "answer.gbnf"
     grammar.write_text('root ::= "ANSWER: " ("yes" | "no")\n')
-    result = run_cli("chat", *FAST, "-n", "20", "--grammar", str(grammar), "Is the sky blue?")
-    assert result.returncode == 0, result.stderr
+    result = cli_process("chat", *FAST, "-n", "20", "--grammar", str(grammar), "Is the sky blue?")
+    assert result.exit_code == 0, result.stderr
     assert result.stdout in ("ANSWER: yes\n", "ANSWER: no\n")
 
 
 def test_max_tokens_mid_object_exits_1_incomplete_json():
-    result = run_cli("chat", *FAST, "-n", "3", "--schema", json.dumps(PERSON), "Ann is 31. As JSON.")
-    assert result.returncode == 1
+    result = cli_process("chat", *FAST, "-n", "3", "--schema", json.dumps(PERSON), "Ann is 31. As JSON.")
+    assert result.exit_code == 1
     assert "incomplete JSON" in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""

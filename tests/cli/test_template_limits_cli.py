@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import cli_process
 
 HOSTILE = """\
 {%- set q = messages[-1].content -%}
@@ -46,8 +46,8 @@ def hostile_gguf(tmp_path_factory, embedded_path) -> str:
 ])
 def test_hostile_template_is_one_line_and_exit_2(hostile_gguf, prompt, message):
     start = time.monotonic()
-    result = run_cli("chat", hostile_gguf, "--temp", "0", "-n", "4", "-t", "1", prompt, timeout=120)
-    assert result.returncode == 2, result.stderr
+    result = cli_process("chat", hostile_gguf, "--temp", "0", "-n", "4", "-t", "1", prompt, timeout=120)
+    assert result.exit_code == 2, result.stderr
     assert message in result.stderr
     assert result.stderr.startswith("llmcli: error:") and len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr and result.stdout == ""
@@ -55,14 +55,14 @@ def test_hostile_template_is_one_line_and_exit_2(hostile_gguf, prompt, message):
 
 
 def test_the_same_model_answers_a_normal_message(hostile_gguf):
-    result = run_cli("chat", hostile_gguf, "--temp", "0", "-n", "4", "-t", "1", "Say hi.")
-    assert result.returncode == 0, result.stderr
+    result = cli_process("chat", hostile_gguf, "--temp", "0", "-n", "4", "-t", "1", "Say hi.")
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.strip()
 
 
 def test_a_prompt_far_past_the_context_is_refused(tmp_path):
     text = "many words here " * 200_000  # 3.2 MB, about 600,000 tokens, against a 256-token context
-    result = run_cli("chat", "--ctx", "256", "-t", "1", input=text)
-    assert result.returncode == 2, result.stderr
+    result = cli_process("chat", "--ctx", "256", "-t", "1", input=text)
+    assert result.exit_code == 2, result.stderr
     assert "raise --ctx" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""

@@ -6,23 +6,17 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from llmcli.errors import ExitStatus
+from tests.support.cli import Result, cli_process, spawn_cli
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "llmcli", "convert", *args],
-                          capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
-
-
-def assert_clean_error(proc: subprocess.CompletedProcess, status: ExitStatus, *phrases: str) -> None:
-    assert proc.returncode == status, proc.stderr
+def assert_clean_error(proc: Result, status: ExitStatus, *phrases: str) -> None:
+    assert proc.exit_code == status, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("llmcli: error: "), proc.stderr
@@ -40,19 +34,19 @@ def copy_checkpoint(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> Path:
 
 
 def test_missing_config_json(tmp_path):
-    assert_clean_error(run_cli(str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path))
+    assert_clean_error(cli_process("convert", str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path))
 
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
-    assert_clean_error(run_cli(str(tmp_path)), ExitStatus.USAGE, "GPT2LMHeadModel", "LlamaForCausalLM",
+    assert_clean_error(cli_process("convert", str(tmp_path)), ExitStatus.USAGE, "GPT2LMHeadModel", "LlamaForCausalLM",
                        "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM")
 
 
 def test_missing_tokenizer(tmp_path, tiny):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt",
                           skip=("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
-    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer")
+    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer")
     assert not (tmp_path / "out.gguf").exists()
 
 
@@ -64,25 +58,25 @@ def test_missing_tokenizer(tmp_path, tiny):
 def test_corrupt_safetensors_header(tmp_path, tiny, header):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
     (src / "model.safetensors").write_bytes(header + b"\0" * 64)
-    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
+    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
                        "model.safetensors", "corrupt")
 
 
 def test_pickle_only_checkpoint_is_refused_with_the_reason(tmp_path, tiny):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
     (src / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")  # a pickle; never loaded
-    assert_clean_error(run_cli(str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors")
+    assert_clean_error(cli_process("convert", str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors")
 
 
 def test_output_folder_that_does_not_exist(tmp_path, tiny):
     out = tmp_path / "no" / "such" / "out.gguf"
-    assert_clean_error(run_cli(str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o")
+    assert_clean_error(cli_process("convert", str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o")
 
 
 def test_output_folder_that_is_a_file(tmp_path, tiny):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert_clean_error(run_cli(str(tiny("llama")), "-o", str(blocker / "out.gguf")), ExitStatus.USAGE,
+    assert_clean_error(cli_process("convert", str(tiny("llama")), "-o", str(blocker / "out.gguf")), ExitStatus.USAGE,
                        "not a folder")
 
 
@@ -92,7 +86,7 @@ def test_unwritable_output_folder(tmp_path, tiny):
     folder.mkdir()
     folder.chmod(0o500)
     try:
-        assert_clean_error(run_cli(str(tiny("llama")), "-o", str(folder / "out.gguf")), ExitStatus.USAGE,
+        assert_clean_error(cli_process("convert", str(tiny("llama")), "-o", str(folder / "out.gguf")), ExitStatus.USAGE,
                            "cannot write in", "permission")
     finally:
         folder.chmod(0o700)
@@ -102,9 +96,7 @@ def test_ctrl_c_leaves_no_file(tmp_path, smol_hf):
     """SIGINT in the middle of writing: exit 130, and neither the .gguf nor its temporary file remains."""
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "llmcli", "convert", str(smol_hf), "-q", "q8_0",
-                             "-o", str(out_dir / "smol.gguf")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    proc = spawn_cli("convert", str(smol_hf), "-q", "q8_0", "-o", str(out_dir / "smol.gguf"))
     deadline = time.monotonic() + 60
     while not any(p.name.endswith(".partial") and p.stat().st_size > 1_000_000 for p in out_dir.iterdir()):
         assert proc.poll() is None, proc.communicate()
@@ -165,13 +157,13 @@ def test_not_enough_free_space_is_refused_before_writing(tmp_path, tiny, monkeyp
 
 
 def test_unknown_outtype(tiny):
-    assert_clean_error(run_cli(str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m")
+    assert_clean_error(cli_process("convert", str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m")
 
 
 def test_repo_id_not_in_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert_clean_error(run_cli("someone/not-downloaded"), ExitStatus.USAGE, "someone/not-downloaded",
+    assert_clean_error(cli_process("convert", "someone/not-downloaded"), ExitStatus.USAGE, "someone/not-downloaded",
                        "Hugging Face cache")
 
 
@@ -180,6 +172,6 @@ def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
     tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
     tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\p{L}+|\s+"
     (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
-    assert_clean_error(run_cli(str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
+    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
                        "pre-tokenizer", "refusing to guess", "qwen2")
     assert not (tmp_path / "out.gguf").exists()

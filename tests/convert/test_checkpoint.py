@@ -13,6 +13,8 @@ import pytest
 
 from llmcli.convert.errors import BadCheckpoint
 from llmcli.convert.safetensors_io import read_header
+from llmcli.models import model_ref
+from tests.support.cli import cli, cli_process, cli_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,9 +70,8 @@ def test_sharded_checkpoint_converts_to_the_same_tensors(tmp_path, tiny, convert
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tiny, llmcli_home):
-    proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("qwen3")), "--dry-run",
-                           "-q", "q8_0"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = cli_process("convert", str(tiny("qwen3")), "--dry-run", "-q", "q8_0")
+    assert proc.exit_code == 0, proc.stderr
     for phrase in ("Qwen3ForCausalLM -> qwen3", "gpt2/qwen2", "blk.1.attn_q_norm.weight", "Q8_0", "output size"):
         assert phrase in proc.stdout
     assert not llmcli_home.exists() or not any(llmcli_home.rglob("*.gguf"))
@@ -80,14 +81,29 @@ def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
     from llmcli.models import model_ref
     from llmcli.store import Store
 
-    proc = subprocess.run([sys.executable, "-m", "llmcli", "convert", str(tiny("llama")), "--name", "tiny-llama",
-                           "-q", "f16"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = cli_process("convert", str(tiny("llama")), "--name", "tiny-llama", "-q", "f16")
+    assert proc.exit_code == 0, proc.stderr
     name, path = proc.stdout.strip().split("\t")
     assert name == "tiny-llama" and Path(path).is_file()
     entry = Store(llmcli_home).resolve(model_ref("tiny-llama"))
     assert entry.path == str(Path(path).resolve()) and entry.arch == "llama" and entry.quant == "F16"
     assert entry.hf_dir == str(tiny("llama").resolve()) and entry.n_params > 0
+
+
+def test_convert_json_is_one_record_with_the_outputs_sha256(tiny, llmcli_home):
+    import hashlib
+
+    r = cli("convert", str(tiny("llama")), "--name", "tiny-llama", "-q", "q8_0", "--json")
+    assert r.exit_code == 0, r.stderr
+    record = json.loads(r.stdout)
+    path = Path(record["path"])
+    assert record == {"name": "tiny-llama", "path": str(path), "size": path.stat().st_size,
+                      "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "quant": "Q8_0",
+                      "source": f"convert:{tiny('llama').resolve()}"}
+    assert cli_store().resolve(model_ref("tiny-llama")).path == str(path)
+    refused = cli("convert", str(tiny("llama")), "--json", "--dry-run")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert refused.stderr == "llmcli: error: --json prints what convert did; leave out --dry-run (or --json)\n"
 
 
 def test_checkout_script_converts(tmp_path, tiny):

@@ -1,7 +1,7 @@
 """Hostile and inconsistent checkpoints (issue 14): each is one clear line naming the file or field, exit 2.
 
 Every case runs the real CLI (`python -m llmcli convert DIR`) on a hand-made tiny checkpoint that
-converts cleanly, with one thing broken. A timeout in run_cli is the hang check.
+converts cleanly, with one thing broken. A timeout in cli_process is the hang check.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from tests.convert.handmade import CONFIG, llama_shapes, write_tiny_llama
-from tests.convert.test_bad_inputs import assert_clean_error, run_cli
+from tests.convert.test_bad_inputs import assert_clean_error
+from tests.support.cli import cli_process
 
 from llmcli.errors import ExitStatus
 
@@ -23,14 +24,14 @@ DEEP = "[" * 100_000 + "]" * 100_000  # nested past Python's recursion limit
 
 def convert(src: Path, tmp_path: Path):
     out = tmp_path / "out.gguf"
-    proc = run_cli(str(src), "-o", str(out), timeout=60)
-    assert not out.exists() or proc.returncode == 0
+    proc = cli_process("convert", str(src), "-o", str(out), timeout=60)
+    assert not out.exists() or proc.exit_code == 0
     return proc
 
 
 def test_the_handmade_checkpoint_converts(tmp_path):
     proc = convert(write_tiny_llama(tmp_path / "ckpt"), tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.exit_code == 0, proc.stderr
     assert (tmp_path / "out.gguf").stat().st_size > 0
 
 
@@ -229,4 +230,4 @@ def test_hf_cache_snapshot_links_into_its_blobs_are_followed(tmp_path):
         f.rename(repo / "blobs" / f"blob{i}")
         (snapshot / f.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
     proc = convert(snapshot, tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.exit_code == 0, proc.stderr

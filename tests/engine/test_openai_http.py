@@ -14,8 +14,8 @@ from llmcli.engine.openai_http import (
     server_message,
 )
 from llmcli.engine.remote import request_body
-from llmcli.engine.sse import sse_events
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.sse import sse_events
 from llmcli.errors import ExitStatus, UsageError
 
 KEY = "sk-unit-secret"
@@ -39,14 +39,16 @@ def test_bad_endpoint_urls_are_usage_errors(bad):
         Endpoint.parse(bad)
 
 
-def test_endpoint_and_key_come_from_the_environment(monkeypatch):
-    monkeypatch.setenv("LLMCLI_ENDPOINT", "http://h:1")
-    monkeypatch.setenv("LLMCLI_API_KEY", KEY)
-    ep = Endpoint.from_options(None)
+def test_endpoint_and_key_come_from_the_environment():
+    from llmcli.environment import Environment
+
+    env = Environment(vars={"LLMCLI_ENDPOINT": "http://h:1", "LLMCLI_API_KEY": KEY})
+    ep = Endpoint.from_options(env.endpoint, None, default_api_key=env.api_key)
     assert ep.base_url == "http://h:1/v1" and ep.api_key == KEY
-    assert Endpoint.from_options(None, "sk-option").api_key == "sk-option"  # the option wins
-    monkeypatch.delenv("LLMCLI_ENDPOINT")
-    assert Endpoint.from_options(None) is None  # no server: the local engine, key or not in the env
+    assert Endpoint.from_options(env.endpoint, "sk-option", default_api_key=env.api_key).api_key == "sk-option"
+    env = Environment(vars={"LLMCLI_API_KEY": KEY})
+    # no server: the local engine, key or not in the env
+    assert Endpoint.from_options(env.endpoint, None, default_api_key=env.api_key) is None
 
 
 def test_the_key_stays_out_of_reprs_and_messages():

@@ -27,7 +27,7 @@ from typing import Any
 
 from tests.convert.handmade import CONFIG, write_tiny_llama
 
-from llmcli.environment import env
+from llmcli.environment import Environment
 
 LONG = os.environ.get("LLMCLI_FUZZ_LONG", "") not in ("", "0")
 N_CASES = 1500 if LONG else 60
@@ -289,8 +289,7 @@ def run_convert(args: list[str]) -> tuple[int, str, str]:
     from llmcli.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    saved = env.stdout, env.stderr
-    env.stdout, env.stderr = out, err
+    environment = Environment(stdin=io.StringIO(""), stdout=out, stderr=err)
 
     def alarm(signum, frame):
         raise Hang
@@ -301,7 +300,7 @@ def run_convert(args: list[str]) -> tuple[int, str, str]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            main(["convert", *args])
+            main(["convert", *args], environment)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -310,7 +309,6 @@ def run_convert(args: list[str]) -> tuple[int, str, str]:
         finally:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, previous)
-            env.stdout, env.stderr = saved
     noise = "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
     return code, out.getvalue(), noise + err.getvalue()
 

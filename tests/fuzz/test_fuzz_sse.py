@@ -18,12 +18,13 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Event, Thread
+
+from tests.support.cli import cli_process
 
 KEY = "fz9Q-Wm4t-Hc7v-Rb2k-Nx5p"
 LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
@@ -238,38 +239,37 @@ def leaks(text: str) -> list[str]:
 
 def run_case(url: str, case: Case) -> tuple[str, str]:
     """('ok' | 'error' | 'failure', what happened) for one case."""
-    args = [sys.executable, "-m", "llmcli", "chat", "--endpoint", f"{url}/case/{case.index}/v1",
-            "--api-key", KEY, "--timeout", str(TIMEOUT)]
+    args = ["chat", "--endpoint", f"{url}/case/{case.index}/v1", "--api-key", KEY, "--timeout", str(TIMEOUT)]
     if case.max_tokens is not None:
         args += ["-n", str(case.max_tokens)]
     start = time.monotonic()
     try:
-        result = subprocess.run([*args, "hi"], capture_output=True, env=os.environ.copy(), timeout=60)
+        result = cli_process(*args, "hi", timeout=60)
     except subprocess.TimeoutExpired:
         return "failure", "no end within 60 s"
     elapsed = time.monotonic() - start
-    out, err = result.stdout.decode("utf-8", "replace"), result.stderr.decode("utf-8", "replace")
+    out, err = result.stdout, result.stderr
     lines = err.strip().splitlines()
     problems = []
-    if not 0 <= result.returncode < 128:
-        problems.append(f"exit {result.returncode}")
+    if not 0 <= result.exit_code < 128:
+        problems.append(f"exit {result.exit_code}")
     if "Traceback" in err or "internal error" in err:
         problems.append("a traceback or an internal error")
     if leaks(out) or leaks(err):
         problems.append("the key shows")
-    if result.returncode != 0 and (len(lines) != 1 or not lines[0].startswith("llmcli: error: ")):
+    if result.exit_code != 0 and (len(lines) != 1 or not lines[0].startswith("llmcli: error: ")):
         problems.append(f"{len(lines)} stderr lines for an error")
-    if result.returncode == 0 and err.strip():
+    if result.exit_code == 0 and err.strip():
         problems.append("stderr on success")
     if case.max_tokens is not None and len(out) > case.max_tokens * 256 + 1:
         problems.append(f"{len(out)} characters past max_tokens {case.max_tokens}")
-    if case.expected is not None and (result.returncode != 0 or out != case.expected):
-        problems.append(f"a harmless change broke the reply (exit {result.returncode}, {out[:60]!r})")
+    if case.expected is not None and (result.exit_code != 0 or out != case.expected):
+        problems.append(f"a harmless change broke the reply (exit {result.exit_code}, {out[:60]!r})")
     if elapsed > 30:
         problems.append(f"took {elapsed:.0f} s")
     if problems:
         return "failure", f"{'; '.join(problems)} [{', '.join(case.mutations)}] {err.strip()[:200]!r}"
-    return ("ok" if result.returncode == 0 else "error"), lines[0] if lines else ""
+    return ("ok" if result.exit_code == 0 else "error"), lines[0] if lines else ""
 
 
 def test_fuzz_sse_streams_end_cleanly():

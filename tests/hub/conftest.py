@@ -6,10 +6,7 @@ The fake hub is the only fake: llama.cpp quantizes the fixtures and loads what w
 from __future__ import annotations
 
 import ctypes
-import io
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,39 +146,6 @@ def fresh_hf_constants() -> None:
     import huggingface_hub.constants
 
     importlib.reload(huggingface_hub.constants)
-
-
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def run_llmcli(*args: str) -> Result:
-    """The CLI in this process, through its real error boundary, with stdout and stderr captured apart."""
-    from llmcli.cli import main
-    from llmcli.environment import env
-
-    fresh_hf_constants()
-    out, err = io.StringIO(), io.StringIO()
-    saved = env.stdout, env.stderr
-    env.stdout, env.stderr = out, err
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        env.stdout, env.stderr = saved
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def spawn_llmcli(*args: str, env_extra: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen:
-    """The CLI in a child process (to kill it, interrupt it, or start huggingface_hub with a fresh env)."""
-    env = {**os.environ, **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "llmcli", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)  # type: ignore[call-overload]
 
 
 def hf_repo_dir(repo_id: str) -> Path:

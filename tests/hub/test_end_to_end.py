@@ -2,27 +2,26 @@
 
 from __future__ import annotations
 
-from llmcli.store import Store
-from tests.conftest import run_cli
-from tests.hub.conftest import GGUF_REPO, run_llmcli
+from tests.hub.conftest import GGUF_REPO
 from tests.hub.fake_hub import FakeHub
+from tests.support.cli import cli, cli_process, cli_store
 
 
 def test_pull_then_chat_answers(hub: FakeHub) -> None:
-    pulled = run_llmcli("pull", f"{GGUF_REPO}:Q4_K_M")
-    assert pulled.code == 0, pulled.stderr
+    pulled = cli("pull", f"{GGUF_REPO}:Q4_K_M")
+    assert pulled.exit_code == 0, pulled.stderr
     name = pulled.stdout.strip()
-    r = run_cli("chat", name, "What is the capital of France? One word.", "--temp", "0", "-n", "12", "--no-stats")
-    assert r.returncode == 0, r.stderr
+    r = cli_process("chat", name, "What is the capital of France? One word.", "--temp", "0", "-n", "12", "--no-stats")
+    assert r.exit_code == 0, r.stderr
     assert r.stdout.strip(), "the model said nothing"
 
 
 def test_a_pulled_split_gguf_loads_from_its_first_part(hub: FakeHub) -> None:
     import llama_cpp
 
-    pulled = run_llmcli("pull", f"{GGUF_REPO}:Q4_0", "--name", "split")
-    assert pulled.code == 0, pulled.stderr
-    entry = {m.name: m for m in Store().list()}["split"]
+    pulled = cli("pull", f"{GGUF_REPO}:Q4_0", "--name", "split")
+    assert pulled.exit_code == 0, pulled.stderr
+    entry = {m.name: m for m in cli_store().list()}["split"]
     # llama.cpp finds parts 2..N next to part 1 by name: the snapshot folder must hold them all.
     model = llama_cpp.Llama(entry.path, n_ctx=256, verbose=False)
     try:
@@ -35,7 +34,7 @@ def test_a_pulled_split_gguf_loads_from_its_first_part(hub: FakeHub) -> None:
 def test_chat_repo_colon_latest_is_a_model_to_pull_not_a_prompt(hub: FakeHub) -> None:
     # A lone `Org/Model:latest` with the prompt piped in: the argument is the MODEL, so chat asks the hub for
     # that repo (which has no 'latest' quant) instead of answering "hi\n\nOrg/Model:latest" with the default model.
-    r = run_cli("chat", f"{GGUF_REPO}:latest", "--no-stats", input="hi\n")
-    assert (r.returncode, r.stdout) == (2, ""), r.stderr
-    assert r.stderr.splitlines()[-1].startswith(f"llmcli: error: no latest GGUF in this repo; it has: Q4_K_M")
+    r = cli_process("chat", f"{GGUF_REPO}:latest", "--no-stats", input="hi\n")
+    assert (r.exit_code, r.stdout) == (2, ""), r.stderr
+    assert r.stderr.splitlines()[-1].startswith("llmcli: error: no latest GGUF in this repo; it has: Q4_K_M")
     assert hub.requests("GET", f"/api/models/{GGUF_REPO}")

@@ -6,7 +6,6 @@ import hashlib
 import os
 from pathlib import Path
 
-from llmcli.store import Store
 from tests.hub.conftest import (
     GATED_REPO,
     GGUF_REPO,
@@ -15,9 +14,9 @@ from tests.hub.conftest import (
     NO_DEFAULT_REPO,
     STEM,
     hf_repo_dir,
-    run_llmcli,
 )
 from tests.hub.fake_hub import FakeHub
+from tests.support.cli import cli, cli_store
 
 
 def sha256(path: Path) -> str:
@@ -30,12 +29,12 @@ def error_line(r) -> str:
 
 
 def entries() -> dict:
-    return {m.name: m for m in Store().list() if not m.builtin}
+    return {m.name: m for m in cli_store().list() if not m.builtin}
 
 
 def test_pull_picks_q4_k_m_by_default_and_prints_only_the_name(hub: FakeHub) -> None:
-    r = run_llmcli("pull", GGUF_REPO)
-    assert r.code == 0, r.stderr
+    r = cli("pull", GGUF_REPO)
+    assert r.exit_code == 0, r.stderr
     assert r.stdout == f"{GGUF_REPO}:Q4_K_M\n"
     assert "picked Q4_K_M, the default" in r.stderr and "Q8_0" in r.stderr
     entry = entries()[f"{GGUF_REPO}:Q4_K_M"]
@@ -54,8 +53,8 @@ def test_pull_picks_q4_k_m_by_default_and_prints_only_the_name(hub: FakeHub) -> 
 
 
 def test_quant_tag_is_case_insensitive_and_the_hf_cache_is_readable_by_huggingface_hub(hub: FakeHub) -> None:
-    r = run_llmcli("pull", f"{GGUF_REPO}:q8_0")
-    assert (r.code, r.stdout) == (0, f"{GGUF_REPO}:Q8_0\n"), r.stderr
+    r = cli("pull", f"{GGUF_REPO}:q8_0")
+    assert (r.exit_code, r.stdout) == (0, f"{GGUF_REPO}:Q8_0\n"), r.stderr
     from huggingface_hub import try_to_load_from_cache
 
     found = try_to_load_from_cache(GGUF_REPO, f"{STEM}-Q8_0.gguf", cache_dir=os.environ["HF_HOME"] + "/hub")
@@ -63,8 +62,8 @@ def test_quant_tag_is_case_insensitive_and_the_hf_cache_is_readable_by_huggingfa
 
 
 def test_every_part_of_a_split_gguf_is_fetched(hub: FakeHub) -> None:
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q4_0")
-    assert r.code == 0, r.stderr
+    r = cli("pull", f"{GGUF_REPO}:Q4_0")
+    assert r.exit_code == 0, r.stderr
     entry = entries()[f"{GGUF_REPO}:Q4_0"]
     names = [Path(f).name for f in entry.files]
     assert names == [f"{STEM}-Q4_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
@@ -74,39 +73,39 @@ def test_every_part_of_a_split_gguf_is_fetched(hub: FakeHub) -> None:
 
 
 def test_a_missing_quant_lists_the_quants_the_repo_has(hub: FakeHub) -> None:
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q2_K")
-    assert r.code == 2 and r.stdout == ""
+    r = cli("pull", f"{GGUF_REPO}:Q2_K")
+    assert r.exit_code == 2 and r.stdout == ""
     assert r.stderr == "llmcli: error: no Q2_K GGUF in this repo; it has: Q4_K_M, Q4_0, Q8_0\n"
 
 
 def test_without_q4_k_m_the_closest_quant_is_picked_and_said(hub: FakeHub) -> None:
-    r = run_llmcli("pull", NO_DEFAULT_REPO)
-    assert (r.code, r.stdout) == (0, f"{NO_DEFAULT_REPO}:Q4_0\n"), r.stderr
+    r = cli("pull", NO_DEFAULT_REPO)
+    assert (r.exit_code, r.stdout) == (0, f"{NO_DEFAULT_REPO}:Q4_0\n"), r.stderr
     assert "no Q4_K_M here; picked Q4_0" in r.stderr
 
 
 def test_pulling_again_is_a_quick_no_op(hub: FakeHub) -> None:
-    assert run_llmcli("pull", GGUF_REPO).code == 0
+    assert cli("pull", GGUF_REPO).exit_code == 0
     fetched = len(hub.requests("GET", "/cdn/"))
-    again = run_llmcli("pull", GGUF_REPO)
-    assert (again.code, again.stdout) == (0, f"{GGUF_REPO}:Q4_K_M\n")
+    again = cli("pull", GGUF_REPO)
+    assert (again.exit_code, again.stdout) == (0, f"{GGUF_REPO}:Q4_K_M\n")
     assert "up to date" in again.stderr
     assert len(hub.requests("GET", "/cdn/")) == fetched
     assert not hub.requests("HEAD")
 
 
 def test_files_already_in_the_hf_cache_are_registered_without_downloading(hub: FakeHub, tmp_path: Path) -> None:
-    assert run_llmcli("pull", GGUF_REPO).code == 0
+    assert cli("pull", GGUF_REPO).exit_code == 0
     os.environ["LLMCLI_HOME"] = str(tmp_path / "another-store")  # the hub fixture restores it
     fetched = len(hub.requests("GET", "/cdn/"))
-    r = run_llmcli("pull", GGUF_REPO)
-    assert r.code == 0 and "already in the cache" in r.stderr
+    r = cli("pull", GGUF_REPO)
+    assert r.exit_code == 0 and "already in the cache" in r.stderr
     assert len(hub.requests("GET", "/cdn/")) == fetched and f"{GGUF_REPO}:Q4_K_M" in entries()
 
 
 def test_dry_run_lists_files_and_sizes_and_touches_nothing(hub: FakeHub) -> None:
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q4_0", "--dry-run")
-    assert r.code == 0, r.stderr
+    r = cli("pull", f"{GGUF_REPO}:Q4_0", "--dry-run")
+    assert r.exit_code == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"{GGUF_REPO} @ {hub.repos[GGUF_REPO.lower()].sha[:12]} (main): Q4_0, 3 files")
     assert [line.split("  ")[-2] for line in lines[1:]] == [f"{STEM}-Q4_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
@@ -116,8 +115,8 @@ def test_dry_run_lists_files_and_sizes_and_touches_nothing(hub: FakeHub) -> None
 
 def test_named_pull_and_pinned_revision(hub: FakeHub) -> None:
     sha = hub.repos[GGUF_REPO.lower()].sha
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q8_0", "--revision", sha, "--name", "tiny")
-    assert (r.code, r.stdout) == (0, "tiny\n"), r.stderr
+    r = cli("pull", f"{GGUF_REPO}:Q8_0", "--revision", sha, "--name", "tiny")
+    assert (r.exit_code, r.stdout) == (0, "tiny\n"), r.stderr
     assert entries()["tiny"].revision == sha
 
 
@@ -125,8 +124,8 @@ def test_a_dropped_connection_resumes_within_the_run(hub: FakeHub) -> None:
     # huggingface_hub writes in 10 MiB chunks: after a drop at 25 MB, 20 MiB are on disk and the retry asks for
     # the rest; the second drop comes 25 MB into that retry.
     hub.faults.drop_after, hub.faults.drop_times = 25_000_000, 2
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q8_0")
-    assert r.code == 0, r.stderr
+    r = cli("pull", f"{GGUF_REPO}:Q8_0")
+    assert r.exit_code == 0, r.stderr
     starts = [e.range_start for e in hub.requests("GET", "/cdn/")]
     assert starts == [None, 2 * 10 * 2**20, 4 * 10 * 2**20]
     retries = [line for line in r.stderr.splitlines() if line.startswith("huggingface_hub: ")]
@@ -138,78 +137,78 @@ def test_a_dropped_connection_resumes_within_the_run(hub: FakeHub) -> None:
 
 def test_corrupt_bytes_are_caught_by_sha256_and_nothing_is_registered(hub: FakeHub) -> None:
     hub.faults.corrupt_at = 1_234_567
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q8_0")
-    assert r.code == 1 and r.stdout == ""
+    r = cli("pull", f"{GGUF_REPO}:Q8_0")
+    assert r.exit_code == 1 and r.stdout == ""
     assert error_line(r).startswith(f"llmcli: error: {STEM}-Q8_0.gguf is corrupt: its sha256 is ")
     assert "the bad copy was removed, run the pull again" in r.stderr and "Traceback" not in r.stderr
     assert not entries()
     blobs = hf_repo_dir(GGUF_REPO) / "blobs"
     assert not [p for p in blobs.iterdir() if p.stat().st_size > 1000]
     hub.faults.corrupt_at = None
-    assert run_llmcli("pull", f"{GGUF_REPO}:Q8_0").code == 0
+    assert cli("pull", f"{GGUF_REPO}:Q8_0").exit_code == 0
 
 
 def test_a_missing_repo_is_one_line_and_exit_2(hub: FakeHub) -> None:
-    r = run_llmcli("pull", "nobody/no-such-model-GGUF")
-    assert (r.code, r.stdout) == (2, "")
+    r = cli("pull", "nobody/no-such-model-GGUF")
+    assert (r.exit_code, r.stdout) == (2, "")
     assert r.stderr == (f"llmcli: error: no model repo nobody/no-such-model-GGUF on {hub.url}; check the name "
                         "(if it is private, set HF_TOKEN to a read token from https://huggingface.co/settings/tokens)\n")
 
 
 def test_a_gated_repo_says_how_to_get_access(hub: FakeHub, monkeypatch) -> None:
-    r = run_llmcli("pull", GATED_REPO)
-    assert (r.code, r.stdout) == (1, "")
+    r = cli("pull", GATED_REPO)
+    assert (r.exit_code, r.stdout) == (1, "")
     assert error_line(r) == (f"llmcli: error: {GATED_REPO} is gated: accept its terms at {hub.url}/{GATED_REPO} "
                              "while logged in, then set HF_TOKEN to a read token from https://huggingface.co/settings/tokens")
     monkeypatch.setenv("HF_TOKEN", "hf_not_granted")
-    r = run_llmcli("pull", GATED_REPO)
-    assert r.code == 1 and "the token in HF_TOKEN has no access yet" in r.stderr
+    r = cli("pull", GATED_REPO)
+    assert r.exit_code == 1 and "the token in HF_TOKEN has no access yet" in r.stderr
     assert not entries()
     monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
-    r = run_llmcli("pull", GATED_REPO)
-    assert (r.code, r.stdout) == (0, f"{GATED_REPO}:Q4_K_M\n"), r.stderr
+    r = cli("pull", GATED_REPO)
+    assert (r.exit_code, r.stdout) == (0, f"{GATED_REPO}:Q4_K_M\n"), r.stderr
     assert hub.requests("GET", "/resolve/")[-1].authorization == f"Bearer {GRANTED_TOKEN}"
 
 
 def test_a_401_or_404_from_the_hub_is_an_error_not_a_traceback(hub: FakeHub) -> None:
     hub.faults.status = {"/resolve/": 404}
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q8_0")
-    assert r.code != 0 and error_line(r).startswith("llmcli: error: ") and "Traceback" not in r.stderr
+    r = cli("pull", f"{GGUF_REPO}:Q8_0")
+    assert r.exit_code != 0 and error_line(r).startswith("llmcli: error: ") and "Traceback" not in r.stderr
     assert not entries()
     hub.faults.status = {"/api/": 401}
-    r = run_llmcli("pull", f"{GGUF_REPO}:Q8_0")
-    assert r.code == 2 and "no model repo" in r.stderr
+    r = cli("pull", f"{GGUF_REPO}:Q8_0")
+    assert r.exit_code == 2 and "no model repo" in r.stderr
 
 
 def test_a_missing_revision_is_a_usage_error(hub: FakeHub) -> None:
-    r = run_llmcli("pull", GGUF_REPO, "--revision", "v9-does-not-exist")
-    assert r.code == 2
+    r = cli("pull", GGUF_REPO, "--revision", "v9-does-not-exist")
+    assert r.exit_code == 2
     assert r.stderr.startswith(f"llmcli: error: {GGUF_REPO} has no revision 'v9-does-not-exist'")
 
 
 def test_too_little_disk_is_refused_before_any_download(hub: FakeHub) -> None:
-    r = run_llmcli("pull", HUGE_REPO)
-    assert r.code == 1
+    r = cli("pull", HUGE_REPO)
+    assert r.exit_code == 1
     assert error_line(r).startswith("llmcli: error: this pull needs 1000000.0 GB free under ")
     assert "point HF_HOME" in r.stderr
     assert not hub.requests("GET", "/cdn/") and not hub.requests("GET", "/resolve/")
 
 
 def test_an_unreachable_hub_falls_back_to_the_cache(hub: FakeHub, monkeypatch) -> None:
-    assert run_llmcli("pull", GGUF_REPO).code == 0
+    assert cli("pull", GGUF_REPO).exit_code == 0
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
-    r = run_llmcli("pull", GGUF_REPO, "--name", "from-cache")
-    assert (r.code, r.stdout) == (0, "from-cache\n"), r.stderr
+    r = cli("pull", GGUF_REPO, "--name", "from-cache")
+    assert (r.exit_code, r.stdout) == (0, "from-cache\n"), r.stderr
     assert "cannot reach http://127.0.0.1:9 (ConnectError); using the cached" in r.stderr
-    r = run_llmcli("pull", NO_DEFAULT_REPO)
-    assert r.code == 1 and "cannot reach http://127.0.0.1:9" in r.stderr and "not in the local cache" in r.stderr
+    r = cli("pull", NO_DEFAULT_REPO)
+    assert r.exit_code == 1 and "cannot reach http://127.0.0.1:9" in r.stderr and "not in the local cache" in r.stderr
 
 
 def test_a_hub_answering_5xx_falls_back_to_the_cache(hub: FakeHub) -> None:
-    assert run_llmcli("pull", GGUF_REPO).code == 0
+    assert cli("pull", GGUF_REPO).exit_code == 0
     hub.faults.status = {"/api/": 503}
-    r = run_llmcli("pull", GGUF_REPO, "--name", "while-down")
-    assert (r.code, r.stdout) == (0, "while-down\n"), r.stderr
+    r = cli("pull", GGUF_REPO, "--name", "while-down")
+    assert (r.exit_code, r.stdout) == (0, "while-down\n"), r.stderr
     assert f"{hub.url} answered 503 for {GGUF_REPO}; try again later; using the cached" in r.stderr
 
 
@@ -228,7 +227,7 @@ def test_find_or_pull_pulls_once_then_uses_the_store(hub: FakeHub) -> None:
         return nullcontext(seen.append)
 
     def chat_model(text: str):
-        return find_or_pull(model_ref(text), Store(), pulling=pulling)
+        return find_or_pull(model_ref(text), cli_store(), pulling=pulling)
 
     entry = chat_model(f"{GGUF_REPO}:Q8_0")
     assert entry.name == f"{GGUF_REPO}:Q8_0" and any(isinstance(e, FileDone) for e in seen)
@@ -242,9 +241,34 @@ def test_find_or_pull_pulls_once_then_uses_the_store(hub: FakeHub) -> None:
 def test_list_shows_the_pulled_model(hub: FakeHub) -> None:
     import json
 
-    assert run_llmcli("pull", f"{GGUF_REPO}:Q8_0").code == 0
-    r = run_llmcli("list", "--json")
-    assert r.code == 0, r.stderr
+    assert cli("pull", f"{GGUF_REPO}:Q8_0").exit_code == 0
+    r = cli("list", "--json")
+    assert r.exit_code == 0, r.stderr
     row = next(m for m in json.loads(r.stdout) if m["name"] == f"{GGUF_REPO}:Q8_0")
     assert row["source"] == f"hf:{GGUF_REPO}" and row["quant"] == "Q8_0" and row["created"]
     assert row["revision"] == hub.repos[GGUF_REPO.lower()].sha
+
+
+def test_pull_json_is_one_record_with_the_hubs_sha256_and_rm_json_names_the_same_file(hub: FakeHub) -> None:
+    import json
+
+    spec, remote = f"{GGUF_REPO}:Q8_0", hub.repos[GGUF_REPO.lower()].files[f"{STEM}-Q8_0.gguf"]
+    r = cli("pull", spec, "--json")
+    assert r.exit_code == 0, r.stderr
+    entry = entries()[spec]
+    expected = {"name": spec, "path": entry.path, "size": remote.size, "sha256": remote.sha256, "quant": "Q8_0",
+                "source": f"hf:{GGUF_REPO}"}
+    assert json.loads(r.stdout) == expected
+    assert sha256(Path(entry.path)) == remote.sha256
+    again = cli("pull", spec, "--json")  # up to date: the same record, no download
+    assert (again.exit_code, json.loads(again.stdout)) == (0, expected), again.stderr
+    gone = cli("rm", spec, "--json")
+    assert gone.exit_code == 0, gone.stderr
+    assert json.loads(gone.stdout) == expected and spec not in entries()
+
+
+def test_pull_json_with_dry_run_is_a_usage_error(hub: FakeHub) -> None:
+    r = cli("pull", GGUF_REPO, "--json", "--dry-run")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert error_line(r) == "llmcli: error: --json prints what pull did; leave out --dry-run (or --json)"
+    assert not hub.log  # refused before any request

@@ -8,9 +8,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from llmcli.store import Store
-from tests.hub.conftest import GGUF_REPO, NO_DEFAULT_REPO, STEM, hf_repo_dir, run_llmcli, spawn_llmcli
+from tests.hub.conftest import GGUF_REPO, NO_DEFAULT_REPO, STEM, hf_repo_dir
 from tests.hub.fake_hub import FakeHub
+from tests.support.cli import cli, cli_process, cli_store, spawn_cli
 
 SPEC = f"{GGUF_REPO}:Q8_0"
 FILE = f"{STEM}-Q8_0.gguf"
@@ -29,7 +29,7 @@ def wait_for_partial(repo_id: str, proc: subprocess.Popen, timeout: float = 60) 
 
 
 def pulled_entries() -> dict:
-    return {m.name: m for m in Store().list() if not m.builtin}
+    return {m.name: m for m in cli_store().list() if not m.builtin}
 
 
 def assert_resumed_from(hub: FakeHub, before: int, on_disk: int) -> None:
@@ -42,7 +42,7 @@ def assert_resumed_from(hub: FakeHub, before: int, on_disk: int) -> None:
 
 def test_a_killed_pull_resumes_from_the_bytes_on_disk(hub: FakeHub) -> None:
     hub.faults.throttle_bps = 8_000_000  # slow enough to be killed midway, fast enough to write a chunk
-    proc = spawn_llmcli("pull", SPEC)
+    proc = spawn_cli("pull", SPEC)
     partial = wait_for_partial(GGUF_REPO, proc)
     proc.kill()
     proc.communicate(timeout=30)
@@ -53,8 +53,8 @@ def test_a_killed_pull_resumes_from_the_bytes_on_disk(hub: FakeHub) -> None:
 
     hub.faults.throttle_bps = None
     before = len(hub.requests("GET", "/cdn/"))
-    r = run_llmcli("pull", SPEC)
-    assert (r.code, r.stdout) == (0, f"{SPEC}\n"), r.stderr
+    r = cli("pull", SPEC)
+    assert (r.exit_code, r.stdout) == (0, f"{SPEC}\n"), r.stderr
     assert f"resuming {FILE} at " in r.stderr
     assert_resumed_from(hub, before, on_disk)
     assert not partial.exists()
@@ -62,7 +62,7 @@ def test_a_killed_pull_resumes_from_the_bytes_on_disk(hub: FakeHub) -> None:
 
 def test_ctrl_c_exits_130_and_the_pull_resumes(hub: FakeHub) -> None:
     hub.faults.throttle_bps = 8_000_000
-    proc = spawn_llmcli("pull", SPEC)
+    proc = spawn_cli("pull", SPEC)
     partial = wait_for_partial(GGUF_REPO, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -74,31 +74,28 @@ def test_ctrl_c_exits_130_and_the_pull_resumes(hub: FakeHub) -> None:
 
     hub.faults.throttle_bps = None
     before = len(hub.requests("GET", "/cdn/"))
-    r = run_llmcli("pull", SPEC)
-    assert r.code == 0, r.stderr
+    r = cli("pull", SPEC)
+    assert r.exit_code == 0, r.stderr
     assert_resumed_from(hub, before, on_disk)
 
 
 def test_offline_reuses_the_cache_and_says_what_is_missing(hub: FakeHub) -> None:
-    assert run_llmcli("pull", GGUF_REPO).code == 0
+    assert cli("pull", GGUF_REPO).exit_code == 0
     seen = len(hub.log)
     offline = {"HF_HUB_OFFLINE": "1"}
 
-    proc = spawn_llmcli("pull", GGUF_REPO, "--name", "offline-copy", env_extra=offline)
-    out, err = proc.communicate(timeout=60)
-    assert (proc.returncode, out) == (0, "offline-copy\n"), err
-    assert "offline: using the cached" in err
+    r = cli_process("pull", GGUF_REPO, "--name", "offline-copy", vars=offline, timeout=60)
+    assert (r.exit_code, r.stdout) == (0, "offline-copy\n"), r.stderr
+    assert "offline: using the cached" in r.stderr
     assert Path(pulled_entries()["offline-copy"].path).is_file()
 
-    proc = spawn_llmcli("pull", f"{GGUF_REPO}:Q8_0", env_extra=offline)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1 and out == ""
-    assert err.splitlines()[-1] == (f"llmcli: error: {GGUF_REPO}:Q8_0 is not in the local cache (it has: Q4_K_M); "
+    r = cli_process("pull", f"{GGUF_REPO}:Q8_0", vars=offline, timeout=60)
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr.splitlines()[-1] == (f"llmcli: error: {GGUF_REPO}:Q8_0 is not in the local cache (it has: Q4_K_M); "
                                     "connect and unset HF_HUB_OFFLINE to download it")
 
-    proc = spawn_llmcli("pull", NO_DEFAULT_REPO, env_extra=offline)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 1
-    assert err.splitlines()[-1].startswith(f"llmcli: error: HF_HUB_OFFLINE is set and {NO_DEFAULT_REPO}@main is "
+    r = cli_process("pull", NO_DEFAULT_REPO, vars=offline, timeout=60)
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[-1].startswith(f"llmcli: error: HF_HUB_OFFLINE is set and {NO_DEFAULT_REPO}@main is "
                                            "not in the Hugging Face cache")
     assert len(hub.log) == seen  # offline means not one request

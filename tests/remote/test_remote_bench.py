@@ -7,16 +7,16 @@ import io
 import json
 import time
 
-from tests.conftest import run_cli
 from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
+from tests.support.cli import cli_process
 
 SMALL = ["-p", "16", "-n", "8", "--num-requests", "4"]
 
 
 def test_concurrency_1_and_4_on_a_real_server(llama_server):
-    result = run_cli("bench", "--endpoint", llama_server, *SMALL, "--concurrency", "1,4", "-f", "json",
-                     env={"LLMCLI_API_KEY": API_KEY})
-    assert result.returncode == 0, result.stderr
+    result = cli_process("bench", "--endpoint", llama_server, *SMALL, "--concurrency", "1,4", "-f", "json",
+                     vars={"LLMCLI_API_KEY": API_KEY})
+    assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [r["max_concurrency"] for r in rows] == [1, 4] and [r["test"] for r in rows] == ["c1", "c4"]
     for r in rows:
@@ -35,13 +35,13 @@ def test_concurrency_1_and_4_on_a_real_server(llama_server):
 
 def test_markdown_and_csv_on_the_fake_server(fake_server):
     url = fake_server.endpoint()
-    md = run_cli("bench", "--endpoint", url, *SMALL, "--concurrency", "2", "--no-chart")
-    assert md.returncode == 0, md.stderr
+    md = cli_process("bench", "--endpoint", url, *SMALL, "--concurrency", "2", "--no-chart")
+    assert md.exit_code == 0, md.stderr
     head = md.stdout.splitlines()[0]
     for title in ("backend", "req/s", "out tok/s", "decode t/s", "TTFT ms p50/p90/p99", "latency ms p50/p90/p99"):
         assert title in head
     assert url in md.stdout and "c2" in md.stdout
-    rows = list(csv.DictReader(io.StringIO(run_cli("bench", "--endpoint", url, *SMALL, "-f", "csv").stdout)))
+    rows = list(csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "-f", "csv").stdout)))
     assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
     # the fake server reports usage: input tokens are the server's count, output too
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
@@ -49,10 +49,10 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
 
 def test_a_level_is_bounded_by_its_duration(fake_server):
     start = time.monotonic()
-    result = run_cli("bench", "--endpoint", fake_server.endpoint("slow"), "-n", "4", "--num-requests", "100000",
+    result = cli_process("bench", "--endpoint", fake_server.endpoint("slow"), "-n", "4", "--num-requests", "100000",
                      "--duration", "1", "--concurrency", "2", "-f", "json")
     elapsed = time.monotonic() - start
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert 0 < row["completed"] < 100 and row["duration"] < 2.5  # in-flight requests finish, no new ones
     assert elapsed < 15
@@ -61,22 +61,22 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
 def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
     fake_server.posts = 0
     url = fake_server.endpoint("flaky")  # every other request fails with 500, the warm-up works
-    result = run_cli("bench", "--endpoint", url, "-n", "4", "--num-requests", "6", "-f", "json")
-    assert result.returncode == 0, result.stderr
+    result = cli_process("bench", "--endpoint", url, "-n", "4", "--num-requests", "6", "-f", "json")
+    assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["num_requests"] == 6 and row["failed"] == 3 and row["completed"] == 3
     assert "the engine is on fire" in row["first_error"]
     assert len(row["samples_e2el_ms"]) == 3  # statistics over the completed requests only
     fake_server.posts = 0
-    md = run_cli("bench", "--endpoint", url, "-n", "4", "--num-requests", "4", "--no-chart")
+    md = cli_process("bench", "--endpoint", url, "-n", "4", "--num-requests", "4", "--no-chart")
     assert "(2 failed)" in md.stdout
 
 
 def test_model_arguments_pick_among_the_servers(fake_server):
-    result = run_cli("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-f", "json")
-    assert result.returncode == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
-    unpicked = run_cli("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
-    assert unpicked.returncode == 2 and "pick one with -m MODEL" in unpicked.stderr
+    result = cli_process("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-f", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
+    unpicked = cli_process("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
+    assert unpicked.exit_code == 2 and "pick one with -m MODEL" in unpicked.stderr
 
 
 def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
@@ -88,5 +88,5 @@ def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
                           (["-p", "16,32"], "give one -p"),
                           (["--num-requests", "0"], "--num-requests 0"),
                           (["--duration", "0"], "--duration 0")):
-        result = run_cli("bench", "--endpoint", url, *args)
-        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        result = cli_process("bench", "--endpoint", url, *args)
+        assert result.exit_code == 2 and message in result.stderr, (args, result.stderr)

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
 from tests.remote.hostile_server import SHAPES
+from tests.support.cli import cli_process
 
 
 def chat(url: str, *args: str):
-    return run_cli("chat", "--endpoint", url, *args, timeout=60)
+    return cli_process("chat", "--endpoint", url, *args, timeout=60)
 
 
 def one_error_line(result) -> str:
@@ -35,15 +35,15 @@ def one_error_line(result) -> str:
 def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, words, within):
     start = time.monotonic()
     result = chat(hostile_server.endpoint(scenario), *args, "hi")
-    assert result.returncode == 1, result.stderr
+    assert result.exit_code == 1, result.stderr
     assert words in one_error_line(result)
     assert time.monotonic() - start < within
 
 
 def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server):
     start = time.monotonic()
-    result = run_cli("list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", timeout=60)
-    assert result.returncode == 1
+    result = cli_process("list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", timeout=60)
+    assert result.exit_code == 1
     assert "GET /models at" in one_error_line(result) and "took longer than 2 s in all" in result.stderr
     assert time.monotonic() - start < 8
 
@@ -51,19 +51,19 @@ def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server
 def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
     start = time.monotonic()
     result = chat(hostile_server.endpoint("nostop"), "-n", "5", "--json", "hi")
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["text"] == "w " * 5 and doc["finish_reason"] == "length"
     assert doc["usage"]["completion_tokens"] == 5
     plain = chat(hostile_server.endpoint("nostop"), "-n", "3", "hi")
-    assert plain.returncode == 0 and plain.stdout == "w w w \n"
+    assert plain.exit_code == 0 and plain.stdout == "w w w \n"
     assert time.monotonic() - start < 20
 
 
 def test_bench_counts_no_more_than_max_tokens_from_a_server_that_ignores_it(hostile_server):
-    result = run_cli("bench", "--endpoint", hostile_server.endpoint("nostop"), "-n", "4", "--num-requests", "2",
-                     "-o", "json", timeout=60)
-    assert result.returncode == 0, result.stderr
+    result = cli_process("bench", "--endpoint", hostile_server.endpoint("nostop"), "-n", "4", "--num-requests", "2",
+                     "-f", "json", timeout=60)
+    assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["completed"] == 2 and row["total_output_tokens"] == 8
 
@@ -87,16 +87,16 @@ def test_a_chunk_of_the_wrong_shape_is_one_line_naming_the_field(hostile_server,
     assert scenario in SHAPES
     url = hostile_server.endpoint(scenario)
     result = chat(url, "hi")
-    assert result.returncode == 1, result.stderr
+    assert result.exit_code == 1, result.stderr
     line = one_error_line(result)
     assert f"the server at {url} sent" in line and words in line, line
     assert result.stdout == "Hi"  # the text before the bad chunk was already shown
 
 
 def test_model_ids_with_escapes_are_printable_in_messages(hostile_server):
-    result = run_cli("chat", "--endpoint", hostile_server.endpoint("echo-models"), "hi")
+    result = cli_process("chat", "--endpoint", hostile_server.endpoint("echo-models"), "hi")
     line = one_error_line(result)
     # Without a key to echo, the first id is nothing but escapes: it is left out.
-    assert result.returncode == 2 and "serves 3 models (evil model, plain, xxx" in line
+    assert result.exit_code == 2 and "serves 3 models (evil model, plain, xxx" in line
     assert "\x1b" not in line and "\x07" not in line and "\u202e" not in line
     assert len(line) < 1200  # each id is cut to a bounded length

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
 from tests.remote.conftest import API_KEY, free_port, no_key_anywhere
 from tests.remote.fake_server import REPLY
+from tests.support.cli import cli_process
 
 
 def chat(url: str, *args: str, **kw):
-    return run_cli("chat", "--endpoint", url, "--api-key", API_KEY, *args, **kw)
+    return cli_process("chat", "--endpoint", url, "--api-key", API_KEY, *args, **kw)
 
 
 @pytest.mark.parametrize("scenario,args,code,message", [
@@ -32,7 +32,7 @@ def test_a_failing_server_gives_one_line_and_the_exit_code(fake_server, scenario
     url = fake_server.endpoint(scenario)
     start = time.monotonic()
     result = chat(url, *args, "Say hi.")
-    assert result.returncode == code, result.stderr
+    assert result.exit_code == code, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("llmcli: error: ")
     assert message.format(url=url) in lines[0]
@@ -42,23 +42,23 @@ def test_a_failing_server_gives_one_line_and_the_exit_code(fake_server, scenario
 
 def test_text_before_a_failure_is_already_on_stdout(fake_server):
     result = chat(fake_server.endpoint("drop"), "Say hi.")
-    assert result.returncode == 1 and result.stdout == "".join(REPLY[:3])
+    assert result.exit_code == 1 and result.stdout == "".join(REPLY[:3])
 
 
 def test_connection_refused_and_bad_urls():
-    refused = run_cli("chat", "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "hi")
-    assert refused.returncode == 1
+    refused = cli_process("chat", "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "hi")
+    assert refused.exit_code == 1
     assert "connection refused; is the server running there?" in refused.stderr
     for bad in ("localhost:8000", "ftp://host/v1", "http://host:port/v1"):
-        result = run_cli("chat", "--endpoint", bad, "hi")
-        assert result.returncode == 2 and "--endpoint" in result.stderr, bad
+        result = cli_process("chat", "--endpoint", bad, "hi")
+        assert result.exit_code == 2 and "--endpoint" in result.stderr, bad
 
 
 def test_local_only_options_are_refused_with_an_endpoint(fake_server):
     result = chat(fake_server.endpoint(), "--ctx", "512", "-t", "2", "hi")
-    assert result.returncode == 2 and "--ctx and --threads set the local engine" in result.stderr
-    keyless = run_cli("chat", "--api-key", API_KEY, "hi")
-    assert keyless.returncode == 2 and "--api-key is for a server" in keyless.stderr
+    assert result.exit_code == 2 and "--ctx and --threads set the local engine" in result.stderr
+    keyless = cli_process("chat", "--api-key", API_KEY, "hi")
+    assert keyless.exit_code == 2 and "--api-key is for a server" in keyless.stderr
     assert no_key_anywhere(keyless.stderr)
 
 
@@ -77,7 +77,7 @@ def test_the_request_carries_the_bearer_header_and_the_sampling_fields(fake_serv
     fake_server.requests.clear()
     result = chat(fake_server.endpoint(), "--temp", "0.3", "--top-k", "5", "--seed", "7", "-n", "4",
                   "--stop", "END", "Say hi.")
-    assert result.returncode == 0
+    assert result.exit_code == 0
     post = [r for r in fake_server.requests if r["method"] == "POST"][-1]
     assert all(r["authorization"] == f"Bearer {API_KEY}" for r in fake_server.requests)
     body = post["body"]
@@ -90,14 +90,14 @@ def test_the_request_carries_the_bearer_header_and_the_sampling_fields(fake_serv
 def test_a_server_that_refuses_stream_options_is_asked_again_without(fake_server):
     fake_server.requests.clear()
     result = chat(fake_server.endpoint("strict"), "Say hi.")
-    assert result.returncode == 0 and result.stdout == "".join(REPLY) + "\n"
+    assert result.exit_code == 0 and result.stdout == "".join(REPLY) + "\n"
     posts = [r["body"] for r in fake_server.requests if r["method"] == "POST"]
     assert len(posts) == 2 and "stream_options" in posts[0] and "stream_options" not in posts[1]
 
 
 def test_bench_stops_on_a_failing_warmup_with_its_message(fake_server):
-    result = run_cli("bench", "--endpoint", fake_server.endpoint("500"), "-n", "4", "--num-requests", "2")
-    assert result.returncode == 1 and "the engine is on fire" in result.stderr and result.stdout == ""
+    result = cli_process("bench", "--endpoint", fake_server.endpoint("500"), "-n", "4", "--num-requests", "2")
+    assert result.exit_code == 1 and "the engine is on fire" in result.stderr and result.stdout == ""
 
 
 def test_the_remote_client_is_not_imported_for_help():

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from tests.conftest import REPL_PROMPT, spawn_chat_repl
 from tests.remote.conftest import API_KEY
 from tests.remote.fake_server import REPLY
+from tests.support.cli import REPL_PROMPT, cli_pty
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -20,8 +20,8 @@ PROMPT = REPL_PROMPT
 
 @pytest.fixture
 def repl(private_store, fake_server):
-    child = spawn_chat_repl(private_store, "--endpoint", fake_server.endpoint(), "--timeout", "30",
-                            env={"LLMCLI_API_KEY": API_KEY}, timeout=20)
+    child = cli_pty("chat", "--endpoint", fake_server.endpoint(), "--timeout", "30",
+                    vars={"LLMCLI_API_KEY": API_KEY}, timeout=20)
     child.logfile_read = io.StringIO()  # the whole transcript, to prove the key never shows
     child.expect_exact(PROMPT)
     yield child

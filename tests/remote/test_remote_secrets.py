@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import REPL_PROMPT, run_cli, spawn_chat_repl
+from tests.support.cli import REPL_PROMPT, cli_process, cli_pty
 
 KEY = "zq7H-Kx9w-Vb2m-Tq8r-Lp4n-Yd6s"  # nothing else in any output looks like any part of it
 ESCAPES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # a terminal control other than a newline or a tab
@@ -42,7 +42,7 @@ RUNS = [
     ("chat", "echo-usage", ["--stats", "hi"], 0, "Hi"),
     ("bench", "echo-reason", ["-n", "4", "--num-requests", "2"], 1, "failed with 500 Oops ***"),
     ("bench", "echo-models", ["-n", "4", "--num-requests", "2"], 2, "serves 4 models"),
-    ("bench", "echo-usage", ["-n", "4", "--num-requests", "2", "-o", "json"], 0, '"completed": 2'),
+    ("bench", "echo-usage", ["-n", "4", "--num-requests", "2", "-f", "json"], 0, '"completed": 2'),
 ]
 
 
@@ -51,8 +51,8 @@ RUNS = [
 def test_the_key_never_shows_whatever_the_server_echoes(hostile_server, tmp_path, command, scenario, args,
                                                         code, words):
     url = hostile_server.endpoint(scenario)
-    result = run_cli(command, "--endpoint", url, *args, env={"LLMCLI_API_KEY": KEY}, timeout=60)
-    assert result.returncode == code, result.stderr
+    result = cli_process(command, "--endpoint", url, *args, vars={"LLMCLI_API_KEY": KEY}, timeout=60)
+    assert result.exit_code == code, result.stderr
     assert "Traceback" not in result.stderr
     assert words in result.stdout + result.stderr
     if code:
@@ -68,8 +68,8 @@ def test_the_key_never_shows_whatever_the_server_echoes(hostile_server, tmp_path
 
 
 def test_model_ids_are_shown_without_escapes_or_line_breaks(hostile_server):
-    result = run_cli("list", "--endpoint", hostile_server.endpoint("echo-models"), "--api-key", KEY)
-    assert result.returncode == 0, result.stderr
+    result = cli_process("list", "--endpoint", hostile_server.endpoint("echo-models"), "--api-key", KEY)
+    assert result.exit_code == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\u202e" not in result.stdout
     rows = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(rows) == 5  # a header and one line per model: no id broke its line
@@ -80,8 +80,8 @@ pexpect = pytest.importorskip("pexpect")
 
 
 def test_a_repl_session_and_its_saved_files_never_hold_the_key(hostile_server, private_store, tmp_path):
-    child = spawn_chat_repl(private_store, "--endpoint", hostile_server.endpoint("echo-repl"),
-                            env={"LLMCLI_API_KEY": KEY}, timeout=20)
+    child = cli_pty("chat", "--endpoint", hostile_server.endpoint("echo-repl"),
+                    vars={"LLMCLI_API_KEY": KEY}, timeout=20)
     child.logfile_read = io.StringIO()
     try:
         child.expect_exact(REPL_PROMPT)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from llmcli.commands.options import ApiKeyOpt, EndpointOpt, TimeoutOpt, complete_model_names, renamed_option
-from llmcli.environment import env
+from llmcli.environment import Environment, current
 
 
 def _progress_line(ev) -> str:
@@ -26,23 +25,24 @@ def _progress_line(ev) -> str:
 class _ProgressPrinter:
     """On a terminal, one line rewritten in place; elsewhere, one line per load and per test."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Environment) -> None:
+        self.stderr = env.stderr
         self.tty = env.stderr_isatty
         self.width = 0
 
     def show(self, ev) -> None:
         text = _progress_line(ev)
         if self.tty:
-            env.stderr.write("\r" + text.ljust(self.width))
+            self.stderr.write("\r" + text.ljust(self.width))
             self.width = len(text)
         elif ev.stage in ("load", "warmup") or ev.rep == 1:
-            env.stderr.write(text + "\n")
-        env.stderr.flush()
+            self.stderr.write(text + "\n")
+        self.stderr.flush()
 
     def done(self) -> None:
         if self.tty and self.width:
-            env.stderr.write("\r" + " " * self.width + "\r")
-            env.stderr.flush()
+            self.stderr.write("\r" + " " * self.width + "\r")
+            self.stderr.flush()
 
 
 HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does.
@@ -109,7 +109,8 @@ def bench(
 
     if out_format not in report.FORMATS:
         raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
-    server = Endpoint.from_options(endpoint, api_key, timeout)
+    env = current()
+    server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
     if server is not None:
         local_only = {"-t": threads, "-c": n_ctx, "--backend": backend, "--chat": chat or None}
         given = [name for name, value in local_only.items() if value is not None]
@@ -117,7 +118,7 @@ def bench(
             raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
         runner.check_save_path(save)
         rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
-        _emit(rows, out_format, save, chart)
+        _emit(env, rows, out_format, save, chart)
         return
     plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
                             n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
@@ -127,11 +128,10 @@ def bench(
     if chat and backends != [LLAMA]:
         raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
     runner.check_backend_installed(backends)
-    store = Store()
-    default_model = os.environ.get("LLMCLI_MODEL")
-    targets = [runner.resolve_target(spec, backends, store, default_model) for spec in (models or [None])]
+    store = Store(env.store_root)
+    targets = [runner.resolve_target(spec, backends, store, env.default_model) for spec in (models or [None])]
 
-    progress = _ProgressPrinter()
+    progress = _ProgressPrinter(env)
     rows: list[BenchRow | ChatRow] = []
     events = runner.run_chat(targets, plan) if chat else runner.run(targets, backends, plan)
     try:
@@ -145,10 +145,10 @@ def bench(
     if not chat:
         runner.pair_speedups(rows)
 
-    _emit(rows, out_format, save, chart)
+    _emit(env, rows, out_format, save, chart)
 
 
-def _emit(rows: list, out_format: str, save: Path | None, chart: bool | None) -> None:
+def _emit(env: Environment, rows: list, out_format: str, save: Path | None, chart: bool | None) -> None:
     from llmcli.bench import report
 
     env.stdout.write(report.render(rows, out_format))
@@ -178,7 +178,7 @@ def _bench_remote(server, models: list[str] | None, n_prompt: str, n_gen: str, c
                            n_prompt=prompts[0], n_gen=gens[0])
     available = list_models(server)
     targets = [pick_model(server, available, spec) for spec in (models or [None])]
-    progress = _ProgressPrinter()
+    progress = _ProgressPrinter(current())
     rows: list[ServeRow] = []
     try:
         for target in targets:

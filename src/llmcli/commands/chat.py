@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -101,16 +100,18 @@ chat.__doc__ = HELP
 def run_chat(opts: ChatOptions) -> None:
     """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
     from llmcli.engine.openai_http import Endpoint
-    from llmcli.environment import env
+    from llmcli.environment import current
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
     from llmcli.usecases.chat import ChatInputs, open_chat
 
-    store = Store()
-    endpoint = Endpoint.from_options(opts.endpoint, opts.api_key, opts.timeout)
+    env = current()
+    store = Store(env.store_root)
+    endpoint = Endpoint.from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout,
+                                     default_api_key=env.api_key)
     inputs = ChatInputs(piped=None if env.stdin_isatty else env.stdin.read(),
                         interactive=env.stdin_isatty and env.stdout_isatty,
-                        default_model=os.environ.get("LLMCLI_MODEL"))
+                        default_model=env.default_model)
     opened = open_chat(store, opts, inputs, endpoint=endpoint,
                        pulling=lambda: pull_report(env.stderr, env.stderr_isatty))
     if opened.prompt is None:

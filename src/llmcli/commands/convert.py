@@ -6,15 +6,16 @@ progress on stderr and prints the registered name and the output path on stdout.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import renamed_option
+from llmcli.commands.options import JsonOpt, renamed_option
 from llmcli.convert.outtypes import CONVERT_DEFAULT
-from llmcli.environment import env
-from llmcli.errors import Interrupted
+from llmcli.environment import current
+from llmcli.errors import Interrupted, UsageError
 
 OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m, q6_k (llama.cpp's quantizer)"
 
@@ -30,6 +31,7 @@ def convert(
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--name", help="The name to register (default: folder name + outtype).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
+    json_out: JsonOpt = False,
     old_t: Annotated[Optional[str], renamed_option("-t", now="-q/--outtype")] = None,  # noqa: UP045
 ) -> None:
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
@@ -38,10 +40,13 @@ def convert(
     from llmcli.units import format_bytes
     from llmcli.usecases import convert as usecase
 
-    store = Store()
+    env = current()
+    store = Store(env.store_root)
+    if dry_run and json_out:
+        raise UsageError("--json prints what convert did; leave out --dry-run (or --json)")
     job = usecase.prepare(src, store, outtype=outtype, name=name, output=output)
     if dry_run:
-        _print_plan(usecase.plan(job))
+        _print_plan(env.stdout, usecase.plan(job))
         return
     try:
         with ConvertProgress(env.stderr) as progress:
@@ -53,14 +58,19 @@ def convert(
         f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
         f"to {job.outtype.name} in {result.seconds:.1f}s: {format_bytes(result.size)}\n"
     )
+    if json_out:
+        from llmcli.ui.output import Output
+        from llmcli.usecases.record import ModelRecord, file_sha256
+
+        Output(env).json(asdict(ModelRecord.of(done.entry, file_sha256(result.path))))
+        return
     env.stdout.write(f"{done.entry.name}\t{result.path}\n")
     env.stdout.flush()
 
 
-def _print_plan(plan) -> None:
+def _print_plan(out, plan) -> None:
     from llmcli.units import format_bytes as mb
 
-    out = env.stdout
     vocab = plan.vocab
     out.write(f"source:        {plan.src}\n")
     out.write(f"architecture:  {plan.hf_arch} -> {plan.arch}\n")

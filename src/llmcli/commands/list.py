@@ -27,11 +27,12 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
     from llmcli.units import format_bytes
 
     out = Output()
-    server = Endpoint.from_options(endpoint, api_key, timeout)
+    server = Endpoint.from_options(endpoint or out.env.endpoint, api_key, timeout,
+                                   default_api_key=out.env.api_key)
     if server is not None:
         list_remote(server, out, json_out)
         return
-    store = Store()
+    store = Store(out.env.store_root)
     rows = []
     for entry in store.list():
         if not entry.arch or not entry.n_params:

@@ -19,10 +19,11 @@ def complete_model_names(incomplete: str) -> list[str]:
 
     Runs on every Tab press, so it imports only the store (standard library only).
     """
+    from llmcli.environment import current
     from llmcli.store import Store
 
     try:
-        names = [entry.name for entry in Store().list()]
+        names = [entry.name for entry in Store(current().store_root).list()]
     except Exception:  # a damaged manifest must not break the shell's Tab; `llmcli list` reports it
         return []
     return [name for name in names if name.startswith(incomplete)]
@@ -48,7 +49,7 @@ CtxOpt = Annotated[Optional[int], typer.Option(
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-# A server instead of the local engine. The environment variables are read by the library, not
+# A server instead of the local engine. The environment variables are read by Environment, not
 # bound here, so `--help` can never show a key's value.
 EndpointOpt = Annotated[Optional[str], typer.Option(
     "--endpoint", metavar="URL", show_default=False,

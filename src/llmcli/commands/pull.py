@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from llmcli.commands.options import JsonOpt
 from llmcli.convert.outtypes import PULL_DEFAULT
-from llmcli.environment import env
-from llmcli.errors import Interrupted
+from llmcli.environment import Environment, current
+from llmcli.errors import Interrupted, UsageError
 
 if TYPE_CHECKING:
     from llmcli.hub.plan import PullPlan
@@ -28,6 +30,7 @@ def pull(
         "--name", show_default=False, help="The model's name in the store (default: REPO:QUANT).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List the files and sizes it would fetch, and stop.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
     from llmcli.models import hub_repo_ref
@@ -35,22 +38,35 @@ def pull(
     from llmcli.ui.download import pull_report
     from llmcli.usecases import pull as usecase
 
+    env = current()
     ref = hub_repo_ref(spec)
+    if dry_run and json_out:
+        raise UsageError("--json prints what pull did; leave out --dry-run (or --json)")
     if dry_run:
-        _show_plan(usecase.plan(ref, revision=revision, outtype=outtype))
+        _show_plan(env, usecase.plan(ref, revision=revision, outtype=outtype))
         return
     try:
         with pull_report(env.stderr, env.stderr_isatty) as report:
-            entry = usecase.pull(ref, Store(), revision=revision, outtype=outtype, name=name, progress=report)
+            pulled = usecase.pull(ref, Store(env.store_root), revision=revision, outtype=outtype, name=name,
+                                  progress=report)
     except KeyboardInterrupt:
         # The bytes fetched so far stay on disk; the boundary says so and exits with 130.
         raise Interrupted("pull interrupted; run the same command again to resume where it stopped") from None
+    entry = pulled.entry
+    if json_out:
+        from llmcli.ui.output import Output
+        from llmcli.usecases.record import ModelRecord, cached_blob_sha256, file_sha256
+
+        # The hub's checksum; offline it is the cache's blob name; a converted checkpoint is hashed here.
+        sha256 = pulled.sha256 or cached_blob_sha256(entry.path) or file_sha256(entry.path)
+        Output(env).json(asdict(ModelRecord.of(entry, sha256)))
+        return
     # stdout carries the name alone, so that `m=$(llmcli pull ...)` works in a script.
     env.stdout.write(entry.name + "\n")
     env.stdout.flush()
 
 
-def _show_plan(plan: PullPlan) -> None:
+def _show_plan(env: Environment, plan: PullPlan) -> None:
     from llmcli.units import format_bytes
 
     for note in plan.notes:

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
-from llmcli.commands.options import RequiredModelArg
+from dataclasses import asdict
+
+from llmcli.commands.options import JsonOpt, RequiredModelArg
 
 
-def rm(model: RequiredModelArg) -> None:
+def rm(model: RequiredModelArg, json_out: JsonOpt = False) -> None:
     """Remove a model from the store (files llmcli made go with it; the HF cache is left alone)."""
     from llmcli.display import printable
+    from llmcli.environment import current
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
 
-    store = Store()
+    env = current()
+    store = Store(env.store_root)
     removed = store.remove(model_ref(model))
-    out = Output()
+    out = Output(env)
     if removed.left_alone:
         shown = ", ".join(printable(f, 120) for f in removed.left_alone[:3])
         more = f" and {len(removed.left_alone) - 3} more" if len(removed.left_alone) > 3 else ""
         out.warn(f"left {len(removed.left_alone)} listed file(s) alone: they lie outside {store.blobs_dir} "
                  f"({shown}{more}); delete them yourself if they are really this model's")
     out.info(f"removed {printable(removed.entry.name)}")
+    if json_out:
+        from llmcli.usecases.record import ModelRecord, cached_blob_sha256
+
+        # Known without reading: a hub file stays in the HF cache, named by its sha256; a file llmcli
+        # made is gone, and hashing it first only to print the hash is not worth the read.
+        out.json(asdict(ModelRecord.of(removed.entry, cached_blob_sha256(removed.entry.path))))

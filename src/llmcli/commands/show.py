@@ -27,7 +27,7 @@ def show(
     from llmcli.units import format_bytes
 
     out = Output()
-    entry = Store().resolve(model_ref(model))
+    entry = Store(out.env.store_root).resolve(model_ref(model))
     facts = model_facts(entry.path)
     n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
     per_token = facts.kv_bytes_per_token()

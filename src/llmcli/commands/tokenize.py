@@ -18,15 +18,16 @@ def tokenize(
 ) -> None:
     """Show the token ids and pieces a model's tokenizer makes of TEXT."""
     from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.environment import env
+    from llmcli.environment import current
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
 
+    env = current()
     if text == "-":
         text = env.stdin.read()
-    out = Output()
-    entry = Store().resolve(model_ref(model))
+    out = Output(env)
+    entry = Store(env.store_root).resolve(model_ref(model))
     with Runtime(entry.path, RuntimeConfig(n_ctx=64)) as rt:
         ids = rt.tokenize(text, parse_special=special)
         pieces = [rt.piece(i, special=True) for i in ids]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import socket
 import ssl
@@ -35,8 +34,6 @@ from urllib.parse import urlsplit
 
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
 
-ENDPOINT_ENV = "LLMCLI_ENDPOINT"
-API_KEY_ENV = "LLMCLI_API_KEY"
 DEFAULT_TIMEOUT = 120.0  # seconds of silence before a read gives up; prefill of a long prompt on a CPU is slow
 CONNECT_TIMEOUT = 10.0
 MAX_TIMEOUT = 1e6  # seconds (11 days); a socket cannot wait past about 1e10
@@ -110,15 +107,18 @@ class Endpoint:
                    timeout if timeout is not None else DEFAULT_TIMEOUT)
 
     @classmethod
-    def from_options(cls, url: str | None, api_key: str | None = None,
-                     timeout: float | None = None) -> Endpoint | None:
-        """--endpoint / $LLMCLI_ENDPOINT and --api-key / $LLMCLI_API_KEY; None when no endpoint is set."""
-        url = url or os.environ.get(ENDPOINT_ENV) or None
-        if url is None:
+    def from_options(cls, url: str | None, api_key: str | None = None, timeout: float | None = None,
+                     default_api_key: str | None = None) -> Endpoint | None:
+        """--endpoint (or $LLMCLI_ENDPOINT) and --api-key; None when no endpoint is set.
+
+        `default_api_key` ($LLMCLI_API_KEY, read by the command) is used only when there is a
+        server and no --api-key; unlike --api-key it is no error without one.
+        """
+        if not url:
             if api_key:
                 raise UsageError("--api-key is for a server: give --endpoint URL (or set LLMCLI_ENDPOINT) too")
             return None
-        return cls.parse(url, api_key or os.environ.get(API_KEY_ENV) or None, timeout)
+        return cls.parse(url, api_key or default_api_key or None, timeout)
 
     def __str__(self) -> str:
         return self.base_url

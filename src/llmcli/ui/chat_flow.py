@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from llmcli.environment import env
 from llmcli.ui.output import Output
 from llmcli.usecases.chat import ChatOptions
 
@@ -31,7 +30,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
         out.json({**json_document(text, model_name, stats), **structured})
     elif text and not text.endswith("\n"):
         out.write("\n")
-    show_stats = opts.stats if opts.stats is not None else env.stderr_isatty
+    show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty
     if show_stats and stats is not None:
         from llmcli.ui.stats import stats_panel
 

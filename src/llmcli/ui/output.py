@@ -5,20 +5,19 @@ from __future__ import annotations
 import json
 from functools import cached_property
 
-from llmcli.environment import Environment
-from llmcli.environment import env as default_env
+from llmcli.environment import Environment, current
 
 
 class Output:
     def __init__(self, environment: Environment | None = None) -> None:
-        self.env = environment or default_env
+        self.env = environment or current()
 
     @cached_property
     def err(self):
         """A rich console on stderr; colour only when stderr is a terminal."""
         from rich.console import Console
 
-        return Console(file=self.env.stderr, stderr=True, highlight=False,
+        return Console(file=self.env.stderr, stderr=True, highlight=False, no_color=self.env.no_color,
                        force_terminal=None if self.env.stderr_isatty else False)
 
     @cached_property
@@ -26,7 +25,7 @@ class Output:
         """A rich console on stdout for tables; plain (no ANSI) when stdout is not a terminal."""
         from rich.console import Console
 
-        return Console(file=self.env.stdout, highlight=False,
+        return Console(file=self.env.stdout, highlight=False, no_color=self.env.no_color,
                        force_terminal=None if self.env.stdout_isatty else False,
                        width=None if self.env.stdout_isatty else 200)
 

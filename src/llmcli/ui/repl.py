@@ -6,7 +6,7 @@ import signal
 import traceback
 
 from llmcli.engine.events import Stats, drain
-from llmcli.environment import env
+from llmcli.environment import current
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
 from llmcli.ui.output import Output
@@ -76,6 +76,7 @@ class Repl:
 
     def _error(self, exc: Exception) -> None:
         """One line for any error; the type too when it is not one of ours; the traceback under LLMCLI_DEBUG."""
+        env = current()
         if env.debug:
             traceback.print_exception(exc, file=env.stderr)
         text = str(exc) if isinstance(exc, LlmcliError) else f"internal error: {type(exc).__name__}: {exc}"

@@ -36,7 +36,7 @@ class ChatOptions:
     json_out: bool = False
     stats: bool | None = None
     markdown: bool = False
-    endpoint: str | None = None  # --endpoint; $LLMCLI_ENDPOINT is read when the session opens
+    endpoint: str | None = None  # --endpoint as given; the command adds $LLMCLI_ENDPOINT
     api_key: str | None = None
     timeout: float | None = None
     constraint: OutputConstraint | None = None  # --schema / --format json / --grammar

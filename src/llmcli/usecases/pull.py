@@ -7,6 +7,7 @@ safetensors repos), so an interrupted pull leaves no entry behind, only resumabl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from llmcli.convert.outtypes import PULL_DEFAULT, OutType, outtype_named
@@ -19,6 +20,12 @@ from llmcli.models import HubRepo, ModelRef
 from llmcli.store import ModelEntry, Store
 from llmcli.units import format_bytes
 from llmcli.usecases.convert import Converted, convert_and_register
+
+
+@dataclass(frozen=True)
+class Pulled:
+    entry: ModelEntry
+    sha256: str | None  # the hub's sha256 of the main file; None for a converted checkpoint or a non-LFS file
 
 
 def checkpoint_outtype(ref: HubRepo, asked: OutType | None) -> OutType:
@@ -45,7 +52,7 @@ def plan(ref: HubRepo, *, revision: str | None = None, outtype: str | None = Non
 
 def pull(ref: HubRepo, store: Store, *, revision: str | None = None, outtype: str | None = None,
          name: str | None = None, progress: Progress = quiet, config: HubConfig | None = None,
-         listed: Sequence[ModelEntry] | None = None) -> ModelEntry:
+         listed: Sequence[ModelEntry] | None = None) -> Pulled:
     """Pull into the store and return the entry; a quick no-op when already up to date."""
     config = config or HubConfig.from_hf_constants()
     p = plan(ref, revision=revision, outtype=outtype, config=config)
@@ -55,14 +62,15 @@ def pull(ref: HubRepo, store: Store, *, revision: str | None = None, outtype: st
     current = _up_to_date(store.list() if listed is None else listed, entry_name, p)
     if current is not None:
         progress(Note(f"{entry_name} is up to date ({p.sha[:7]})"))
-        return current
+        return Pulled(current, _hub_sha256(p, current))
     check_space(_space_needs(p, store, config))
     if p.bytes_to_fetch:
         progress(Note(f"pulling {p.repo_id} @ {p.sha[:7]} ({p.revision}): {format_bytes(p.bytes_to_fetch)} to fetch"))
     paths = fetch(config, p, progress)
     if p.kind == "gguf":
-        return store.register(_gguf_entry(entry_name, p, paths))
-    return _convert(entry_name, p, store, progress).entry
+        entry = store.register(_gguf_entry(entry_name, p, paths))
+        return Pulled(entry, _hub_sha256(p, entry))
+    return Pulled(_convert(entry_name, p, store, progress).entry, None)
 
 
 def find_or_pull(ref: ModelRef, store: Store, *, pulling: ProgressScope, listed: Sequence[ModelEntry] | None = None,
@@ -79,7 +87,7 @@ def find_or_pull(ref: ModelRef, store: Store, *, pulling: ProgressScope, listed:
         if not isinstance(ref, HubRepo):
             raise
     with pulling() as report:
-        return pull(ref, store, progress=report, config=config, listed=listed)
+        return pull(ref, store, progress=report, config=config, listed=listed).entry
 
 
 def _up_to_date(listed: Sequence[ModelEntry], name: str, p: PullPlan) -> ModelEntry | None:
@@ -89,6 +97,12 @@ def _up_to_date(listed: Sequence[ModelEntry], name: str, p: PullPlan) -> ModelEn
     if entry.quant != p.quant or not all(Path(f).exists() for f in entry.files or [entry.path]):
         return None
     return entry
+
+
+def _hub_sha256(p: PullPlan, entry: ModelEntry) -> str | None:
+    """The checksum the hub gave for the entry's main file (the transfer verified the bytes against it)."""
+    main = Path(entry.path)
+    return next((f.remote.sha256 for f in p.files if f.local == main), None)
 
 
 def _space_needs(p: PullPlan, store: Store, config: HubConfig) -> dict[Path, int]:

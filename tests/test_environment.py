@@ -1,0 +1,41 @@
+"""Environment: every variable llmcli reads, parsed once from a snapshot into typed fields."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from llmcli.environment import Environment, current, installed
+
+
+def test_every_variable_is_parsed_into_a_typed_field(tmp_path):
+    env = Environment(vars={"LLMCLI_HOME": str(tmp_path / "h"), "LLMCLI_MODEL": "my-model", "LLMCLI_DEBUG": "1",
+                            "LLMCLI_ENDPOINT": "http://h:1", "LLMCLI_API_KEY": "sk-x", "NO_COLOR": "1"})
+    assert env.store_root == tmp_path / "h"
+    assert (env.default_model, env.debug, env.endpoint, env.api_key, env.no_color) == (
+        "my-model", True, "http://h:1", "sk-x", True)
+
+
+def test_unset_and_empty_variables_mean_the_defaults():
+    env = Environment(vars={"HOME": "/home/u", "LLMCLI_DEBUG": "0", "LLMCLI_MODEL": "", "NO_COLOR": ""})
+    assert env.store_root == Path("/home/u/.local/share/llmcli")
+    assert (env.default_model, env.debug, env.endpoint, env.api_key, env.no_color) == (None, False, None, None, False)
+    assert Environment(vars={"XDG_DATA_HOME": "/x"}).store_root == Path("/x/llmcli")
+
+
+def test_the_variables_are_a_snapshot():
+    vars = {"LLMCLI_MODEL": "a"}
+    env = Environment(vars=vars)
+    vars["LLMCLI_MODEL"] = "b"
+    assert env.default_model == "a" and env.vars["LLMCLI_MODEL"] == "a"
+
+
+def test_the_api_key_stays_out_of_the_repr():
+    assert "sk-secret" not in repr(Environment(vars={"LLMCLI_API_KEY": "sk-secret"}))
+
+
+def test_installed_is_what_current_returns_and_only_for_the_call():
+    mine = Environment(vars={}, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO())
+    with installed(mine):
+        assert current() is mine
+    assert current() is not mine
