@@ -10,9 +10,11 @@ import typer
 
 from llmcli.commands.options import (
     ApiKeyOpt,
+    ChatTemplateOpt,
     CtxOpt,
     EndpointOpt,
     JsonOpt,
+    ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
     complete_model_names,
@@ -69,6 +71,10 @@ def chat(
                                                   show_default=False)] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
                                            "(REPL only).")] = False,
+    chat_template: ChatTemplateOpt = None,
+    think: ThinkOpt = None,
+    show_thinking: Annotated[bool, typer.Option("--show-thinking", help="Stream a thinking model's reasoning "
+                                                "on stderr (stdout carries only the answer).")] = False,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
@@ -83,6 +89,7 @@ def chat(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
         threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
         markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout,
+        chat_template=chat_template, think=think, show_thinking=show_thinking,
     ))
 
 

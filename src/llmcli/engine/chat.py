@@ -255,6 +255,8 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
         "release": (f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
                     + ("kept for the next turn" if keep_cache else "freed")),
     }
+    if stats.reasoning_tokens:
+        details["decode"] += f" · {stats.reasoning_tokens} thinking, {num(stats.reasoning_ms)} ms"
     if stats.masked_words:
         details["postprocess"] = f"{stats.masked_words} words masked"
     return details
