@@ -4,8 +4,10 @@ not do by itself."""
 
 from __future__ import annotations
 
-THINK_THEN_ANSWER = 'root ::= "<think>" [a-z ]{1,40} "</think>" [A-Za-z ]{1,40}'
-CLOSE_THEN_ANSWER = 'root ::= [a-z ]{1,40} "</think>" [A-Za-z ]{1,40}'  # the prompt opened <think>
+# Shaped as Qwen3 writes it: `<think>\n…\n</think>\n\n` then an answer that starts and ends with a letter.
+ANSWER = '[A-Z] [a-z ]{1,16} [a-z]'
+THINK_THEN_ANSWER = f'root ::= "<think>\\n" [a-z ]{{1,16}} "\\n</think>\\n\\n" {ANSWER}'
+CLOSE_THEN_ANSWER = f'root ::= [a-z ]{{1,16}} "\\n</think>\\n\\n" {ANSWER}'  # the prompt opened <think>
 
 
 def grammar_sampler(grammar: str):
