@@ -66,4 +66,4 @@ def test_piped_chat_hides_the_reasoning_and_show_thinking_puts_it_on_stderr(embe
     shown = run_cli(*args, "--show-thinking", "Hello")
     assert shown.returncode == 0 and shown.stdout.strip() == "" and shown.stderr.strip()
     doc = json.loads(run_cli(*args, "--json", "Hello").stdout)
-    assert doc["reasoning"] and doc["text"] == "" and doc["usage"]["reasoning_tokens"] == 8
+    assert doc["reasoning"] and doc["text"] == "" and doc["usage"]["reasoning_tokens"] == doc["usage"]["completion_tokens"] > 0
