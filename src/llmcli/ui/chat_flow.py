@@ -9,7 +9,6 @@ from llmcli.usecases.chat import ChatOptions
 
 def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
     from llmcli.engine.events import drain, json_document
-
     from llmcli.ui.thinking import ThinkingStream
 
     out = Output()

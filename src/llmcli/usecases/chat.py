@@ -106,7 +106,6 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     from llmcli.engine.chat import ChatSession
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.runtime import Runtime, RuntimeConfig
-
     from llmcli.engine.template_choice import read_template_file
 
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
