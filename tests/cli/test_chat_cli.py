@@ -27,13 +27,15 @@ def test_pipe_gives_only_the_reply_on_stdout():
 def test_json_document_has_every_field():
     result = cli_process("chat", *GREEDY, "--json", "Say hi.")
     doc = json.loads(result.stdout)
-    assert set(doc) == {"text", "model", "finish_reason", "usage", "timings", "endpoint", "server", "stages"}
+    assert set(doc) == {"text", "reasoning", "model", "finish_reason", "usage", "timings", "endpoint", "server",
+                        "stages"}
+    assert doc["reasoning"] is None  # SmolLM2's template has no thinking form
     assert doc["endpoint"] is None and doc["server"] is None  # what only a server has
     assert doc["model"] == "smollm2-135m-instruct"
     assert doc["finish_reason"] in ("stop", "length")
-    assert set(doc["usage"]) == {"prompt_tokens", "cached_tokens", "completion_tokens"}
-    assert set(doc["timings"]) == {"load_ms", "tokenize_ms", "prefill_ms", "ttft_ms", "decode_ms", "total_ms",
-                                   "prefill_tps", "decode_tps"}
+    assert set(doc["usage"]) == {"prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens"}
+    assert set(doc["timings"]) == {"load_ms", "tokenize_ms", "prefill_ms", "ttft_ms", "ttfa_ms", "reasoning_ms",
+                                   "decode_ms", "total_ms", "prefill_tps", "decode_tps"}
     assert doc["timings"]["decode_tps"] > 0
 
 

@@ -9,9 +9,11 @@ import typer
 
 from llmcli.commands.options import (
     ApiKeyOpt,
+    ChatTemplateOpt,
     CtxOpt,
     EndpointOpt,
     JsonOpt,
+    ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
     complete_model_names,
@@ -75,6 +77,10 @@ def chat(
                                                help="The reply is one JSON value; stdout is exactly the JSON.")] = None,
     grammar: Annotated[Optional[Path], typer.Option("--grammar", metavar="FILE", show_default=False,
                                                     help="The reply follows this GBNF grammar.")] = None,
+    chat_template: ChatTemplateOpt = None,
+    think: ThinkOpt = None,
+    show_thinking: Annotated[bool, typer.Option("--show-thinking", help="Stream a thinking model's reasoning "
+                                                "on stderr (stdout carries only the answer).")] = False,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
@@ -91,6 +97,7 @@ def chat(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
         threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
         markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout, constraint=constraint,
+        chat_template=chat_template, think=think, show_thinking=show_thinking,
     ))
 
 

@@ -6,6 +6,7 @@ One meaning per short flag across commands: -t threads, -o an output path, -c co
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -48,6 +49,13 @@ CtxOpt = Annotated[Optional[int], typer.Option(
     "-c", "--ctx", min=16, help="Context size in tokens. Default: min(trained context, 4096).", show_default=False)]
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False)]
+ChatTemplateOpt = Annotated[Optional[Path], typer.Option(
+    "--chat-template", metavar="FILE", show_default=False,
+    help="A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.")]
+ThinkOpt = Annotated[Optional[bool], typer.Option(
+    "--think/--no-think", show_default=False,
+    help="Turn a thinking model's reasoning on or off (enable_thinking), where its template can. "
+         "\\[the template's default]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 # A server instead of the local engine. The environment variables are read by Environment, not
 # bound here, so `--help` can never show a key's value.

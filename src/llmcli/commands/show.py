@@ -25,14 +25,17 @@ def show(
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes
+    from llmcli.usecases.render import template_choice_for
 
     out = Output()
     entry = Store(out.env.store_root).resolve(model_ref(model))
     facts = model_facts(entry.path)
     n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
     per_token = facts.kv_bytes_per_token()
+    choice = template_choice_for(entry.path, facts.chat_template, facts.arch)
     if json_out:
         data = asdict(facts)
+        data["template_used"] = {"origin": choice.origin, "why": choice.why}
         data.update(name=entry.name, source=entry.source, kv_bytes_per_token=per_token, n_ctx=n_ctx,
                     kv_bytes_for_ctx=per_token * n_ctx if per_token else None)
         out.json(data)
@@ -62,8 +65,9 @@ def show(
     table.add_column()
     for key, value in rows:
         table.add_row(key, str(value if value is not None else "-"))
-    chat_template = facts.chat_template or "(none: llmcli uses ChatML)"
+    chat_template = choice.source
     if not template and len(chat_template) > 300:
-        chat_template = chat_template[:300] + f"… ({len(facts.chat_template):,} chars; --template shows it all)"
+        chat_template = chat_template[:300] + f"… ({len(choice.source):,} chars; --template shows it all)"
+    table.add_row("template used", choice.why)
     table.add_row("chat template", chat_template)
     out.out.print(table)

@@ -9,14 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from llmcli.engine.events import Event, Notice, Stats, TextDelta, rate
+from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import THINK_OPEN, OutputConstraint, ThinkGate, grammar_sampler
 from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt
+from llmcli.engine.template_choice import TemplateChoice, choose_template
 from llmcli.engine.template_env import TemplateLimit
+from llmcli.engine.thinking import REASONING, ReasoningSplitter, ThinkingForm, opens_thinking
 from llmcli.errors import ContextOverflow, Interrupted
 from llmcli.stages import STAGES, StageRecord, num
 
@@ -36,14 +38,18 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class ChatSession:
     def __init__(self, runtime: Runtime, *, system: str | None = None, params: SamplingParams | None = None,
                  stops: list[str] | None = None, word_filter: WordFilter | None = None,
-                 constraint: OutputConstraint | None = None) -> None:
+                 constraint: OutputConstraint | None = None, chat_template: TemplateChoice | None = None) -> None:
         self.runtime = runtime
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
+        self.template_choice = choose_template(runtime.chat_template, runtime.arch, runtime.has_token,
+                                               override=chat_template)
         self.template = ChatTemplate(
-            runtime.chat_template,
+            self.template_choice.source,
             bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
             eos_token=runtime.piece(runtime.eos_id, special=True).decode("utf-8", "replace"),
         )
+        self.thinking = ThinkingForm.of(self.template_choice.source, runtime.has_token)
+        self.think: bool | None = None  # --think/--no-think, /set think: None leaves the template's default
         self.system = system
         self.params = params or SamplingParams()
         self.stops = list(stops or [])
@@ -53,6 +59,7 @@ class ChatSession:
         self.last_prompt: RenderedPrompt | None = None
         self._cancel = False
         self._load_reported = False
+        self._noted: str | None = None
 
     # -- conversation ------------------------------------------------------------------------
     def conversation(self, extra: list[Message] | None = None) -> list[Message]:
@@ -89,7 +96,8 @@ class ChatSession:
         head = [Message("system", self.system)] if self.system else []
         try:
             return self.template.tokenize(self.runtime, head + messages + [user],
-                                          limit=self.runtime.n_ctx if limit is None else limit)
+                                          limit=self.runtime.n_ctx if limit is None else limit,
+                                          **self.thinking.variables(self.think))
         except PromptTooLong:
             return None
         except TemplateLimit:
@@ -166,6 +174,10 @@ class ChatSession:
             raise ContextOverflow(
                 f"the prompt is {size} tokens and the context holds {rt.n_ctx}; "
                 f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})")
+        note = self.thinking.note(self.think)
+        if note and note != self._noted:
+            yield Notice(note)
+        self._noted = note
         if stats.dropped_messages:
             yield Notice(f"dropped the {stats.dropped_messages} oldest messages to fit the {rt.n_ctx}-token context")
         if len(prompt.tokens) + max_tokens > rt.n_ctx:
@@ -192,6 +204,7 @@ class ChatSession:
 
         # ④ decode loop: forward → sample → stop check; ⑤ post-process each token as it comes
         post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
+        split = _Split(ReasoningSplitter(self.thinking.parses, opens_thinking(prompt.text)), stats, t0, t_first)
         generated: list[int] = []
         parts: list[str] = []
         finish = "stop"
@@ -206,7 +219,7 @@ class ChatSession:
                 if delta:
                     parts.append(delta)
                     tr = time.perf_counter()
-                    yield TextDelta(delta)  # ⑥ the caller streams it; its time is the return stage
+                    yield from split.events(delta, len(generated))  # ⑥ the caller streams it: the return stage
                     ms["return"] += _ms(tr)
                 if post.stopped:
                     break
@@ -228,7 +241,7 @@ class ChatSession:
         ms["postprocess"] += _ms(tp)
         if tail:
             parts.append(tail)
-            yield TextDelta(tail)
+        yield from split.events(tail, len(generated), final=True)
         stats.finish_reason = finish
         stats.completion_tokens = len(generated)
         stats.masked_words = post.filter.masked
@@ -254,6 +267,31 @@ class ChatSession:
         yield stats
 
 
+class _Split:
+    """Reply text -> ReasoningDelta / TextDelta events, timing and counting the reasoning as it goes."""
+
+    def __init__(self, splitter: ReasoningSplitter, stats: Stats, t0: float, t_first: float) -> None:
+        self.splitter, self.stats, self.t0, self.t_first = splitter, stats, t0, t_first
+        self._reasoned = False
+
+    def events(self, text: str, n_generated: int, final: bool = False) -> Iterator[Event]:
+        pieces = self.splitter.feed(text) if text else []
+        if final:
+            pieces += self.splitter.flush()
+        stats, now = self.stats, time.perf_counter()
+        self._reasoned |= self.splitter.state == "thinking" or self.splitter.closed
+        for kind, piece in pieces:
+            if kind == REASONING:
+                yield ReasoningDelta(piece)
+            else:
+                if stats.ttfa_ms is None:
+                    stats.ttfa_ms = _ms(self.t0, now)
+                yield TextDelta(piece)
+        if self._reasoned and stats.reasoning_ms is None and (self.splitter.closed or final):
+            # The token that closed the reasoning counts as reasoning; an unclosed one is all reasoning.
+            stats.reasoning_tokens, stats.reasoning_ms = n_generated, _ms(self.t_first, now)
+
+
 def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[str, str]:
     """What each stage did in this request, where there is more to say than what the stage covers."""
     dropped = f", {stats.dropped_messages} old messages dropped" if stats.dropped_messages else ""
@@ -266,6 +304,8 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
         "release": (f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
                     + ("kept for the next turn" if keep_cache else "freed")),
     }
+    if stats.reasoning_tokens:
+        details["decode"] += f" · {stats.reasoning_tokens} thinking, {num(stats.reasoning_ms)} ms"
     if stats.masked_words:
         details["postprocess"] = f"{stats.masked_words} words masked"
     return details

@@ -17,6 +17,13 @@ class TextDelta:
 
 
 @dataclass
+class ReasoningDelta:
+    """Stage ⑥, for a thinking model: text of the reply's reasoning (`<think>…</think>`), not its answer."""
+
+    text: str
+
+
+@dataclass
 class Notice:
     """Something the user should know about this request, e.g. turns dropped to fit the context."""
 
@@ -69,6 +76,9 @@ class Stats:
     cached_tokens: int | None = None  # prompt tokens reused from the KV cache
     prefill_tokens: int | None = None  # prompt tokens actually computed
     completion_tokens: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens, those spent thinking (<think>…</think>)
+    reasoning_ms: float | None = None  # first token -> the reasoning closed (None: no reasoning)
+    ttfa_ms: float | None = None  # request start -> first answer text (after any reasoning)
     decode_steps: int = 0  # single-token forward passes (tg-comparable); tokens after the first
     dropped_messages: int = 0
     masked_words: int = 0
@@ -107,27 +117,28 @@ class Stats:
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "completion_tokens": self.completion_tokens}
+                "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens}
 
     def timings(self) -> dict:
         r = lambda x: None if x is None else round(x, 3)  # noqa: E731
         return {"load_ms": r(self.load_ms), "tokenize_ms": r(self.stage_ms("tokenize")),
-                "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms), "decode_ms": r(self.decode_ms),
+                "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms),
+                "ttfa_ms": r(self.ttfa_ms), "reasoning_ms": r(self.reasoning_ms), "decode_ms": r(self.decode_ms),
                 "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps),
                 "decode_tps": r(self.decode_tps)}
 
 
-def json_document(text: str, model: str, stats: Stats) -> dict:
+def json_document(text: str, model: str, stats: Stats, reasoning: str | None = None) -> dict:
     """`chat --json`: the same keys for every backend; what only a server has is null locally."""
     remote = stats.remote
-    return {"text": text, "model": model, "finish_reason": stats.finish_reason, "usage": stats.usage(),
+    return {"text": text, "reasoning": reasoning or None, "model": model, "finish_reason": stats.finish_reason, "usage": stats.usage(),
             "timings": stats.timings(),
             "endpoint": remote.endpoint if remote else None,
             "server": {"usage": remote.usage, "timings": remote.timings} if remote else None,
             "stages": [record.as_dict() for record in stats.stages]}
 
 
-Event = TextDelta | Notice | Stats
+Event = TextDelta | ReasoningDelta | Notice | Stats
 
 
 @dataclass
@@ -136,21 +147,31 @@ class Reply:
 
     text: str
     stats: Stats | None
+    reasoning: str = ""  # what the reply thought before answering, if it did
 
 
 def drain(events: Iterable[Event], on_text: Callable[[str], object] | None = None,
-          on_notice: Callable[[str], object] | None = None) -> Reply:
-    """Consume one request's events, as every caller does: stream text, pass notices, keep the stats."""
+          on_notice: Callable[[str], object] | None = None,
+          on_reasoning: Callable[[str], object] | None = None) -> Reply:
+    """Consume one request's events, as every caller does: stream text, pass notices, keep the stats.
+
+    Reasoning goes to `on_reasoning` only; without one it is kept in the Reply, never shown as text.
+    """
     parts: list[str] = []
+    thought: list[str] = []
     stats: Stats | None = None
     for event in events:
         if isinstance(event, TextDelta):
             parts.append(event.text)
             if on_text is not None:
                 on_text(event.text)
+        elif isinstance(event, ReasoningDelta):
+            thought.append(event.text)
+            if on_reasoning is not None:
+                on_reasoning(event.text)
         elif isinstance(event, Notice):
             if on_notice is not None:
                 on_notice(event.text)
         elif isinstance(event, Stats):
             stats = event
-    return Reply("".join(parts), stats)
+    return Reply("".join(parts), stats, "".join(thought).strip())

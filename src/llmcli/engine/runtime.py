@@ -117,6 +117,18 @@ class Runtime:
         return ptr.decode("utf-8") if ptr else None
 
     @property
+    def arch(self) -> str | None:
+        """general.architecture, as llama.cpp read it."""
+        buf = ctypes.create_string_buffer(128)
+        n = self.ll.llama_model_meta_val_str(self._model, b"general.architecture", buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    def has_token(self, text: str) -> bool:
+        """Whether `text` is one token of the vocabulary (as a template's markup would be parsed)."""
+        ids = self.tokenize(text, parse_special=True)
+        return len(ids) == 1 and self.piece(ids[0], special=True) == text.encode("utf-8")
+
+    @property
     def n_params(self) -> int:
         return int(self.ll.llama_model_n_params(self._model))
 

@@ -8,15 +8,20 @@ from llmcli.usecases.chat import ChatOptions
 
 def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
     from llmcli.engine.events import drain, json_document
+    from llmcli.ui.thinking import ThinkingStream
 
     out = Output()
+    # Reasoning: on stderr with --show-thinking, or dimmed when both streams are a terminal; piped, hidden.
+    thinking = ThinkingStream(out, opts.show_thinking or (not opts.json_out and out.env.stdout_isatty
+                                                          and out.env.stderr_isatty))
     try:
         reply = drain(session.ask(prompt, keep_cache=False),
                       # structured output is printed once it is validated
-                      on_text=None if opts.json_out or opts.constraint is not None else out.write,
-                      on_notice=out.warn)
+                      on_text=None if opts.json_out or opts.constraint is not None else thinking.before(out.write),
+                      on_notice=out.warn, on_reasoning=thinking.write)
     finally:
         session.close()  # ⑦ release: nothing follows a one-shot request
+    thinking.end()
     stats, text = reply.stats, reply.text
     structured = {}
     if opts.constraint is not None:
@@ -27,7 +32,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
         if not opts.json_out:
             out.write(text)  # the newline follows below, as for any reply
     if opts.json_out:
-        out.json({**json_document(text, model_name, stats), **structured})
+        out.json({**json_document(text, model_name, stats, reply.reasoning), **structured})
     elif text and not text.endswith("\n"):
         out.write("\n")
     show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty

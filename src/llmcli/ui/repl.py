@@ -119,7 +119,11 @@ class Repl:
     def _stream(self, text: str) -> Stats | None:
         if self.state.markdown:
             return self._stream_markdown(text)
-        stats = drain(self.session.ask(text), on_text=self._write, on_notice=self.out.warn).stats
+        from llmcli.ui.thinking import ThinkingStream
+
+        thinking = ThinkingStream(self.out, True)  # the REPL is a terminal: reasoning shows, dimmed
+        stats = drain(self.session.ask(text), on_text=thinking.before(self._write), on_notice=self.out.warn,
+                      on_reasoning=thinking.write).stats
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
         return stats

@@ -52,7 +52,9 @@ def _set_schema(state: ReplState, value: str) -> None:
 
 # /set words beyond the parameter table: the REPL's own settings, each with what applies it.
 REPL_SETTINGS: dict[str, Callable[[ReplState, str], None]] = {"markdown": _set_markdown, "schema": _set_schema}
-SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS]
+# /set words that change the session itself: think passes enable_thinking to the template.
+SESSION_SETTINGS: dict[str, Callable[[str], Any]] = {"think": _on_off}
+SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS, *SESSION_SETTINGS]
 
 
 def cmd_help(state: ReplState, arg: str) -> SlashResult:
@@ -71,9 +73,11 @@ def cmd_set(state: ReplState, arg: str) -> SlashResult:
     value = value.strip()
     row = find_param(word)
     name = row.name if row else word.lower()
-    if (row is None and name not in REPL_SETTINGS) or not value:
+    if (row is None and name not in REPL_SETTINGS and name not in SESSION_SETTINGS) or not value:
         raise UsageError(f"usage: /set PARAM VALUE, PARAM one of {', '.join(SETTABLE_NAMES)}")
-    if row is None:
+    if name in SESSION_SETTINGS:
+        setattr(state.session, name, SESSION_SETTINGS[name](value))
+    elif row is None:
         REPL_SETTINGS[name](state, value)
     else:
         # A new record rather than setattr, so SamplingParams checks itself as everywhere else.

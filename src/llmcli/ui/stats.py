@@ -50,8 +50,14 @@ def stats_panel(stats: Stats, model: str):
         text.append(_place(stats, prefill.where), style="dim")
     text.append("  TTFT ", style="dim").append(f"{num(stats.ttft_ms)} ms", style="bold")
     text.append(_place(stats, "local"), style="dim")
+    if stats.reasoning_tokens:
+        text.append("  first answer ", style="dim").append(f"{num(stats.ttfa_ms)} ms", style="bold")
     text.append("\n")
     text.append("decode ", style="dim").append(f"{stats.completion_tokens} tok")
+    if stats.reasoning_tokens:
+        answer = stats.completion_tokens - stats.reasoning_tokens
+        text.append(f" ({stats.reasoning_tokens} thinking in {num(stats.reasoning_ms)} ms, {answer} answer)",
+                    style="dim")
     if remote and not remote.usage_reported:
         text.append(" (counted as stream chunks)", style="dim")
     text.append("  ").append(f"{num(stats.decode_tps)} tok/s", style="bold green")
@@ -70,7 +76,11 @@ def _measured_here(stats: Stats) -> list[tuple[str, float | None, str]]:
     """Rows after the stages: spans our own clock measured across them (name, ms, what)."""
     remote = stats.remote
     if remote is None:
-        return [("TTFT", stats.ttft_ms, "request start -> first token sampled")]
+        rows = [("TTFT", stats.ttft_ms, "request start -> first token sampled")]
+        if stats.reasoning_tokens:
+            rows += [("thinking", stats.reasoning_ms, f"{stats.reasoning_tokens} tokens of reasoning"),
+                     ("first answer", stats.ttfa_ms, "request start -> first answer text, after the reasoning")]
+        return rows
     counted = "" if remote.usage_reported else " (a chunk counted as a token)"
     return [("connect", remote.connect_ms, "request sent -> first stream event"),
             ("TTFT", stats.ttft_ms, "request sent -> first text: network, queue, prefill"),

@@ -40,6 +40,9 @@ class ChatOptions:
     api_key: str | None = None
     timeout: float | None = None
     constraint: OutputConstraint | None = None  # --schema / --format json / --grammar
+    chat_template: Path | None = None  # --chat-template FILE: overrides the model's
+    think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
+    show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
 
 
 @dataclass(frozen=True)
@@ -105,11 +108,19 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     from llmcli.engine.chat import ChatSession
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.template_choice import read_template_file
 
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
+    override = read_template_file(opts.chat_template) if opts.chat_template else None
     runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
-    return ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
-                       word_filter=word_filter, constraint=opts.constraint)
+    try:
+        session = ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
+                              word_filter=word_filter, chat_template=override, constraint=opts.constraint)
+    except BaseException:
+        runtime.close()
+        raise
+    session.think = opts.think
+    return session
 
 
 def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: ProgressScope) -> Opened:
@@ -127,7 +138,8 @@ def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: Pro
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
-LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads}
+LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads,
+              "--chat-template": lambda o: o.chat_template, "--think/--no-think": lambda o: o.think}
 
 
 def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Opened:

@@ -1,0 +1,67 @@
+"""`llmcli render MODEL`: print the prompt `chat` would feed the model (llama-server's /apply-template)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from llmcli.commands.options import ChatTemplateOpt, JsonOpt, RequiredModelArg, ThinkOpt
+from llmcli.errors import UsageError
+
+
+def render(
+    model: RequiredModelArg,
+    messages: Annotated[Optional[str], typer.Option(
+        "--messages", metavar="FILE", show_default=False,
+        help='OpenAI-style JSON: [{"role": "user", "content": "..."}]; \'-\' reads stdin. '
+             "\\[stdin when it is piped]")] = None,
+    chat_template: ChatTemplateOpt = None,
+    think: ThinkOpt = None,
+    ids: Annotated[bool, typer.Option("--ids", help="Print the token ids and their pieces, not the text.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Print exactly the prompt `chat` would feed the model for these messages: text, or ids."""
+    from pathlib import Path
+
+    from llmcli.environment import current
+    from llmcli.store import Store
+    from llmcli.ui.output import Output
+    from llmcli.usecases.render import RenderOptions, render_prompt
+
+    env = current()
+    if messages is None and env.stdin_isatty:
+        raise UsageError("no messages: give --messages FILE (OpenAI-style JSON) or pipe them in")
+    if messages in (None, "-"):
+        text, source = env.stdin.read(), "stdin"
+    else:
+        text, source = _read(Path(messages)), messages
+    view = render_prompt(Store(env.store_root), RenderOptions(model, text, source, chat_template, think))
+    out = Output(env)
+    if json_out:
+        out.json({"model": view.model_name, "template": {"origin": view.template.origin, "why": view.template.why},
+                  "thinking": view.thinking, "text": view.text, "n_tokens": len(view.ids), "ids": view.ids,
+                  "pieces": view.pieces})
+    elif ids:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False)
+        for name, justify in (("#", "right"), ("id", "right"), ("piece", "left")):
+            table.add_column(name, justify=justify)
+        for n, (i, p) in enumerate(zip(view.ids, view.pieces, strict=True)):
+            table.add_row(str(n), str(i), repr(p))
+        out.out.print(table)
+    else:
+        out.write(view.text)
+    out.info(f"{len(view.ids)} tokens · template: {view.template.why}")
+
+
+def _read(path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such messages file: {path}; check the path") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text; give OpenAI-style JSON messages") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror}); check the path") from None
