@@ -54,9 +54,12 @@ class Sampler:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
         self._chain = chain
 
-    def sample(self) -> int:
-        # llama_sampler_sample also accepts the token into the chain (penalty history).
-        return int(self.ll.llama_sampler_sample(self._chain, self._ctx, -1))
+    def sample(self, idx: int = -1) -> int:
+        """The next token from the logits of batch index idx (-1: the last decoded position).
+        llama_sampler_sample also accepts the token into the chain (penalty history, RNG draw),
+        exactly once per call, so verifying a draft position by position keeps the chain's state
+        that of plain decoding."""
+        return int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
 
     def close(self) -> None:
         if self._chain:
