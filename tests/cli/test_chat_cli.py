@@ -27,7 +27,7 @@ def test_pipe_gives_only_the_reply_on_stdout():
 def test_json_document_has_every_field():
     result = run_cli("chat", *GREEDY, "--json", "Say hi.")
     doc = json.loads(result.stdout)
-    assert set(doc) == {"text", "model", "finish_reason", "usage", "timings", "endpoint", "server", "stages"}
+    assert set(doc) == {"text", "model", "finish_reason", "usage", "timings", "endpoint", "server", "stages", "draft"}
     assert doc["endpoint"] is None and doc["server"] is None  # what only a server has
     assert doc["model"] == "smollm2-135m-instruct"
     assert doc["finish_reason"] in ("stop", "length")
