@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import (ApiKeyOpt, CtxOpt, EndpointOpt, JsonOpt, ThreadsOpt, TimeoutOpt,
-                                    param_option)
+from llmcli.commands.options import (ApiKeyOpt, CtxOpt, DraftOpt, EndpointOpt, JsonOpt, ThreadsOpt,
+                                    TimeoutOpt, param_option)
 
 HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
 
@@ -46,6 +46,7 @@ def chat(
     max_tokens: param_option("max_tokens") = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
+    draft: DraftOpt = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop at this string (repeatable); "
                                                       "it is trimmed from the reply.", show_default=False)] = None,
     filter_file: Annotated[Optional[Path], typer.Option("--filter", help="Mask the words/phrases in FILE "
@@ -69,7 +70,7 @@ def chat(
     params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
     run_chat(ChatOptions(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
-        threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
+        threads=threads, draft=draft, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
         markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout,
     ))
 

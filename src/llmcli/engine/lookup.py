@@ -33,7 +33,7 @@ def parse_draft(text: str) -> str:
     """A --draft value, checked; the message lists the choices."""
     mode = text.strip().lower()
     if mode not in DRAFT_MODES:
-        raise UsageError(f"unknown --draft '{text}'; choose one of: {', '.join(DRAFT_MODES)}")
+        raise UsageError(f"unknown draft mode '{text}'; choose one of: {', '.join(DRAFT_MODES)}")
     return mode
 
 
@@ -126,7 +126,8 @@ class LookupDrafter:
     def __post_init__(self) -> None:
         self.index = NgramIndex(self.config.max_ngram)
         accepted, tried = self.config.prior
-        self.orders = {n: _Order(accepted, tried) for n in range(self.config.min_ngram, self.config.max_ngram + 1)}
+        lengths = range(self.config.min_ngram, self.config.max_ngram + 1)
+        self.orders = {n: _Order(accepted, tried) for n in lengths}
         self.counts = DraftStats()
 
     def push(self, token: int) -> None:

@@ -22,6 +22,7 @@ class ChatOptions:
     params: SamplingParams = field(default_factory=SamplingParams)
     ctx: int | None = None
     threads: int | None = None
+    draft: str | None = None  # --draft: "lookup" or "none" (None: not given, plain decoding)
     stops: list[str] = field(default_factory=list)
     filter_file: Path | None = None
     json_out: bool = False
@@ -79,7 +80,7 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
     return ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
-                       word_filter=word_filter)
+                       word_filter=word_filter, draft=opts.draft or "none")
 
 
 def resolve_model(store: Store, spec: str | None) -> ModelEntry:
@@ -123,7 +124,7 @@ def open_local(store: Store, opts: ChatOptions) -> Opened:
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
-LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads}
+LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads, "--draft": lambda o: o.draft}
 
 
 def open_remote(endpoint, opts: ChatOptions) -> Opened:
