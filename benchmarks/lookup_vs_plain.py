@@ -7,6 +7,11 @@ the decode stage's tokens after the first per second), the median ratio, and the
 
 The issue's goals: >= 1.5x on copy-heavy tasks, >= 0.97x on free-form prompts.
 
+At 1 thread the drafted reply is identical to the plain one. At 2+ threads it can differ at a
+near-tie: llama.cpp's single-token decode splits attention across threads (another rounding than
+the batched kernels, which round as a single thread does), so plain decoding's own output depends
+on -t. The script reports where the replies first differ instead of stopping.
+
     python benchmarks/lookup_vs_plain.py [--rounds 5] [--threads 2] [--max-tokens 256] [--model PATH]
 """
 
@@ -117,26 +122,29 @@ def main() -> int:
 
     def ask(prompt: str, mode: str):
         rt.clear()
-        return drain(ChatSession(rt, params=params, draft=mode).ask(prompt))
+        session = ChatSession(rt, params=params, draft=mode)
+        reply = drain(session.ask(prompt))
+        return reply, session.messages[-1].token_ids
 
     print(f"model {rt.description}, {args.threads} threads, temperature 0, max {args.max_tokens} tokens, "
           f"{args.rounds} rounds, modes alternating")
     for name, _, prompt in TASKS:  # warm-up, and the reply both modes must reproduce
-        reply = ask(prompt, "none")
+        reply, _ = ask(prompt, "none")
         print(f"  {name}: {reply.stats.prompt_tokens} prompt tokens, {reply.stats.completion_tokens} reply tokens")
     ratios: dict[str, list[float]] = {name: [] for name, _, _ in TASKS}
     rates: dict[str, list[float]] = {name: [] for name, _, _ in TASKS}
     acceptance: dict[str, float | None] = {}
+    differs: dict[str, int | None] = {name: None for name, _, _ in TASKS}
     try:
         for rnd in range(args.rounds):
             order = MODES if rnd % 2 == 0 else MODES[::-1]
             cells = []
             for name, _, prompt in TASKS:
                 got = {mode: ask(prompt, mode) for mode in order}
-                plain, drafted = got["none"], got["lookup"]
+                (plain, plain_ids), (drafted, drafted_ids) = got["none"], got["lookup"]
                 if drafted.text != plain.text:
-                    print(f"MISMATCH on {name}: drafted output differs from plain", file=sys.stderr)
-                    return 1
+                    pairs = zip(plain_ids or [], drafted_ids or [], strict=False)
+                    differs[name] = next((i for i, (a, b) in enumerate(pairs) if a != b), -1)
                 ratio = drafted.stats.decode_tps / plain.stats.decode_tps
                 ratios[name].append(ratio)
                 rates[name].append(plain.stats.decode_tps)
@@ -151,8 +159,9 @@ def main() -> int:
         if ratios[name]:
             acc = acceptance.get(name)
             acc_text = f"{acc:.0%}" if acc is not None else "no drafts"
+            same = "same reply" if differs[name] is None else f"replies differ from token {differs[name]}"
             print(f"  {name:<11} {kind:<5} {statistics.median(ratios[name]):.2f}x  "
-                  f"(rounds: {' '.join(f'{r:.2f}' for r in ratios[name])}; accepted {acc_text})")
+                  f"(rounds: {' '.join(f'{r:.2f}' for r in ratios[name])}; accepted {acc_text}; {same})")
     rt.close()
     return 0
 
