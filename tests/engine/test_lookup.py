@@ -1,5 +1,9 @@
 """Prompt-lookup speculative decoding: the drafter alone, then the same replies as plain decoding
-on the real embedded model (no mocks of llama.cpp)."""
+on the real embedded model (no mocks of llama.cpp).
+
+The model runs on 1 thread: there llama.cpp's batched verify and its single-token decode round
+alike. At 2+ threads the single-token decode splits attention across threads, so plain decoding's
+own output can change with -t at a near-tie (see benchmarks/README.md)."""
 
 from __future__ import annotations
 
