@@ -6,8 +6,9 @@ reply) are often the next ones. The model checks a draft in one batched forward 
 engine/speculative.py); this module only proposes drafts and decides how long they should be.
 
 Whether a draft pays depends on two numbers. On a CPU, verifying a batch of 1 + k tokens costs
-about 1 + COST·k single steps (COST ≈ 0.45 measured on the embedded model at 2 threads), and a
-draft is accepted position by position until the first miss. With a per-position acceptance
+about 1 + OVERHEAD + COST·k single steps (measured on the embedded model at 2 threads on an idle
+machine: a batch of 2 costs 1.74 steps, of 5 3.25, of 9 4.4), and a draft is accepted position
+by position until the first miss. With a per-position acceptance
 probability a, a pass yields (1 - a^(k+1)) / (1 - a) tokens for that cost. The drafter estimates a
 from recent passes, separately for each n-gram length (a 3-gram match is a far better guess than a
 1-gram one), picks the k that maximises tokens per unit of cost, and does not draft at all when
@@ -42,9 +43,10 @@ class LookupConfig:
     max_ngram: int = 3  # the longest suffix looked up first
     min_ngram: int = 1
     max_len: int = 16  # tokens per draft at most
-    cost: float = 0.45  # extra cost of one more token in a verify batch, in single steps
+    overhead: float = 0.25  # extra cost of a verify batch over a single step, in single steps
+    cost: float = 0.5  # extra cost of one more token in a verify batch, in single steps
     min_gain: float = 1.05  # draft only when the expected speedup of a pass is at least this
-    prior: tuple[float, float] = (3.0, 4.0)  # (accepted, tried) before any pass: a = 0.75
+    prior: tuple[float, float] = (9.0, 10.0)  # (accepted, tried) before any pass: a = 0.9, worth a try
     decay: float = 0.8  # weight of the past in the acceptance estimate, per pass
     first_pause: int = 16  # tokens without drafting after a pass that did not pay
     max_pause: int = 256
@@ -76,7 +78,7 @@ def best_length(rate: float, config: LookupConfig, limit: int) -> tuple[int, flo
     """The draft length with the most tokens per unit of cost, and that speedup over a plain step."""
     best_k, best_gain = 0, 1.0
     for k in range(1, min(limit, config.max_len) + 1):
-        gain = expected_tokens(rate, k) / (1 + config.cost * k)
+        gain = expected_tokens(rate, k) / (1 + config.overhead + config.cost * k)
         if gain > best_gain:
             best_k, best_gain = k, gain
     return best_k, best_gain
@@ -168,7 +170,7 @@ class LookupDrafter:
         order, d = self.orders[draft.order], self.config.decay
         order.accepted = d * order.accepted + accepted
         order.tried = d * order.tried + accepted + (1 if accepted < k else 0)
-        paid = accepted + 1 >= 1 + self.config.cost * k
+        paid = accepted + 1 >= 1 + self.config.overhead + self.config.cost * k
         if paid:
             order.pause, order.paused_until = 0, 0
         elif best_length(order.rate, self.config, self.config.max_len)[1] < self.config.min_gain:
