@@ -43,12 +43,15 @@ def test_drafter_prefers_the_longest_suffix_match():
 
 
 def test_drafter_respects_the_limit_and_has_nothing_without_a_match():
-    drafter = LookupDrafter(LookupConfig(prior=(99.0, 100.0)))
+    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior=(99.0, 100.0)))
     drafter.extend(list(range(20)) + [3])
     assert drafter.draft(limit=0) is None
     assert drafter.draft(limit=3).tokens == [4, 5, 6]
     drafter.push(1000)
     assert drafter.draft(limit=8) is None
+    default = LookupDrafter(LookupConfig(prior=(99.0, 100.0)))
+    default.extend(list(range(20)) + [1000, 3])  # "1000 3" was never seen; "3" alone was
+    assert default.draft(limit=3) is None  # by default a lone token is no match
 
 
 def test_draft_length_grows_with_acceptance_and_drafting_pauses_when_it_stops_paying():
