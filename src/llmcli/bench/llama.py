@@ -96,6 +96,19 @@ class _Runner:
             self.gen(1)
 
 
+def row_fields(target: LlamaTarget, rt, plan: BenchPlan, facts) -> dict:
+    """The BenchRow fields every row of one loaded model shares."""
+    per_token = facts.kv_bytes_per_token(KV_BYTES_PER_ELEMENT)
+    return dict(
+        model_filename=target.path, model_type=rt.description, model_size=rt.model_size,
+        model_n_params=rt.n_params, n_batch=plan.n_batch, n_ubatch=plan.n_batch,  # as asked, like llama-bench
+        # llama-bench's encoding: -1 auto (the Runtime's "on": wherever the backend supports it), 0 off
+        flash_attn=-1 if plan.flash_attn else 0, type_k=KV_TYPE, type_v=KV_TYPE, cpu_info=cpu_info(),
+        backend=LLAMA, model=target.name, n_ctx=rt.n_ctx,
+        kv_cache_bytes=per_token * rt.n_ctx if per_token is not None else None,
+    )
+
+
 def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | BenchRow]:
     """Measure every (threads, test) of the plan on one GGUF; yields progress, then each row."""
     from llmcli.engine.runtime import Runtime, RuntimeConfig
@@ -107,16 +120,8 @@ def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | Bench
     rt = Runtime(target.path, RuntimeConfig(n_ctx=plan.ctx_size, n_threads=plan.threads[0],
                                             n_batch=plan.n_batch, flash_attn=plan.flash_attn))
     try:
-        per_token = facts.kv_bytes_per_token(KV_BYTES_PER_ELEMENT)
         runner = _Runner(rt, plan.seed)
-        common = dict(
-            model_filename=target.path, model_type=rt.description, model_size=rt.model_size,
-            model_n_params=rt.n_params, n_batch=plan.n_batch, n_ubatch=plan.n_batch,  # as asked, like llama-bench
-            # llama-bench's encoding: -1 auto (the Runtime's "on": wherever the backend supports it), 0 off
-            flash_attn=-1 if plan.flash_attn else 0, type_k=KV_TYPE, type_v=KV_TYPE, cpu_info=cpu_info(),
-            backend=LLAMA, model=target.name, n_ctx=rt.n_ctx,
-            kv_cache_bytes=per_token * rt.n_ctx if per_token is not None else None,
-        )
+        common = row_fields(target, rt, plan, facts)
         for n_threads in plan.threads:
             # One load serves every thread count, as llama-bench keeps the model between tests.
             rt.ll.llama_set_n_threads(rt.ctx_ptr, n_threads, n_threads)

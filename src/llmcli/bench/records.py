@@ -53,6 +53,7 @@ class BenchPlan:
     flash_attn: bool = True
     warmup: bool = True
     seed: int = 1234  # random token ids are reproducible run to run
+    draft: str = "none"  # "lookup": also a copy task, plain and drafted (bench/copy.py)
 
     @property
     def ctx_needed(self) -> int:
@@ -114,6 +115,7 @@ class BenchRow:
     peak_rss_bytes: int | None = None  # the process's peak resident set while this model ran
     ttft_ms: float | None = None  # pp rows: time until the first token's logits exist
     speedup: float | None = None  # avg_ts / the transformers row's avg_ts, same model & test & threads
+    draft_acceptance: float | None = None  # copy rows with drafting: accepted / drafted tokens
 
     def to_dict(self) -> dict:
         return asdict(self)

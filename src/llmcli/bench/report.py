@@ -50,6 +50,8 @@ COLUMNS: list[Column] = [
     Column("t/s", True, lambda r: f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}"),
     Column("speedup", True, lambda r: f"{r.speedup:.2f}x" if r.speedup is not None else "-",
            lambda rows: any(r.speedup is not None for r in rows)),
+    Column("accepted", True, lambda r: f"{r.draft_acceptance:.0%}" if r.draft_acceptance is not None else "-",
+           lambda rows: any(r.draft_acceptance is not None for r in rows)),
     Column("TTFT ms", True, lambda r: f"{r.ttft_ms:.1f}" if r.ttft_ms is not None else "-",
            lambda rows: any(r.ttft_ms is not None for r in rows)),
     Column("KV cache", True, lambda r: f"{human_bytes(r.kv_cache_bytes)} @ {r.n_ctx}" if r.kv_cache_bytes else "-"),

@@ -19,6 +19,7 @@ from llmcli.bench.records import (
     BenchTest,
     Progress,
 )
+from llmcli.engine.lookup import parse_draft
 from llmcli.engine.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
 from llmcli.errors import UsageError
 from llmcli.store import Store
@@ -67,7 +68,8 @@ def parse_backends(values: Iterable[str] | None) -> list[str]:
 
 
 def make_plan(*, n_prompt: str, n_gen: str, repetitions: int, threads: str | None, n_batch: int,
-              n_ctx: int | None, default_threads: int, flash_attn: bool = True, warmup: bool = True) -> BenchPlan:
+              n_ctx: int | None, default_threads: int, flash_attn: bool = True, warmup: bool = True,
+              draft: str = "none") -> BenchPlan:
     prompts = parse_int_list(n_prompt, "-p", 0)
     gens = parse_int_list(n_gen, "-n", 0)
     # llama-bench's shape: every non-zero -p is a pp test, every non-zero -n a tg test.
@@ -79,7 +81,10 @@ def make_plan(*, n_prompt: str, n_gen: str, repetitions: int, threads: str | Non
     if n_batch < 1:
         raise UsageError(f"-b {n_batch}: the batch size must be at least 1")
     plan = BenchPlan(tests=tests, threads=parse_threads(threads, default_threads), repetitions=repetitions,
-                     n_batch=n_batch, n_ctx=n_ctx, flash_attn=flash_attn, warmup=warmup)
+                     n_batch=n_batch, n_ctx=n_ctx, flash_attn=flash_attn, warmup=warmup,
+                     draft=parse_draft(draft))
+    if plan.draft != "none" and not any(t.n_gen for t in tests):
+        raise UsageError(f"--draft {plan.draft} adds a copy task of -n tokens; give -n N > 0")
     if n_ctx is not None and n_ctx < plan.ctx_needed:
         raise UsageError(
             f"-c {n_ctx} is smaller than -p + -n ({max(prompts)} + {max(gens)} = {plan.ctx_needed} tokens); "
@@ -151,6 +156,10 @@ def run(targets: list[Target], backends: list[str], plan: BenchPlan) -> Iterator
                 from llmcli.bench.llama import LlamaTarget, run_llama
 
                 yield from run_llama(LlamaTarget(target.name, target.gguf or ""), plan)
+                if plan.draft != "none":
+                    from llmcli.bench.copy import run_copy
+
+                    yield from run_copy(LlamaTarget(target.name, target.gguf or ""), plan, plan.draft)
             else:
                 from llmcli.bench.hf import run_transformers
 

@@ -7,7 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import ApiKeyOpt, EndpointOpt, TimeoutOpt, complete_model_names, renamed_option
+from llmcli.commands.options import (
+    ApiKeyOpt,
+    DraftOpt,
+    EndpointOpt,
+    TimeoutOpt,
+    complete_model_names,
+    renamed_option,
+)
 from llmcli.environment import Environment, current
 
 
@@ -53,6 +60,7 @@ HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does
   llmcli bench M --backend llama,transformers
                                      beside transformers, with speedup
   llmcli bench --chat                TTFT cold vs reused, overhead
+  llmcli bench --draft lookup        plus a copy task, plain and drafted
   llmcli bench --endpoint URL --concurrency 1,4,16
                                      a server, like vLLM's serving benchmark:
                                      req/s, output tok/s, TTFT and latency p50/p90/p99
@@ -90,6 +98,7 @@ def bench(
     ] = None,
     flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
                           ] = True,
+    draft: DraftOpt = None,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
@@ -112,7 +121,8 @@ def bench(
     env = current()
     server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
     if server is not None:
-        local_only = {"-t": threads, "-c": n_ctx, "--backend": backend, "--chat": chat or None}
+        local_only = {"-t": threads, "-c": n_ctx, "--backend": backend, "--chat": chat or None,
+                      "--draft": draft}
         given = [name for name, value in local_only.items() if value is not None]
         if given:
             raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
@@ -122,11 +132,13 @@ def bench(
         return
     plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
                             n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
-                            flash_attn=flash_attn)
+                            flash_attn=flash_attn, draft=draft or "none")
     runner.check_save_path(save)
     backends = runner.parse_backends(backend)
     if chat and backends != [LLAMA]:
         raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
+    if chat and plan.draft != "none":
+        raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
     runner.check_backend_installed(backends)
     store = Store(env.store_root)
     targets = [runner.resolve_target(spec, backends, store, env.default_model) for spec in (models or [None])]

@@ -11,6 +11,7 @@ from llmcli.commands.options import (
     ApiKeyOpt,
     ChatTemplateOpt,
     CtxOpt,
+    DraftOpt,
     EndpointOpt,
     JsonOpt,
     ThinkOpt,
@@ -59,6 +60,7 @@ def chat(
     max_tokens: param_option("max_tokens") = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
+    draft: DraftOpt = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop at this string (repeatable); "
                                                       "it is trimmed from the reply.", show_default=False)] = None,
     filter_file: Annotated[Optional[Path], typer.Option("--filter", help="Mask the words/phrases in FILE "
@@ -95,7 +97,7 @@ def chat(
     constraint = parse_constraint(schema, fmt, grammar)  # checked before any model loads
     run_chat(ChatOptions(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
-        threads=threads, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
+        threads=threads, draft=draft, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
         markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout, constraint=constraint,
         chat_template=chat_template, think=think, show_thinking=show_thinking,
     ))

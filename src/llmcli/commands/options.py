@@ -91,3 +91,18 @@ def param_option(name: str) -> Any:
         *row.flags, callback=check, show_default=False,
         # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
         help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]")]
+
+
+def _check_draft(value: str | None) -> str | None:
+    from llmcli.engine.lookup import parse_draft
+
+    try:
+        return None if value is None else parse_draft(value)
+    except UsageError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+DraftOpt = Annotated[Optional[str], typer.Option(
+    "--draft", metavar="none|lookup", callback=_check_draft, show_default=False,
+    help="Speculative decoding: 'lookup' drafts tokens from n-gram matches in the prompt and the reply "
+         "and verifies them in one batch (same output, faster on copy-heavy jobs). \\[none]")]

@@ -10,10 +10,12 @@ import time
 from collections.abc import Iterator
 
 from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
+from llmcli.engine.lookup import parse_draft
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
+from llmcli.engine.speculative import LookupDecoder
 from llmcli.engine.structured import THINK_OPEN, OutputConstraint, ThinkGate, grammar_sampler
 from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt
 from llmcli.engine.template_choice import TemplateChoice, choose_template
@@ -38,7 +40,8 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class ChatSession:
     def __init__(self, runtime: Runtime, *, system: str | None = None, params: SamplingParams | None = None,
                  stops: list[str] | None = None, word_filter: WordFilter | None = None,
-                 constraint: OutputConstraint | None = None, chat_template: TemplateChoice | None = None) -> None:
+                 constraint: OutputConstraint | None = None, chat_template: TemplateChoice | None = None,
+                 draft: str = "none") -> None:
         self.runtime = runtime
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
         self.template_choice = choose_template(runtime.chat_template, runtime.arch, runtime.has_token,
@@ -54,6 +57,7 @@ class ChatSession:
         self.params = params or SamplingParams()
         self.stops = list(stops or [])
         self.word_filter_words = word_filter.words if word_filter else []
+        self.draft = parse_draft(draft)  # "lookup": speculative decoding from prompt n-grams
         self.messages: list[Message] = []  # the conversation, without the system prompt
         self.last_stats: Stats | None = None
         self.last_prompt: RenderedPrompt | None = None
@@ -198,6 +202,11 @@ class ChatSession:
         rt.synchronize()
         ms["prefill"] = _ms(t2)
         sampler = Sampler(rt, params, self._grammar_check(prompt))
+        # Drafting needs a KV cache that can drop rejected positions (recurrent models decode plainly),
+        # and a grammar checks one token at a time, so constrained replies decode plainly too.
+        decoder = (LookupDecoder(rt, sampler, prompt.tokens)
+                   if self.draft == "lookup" and rt.can_trim and self.constraint is None else None)
+        kv_base = len(rt.kv_tokens)
         token = sampler.sample()
         t_first = t_last = time.perf_counter()
         stats.ttft_ms = _ms(t0, t_first)
@@ -223,17 +232,24 @@ class ChatSession:
                     ms["return"] += _ms(tr)
                 if post.stopped:
                     break
-                if len(generated) >= max_tokens or len(rt.kv_tokens) + 1 >= rt.n_ctx:
+                # The KV cache as plain decoding holds it (a decoder's may hold verified tokens ahead).
+                if len(generated) >= max_tokens or kv_base + stats.decode_steps + 1 >= rt.n_ctx:
                     finish = "length"
                     break
                 if self._cancel:
                     finish = "cancelled"
                     break
-                rt.step(token)
-                token = sampler.sample()
+                if decoder is None:
+                    rt.step(token)
+                    token = sampler.sample()
+                else:
+                    token = decoder.next(token, max_tokens - len(generated))
                 stats.decode_steps += 1
                 t_last = time.perf_counter()
         finally:
+            if decoder is not None:
+                decoder.settle(stats.decode_steps)  # the KV cache plain decoding would keep
+                stats.draft = decoder.stats
             sampler.close()
         stats.decode_ms = ms["decode"] = _ms(t_first, t_last)
         tp = time.perf_counter()
@@ -300,7 +316,7 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
         "schedule": f"{stats.cached_tokens} reused from cache, {stats.prefill_tokens} to prefill{dropped}",
         "prefill": f"{num(prefill_tps)} tok/s · TTFT {num(stats.ttft_ms)} ms",
         "decode": (f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
-                   f"{num(stats.ms_per_token, 2)} ms/tok"),
+                   f"{num(stats.ms_per_token, 2)} ms/tok" + _draft_detail(stats)),
         "release": (f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
                     + ("kept for the next turn" if keep_cache else "freed")),
     }
@@ -309,3 +325,11 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
     if stats.masked_words:
         details["postprocess"] = f"{stats.masked_words} words masked"
     return details
+
+
+def _draft_detail(stats: Stats) -> str:
+    draft = stats.draft
+    if draft is None:
+        return ""
+    accepted = f" ({num(draft.acceptance_rate * 100, 0)}%)" if draft.acceptance_rate is not None else ""
+    return f" · drafted {draft.drafted}, accepted {draft.accepted}{accepted} in {draft.passes} passes"

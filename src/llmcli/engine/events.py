@@ -63,6 +63,24 @@ class RemoteReport:
 
 
 @dataclass
+class DraftStats:
+    """What speculative drafting did in one request (`--draft lookup`)."""
+
+    drafted: int = 0  # tokens proposed
+    accepted: int = 0  # drafted tokens the model sampled itself
+    passes: int = 0  # verify batches (each one forward pass over 1 + draft tokens)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    def as_dict(self) -> dict:
+        rate_ = self.acceptance_rate
+        return {"drafted_tokens": self.drafted, "accepted_tokens": self.accepted, "verify_passes": self.passes,
+                "acceptance_rate": None if rate_ is None else round(rate_, 4)}
+
+
+@dataclass
 class Stats:
     """One request, local or remote: a record per stage, the token counts, what was timed here.
 
@@ -79,7 +97,7 @@ class Stats:
     reasoning_tokens: int = 0  # of completion_tokens, those spent thinking (<think>…</think>)
     reasoning_ms: float | None = None  # first token -> the reasoning closed (None: no reasoning)
     ttfa_ms: float | None = None  # request start -> first answer text (after any reasoning)
-    decode_steps: int = 0  # single-token forward passes (tg-comparable); tokens after the first
+    decode_steps: int = 0  # tokens after the first: one forward pass each without drafting (tg-comparable)
     dropped_messages: int = 0
     masked_words: int = 0
     n_ctx: int | None = None
@@ -89,6 +107,7 @@ class Stats:
     decode_ms: float | None = None  # first token -> last token, measured here
     total_ms: float = 0.0
     remote: RemoteReport | None = None
+    draft: DraftStats | None = None  # set when the request drafted (--draft lookup)
 
     def stage(self, key: str) -> StageRecord | None:
         return next((record for record in self.stages if record.name == key), None)
@@ -135,7 +154,8 @@ def json_document(text: str, model: str, stats: Stats, reasoning: str | None = N
             "timings": stats.timings(),
             "endpoint": remote.endpoint if remote else None,
             "server": {"usage": remote.usage, "timings": remote.timings} if remote else None,
-            "stages": [record.as_dict() for record in stats.stages]}
+            "stages": [record.as_dict() for record in stats.stages],
+            "draft": stats.draft.as_dict() if stats.draft else None}
 
 
 Event = TextDelta | ReasoningDelta | Notice | Stats

@@ -103,6 +103,8 @@ class Runtime:
         self._eog_cache: dict[int, bool] = {}
         self._token_buf = (ll.llama_token * self.n_batch)()
         self._one = (ll.llama_token * 1)()
+        self._batch = None  # llama_batch for decode_all, allocated on first use
+        self._batch_cap = 0
         self.kv_tokens: list[int] = []  # exactly what the KV cache holds, position by position
         self.load_ms = (time.perf_counter() - t0) * 1000
 
@@ -216,6 +218,36 @@ class Runtime:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
         self.kv_tokens.append(token)
 
+    @property
+    def can_trim(self) -> bool:
+        """Whether the KV cache can drop its last positions (recurrent state cannot be cut back)."""
+        ll = self.ll
+        return not (ll.llama_model_is_recurrent(self._model) or ll.llama_model_is_hybrid(self._model))
+
+    def decode_all(self, tokens: list[int]) -> None:
+        """Decode tokens in one batch with logits for every position (batch index i = tokens[i]);
+        speculative verification reads them with the sampler's `sample(i)`."""
+        ll, n = self.ll, len(tokens)
+        if n > self.n_batch or len(self.kv_tokens) + n > self.n_ctx:
+            raise RuntimeFailure(f"a batch of {n} tokens does not fit at position {len(self.kv_tokens)}; "
+                                 "raise --ctx or draft fewer tokens")
+        if n > self._batch_cap:
+            if self._batch is not None:
+                ll.llama_batch_free(self._batch)
+            self._batch, self._batch_cap = ll.llama_batch_init(n, 0, 1), n
+        batch, start = self._batch, len(self.kv_tokens)
+        batch.n_tokens = n
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1
+        rc = ll.llama_decode(self._ctx, batch)
+        if rc != 0:
+            raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
+        self.kv_tokens.extend(tokens)
+
     def synchronize(self) -> None:
         self.ll.llama_synchronize(self._ctx)
 
@@ -225,6 +257,9 @@ class Runtime:
 
     def close(self) -> None:
         """Stage ⑦ when nothing follows: free the context (and its KV cache) and the weights."""
+        if self._batch is not None:
+            self.ll.llama_batch_free(self._batch)
+            self._batch = None
         if self._ctx:
             self.ll.llama_free(self._ctx)
             self._ctx = None

@@ -58,11 +58,14 @@ class Sampler:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
         self._chain = chain
 
-    def sample(self) -> int:
+    def sample(self, idx: int = -1) -> int:
+        """The next token from the logits of batch index idx (-1: the last decoded position).
+        llama_sampler_sample also accepts the token into the chain (penalty history, RNG draw),
+        exactly once per call, so verifying a draft position by position keeps the chain's state
+        that of plain decoding. A grammar is only used with idx -1 (drafting is off under one)."""
         grammar = self.grammar
         if grammar is None or grammar.gate.state == "thinking":
-            # llama_sampler_sample also accepts the token into the chain (penalty history).
-            token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, -1))
+            token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
         else:
             token = grammar.sample(self._chain, self._ctx, self._stateful)
         if grammar is not None:

@@ -31,6 +31,7 @@ class ChatOptions:
     params: SamplingParams = field(default_factory=SamplingParams)
     ctx: int | None = None
     threads: int | None = None
+    draft: str | None = None  # --draft: "lookup" or "none" (None: not given, plain decoding)
     stops: list[str] = field(default_factory=list)
     filter_file: Path | None = None
     json_out: bool = False
@@ -115,7 +116,8 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
     try:
         session = ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
-                              word_filter=word_filter, chat_template=override, constraint=opts.constraint)
+                              word_filter=word_filter, chat_template=override, constraint=opts.constraint,
+                              draft=opts.draft or "none")
     except BaseException:
         runtime.close()
         raise
@@ -139,7 +141,8 @@ def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: Pro
 
 # Options that tune llama.cpp in this process; a server has its own settings.
 LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads,
-              "--chat-template": lambda o: o.chat_template, "--think/--no-think": lambda o: o.think}
+              "--chat-template": lambda o: o.chat_template, "--think/--no-think": lambda o: o.think,
+              "--draft": lambda o: o.draft}
 
 
 def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Opened:

@@ -1,0 +1,227 @@
+"""Prompt-lookup speculative decoding: the drafter alone, then the same replies as plain decoding
+on the real embedded model (no mocks of llama.cpp).
+
+The model runs on 1 thread: there llama.cpp's batched verify and its single-token decode round
+alike. At 2+ threads the single-token decode splits attention across threads, so plain decoding's
+own output can change with -t at a near-tie (see benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmcli.engine.chat import ChatSession
+from llmcli.engine.events import Stats, drain, json_document
+from llmcli.engine.lookup import LookupConfig, LookupDrafter, NgramIndex, best_length, parse_draft
+from llmcli.engine.sampling import SamplingParams
+from llmcli.errors import UsageError
+from tests.support.cli import cli_process
+
+PARAGRAPH = ("The lighthouse keeper climbed the narrow stairs every evening at dusk. He wound the great "
+             "clock, trimmed the wick, and polished the lens until it shone like a second moon. Ships "
+             "passing in the night never saw him, but they trusted the light, and the light was his life.")
+COPY = f"Repeat this text exactly:\n\n{PARAGRAPH}"
+TYPOS = ("Fix the typos in this text:\n\nThe lighthuose keeper climbd the narow stairs every evening at dusk. "
+         "He wound the great clock, trimed the wick, and polished the lens until it shone.")
+
+
+# -- the drafter alone ---------------------------------------------------------------------------
+def test_index_finds_the_latest_earlier_occurrence_never_the_suffix_itself():
+    index = NgramIndex(3)
+    index.extend([1, 2, 3, 9, 1, 2, 3, 7, 1, 2, 3])
+    assert index.continuation(3) == 7  # after the second "1 2 3" came 7; the trailing one is the suffix
+    assert index.continuation(1) == 7
+    index.push(5)
+    assert index.continuation(1) is None  # 5 never appeared before
+
+
+def test_drafter_prefers_the_longest_suffix_match():
+    drafter = LookupDrafter()
+    # "4" alone was last followed by 8; "2 3 4" was followed by 5 6.
+    drafter.extend([1, 2, 3, 4, 5, 6, 0, 4, 8, 0, 2, 3, 4])
+    draft = drafter.draft(limit=2)
+    assert draft is not None and draft.order == 3 and draft.tokens == [5, 6]
+
+
+def test_drafter_respects_the_limit_and_has_nothing_without_a_match():
+    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior=(99.0, 100.0)))
+    drafter.extend(list(range(20)) + [3])
+    assert drafter.draft(limit=0) is None
+    assert drafter.draft(limit=3).tokens == [4, 5, 6]
+    drafter.push(1000)
+    assert drafter.draft(limit=8) is None
+    default = LookupDrafter(LookupConfig(prior=(99.0, 100.0)))
+    default.extend(list(range(20)) + [1000, 3])  # "1000 3" was never seen; "3" alone was
+    assert default.draft(limit=3) is None  # by default a lone token is no match
+
+
+def test_draft_length_grows_with_acceptance_and_drafting_pauses_when_it_stops_paying():
+    config = LookupConfig()
+    drafter = LookupDrafter(config)
+    drafter.extend(list(range(100)) * 2 + [10, 11, 12])
+    lengths = []
+    for _ in range(6):  # every draft accepted in full
+        draft = drafter.draft(limit=64)
+        lengths.append(len(draft.tokens))
+        drafter.result(draft, len(draft.tokens))
+    assert lengths[-1] > lengths[0] and lengths[-1] <= config.max_len
+    for _ in range(20):  # now every draft is rejected at its first token
+        draft = drafter.draft(limit=64)
+        if draft is None:
+            break
+        drafter.result(draft, 0)
+    assert drafter.draft(limit=64) is None  # paused: a plain step is cheaper
+    for token in range(1000, 1000 + config.first_pause):
+        drafter.push(token)
+    drafter.extend([10, 11, 12])
+    probe = drafter.draft(limit=64)
+    assert probe is not None and len(probe.tokens) == 1  # after the pause, one cheap probe
+    counts = drafter.counts
+    assert counts.passes >= 7
+    assert 0 < counts.accepted < counts.drafted
+
+
+def test_best_length_never_drafts_what_cannot_pay():
+    config = LookupConfig()
+    assert best_length(0.0, config, 16) == (0, 1.0)
+    assert best_length(1.0, config, 16)[0] == config.max_len
+    assert best_length(1.0, config, 3)[0] == 3
+
+
+def test_a_bad_draft_mode_names_the_choices():
+    assert parse_draft(" Lookup ") == "lookup"
+    with pytest.raises(UsageError, match="choose one of: none, lookup"):
+        parse_draft("ngram")
+
+
+# -- on the model: identical output --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rt(embedded_path):
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    runtime = Runtime(embedded_path, RuntimeConfig(n_ctx=1024, n_threads=1))
+    yield runtime
+    runtime.close()
+
+
+def run(rt, prompt: str, draft: str, params: SamplingParams, **kwargs) -> tuple[str, Stats, ChatSession]:
+    rt.clear()
+    session = ChatSession(rt, params=params, draft=draft, **kwargs)
+    reply = drain(session.ask(prompt))
+    return reply.text, reply.stats, session
+
+
+def both(rt, prompt: str, params: SamplingParams, **kwargs):
+    plain = run(rt, prompt, "none", params, **kwargs)
+    plain_kv = list(rt.kv_tokens)
+    drafted = run(rt, prompt, "lookup", params, **kwargs)
+    assert rt.kv_tokens == plain_kv  # the KV cache holds what plain decoding leaves, rejections cut
+    return plain, drafted
+
+
+@pytest.mark.parametrize("prompt", [COPY, TYPOS])
+def test_greedy_copy_task_is_identical_and_really_drafted(rt, prompt):
+    (text, stats, session), (d_text, d_stats, d_session) = both(rt, prompt, SamplingParams(temperature=0.0,
+                                                                                           max_tokens=96))
+    assert d_text == text and len(text) > 40
+    assert d_session.messages[-1].token_ids == session.messages[-1].token_ids
+    assert d_stats.completion_tokens == stats.completion_tokens
+    assert d_stats.decode_steps == stats.decode_steps  # tokens after the first, with or without drafts
+    assert d_stats.draft.accepted > 10 and stats.draft is None
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_a_fixed_seed_at_temperature_0_8_gives_the_same_reply(rt, seed):
+    params = SamplingParams(temperature=0.8, seed=seed, max_tokens=80)
+    (text, _, _), (d_text, d_stats, _) = both(rt, COPY, params)
+    assert d_text == text
+    assert d_stats.draft.passes > 0
+
+
+def test_a_free_form_prompt_is_identical(rt):
+    params = SamplingParams(temperature=0.0, max_tokens=48)
+    (text, _, _), (d_text, _, _) = both(rt, "Write a short poem about the sea.", params)
+    assert d_text == text
+
+
+def test_stop_string_with_drafting(rt):
+    params = SamplingParams(temperature=0.0, max_tokens=96)
+    (text, stats, _), (d_text, d_stats, _) = both(rt, COPY, params, stops=["second moon"])
+    assert d_text == text and text.endswith("like a ")
+    assert d_stats.finish_reason == stats.finish_reason == "stop"
+    assert d_stats.completion_tokens == stats.completion_tokens
+
+
+def test_max_tokens_with_drafting(rt):
+    params = SamplingParams(temperature=0.0, max_tokens=21)
+    (text, stats, _), (d_text, d_stats, _) = both(rt, COPY, params)
+    assert d_text == text
+    assert d_stats.finish_reason == stats.finish_reason == "length"
+    assert d_stats.completion_tokens == 21 and d_stats.ctx_used == stats.ctx_used
+
+
+def test_drafting_near_the_end_of_the_context(embedded_path):
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    long_copy = "Repeat this text exactly:\n\n" + " ".join([PARAGRAPH] * 3)
+    with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as small:
+        params = SamplingParams(temperature=0.0, max_tokens=512)
+        (text, stats, _), (d_text, d_stats, _) = both(small, long_copy, params)
+        n_ctx = small.n_ctx
+    assert stats.prompt_tokens > n_ctx - 64  # the reply has little room left
+    assert d_text == text
+    assert d_stats.finish_reason == stats.finish_reason == "length"
+    assert d_stats.ctx_used == stats.ctx_used == n_ctx - 1
+    assert d_stats.draft.accepted > 0
+
+
+def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt):
+    params = SamplingParams(temperature=0.0, max_tokens=64)
+    turns = [COPY, "Now repeat only its first sentence."]
+    results = {}
+    for draft in ("none", "lookup"):
+        rt.clear()
+        session = ChatSession(rt, params=params, draft=draft)
+        results[draft] = [drain(session.ask(turn)) for turn in turns]
+        results[draft].append(list(rt.kv_tokens))
+    plain, drafted = results["none"], results["lookup"]
+    assert [r.text for r in drafted[:2]] == [r.text for r in plain[:2]]
+    assert drafted[1].stats.cached_tokens == plain[1].stats.cached_tokens > drafted[0].stats.prompt_tokens
+    assert drafted[2] == plain[2]
+
+
+def test_stats_and_json_carry_the_draft_counts(rt):
+    _, stats, _ = run(rt, COPY, "lookup", SamplingParams(temperature=0.0, max_tokens=64))
+    draft = stats.draft
+    assert draft.drafted >= draft.accepted > 0 and draft.passes > 0
+    assert 0 < draft.acceptance_rate <= 1
+    detail = stats.stage("decode").detail
+    assert f"drafted {draft.drafted}, accepted {draft.accepted}" in detail
+    doc = json_document("x", "m", stats)["draft"]
+    assert doc == {"drafted_tokens": draft.drafted, "accepted_tokens": draft.accepted,
+                   "verify_passes": draft.passes, "acceptance_rate": round(draft.acceptance_rate, 4)}
+    _, plain, _ = run(rt, "Hi", "none", SamplingParams(temperature=0.0, max_tokens=4))
+    assert json_document("x", "m", plain)["draft"] is None
+    assert "drafted" not in plain.stage("decode").detail
+
+
+# -- the command line ----------------------------------------------------------------------------
+def test_cli_rejects_a_bad_draft_mode():
+    result = cli_process("chat", "--draft", "bogus", "hello")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert "unknown draft mode 'bogus'; choose one of: none, lookup" in result.stderr
+
+
+def test_cli_draft_is_local_only():
+    result = cli_process("chat", "--endpoint", "http://127.0.0.1:9/v1", "--draft", "lookup", "hello")
+    assert result.exit_code == 2 and "--draft" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_cli_json_with_drafting():
+    import json
+
+    result = cli_process("chat", "--draft", "lookup", "-t", "1", "--temp", "0", "--max-tokens", "32", "--json",
+                     input=PARAGRAPH + "\n", env={})
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["draft"]["drafted_tokens"] >= doc["draft"]["accepted_tokens"] >= 0
