@@ -64,3 +64,36 @@ def stays_inside(root: Path, path: Path) -> bool:
     real_root = Path(os.path.realpath(root))
     folder = Path(os.path.realpath(path.parent))
     return folder == real_root or real_root in folder.parents
+
+
+def read_text_file(path: Path, *, what: str, fix: str, limit: int) -> str:
+    """A user-named text file: regular (a FIFO would block), at most `limit` bytes, strict UTF-8.
+
+    Every failure is one UsageError line: `what` names the file's role, `fix` what to give instead.
+    """
+    import stat
+
+    from llmcli.errors import UsageError
+
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"{path} is a folder; {fix}")
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{path} is not a regular file; {fix}")
+        if info.st_size > limit:
+            raise UsageError(f"{path} is {info.st_size:,} bytes, over the {limit:,}-byte limit for a {what}; {fix}")
+        with open(path, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except FileNotFoundError:
+        raise UsageError(f"no such {what}: {path}; {fix}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {fix}") from None
+    except ValueError:  # a NUL or an unencodable character in the path
+        raise UsageError(f"cannot read {path!r}: not a usable file name; {fix}") from None
+    if len(raw) > limit:
+        raise UsageError(f"{path} grew past the {limit:,}-byte limit for a {what}; {fix}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text (a bad byte at offset {exc.start}); {fix}") from None

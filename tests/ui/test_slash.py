@@ -63,7 +63,7 @@ def test_set_markdown(state):
     ("/set markdown maybe", "not on or off"),
     ("/save", "usage: /save FILE"),
     ("/load", "usage: /load FILE"),
-    ("/load /nonexistent/conv.json", "no such file"),
+    ("/load /nonexistent/conv.json", "no such conversation file"),
 ])
 def test_bad_slash_input(state, line, message):
     with pytest.raises(UsageError, match=message):
@@ -187,7 +187,7 @@ def test_load_refuses_an_oversized_file_a_folder_and_a_fifo_without_reading_them
         fh.truncate(MAX_FILE_BYTES + 1)  # sparse: nothing is really written
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    for path, message in [(huge, "-byte limit for a conversation"), (tmp_path, "is not a regular file"),
+    for path, message in [(huge, "-byte limit for a conversation"), (tmp_path, "is a folder"),
                           (fifo, "is not a regular file")]:
         with pytest.raises(UsageError, match=message):
             dispatch(state, f"/load {path}")  # a FIFO would block a plain open() forever

@@ -57,11 +57,7 @@ def render(
 
 
 def _read(path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"no such messages file: {path}; check the path") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text; give OpenAI-style JSON messages") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path} ({exc.strerror}); check the path") from None
+    from llmcli.fsutil import read_text_file
+
+    return read_text_file(path, what="messages file", fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
+                          limit=64 << 20)

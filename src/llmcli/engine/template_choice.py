@@ -92,20 +92,10 @@ def choose_template(own: str | None, arch: str | None, has_token: Callable[[str]
 
 def read_template_file(path: Path) -> TemplateChoice:
     """`--chat-template FILE`: UTF-8 Jinja text, bounded in size; parsed when the session opens."""
-    try:
-        data = path.read_bytes()[:MAX_TEMPLATE_BYTES + 1]
-    except FileNotFoundError:
-        raise UsageError(f"no such chat template file: {path}; check the path") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a folder; give a chat template file (Jinja text)") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path} ({exc.strerror}); check the file's permissions") from None
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise UsageError(f"{path} is over {MAX_TEMPLATE_BYTES >> 20} MB; a chat template is a few kB of Jinja")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start}); give a Jinja chat template file") from None
+    from llmcli.fsutil import read_text_file
+
+    text = read_text_file(path, what="chat template file", fix="give a Jinja chat template file",
+                          limit=MAX_TEMPLATE_BYTES)
     if not text.strip():
         raise UsageError(f"{path} is empty; give a Jinja chat template")
     return TemplateChoice(text, "file", f"from {path} (--chat-template)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llmcli.engine.template import Message
 from llmcli.errors import UsageError
-from llmcli.fsutil import chmod_like_new_file
+from llmcli.fsutil import chmod_like_new_file, read_text_file
 
 CONVERSATION_FORMAT = "llmcli-conversation"
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far past any context; a bigger file is not a conversation
@@ -76,27 +76,7 @@ def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message
 
 def read_conversation(path: Path) -> tuple[str | None, list[Message]]:
     """A regular file of bounded size, strict UTF-8, then parse_conversation."""
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
-            raise UsageError(f"{path} is not a regular file; {FIX}")
-        if info.st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{path} is {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit "
-                             f"for a conversation; {FIX}")
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {FIX}") from None
-    except ValueError:  # a NUL or an unencodable character in the path
-        raise UsageError(f"cannot read {path!r}: not a usable file name; {FIX}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise UsageError(f"{path} grew past the {MAX_FILE_BYTES:,}-byte limit for a conversation; {FIX}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not UTF-8 text (a bad byte at offset {exc.start}); {FIX}") from None
+    text = read_text_file(path, what="conversation file", fix=FIX, limit=MAX_FILE_BYTES)
     return parse_conversation(text, str(path))
 
 
