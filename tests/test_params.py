@@ -92,7 +92,7 @@ def test_set_takes_a_name_or_a_flag_without_dashes(word, name):
 
 def test_set_lists_the_user_rows_and_not_the_engine_only_ones():
     message = _set_error("colour blue")
-    assert message == f"usage: /set PARAM VALUE, PARAM one of {', '.join(USER_PARAMS)}, markdown, schema"
+    assert message == f"usage: /set PARAM VALUE, PARAM one of {', '.join(USER_PARAMS)}, markdown, schema, think"
     assert "repeat_last_n" not in message and find("repeat_last_n") is None
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+from tests.support.cli import cli
+
 FAST = ["-p", "0", "-n", "24", "-r", "1", "-t", "1"]
 
 
-def test_draft_lookup_adds_copy_rows_next_to_tg(cli):
-    r = cli("bench", *FAST, "--draft", "lookup", "-o", "json")
+def test_draft_lookup_adds_copy_rows_next_to_tg():
+    r = cli("bench", *FAST, "--draft", "lookup", "-f", "json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["test"] for row in rows] == ["tg24", "copy24", "copy24+lookup"]
@@ -19,13 +21,13 @@ def test_draft_lookup_adds_copy_rows_next_to_tg(cli):
     assert all(row["avg_ts"] > 0 for row in rows)
 
 
-def test_without_draft_there_is_no_copy_row_nor_accepted_column(cli):
+def test_without_draft_there_is_no_copy_row_nor_accepted_column():
     r = cli("bench", *FAST)
     assert r.exit_code == 0, r.stderr
     assert "copy" not in r.stdout and "accepted" not in r.stdout
 
 
-def test_bad_draft_uses(cli):
+def test_bad_draft_uses():
     cases = {
         ("--draft", "bogus"): "unknown draft mode 'bogus'; choose one of: none, lookup",
         ("--draft", "lookup", "--chat"): "--draft adds a copy-task row to the pp/tg table; leave out --chat",

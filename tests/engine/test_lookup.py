@@ -221,7 +221,7 @@ def test_cli_json_with_drafting():
     import json
 
     result = cli_process("chat", "--draft", "lookup", "-t", "1", "--temp", "0", "--max-tokens", "32", "--json",
-                     input=PARAGRAPH + "\n", env={})
+                     input=PARAGRAPH + "\n")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["draft"]["drafted_tokens"] >= doc["draft"]["accepted_tokens"] >= 0

@@ -14,7 +14,7 @@ def grammar_sampler(grammar: str):
     """A Sampler class for llmcli.engine.chat: the grammar, then greedy. Same interface as Sampler."""
 
     class GrammarSampler:
-        def __init__(self, runtime, params) -> None:
+        def __init__(self, runtime, params, grammar_check=None) -> None:  # Sampler's signature
             ll = self.ll = runtime.ll
             self._ctx = runtime.ctx_ptr
             self._chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
@@ -22,8 +22,8 @@ def grammar_sampler(grammar: str):
                 runtime.vocab, grammar.encode(), b"root"))
             ll.llama_sampler_chain_add(self._chain, ll.llama_sampler_init_greedy())
 
-        def sample(self) -> int:
-            return int(self.ll.llama_sampler_sample(self._chain, self._ctx, -1))
+        def sample(self, idx: int = -1) -> int:
+            return int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
 
         def close(self) -> None:
             if self._chain:
