@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import traceback
 
+from llmcli.display import printable
 from llmcli.engine.events import Stats, drain
 from llmcli.environment import current
 from llmcli.errors import LlmcliError
@@ -80,7 +81,8 @@ class Repl:
         if env.debug:
             traceback.print_exception(exc, file=env.stderr)
         text = str(exc) if isinstance(exc, LlmcliError) else f"internal error: {type(exc).__name__}: {exc}"
-        line = " ".join(text.split()).encode("utf-8", "backslashreplace").decode("utf-8")
+        # One line, as the CLI's own boundary writes it: newlines, escapes and lone surrogates shown escaped.
+        line = printable(text, limit=len(text))
         self.out.err.print(f"llmcli: error: {line}", style="red", markup=False, soft_wrap=True)
 
     def _slash(self, line: str) -> None:
