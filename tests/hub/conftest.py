@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.hub.fake_hub import FakeFile, FakeHub, FakeRepo
+from tests.support.cli import fresh_hf_constants
 
 GGUF_REPO = "llmcli-test/SmolLM2-135M-Instruct-GGUF"
 NO_DEFAULT_REPO = "llmcli-test/SmolLM2-NoQ4KM-GGUF"
@@ -136,16 +137,6 @@ def hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         yield fake
     monkeypatch.undo()
     fresh_hf_constants()  # later tests see the environment they set, not this hub's
-
-
-def fresh_hf_constants() -> None:
-    """huggingface_hub reads HF_* once, on import, as a fresh `llmcli` process does; tests that change the
-    environment within this process have it read again (llmcli takes its hub settings from there)."""
-    import importlib
-
-    import huggingface_hub.constants
-
-    importlib.reload(huggingface_hub.constants)
 
 
 def hf_repo_dir(repo_id: str) -> Path:

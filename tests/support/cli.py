@@ -38,16 +38,21 @@ def environment_vars(vars: Mapping[str, str | None] | None = None) -> dict[str, 
     return {name: value for name, value in merged.items() if value is not None}
 
 
+def fresh_hf_constants() -> None:
+    """huggingface_hub reads HF_* once, on import, as a fresh `llmcli` process does; tests that change the
+    environment within this process have it read again (llmcli takes its hub settings from there)."""
+    if "huggingface_hub.constants" in sys.modules:  # not yet imported: the import will read them
+        import importlib
+
+        importlib.reload(sys.modules["huggingface_hub.constants"])
+
+
 def cli(*args: str, input: str = "", vars: Mapping[str, str | None] | None = None) -> Result:
     """`llmcli ARGS` in this process, through its real error boundary, stdout and stderr captured apart."""
     from llmcli.cli import main
     from llmcli.environment import Environment
 
-    if "huggingface_hub.constants" in sys.modules:
-        # huggingface_hub reads HF_* once, on import, as a fresh process would now: read them again.
-        import importlib
-
-        importlib.reload(sys.modules["huggingface_hub.constants"])
+    fresh_hf_constants()
     out, err = io.StringIO(), io.StringIO()
     env = Environment(vars=environment_vars(vars), stdin=io.StringIO(input), stdout=out, stderr=err)
     # click writes --help and its own messages to sys.stdout/sys.stderr, not to the Environment.
