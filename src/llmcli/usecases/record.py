@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmcli.hub.spec import is_sha256
 from llmcli.store import ModelEntry
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,6 @@ def cached_blob_sha256(path: str | Path) -> str | None:
         target = Path(path).resolve(strict=False)
     except (OSError, RuntimeError):
         return None
-    if target.parent.name == "blobs" and _SHA256.fullmatch(target.name):
+    if target.parent.name == "blobs" and is_sha256(target.name):
         return target.name
     return None
