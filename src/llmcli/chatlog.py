@@ -269,7 +269,11 @@ class ChatLog:
         return _Transaction(self.db)
 
     def close(self) -> None:
-        self.db.close()
+        """Close; the last connection to close checkpoints the write-ahead log into the file."""
+        try:
+            self.db.close()
+        except sqlite3.Error:
+            pass  # a checkpoint that cannot write (a full disk) leaves the WAL for the next opener
 
     # -- writing ------------------------------------------------------------------------------
     def new_conversation(self, model: str, system: str | None) -> str:

@@ -141,17 +141,20 @@ def run_chat(opts: ChatOptions) -> None:
                         interactive=env.stdin_isatty and env.stdout_isatty,
                         default_model=env.default_model)
     chat_log = open_log_for(opts, env)
-    opened = open_chat(store, opts, inputs, endpoint=endpoint,
-                       pulling=lambda: pull_report(env.stderr, env.stderr_isatty), resumed=chat_log.resumed)
-    recorder = recorder_for(opts, opened, chat_log)
-    if opened.prompt is None:
-        from llmcli.ui.repl import Repl
+    try:
+        opened = open_chat(store, opts, inputs, endpoint=endpoint,
+                           pulling=lambda: pull_report(env.stderr, env.stderr_isatty), resumed=chat_log.resumed)
+        recorder = recorder_for(opts, opened, chat_log)
+        if opened.prompt is None:
+            from llmcli.ui.repl import Repl
 
-        Repl(opened.session, opened.model_name, store, opts, recorder=recorder, resumed=chat_log.resumed).run()
-    else:
-        from llmcli.ui.chat_flow import one_shot
+            Repl(opened.session, opened.model_name, store, opts, recorder=recorder, resumed=chat_log.resumed).run()
+        else:
+            from llmcli.ui.chat_flow import one_shot
 
-        one_shot(opened.session, opened.model_name, opened.prompt, opts, recorder=recorder)
+            one_shot(opened.session, opened.model_name, opened.prompt, opts, recorder=recorder)
+    finally:
+        chat_log.close()
 
 
 def open_log_for(opts: ChatOptions, env):

@@ -45,6 +45,10 @@ class OpenedLog:
     resumed: Conversation | None = None
     note: str | None = None  # why logging is off, when the log could not be opened
 
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+
 
 def open_chat_log(store_root: Path, *, write: bool, resume: ContinueFrom | None) -> OpenedLog:
     """Open the log for a chat. `write` False (--no-log, LLMCLI_NO_LOG): read it only when continuing.
@@ -61,8 +65,15 @@ def open_chat_log(store_root: Path, *, write: bool, resume: ContinueFrom | None)
         if resume is not None:
             raise
         return OpenedLog(None, note=f"{exc}; logging is off for this run")
-    resumed = _resume(log, resume, path)
-    return OpenedLog(log if write else None, resumed)
+    try:
+        resumed = _resume(log, resume, path)
+    except BaseException:
+        log.close()
+        raise
+    if not write:
+        log.close()
+        return OpenedLog(None, resumed)
+    return OpenedLog(log, resumed)
 
 
 def _resume(log: ChatLog | None, resume: ContinueFrom | None, path: Path) -> Conversation | None:
