@@ -15,7 +15,7 @@ import pytest
 from llmcli.chatlog import ID_PATTERN
 from tests.support.cli import LLMCLI, cli, cli_process, environment_vars, spawn_cli
 
-FAST = ("-n", "8", "--temp", "0")
+FAST = ("-n", "8", "--temp", "0", "-t", "1")  # one thread: the test machines are shared
 
 
 def ask(*args: str, input: str = "", vars=None):
@@ -199,12 +199,12 @@ def test_a_full_disk_while_logging_keeps_the_reply_and_writes_nothing_half(priva
     assert ask("the first exchange").exit_code == 0
     db = private_store / "logs.db"
     assert not (private_store / "logs.db-wal").exists()  # checkpointed and removed when the last writer closed
-    # Room for SQLite's 32 KiB shared-memory index and a little more; the exchange's write-ahead log
-    # (a 4 kB document: several overflow pages, and its full-text index) does not fit.
-    document = " ".join(f"word{i}" for i in range(700))
+    # Room for SQLite's 32 KiB shared-memory index; the exchange's write-ahead log (8 pages or more of
+    # 4 kB: two tables, three indexes, the full-text index, and the document's overflow pages) does not fit.
+    document = " ".join(f"word{i}" for i in range(250))
     proc = subprocess.run([*LLMCLI, "chat", *FAST, "Summarize this."], input=document, capture_output=True,
                           text=True, timeout=180, env=environment_vars({"PYTHONDONTWRITEBYTECODE": "1"}),
-                          preexec_fn=_fsize_limit(32768 + 1024))
+                          preexec_fn=_fsize_limit(32768))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()  # the reply was printed
     line = one_line(proc.stderr)
@@ -227,3 +227,25 @@ def test_a_piped_continuation_works(private_store):
     assert p.exit_code == 0 and p.stdout.strip(), p.stderr
     a, b = logged(private_store)
     assert b["conversation_id"] == a["conversation_id"] and b["prompt"] == "What number?"
+
+
+def test_the_repl_says_what_it_continued_and_logs_into_it(private_store):
+    pexpect = pytest.importorskip("pexpect")
+    from tests.support.cli import REPL_PROMPT, cli_pty
+
+    ask("Name a fruit.")
+    [first] = logged(private_store)
+    child = cli_pty("chat", "-c", *FAST, timeout=120)
+    try:
+        child.expect_exact(f"continuing conversation {first['conversation_id']}: 2 messages, model "
+                           "smollm2-135m-instruct")
+        child.expect_exact(REPL_PROMPT)
+        child.sendline("And a vegetable?")
+        child.expect("tok/s")
+        child.expect_exact(REPL_PROMPT)
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    last = logged(private_store)[-1]
+    assert last["conversation_id"] == first["conversation_id"] and len(last["messages"]) == 2
