@@ -229,7 +229,7 @@ class ChatLog:
             self.db.execute("PRAGMA synchronous = NORMAL")  # WAL's safe setting: durable across a process crash
             self._migrate()
             self.has_fts = self._fts_module and self._table_exists("exchanges_fts")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # the schema's own text may be damaged too
             self.db.close()
             raise self._unavailable(exc) from None
 
@@ -317,12 +317,16 @@ class ChatLog:
                               f"{self.path}")
 
     # -- reading ------------------------------------------------------------------------------
-    def _rows(self, sql: str, args: Iterable[object] = ()) -> list[Exchange]:
+    def _fetch(self, sql: str, args: Iterable[object] = ()) -> list[tuple]:
         try:
-            rows = self.db.execute(sql, tuple(args)).fetchall()
+            return self.db.execute(sql, tuple(args)).fetchall()
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
-        return [_exchange(row, self.path) for row in rows]
+        except UnicodeDecodeError:  # a TEXT column holding bytes that are not UTF-8
+            raise LogDamaged(_damaged_row(self.path, "a column is not UTF-8 text")) from None
+
+    def _rows(self, sql: str, args: Iterable[object] = ()) -> list[Exchange]:
+        return [_exchange(row, self.path) for row in self._fetch(sql, args)]
 
     def recent(self, count: int | None) -> list[Exchange]:
         """The latest `count` exchanges (None: all), oldest first."""
@@ -351,19 +355,14 @@ class ChatLog:
         return self._rows(sql, [*patterns, *args])[::-1]
 
     def latest_conversation_id(self) -> str | None:
-        try:
-            row = self.db.execute("SELECT conversation_id FROM exchanges ORDER BY n DESC LIMIT 1").fetchone()
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
+        rows = self._fetch("SELECT conversation_id FROM exchanges ORDER BY n DESC LIMIT 1")
+        row = rows[0] if rows else None
         if row is not None and not isinstance(row[0], str):
             raise LogDamaged(_damaged_row(self.path, "its latest exchange has no conversation id"))
         return row[0] if row else None
 
     def has_conversation(self, cid: str) -> bool:
-        try:
-            return self.db.execute("SELECT 1 FROM conversations WHERE id = ?", (cid,)).fetchone() is not None
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
+        return bool(self._fetch("SELECT 1 FROM conversations WHERE id = ? LIMIT 1", (cid,)))
 
     def load_conversation(self, cid: str) -> Conversation | None:
         """The conversation's tip: the last exchange's history, its prompt and its reply; None if unknown."""
