@@ -346,8 +346,12 @@ class ChatLog:
         if self.has_fts:
             # Each word quoted: FTS5 syntax (AND, NEAR, *, -, :) in a user's text is text, not a query.
             query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-            sql = (f"SELECT {_SELECT} FROM exchanges_fts f JOIN exchanges e ON e.n = f.rowid "
-                   f"WHERE exchanges_fts MATCH ? {where_cid} ORDER BY e.n DESC {_limit(count)}")
+            # FTS5 walks its matches newest first by itself (ORDER BY rowid DESC) and stops at the
+            # limit; a join ordered by e.n would collect every match of a common word first.
+            matches = (f"SELECT rowid FROM exchanges_fts WHERE exchanges_fts MATCH ? "
+                       f"{'AND rowid IN (SELECT n FROM exchanges WHERE conversation_id = ?)' if cid else ''} "
+                       f"ORDER BY rowid DESC {_limit(count)}")
+            sql = f"SELECT {_SELECT} FROM exchanges e WHERE e.n IN ({matches}) ORDER BY e.n DESC"
             return self._rows(sql, [query, *args])[::-1]
         likes = " AND ".join("(e.prompt LIKE ? ESCAPE '\\' OR e.reply LIKE ? ESCAPE '\\')" for _ in words)
         patterns = [p for w in words for p in (_like(w),) * 2]
