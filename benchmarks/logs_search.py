@@ -76,11 +76,11 @@ def main() -> int:
         like_ms: dict[str, list[float]] = {q: [] for q in QUERIES}
         for _ in range(args.rounds):
             for name, text in QUERIES.items():
-                fts_ms[name].append(timed(lambda: find_exchanges(root, count=3, query=text, cid=None)))
+                fts_ms[name].append(timed(lambda t=text: find_exchanges(root, count=3, query=t, cid=None)))
                 saved = chatlog.fts5_available
                 chatlog.fts5_available = lambda: False  # the fallback, on the same file
                 try:
-                    like_ms[name].append(timed(lambda: find_exchanges(root, count=3, query=text, cid=None)))
+                    like_ms[name].append(timed(lambda t=text: find_exchanges(root, count=3, query=t, cid=None)))
                 finally:
                     chatlog.fts5_available = saved
         print("\nin-process find_exchanges(-q, -n 3), median ms (goal < 100 ms):")
@@ -93,9 +93,9 @@ def main() -> int:
         cli_ms, help_ms = [], []
         for _ in range(max(3, args.rounds // 3)):
             cmd = [sys.executable, "-m", "llmcli"]
-            cli_ms.append(timed(lambda: subprocess.run([*cmd, "logs", "-q", "w4321"], env=env, check=True,
+            cli_ms.append(timed(lambda cmd=cmd: subprocess.run([*cmd, "logs", "-q", "w4321"], env=env, check=True,
                                                        stdout=subprocess.DEVNULL)))
-            help_ms.append(timed(lambda: subprocess.run([*cmd, "--help"], env=env, check=True,
+            help_ms.append(timed(lambda cmd=cmd: subprocess.run([*cmd, "--help"], env=env, check=True,
                                                         stdout=subprocess.DEVNULL)))
         out = subprocess.run([sys.executable, "-m", "llmcli", "logs", "-q", "w4321", "--json"], env=env,
                              capture_output=True, text=True, check=True).stdout
