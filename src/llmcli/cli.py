@@ -17,7 +17,7 @@ from typer.core import TyperCommand, TyperGroup
 # Explicit, so a reader sees every edge. At module level a command module imports only typer,
 # commands/options, environment and errors (tests/cli/test_startup.py checks; heavy imports live
 # inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
-from llmcli.commands import bench, chat, completion, convert, pull, render, rm, show, tokenize
+from llmcli.commands import bench, chat, completion, convert, logs, pull, render, rm, show, tokenize
 from llmcli.commands import list as list_
 from llmcli.environment import Environment, installed
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
@@ -58,6 +58,7 @@ completion_init()  # typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (
 # commands/, its import above and one line here.
 COMMANDS = {
     "chat": chat.chat,
+    "logs": logs.logs,
     "list": list_.list_models,
     "show": show.show,
     "rm": rm.rm,

@@ -53,6 +53,7 @@ class Environment:
     endpoint: str | None = field(init=False)  # LLMCLI_ENDPOINT: a server instead of the local engine
     api_key: str | None = field(init=False, repr=False)  # LLMCLI_API_KEY
     no_color: bool = field(init=False)  # NO_COLOR (https://no-color.org): any non-empty value
+    no_log: bool = field(init=False)  # LLMCLI_NO_LOG=1: chat logs no exchange (as --no-log)
 
     def __post_init__(self) -> None:
         self.vars = dict(self.vars)  # a snapshot: a later os.environ change does not leak in
@@ -62,6 +63,7 @@ class Environment:
         self.endpoint = self.vars.get("LLMCLI_ENDPOINT") or None
         self.api_key = self.vars.get("LLMCLI_API_KEY") or None
         self.no_color = bool(self.vars.get("NO_COLOR"))
+        self.no_log = _flag(self.vars.get("LLMCLI_NO_LOG"))
 
     @property
     def stdin_isatty(self) -> bool:

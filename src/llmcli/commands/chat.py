@@ -10,10 +10,10 @@ import typer
 from llmcli.commands.options import (
     ApiKeyOpt,
     ChatTemplateOpt,
-    CtxOpt,
     DraftOpt,
     EndpointOpt,
     JsonOpt,
+    LongCtxOpt,
     ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
@@ -37,6 +37,10 @@ With one argument, it is the MODEL if it names one exactly (a store name, a .ggu
 REPO[:QUANT]); otherwise it is the prompt.
 
 \b
+  llmcli chat -c "And the next step?"  continue the latest logged conversation
+  llmcli chat --cid ID                 continue a chosen one (`llmcli logs` shows the ids)
+
+\b
   llmcli chat --endpoint http://gpu-box:8000/v1 "prompt"
                                        the same, on a vLLM / SGLang / TGI / llama.cpp server;
                                        -m picks one of its models (default: its only one)
@@ -58,7 +62,7 @@ def chat(
     repeat_penalty: param_option("repeat_penalty") = None,
     seed: param_option("seed") = None,
     max_tokens: param_option("max_tokens") = None,
-    ctx: CtxOpt = None,
+    ctx: LongCtxOpt = None,
     threads: ThreadsOpt = None,
     draft: DraftOpt = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop at this string (repeatable); "
@@ -86,6 +90,11 @@ def chat(
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
+    continue_latest: Annotated[bool, typer.Option("-c", "--continue", help="Continue the most recent logged "
+                                                  "conversation (its model and system prompt unless given).")] = False,
+    cid: Annotated[Optional[str], typer.Option("--cid", metavar="ID", show_default=False,
+                                               help="Continue the logged conversation ID (see `llmcli logs`).")] = None,
+    no_log: Annotated[bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")] = False,
 ) -> None:
     from llmcli.engine.sampling import SamplingParams
     from llmcli.engine.structured import parse_constraint
@@ -95,15 +104,25 @@ def chat(
                  "repeat_penalty": repeat_penalty, "seed": seed, "max_tokens": max_tokens}
     params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
     constraint = parse_constraint(schema, fmt, grammar)  # checked before any model loads
+    _refuse_old_ctx_flag(continue_latest, model, prompt)
     run_chat(ChatOptions(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
         threads=threads, draft=draft, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
         markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout, constraint=constraint,
         chat_template=chat_template, think=think, show_thinking=show_thinking,
+        continue_latest=continue_latest, cid=cid, no_log=no_log,
     ))
 
 
 chat.__doc__ = HELP
+
+
+def _refuse_old_ctx_flag(continue_latest: bool, model: str | None, prompt: str | None) -> None:
+    """`chat -c 4096 ...` meant the context size before -c became --continue: say so, not continue."""
+    if continue_latest and model is not None and model.isdigit() and prompt is not None:
+        from llmcli.errors import UsageError
+
+        raise UsageError(f"-c is -c/--continue in chat; for the context size give --ctx {model}")
 
 
 def run_chat(opts: ChatOptions) -> None:
@@ -121,13 +140,39 @@ def run_chat(opts: ChatOptions) -> None:
     inputs = ChatInputs(piped=None if env.stdin_isatty else env.stdin.read(),
                         interactive=env.stdin_isatty and env.stdout_isatty,
                         default_model=env.default_model)
-    opened = open_chat(store, opts, inputs, endpoint=endpoint,
-                       pulling=lambda: pull_report(env.stderr, env.stderr_isatty))
-    if opened.prompt is None:
-        from llmcli.ui.repl import Repl
+    chat_log = open_log_for(opts, env)
+    try:
+        opened = open_chat(store, opts, inputs, endpoint=endpoint,
+                           pulling=lambda: pull_report(env.stderr, env.stderr_isatty), resumed=chat_log.resumed)
+        recorder = recorder_for(opts, opened, chat_log)
+        if opened.prompt is None:
+            from llmcli.ui.repl import Repl
 
-        Repl(opened.session, opened.model_name, store, opts).run()
-    else:
-        from llmcli.ui.chat_flow import one_shot
+            Repl(opened.session, opened.model_name, store, opts, recorder=recorder, resumed=chat_log.resumed).run()
+        else:
+            from llmcli.ui.chat_flow import one_shot
 
-        one_shot(opened.session, opened.model_name, opened.prompt, opts)
+            one_shot(opened.session, opened.model_name, opened.prompt, opts, recorder=recorder)
+    finally:
+        chat_log.close()
+
+
+def open_log_for(opts: ChatOptions, env):
+    """The conversation log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
+    from llmcli.ui.output import Output
+    from llmcli.usecases.conversation import ContinueFrom, open_chat_log
+
+    resume = ContinueFrom.from_options(opts.continue_latest, opts.cid)
+    chat_log = open_chat_log(env.store_root, write=not (opts.no_log or env.no_log), resume=resume)
+    if chat_log.note:
+        Output(env).warn(chat_log.note)
+    return chat_log
+
+
+def recorder_for(opts: ChatOptions, opened, chat_log):
+    from llmcli.usecases.conversation import Recorder
+
+    settings = {"ctx": opts.ctx, "threads": opts.threads, "draft": opts.draft,
+                "chat_template": str(opts.chat_template) if opts.chat_template else None}
+    return Recorder(chat_log.log, opened.model_id or opened.model_name, settings,
+                    conversation_id=chat_log.resumed.id if chat_log.resumed else None)

@@ -1,7 +1,7 @@
 """Options shared by several commands, declared once so their help reads the same everywhere.
 
-One meaning per short flag across commands: -t threads, -o an output path, -c context size,
--n tokens to generate, -m model, -q the GGUF type to write, -f an output format.
+One meaning per short flag across commands: -t threads, -o an output path, -c context size
+(except chat, where -c is --continue, as in `llm`), -n tokens to generate, -m model, -q the GGUF type to write, -f an output format.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ RequiredModelArg = Annotated[str, typer.Argument(
     help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.")]
 CtxOpt = Annotated[Optional[int], typer.Option(
     "-c", "--ctx", min=16, help="Context size in tokens. Default: min(trained context, 4096).", show_default=False)]
+# chat's -c is -c/--continue (as in `llm`), so there the context size is --ctx only.
+LongCtxOpt = Annotated[Optional[int], typer.Option(
+    "--ctx", min=16, help="Context size in tokens. Default: min(trained context, 4096).", show_default=False)]
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False)]
 ChatTemplateOpt = Annotated[Optional[Path], typer.Option(

@@ -6,7 +6,7 @@ from llmcli.ui.output import Output
 from llmcli.usecases.chat import ChatOptions
 
 
-def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
+def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=None) -> None:
     from llmcli.engine.events import drain, json_document
     from llmcli.ui.thinking import ThinkingStream
 
@@ -35,8 +35,21 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions) -> None:
         out.json({**json_document(text, model_name, stats, reply.reasoning), **structured})
     elif text and not text.endswith("\n"):
         out.write("\n")
+    log_exchange(out, recorder, session, prompt, reply)  # after the reply is out: a failure is one warning
     show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty
     if show_stats and stats is not None:
         from llmcli.ui.stats import stats_panel
 
         out.err.print(stats_panel(stats, model_name))
+
+
+def log_exchange(out: Output, recorder, session, prompt: str, reply) -> None:
+    """Log the exchange that was just shown; a log that fails costs one warning, never the reply."""
+    from llmcli.chatlog import LogWriteFailed
+
+    if recorder is None:
+        return
+    try:
+        recorder.record(session, prompt, reply)
+    except LogWriteFailed as exc:
+        out.warn(str(exc))

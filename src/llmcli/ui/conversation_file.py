@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from llmcli.engine.template import Message
@@ -42,6 +43,22 @@ def _message(i: int, m: object, bad: str) -> Message:
     return Message(m["role"], m["content"], cancelled=m.get("cancelled", False))
 
 
+@dataclass
+class LoadedConversation:
+    system: str | None
+    messages: list[Message]
+    conversation_id: str | None = None  # the logged conversation it was saved from (see usecases/conversation.py)
+
+
+def _conversation_id(data: object, bad: str) -> str | None:
+    from llmcli.chatlog import ID_PATTERN
+
+    cid = data.get("conversation_id") if isinstance(data, dict) else None
+    if cid is not None and not (isinstance(cid, str) and ID_PATTERN.fullmatch(cid)):
+        raise UsageError(f"{bad} (conversation_id is not an id from the log); {FIX}")
+    return cid
+
+
 def _system_and_messages(data: object, bad: str) -> tuple[object, list]:
     """The two shapes a file may have: /save's object, or a bare list of messages (a system one first)."""
     if isinstance(data, list):
@@ -57,6 +74,12 @@ def _system_and_messages(data: object, bad: str) -> tuple[object, list]:
 
 def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message]]:
     """Validate a /save file; anything else is refused with the reason, in one line."""
+    loaded = parse_loaded(text, source)
+    return loaded.system, loaded.messages
+
+
+def parse_loaded(text: str, source: str) -> LoadedConversation:
+    """parse_conversation, with the logged conversation's id when the file has one."""
     bad = f"{source} is not an llmcli conversation"
     try:
         data = json.loads(text)
@@ -71,16 +94,23 @@ def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message
         raise UsageError(f"{bad} (the system prompt holds a lone surrogate, which is not text); {FIX}")
     if len(raw) > MAX_MESSAGES:
         raise UsageError(f"{bad} ({len(raw):,} messages, over the {MAX_MESSAGES:,} limit); {FIX}")
-    return system, [_message(i, m, bad) for i, m in enumerate(raw)]
+    messages = [_message(i, m, bad) for i, m in enumerate(raw)]
+    return LoadedConversation(system, messages, _conversation_id(data, bad))
 
 
 def read_conversation(path: Path) -> tuple[str | None, list[Message]]:
     """A regular file of bounded size, strict UTF-8, then parse_conversation."""
+    loaded = read_loaded(path)
+    return loaded.system, loaded.messages
+
+
+def read_loaded(path: Path) -> LoadedConversation:
     text = read_text_file(path, what="conversation file", fix=FIX, limit=MAX_FILE_BYTES)
-    return parse_conversation(text, str(path))
+    return parse_loaded(text, str(path))
 
 
-def encode_conversation(model: str, system: str | None, params: dict, messages: list[Message]) -> bytes:
+def encode_conversation(model: str, system: str | None, params: dict, messages: list[Message],
+                        conversation_id: str | None = None) -> bytes:
     """The bytes /save writes; text that is not valid Unicode is refused before any file is opened."""
     if system is not None and _lone_surrogate(system):
         raise UsageError("cannot save: the system prompt holds a lone surrogate, which is not text; "
@@ -91,6 +121,8 @@ def encode_conversation(model: str, system: str | None, params: dict, messages: 
                              "/clear the conversation or load another")
     data = {"format": CONVERSATION_FORMAT, "version": 1, "model": model, "system": system,
             "params": params, "messages": [m.as_dict() for m in messages]}
+    if conversation_id is not None:
+        data["conversation_id"] = conversation_id
     return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8", "backslashreplace")
 
 

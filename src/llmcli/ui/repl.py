@@ -6,10 +6,11 @@ import signal
 import traceback
 
 from llmcli.display import printable
-from llmcli.engine.events import Stats, drain
+from llmcli.engine.events import Reply, drain
 from llmcli.environment import current
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
+from llmcli.ui.chat_flow import log_exchange
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
 
@@ -30,10 +31,11 @@ def _key_bindings():
 
 
 class Repl:
-    def __init__(self, session, model_name: str, store: Store, opts) -> None:
+    def __init__(self, session, model_name: str, store: Store, opts, recorder=None, resumed=None) -> None:
         self.session, self.model_name, self.store, self.opts = session, model_name, store, opts
         self.out = Output()
-        self.state = ReplState(session=session, model_name=model_name, markdown=opts.markdown)
+        self.recorder, self.resumed = recorder, resumed  # the conversation log; the conversation continued
+        self.state = ReplState(session=session, model_name=model_name, markdown=opts.markdown, recorder=recorder)
         self._wrote = ""  # the last text streamed this turn: a reply cut off by an error needs a newline
         self.show_stats = opts.stats is not False
 
@@ -53,6 +55,9 @@ class Repl:
         info = self.session.describe()
         self.out.info(f"llmcli · {self.model_name} · {info.banner}\n"
                       "/help for commands, Esc+Enter for a newline, Ctrl-D to exit")
+        if self.resumed is not None:
+            self.out.info(f"continuing conversation {self.resumed.id}: {len(self.session.messages)} messages, "
+                          f"model {printable(self.model_name, 80)}")
         prompt = self._prompt_session()
         while self.state.running:
             try:
@@ -96,10 +101,10 @@ class Repl:
         # Ctrl-C while a reply streams asks the engine to stop after this token; the partial
         # reply stays in the conversation, marked cancelled.
         previous = signal.signal(signal.SIGINT, lambda *_: self.session.cancel())
-        stats: Stats | None = None
+        reply: Reply | None = None
         self._wrote = ""
         try:
-            stats = self._stream(text)
+            reply = self._stream(text)
         except Exception as exc:  # noqa: BLE001 - the turn's boundary, as in run()
             # A server that fails mid-reply: say so, keep the conversation, and go on.
             if self._wrote and not self._wrote.endswith("\n"):
@@ -111,6 +116,8 @@ class Repl:
             return
         finally:
             signal.signal(signal.SIGINT, previous)
+        log_exchange(self.out, self.recorder, self.session, text, reply)
+        stats = reply.stats
         if stats and stats.finish_reason == "cancelled":
             self.out.warn("reply cancelled (kept in the conversation, marked cancelled)")
         if stats and self.show_stats:
@@ -118,23 +125,23 @@ class Repl:
 
             self.out.err.print(stats_panel(stats, self.model_name))
 
-    def _stream(self, text: str) -> Stats | None:
+    def _stream(self, text: str) -> Reply:
         if self.state.markdown:
             return self._stream_markdown(text)
         from llmcli.ui.thinking import ThinkingStream
 
         thinking = ThinkingStream(self.out, True)  # the REPL is a terminal: reasoning shows, dimmed
-        stats = drain(self.session.ask(text), on_text=thinking.before(self._write), on_notice=self.out.warn,
-                      on_reasoning=thinking.write).stats
+        reply = drain(self.session.ask(text), on_text=thinking.before(self._write), on_notice=self.out.warn,
+                      on_reasoning=thinking.write)
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
-        return stats
+        return reply
 
     def _write(self, text: str) -> None:
         self.out.write(text)
         self._wrote = text or self._wrote
 
-    def _stream_markdown(self, text: str) -> Stats | None:
+    def _stream_markdown(self, text: str) -> Reply:
         from rich.live import Live
         from rich.markdown import Markdown
 
@@ -145,4 +152,4 @@ class Repl:
             live.update(Markdown("".join(parts)))
 
         with Live(Markdown(""), console=self.out.out, refresh_per_second=12, vertical_overflow="visible") as live:
-            return drain(self.session.ask(text), on_text=show, on_notice=self.out.warn).stats
+            return drain(self.session.ask(text), on_text=show, on_notice=self.out.warn)

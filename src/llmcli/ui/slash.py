@@ -14,7 +14,7 @@ from typing import Any
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
-from llmcli.ui.conversation_file import encode_conversation, read_conversation, write_atomic
+from llmcli.ui.conversation_file import encode_conversation, read_loaded, write_atomic
 
 
 @dataclass
@@ -23,6 +23,7 @@ class ReplState:
     model_name: str
     markdown: bool = False
     running: bool = True
+    recorder: Any = None  # llmcli.usecases.conversation.Recorder: the conversation log, or None
 
 
 @dataclass
@@ -106,6 +107,8 @@ def cmd_stats(state: ReplState, arg: str) -> SlashResult:
 
 def cmd_clear(state: ReplState, arg: str) -> SlashResult:
     state.session.clear()
+    if state.recorder is not None:
+        state.recorder.new_conversation()  # the log starts a new conversation at the next exchange
     return SlashResult("conversation cleared")
 
 
@@ -113,7 +116,8 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /save FILE")
     s = state.session
-    data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages)
+    cid = state.recorder.conversation_id if state.recorder is not None else None
+    data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages, cid)
     path = Path(arg).expanduser()
     try:
         write_atomic(path, data)
@@ -128,9 +132,15 @@ def cmd_load(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /load FILE")
     path = Path(arg).expanduser()
-    system, messages = read_conversation(path)  # everything checked before the session changes
-    state.session.system, state.session.messages = system, messages
-    return SlashResult(f"loaded {len(messages)} messages from {path}")
+    loaded = read_loaded(path)  # everything checked before the session changes
+    state.session.system, state.session.messages = loaded.system, loaded.messages
+    logged = ""
+    if state.recorder is not None and state.recorder.enabled:
+        # Saved from a logged conversation: the next exchanges continue it; else they start a new one.
+        found = state.recorder.continue_conversation(loaded.conversation_id)
+        logged = (f"; continuing conversation {loaded.conversation_id} in the log" if found
+                  else "; the next reply starts a new conversation in the log")
+    return SlashResult(f"loaded {len(loaded.messages)} messages from {path}{logged}")
 
 
 def cmd_bye(state: ReplState, arg: str) -> SlashResult:

@@ -17,6 +17,7 @@ from llmcli.models import EndpointModel, ModelRef, default_model_ref, model_ref,
 from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:
+    from llmcli.chatlog import Conversation
     from llmcli.engine.openai_http import Endpoint
     from llmcli.engine.structured import OutputConstraint
     from llmcli.hub.events import ProgressScope
@@ -44,6 +45,10 @@ class ChatOptions:
     chat_template: Path | None = None  # --chat-template FILE: overrides the model's
     think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
     show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
+    # The conversation log (usecases/conversation.py)
+    continue_latest: bool = False  # -c/--continue: the most recent logged conversation
+    cid: str | None = None  # --cid ID: a chosen logged conversation
+    no_log: bool = False  # --no-log (the command adds $LLMCLI_NO_LOG)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class Opened:
     session: object  # llmcli.engine.session.Session
     model_name: str
     prompt: str | None
+    model_id: str = ""  # what finds the model again (a store name, a GGUF's path, a server's id): the log's
 
 
 def split_arguments(opts: ChatOptions, read: Callable[[str], ModelRef],
@@ -125,7 +131,8 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     return session
 
 
-def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: ProgressScope) -> Opened:
+def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: ProgressScope,
+               resumed: Conversation | None = None) -> Opened:
     from llmcli.usecases.pull import find_or_pull
 
     listed = store.list()  # the one manifest read of this chat
@@ -133,10 +140,12 @@ def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: Pro
     ref, prompt = split_arguments(opts, model_ref, lambda r: names_a_model(r, names))
     prompt = join_piped(prompt, inputs.piped)
     check_prompt(prompt, opts, inputs)
-    ref = ref or default_model_ref(inputs.default_model)
+    # A continued conversation keeps its model unless one is given.
+    ref = ref or (model_ref(resumed.model) if resumed else None) or default_model_ref(inputs.default_model)
     entry = find_or_pull(ref, store, pulling=pulling, listed=listed)
     # Fail on a bad filter file or a bad model before anything else is shown.
-    return Opened(load_session(entry, opts), entry.name, prompt)
+    model_id = entry.name if entry.name in names else entry.path  # a GGUF outside the store: its path
+    return Opened(load_session(entry, opts), entry.name, prompt, model_id)
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
@@ -145,7 +154,8 @@ LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads,
               "--draft": lambda o: o.draft}
 
 
-def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Opened:
+def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs,
+                resumed: Conversation | None = None) -> Opened:
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.remote import RemoteChatSession
@@ -160,15 +170,25 @@ def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Op
     ref, prompt = split_arguments(opts, EndpointModel, lambda r: r.text in ids)
     prompt = join_piped(prompt, inputs.piped)
     check_prompt(prompt, opts, inputs)
-    model = pick_model(endpoint, models, ref.text if ref else None)
+    wanted = ref.text if ref else (resumed.model if resumed and resumed.model in ids else None)
+    model = pick_model(endpoint, models, wanted)
     session = RemoteChatSession(endpoint, model, system=opts.system, params=opts.params, stops=opts.stops,
                                 word_filter=word_filter, constraint=opts.constraint)
-    return Opened(session, model, prompt)
+    return Opened(session, model, prompt, model)
 
 
 def open_chat(store: Store, opts: ChatOptions, inputs: ChatInputs, *, endpoint: Endpoint | None,
-              pulling: ProgressScope) -> Opened:
-    """A session on the server at `endpoint`, else on a local model (pulled first if it is a repo)."""
+              pulling: ProgressScope, resumed: Conversation | None = None) -> Opened:
+    """A session on the server at `endpoint`, else on a local model (pulled first if it is a repo).
+
+    `resumed`: a logged conversation to continue (-c/--cid): its model unless one is given, its
+    system prompt unless -s is given, and its messages before the new prompt.
+    """
+    from llmcli.usecases.conversation import resume_session
+
     if endpoint is not None:
-        return open_remote(endpoint, opts, inputs)
-    return open_local(store, opts, inputs, pulling)
+        opened = open_remote(endpoint, opts, inputs, resumed)
+    else:
+        opened = open_local(store, opts, inputs, pulling, resumed)
+    resume_session(opened.session, resumed, system_given=opts.system is not None)
+    return opened

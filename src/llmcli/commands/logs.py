@@ -1,0 +1,57 @@
+"""`llmcli logs`: the conversation log (every chat exchange), recent, searched, or one conversation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from llmcli.commands.options import JsonOpt
+
+HELP = """Show logged chat exchanges: the latest 3, oldest first (the newest is at the bottom, as in `llm logs`).
+
+\b
+  llmcli logs                  the latest 3 exchanges
+  llmcli logs -n 0             all of them
+  llmcli logs -q "risk"        the latest 3 whose prompt or reply holds every word (full-text search)
+  llmcli logs --cid ID         one whole conversation (continue it with `llmcli chat --cid ID`)
+  llmcli logs --json           the same as JSON, one list on stdout
+  llmcli logs path             where the log is (a SQLite database)
+
+Chat logs every exchange unless given --no-log or LLMCLI_NO_LOG=1.
+"""
+
+
+def logs(
+    action: Annotated[Optional[str], typer.Argument(metavar="[path]", show_default=False,
+                                                    help="`path`: print where the log is.")] = None,
+    count: Annotated[Optional[int], typer.Option("-n", "--count", metavar="N", show_default=False,
+                                                 help="How many exchanges, 0 for all. \\[3; all with --cid]")] = None,
+    query: Annotated[Optional[str], typer.Option("-q", "--query", metavar="TEXT", show_default=False,
+                                                 help="Only exchanges whose prompt or reply holds every word.")] = None,
+    cid: Annotated[Optional[str], typer.Option("--cid", metavar="ID", show_default=False,
+                                               help="Only this conversation.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from llmcli.errors import UsageError
+    from llmcli.ui.logs import show_exchanges
+    from llmcli.ui.output import Output
+    from llmcli.usecases.conversation import find_exchanges, log_path
+
+    out = Output()
+    if action is not None:
+        if action != "path":
+            raise UsageError(f"unknown logs action '{action}'; the only one is `llmcli logs path`")
+        if count is not None or query is not None or cid is not None or json_out:
+            raise UsageError("`llmcli logs path` takes no options")
+        out.write(f"{log_path(out.env.store_root)}\n")
+        return
+    found = find_exchanges(out.env.store_root, count=count, query=query, cid=cid)
+    if found.like_search:
+        import sqlite3
+
+        out.warn(f"this SQLite ({sqlite3.sqlite_version}) has no FTS5: searched with LIKE, which is slower")
+    show_exchanges(out, found, json_out)
+
+
+logs.__doc__ = HELP

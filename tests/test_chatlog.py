@@ -1,0 +1,163 @@
+"""The conversation log as a library: ids, schema and migrations, writing whole or not at all, search,
+and rows that were tampered with (chat and `logs` are in tests/cli/test_chat_log.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from llmcli.chatlog import (
+    ID_PATTERN,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    ChatLog,
+    Exchange,
+    LogDamaged,
+    LogUnavailable,
+    LogWriteFailed,
+    new_id,
+)
+
+
+def _log(tmp_path, **kw) -> ChatLog:
+    return ChatLog(tmp_path / "logs.db", **kw)
+
+
+def _add(log: ChatLog, prompt: str, reply: str = "ok", cid: str = "", **kw) -> Exchange:
+    return log.add(Exchange(conversation_id=cid, model="m", prompt=prompt, reply=reply, **kw))
+
+
+def test_ids_are_ulids_that_sort_in_the_order_they_were_made():
+    ids = [new_id() for _ in range(500)] + [new_id(now_ms=1)]  # a clock going back still sorts after
+    assert all(ID_PATTERN.fullmatch(i) for i in ids)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_a_new_log_is_in_wal_mode_at_the_latest_schema_version(tmp_path):
+    log = _log(tmp_path)
+    assert log.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert log.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
+    assert log.db.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+
+
+def test_a_version_1_log_is_migrated_and_its_rows_become_searchable(tmp_path):
+    path = tmp_path / "logs.db"
+    log = ChatLog(path, fts=False)  # as a SQLite without FTS5 makes it: no index
+    _add(log, "an old cheesecake recipe")
+    log.db.execute("PRAGMA user_version = 1")
+    log.db.execute("DROP TABLE IF EXISTS exchanges_fts")
+    log.close()
+    again = ChatLog(path)
+    assert again.has_fts and again.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert [e.prompt for e in again.search("cheesecake", 3)] == ["an old cheesecake recipe"]
+
+
+def test_a_log_from_a_newer_llmcli_is_refused_naming_the_fix(tmp_path):
+    log = _log(tmp_path)
+    log.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    log.close()
+    with pytest.raises(LogUnavailable, match="newer than this llmcli's .*; move it aside .*mv "):
+        _log(tmp_path)
+
+
+def test_a_file_that_is_not_a_database_is_refused_with_how_to_move_it_aside(tmp_path):
+    path = tmp_path / "logs.db"
+    path.write_bytes(b"garbage, not SQLite\n" * 300)
+    with pytest.raises(LogUnavailable) as info:
+        ChatLog(path)
+    assert f"mv {path} {path}.bad" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+def test_search_finds_every_word_in_prompt_or_reply_newest_last(tmp_path, fts):
+    log = _log(tmp_path, fts=fts)
+    _add(log, "tell me about cheese", "Cheddar is a cheese.")
+    _add(log, "and bread?", "Bread goes well with cheese")
+    _add(log, "unrelated", "nothing here")
+    _add(log, 'quotes " and AND NEAR * - : are text', "50% of_it")
+    assert log.has_fts is fts
+    assert [e.prompt for e in log.search("cheese", 10)] == ["tell me about cheese", "and bread?"]
+    assert [e.prompt for e in log.search("cheese", 1)] == ["and bread?"]  # the latest match
+    assert [e.prompt for e in log.search("bread cheese", 10)] == ["and bread?"]
+    assert len(log.search('" AND NEAR', 10)) == 1  # query syntax is searched for, not obeyed
+    assert log.search("zebra", 10) == []
+
+
+def test_like_search_treats_percent_and_underscore_as_text(tmp_path):
+    log = _log(tmp_path, fts=False)
+    _add(log, "50% off", "x")
+    _add(log, "5000 off", "x")
+    assert [e.prompt for e in log.search("50%", 10)] == ["50% off"]
+
+
+def test_a_conversation_tip_is_the_last_history_its_prompt_and_its_reply(tmp_path):
+    log = _log(tmp_path)
+    first = _add(log, "one", "two", system="be brief")
+    _add(log, "three", "four", cid=first.conversation_id, system="be brief",
+         messages=[{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}],
+         finish_reason="cancelled")
+    tip = log.load_conversation(first.conversation_id)
+    assert tip.system == "be brief" and tip.model == "m"
+    assert [(m.role, m.content, m.cancelled) for m in tip.messages] == [
+        ("user", "one", False), ("assistant", "two", False), ("user", "three", False), ("assistant", "four", True)]
+    assert log.latest_conversation_id() == first.conversation_id
+    assert log.load_conversation(new_id()) is None
+
+
+def test_a_failed_write_leaves_nothing_half_written(tmp_path):
+    log = _log(tmp_path)
+    _add(log, "kept")
+    # A row whose conversation insert works but whose exchange insert fails (a duplicate id).
+    with pytest.raises(LogWriteFailed, match="nothing was half-written"):
+        log.add(Exchange(conversation_id="", model="m", prompt="lost", reply="x", id=log.recent(1)[0].id))
+    assert [e.prompt for e in log.recent(None)] == ["kept"]
+    assert log.db.execute("SELECT count(*) FROM conversations").fetchone()[0] == 1
+
+
+# column -> a value SQLite keeps (a TEXT column stores a blob as a blob) that llmcli never writes
+TAMPERED = {
+    "prompt": b"\x00bytes", "reply": b"\xff", "model": b"m", "system": b"s", "finish_reason": b"stop",
+    "messages": "not json", "options": "[1, 2]", "usage": '"a string"', "timings": "{",
+}
+
+
+@pytest.mark.parametrize("column,value", TAMPERED.items(), ids=list(TAMPERED))
+def test_a_tampered_row_is_a_damaged_log_line_not_a_crash(tmp_path, column, value):
+    log = _log(tmp_path)
+    e = _add(log, "fine")
+    log.db.execute(f"UPDATE exchanges SET {column} = ? WHERE id = ?", (value, e.id))
+    with pytest.raises(LogDamaged, match=f"damaged row .*{column}.*mv ") as info:
+        log.recent(3)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("messages", [
+    '[{"role": "system", "content": "x"}]', '[{"role": "user"}]', '[{"role": "user", "content": 1}]',
+    '[{"role": "user", "content": "x", "cancelled": "yes"}]', '["user"]',
+    '[{"role": "user", "content": "\\ud800"}]',
+])
+def test_a_tampered_history_is_refused_when_continued(tmp_path, messages):
+    log = _log(tmp_path)
+    e = _add(log, "fine")
+    log.db.execute("UPDATE exchanges SET messages = ? WHERE id = ?", (messages, e.id))
+    with pytest.raises(LogDamaged, match="message 1"):
+        log.load_conversation(e.conversation_id)
+
+
+def test_two_connections_write_in_turn_through_the_busy_timeout(tmp_path):
+    a, b = _log(tmp_path), _log(tmp_path)
+    b.db.execute("BEGIN IMMEDIATE")  # b holds the write lock a while
+    import threading
+
+    done = threading.Timer(0.5, lambda: b.db.execute("COMMIT"))
+    done.start()
+    _add(a, "waited for the lock")  # would be "database is locked" without the busy timeout
+    done.join()
+    assert [e.prompt for e in b.recent(None)] == ["waited for the lock"]
+
+
+def test_the_sqlite_here_has_fts5():
+    # The LIKE fallback is tested above; this says which one users of this Python get.
+    with sqlite3.connect(":memory:") as db:
+        db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
