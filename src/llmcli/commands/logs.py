@@ -23,7 +23,7 @@ Chat logs every exchange unless given --no-log or LLMCLI_NO_LOG=1.
 
 
 def logs(
-    action: Annotated[Optional[str], typer.Argument(metavar="[path]", show_default=False,
+    action: Annotated[Optional[str], typer.Argument(metavar="ACTION", show_default=False,
                                                     help="`path`: print where the log is.")] = None,
     count: Annotated[Optional[int], typer.Option("-n", "--count", metavar="N", show_default=False,
                                                  help="How many exchanges, 0 for all. \\[3; all with --cid]")] = None,
