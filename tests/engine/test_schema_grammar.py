@@ -139,3 +139,22 @@ def test_a_sampled_value_from_a_random_range_is_inside_it():
             ok = (x > Decimal(repr(a)) if keys[0].startswith("ex") else x >= Decimal(repr(a))) and \
                  (x < Decimal(repr(b)) if keys[1].startswith("ex") else x <= Decimal(repr(b)))
             assert (pattern.fullmatch(text) is not None) == ok, (schema, text)
+
+
+def test_a_string_never_takes_a_raw_control_character(runtime):
+    # llama-cpp-python 0.3.36's own char rule let a raw newline into a string (a sampled run at
+    # temperature 0.8 wrote one, and json.loads refused it); the rule here is JSON's.
+    from llmcli.engine.sampling import GrammarCheck
+    from llmcli.engine.structured import ThinkGate, grammar_sampler
+
+    gbnf = schema_to_gbnf({"type": "string", "maxLength": 8})
+    check = GrammarCheck(runtime, grammar_sampler(runtime.vocab, gbnf, "test"), ThinkGate(None))
+    try:
+        for token in runtime.tokenize('"a'):
+            assert check.allows(token)
+            runtime.ll.llama_sampler_accept(check._grammar, token)
+        for raw in ["\n", "\t", "\x01"]:
+            assert not check.allows(runtime.tokenize(raw)[0]), repr(raw)
+        assert check.allows(runtime.tokenize("\\")[0]) and check.allows(runtime.tokenize("b")[0])
+    finally:
+        check.close()

@@ -27,6 +27,11 @@ INT_DIGITS = 16  # the converter's integral-part: [0-9] | [1-9] [0-9]{0,15}
 NUMBER_DIGITS = 15  # significant digits a double keeps apart (DBL_DIG)
 
 
+# A character inside a JSON string, as llama.cpp's newer converter writes it: no raw control
+# characters (U+0000..U+001F, and DEL as llama.cpp excludes it too), escapes as JSON has them.
+JSON_CHAR = r'[^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+
+
 class EmptyRange(ValueError):
     """No value satisfies the bounds."""
 
@@ -226,9 +231,14 @@ def bounded_rule(schema: dict) -> str:
 def schema_to_gbnf(schema: dict) -> str:
     """The converter's grammar, with bounded integers and numbers as above. Raises what the
     converter raises (AssertionError and friends) and EmptyRange."""
-    from llama_cpp.llama_grammar import RESERVED_NAMES, SchemaConverter
+    from llama_cpp.llama_grammar import RESERVED_NAMES, BuiltinRule, SchemaConverter
 
     class Converter(SchemaConverter):
+        def _add_primitive(self, name, rule):
+            if name == "char":  # the converter lets raw control characters into strings; JSON does not
+                rule = BuiltinRule(JSON_CHAR, [])
+            return super()._add_primitive(name, rule)
+
         def visit(self, node, name):
             if isinstance(node, dict) and node.get("type") in ("integer", "number") and \
                     any(k in node for k in BOUND_KEYWORDS):
