@@ -16,7 +16,8 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import constraint_from_schema, finish
 
 RUNS = 50
-NAME = {"type": "string", "maxLength": 12}
+MAX_TOKENS = 64  # the longest schema below needs about 40 tokens at its longest
+NAME = {"type": "string", "maxLength": 8}
 
 SCHEMAS = {
     "nested objects": {
@@ -55,7 +56,7 @@ def test_fifty_sampled_replies_all_parse_and_validate(runtime, label):
     seen = set()
     for seed in range(RUNS):
         session.clear()
-        session.params = SamplingParams(temperature=0.8, seed=seed, max_tokens=160)
+        session.params = SamplingParams(temperature=0.8, seed=seed, max_tokens=MAX_TOKENS)
         reply = drain(session.ask(PROMPT))
         checked = finish(session.constraint, reply.text, reply.stats.finish_reason)  # raises if not
         jsonschema.validate(checked.data, schema)

@@ -6,7 +6,7 @@ import signal
 import traceback
 
 from llmcli.display import printable
-from llmcli.engine.events import Stats, drain
+from llmcli.engine.events import Reply, Stats, drain
 from llmcli.environment import current
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
@@ -99,7 +99,9 @@ class Repl:
         stats: Stats | None = None
         self._wrote = ""
         try:
-            stats = self._stream(text)
+            reply = self._stream(text)
+            stats = reply.stats
+            self._check(reply)
         except Exception as exc:  # noqa: BLE001 - the turn's boundary, as in run()
             # A server that fails mid-reply: say so, keep the conversation, and go on.
             if self._wrote and not self._wrote.endswith("\n"):
@@ -118,23 +120,33 @@ class Repl:
 
             self.out.err.print(stats_panel(stats, self.model_name))
 
-    def _stream(self, text: str) -> Stats | None:
+    def _check(self, reply: Reply) -> None:
+        """With /set schema, the reply is parsed and validated as a one-shot reply is: a reply that
+        fails raises RuntimeFailure, which the turn shows as one line before the next prompt."""
+        constraint = getattr(self.session, "constraint", None)
+        if constraint is None or (reply.stats and reply.stats.finish_reason == "cancelled"):
+            return
+        from llmcli.engine.structured import finish
+
+        finish(constraint, reply.text, reply.stats.finish_reason if reply.stats else "stop")
+
+    def _stream(self, text: str) -> Reply:
         if self.state.markdown:
             return self._stream_markdown(text)
         from llmcli.ui.thinking import ThinkingStream
 
         thinking = ThinkingStream(self.out, True)  # the REPL is a terminal: reasoning shows, dimmed
-        stats = drain(self.session.ask(text), on_text=thinking.before(self._write), on_notice=self.out.warn,
-                      on_reasoning=thinking.write).stats
+        reply = drain(self.session.ask(text), on_text=thinking.before(self._write), on_notice=self.out.warn,
+                      on_reasoning=thinking.write)
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
-        return stats
+        return reply
 
     def _write(self, text: str) -> None:
         self.out.write(text)
         self._wrote = text or self._wrote
 
-    def _stream_markdown(self, text: str) -> Stats | None:
+    def _stream_markdown(self, text: str) -> Reply:
         from rich.live import Live
         from rich.markdown import Markdown
 
@@ -145,4 +157,4 @@ class Repl:
             live.update(Markdown("".join(parts)))
 
         with Live(Markdown(""), console=self.out.out, refresh_per_second=12, vertical_overflow="visible") as live:
-            return drain(self.session.ask(text), on_text=show, on_notice=self.out.warn).stats
+            return drain(self.session.ask(text), on_text=show, on_notice=self.out.warn)
