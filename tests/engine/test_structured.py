@@ -128,7 +128,7 @@ def test_strip_thinking_cuts_only_a_leading_block():
     assert strip_thinking('{"a": "<think>x</think>"}') == '{"a": "<think>x</think>"}'
 
 
-def test_the_request_body_carries_response_format_or_the_grammar(tmp_path):
+def test_the_request_body_carries_response_format_and_refuses_a_grammar(tmp_path):
     params = SamplingParams()
     body = request_body("m", [], params, [], constraint_from_schema(PERSON))
     assert body["response_format"] == {"type": "json_schema",
@@ -137,8 +137,8 @@ def test_the_request_body_carries_response_format_or_the_grammar(tmp_path):
         "type": "json_object"}
     grammar = tmp_path / "yes.gbnf"
     grammar.write_text('root ::= "yes" | "no"')
-    body = request_body("m", [], params, [], parse_constraint(grammar=grammar))
-    assert body["grammar"] == 'root ::= "yes" | "no"' and "response_format" not in body
+    with pytest.raises(UsageError, match="--grammar needs the local engine"):
+        request_body("m", [], params, [], parse_constraint(grammar=grammar))
 
 
 # -- fuzz: random documents never give a traceback ------------------------------------------------
