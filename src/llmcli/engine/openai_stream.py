@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 from llmcli.engine.openai_chunks import BadChunk, TokenBudget, check_chunk
 from llmcli.engine.openai_http import (
-    MAX_ERROR_BODY,
     FALLBACK_STATUSES,
     FIELD_FALLBACKS,
+    MAX_ERROR_BODY,
     Endpoint,
     RemoteError,
     RemoteTimeout,
