@@ -143,3 +143,27 @@ def test_a_hostile_load_is_one_line_and_the_repl_goes_on_with_its_conversation(r
     repl.expect(pexpect.EOF)
     repl.close()
     assert repl.exitstatus == 0
+
+
+def test_set_schema_validates_each_reply_and_a_failing_one_is_one_line(repl, tmp_path):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["name", "age"], "properties": {
+        "name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 130}}}))
+    repl.sendline(f"/set schema {schema}")
+    repl.expect_exact(PROMPT)
+    repl.sendline("/set max_tokens 3")  # stops mid-object
+    repl.expect_exact(PROMPT)
+    repl.sendline("Ann is 31. As JSON.")
+    repl.expect_exact("llmcli: error: the reply is incomplete JSON (max tokens reached: raise -n)")
+    after_error = repl.expect_exact([PROMPT, "tok/s", "Traceback"])
+    assert after_error == 0  # the next prompt follows the one line: no stats, no traceback
+    repl.sendline("/set max_tokens 60")
+    repl.expect_exact(PROMPT)
+    repl.sendline("Ann is 31. As JSON.")
+    repl.expect(r'\{\s*"name"')  # streamed, then validated: the stats panel follows, no error
+    assert repl.expect_exact(["tok/s", "llmcli: error"]) == 0
+    repl.expect_exact(PROMPT)
+    repl.sendline("/bye")
+    repl.expect(pexpect.EOF)
+    repl.close()
+    assert repl.exitstatus == 0

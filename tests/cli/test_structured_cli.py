@@ -17,8 +17,11 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
     (["--schema", "{nope"], "--schema is not JSON"),
     (["--schema", "no-such-schema.json"], "is neither JSON nor a file"),
     (["--schema", '{"type": 5}'], "--schema is not a valid JSON Schema at /type"),
-    (["--schema", '{"type": "integer", "minimum": 1}'], "unsupported keyword 'minimum'"),
+    (["--schema", '{"type": "integer", "multipleOf": 2}'], "unsupported keyword 'multipleOf'"),
+    (["--schema", '{"type": "object", "properties": {"a": {"not": {}}}}'], "unsupported keyword 'not' "),
     (["--schema", "{}", "--format", "json"], "--schema and --format each constrain the reply; give only one"),
+    (["--schema", "{}", "--grammar", "answer.gbnf"], "--schema and --grammar each constrain the reply; give only one"),
+    (["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'], "no integer is between 3 and 2"),
     (["--format", "yaml"], "the one format is json"),
 ])
 def test_bad_structured_options_exit_2_with_one_line_before_loading(args, message):

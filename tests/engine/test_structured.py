@@ -34,7 +34,12 @@ def test_a_supported_schema_becomes_a_grammar_llama_cpp_parses():
 
 
 @pytest.mark.parametrize("schema, words", [
-    ({"type": "integer", "minimum": 0}, "unsupported keyword 'minimum'"),
+    ({"type": "integer", "multipleOf": 2}, "unsupported keyword 'multipleOf'"),
+    ({"type": "string", "minimum": 0}, "minimum needs type integer or number"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 0,
+      "exclusiveMinimum": True}, "exclusiveMinimum must be a finite number (draft 2020-12), not True"),
+    ({"type": "number", "maximum": float("inf")}, "maximum must be a finite number"),
+    ({"type": "integer", "minimum": 3, "maximum": 2}, "no integer is between 3 and 2; widen the bounds"),
     ({"type": "string", "format": "email"}, "format 'email' has no grammar"),
     ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$", "minLength": 2}}},
      "at /properties/a"),
@@ -52,7 +57,7 @@ def test_an_unsupported_schema_is_refused_naming_the_keyword_and_place(schema, w
 
 def test_every_refused_keyword_in_the_table_has_a_reason():
     refused = {k: v for k, v in SCHEMA_KEYWORDS.items() if v not in ("grammar", "annotation")}
-    assert "minimum" in refused and "not" in refused
+    assert "multipleOf" in refused and "not" in refused
     for keyword, reason in refused.items():
         with pytest.raises(UsageError) as err:
             check_subset({keyword: 1})
@@ -123,7 +128,7 @@ def test_strip_thinking_cuts_only_a_leading_block():
     assert strip_thinking('{"a": "<think>x</think>"}') == '{"a": "<think>x</think>"}'
 
 
-def test_the_request_body_carries_response_format_or_the_grammar(tmp_path):
+def test_the_request_body_carries_response_format_and_refuses_a_grammar(tmp_path):
     params = SamplingParams()
     body = request_body("m", [], params, [], constraint_from_schema(PERSON))
     assert body["response_format"] == {"type": "json_schema",
@@ -132,8 +137,8 @@ def test_the_request_body_carries_response_format_or_the_grammar(tmp_path):
         "type": "json_object"}
     grammar = tmp_path / "yes.gbnf"
     grammar.write_text('root ::= "yes" | "no"')
-    body = request_body("m", [], params, [], parse_constraint(grammar=grammar))
-    assert body["grammar"] == 'root ::= "yes" | "no"' and "response_format" not in body
+    with pytest.raises(UsageError, match="--grammar needs the local engine"):
+        request_body("m", [], params, [], parse_constraint(grammar=grammar))
 
 
 # -- fuzz: random documents never give a traceback ------------------------------------------------
@@ -172,6 +177,8 @@ def random_schema(rng: random.Random, depth: int):
         "enum": lambda: [random_value(rng, 3) for _ in range(rng.randint(1, 3))],
         "minItems": lambda: rng.randint(0, 3), "maxItems": lambda: rng.randint(0, 5),
         "maxLength": lambda: rng.randint(0, 8), "minLength": lambda: rng.randint(0, 3),
+        "minimum": lambda: rng.choice([0, -3, 2.5, 10**20]), "maximum": lambda: rng.choice([0, 7, 99.75, -1]),
+        "exclusiveMinimum": lambda: rng.choice([0, -0.5]), "exclusiveMaximum": lambda: rng.choice([1, 1e-3]),
         "pattern": lambda: rng.choice(["^a+$", "^[0-9]{2,4}$", "^(x|y)$", "(", "^(?=a)$"]),
         "format": lambda: rng.choice(["date", "uuid", "email"]),
         "additionalProperties": lambda: rng.choice([True, False, {"type": "string"}]),

@@ -51,8 +51,25 @@ _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
 _BREAKS = re.compile(r"[\t\n\v\f\r\x85]")
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
-# Asked for, not required: a server that refuses it by name gets the request again without it.
-OPTIONAL_FIELD = "stream_options"
+
+
+def _without_usage(body: dict) -> dict | None:
+    return {k: v for k, v in body.items() if k != "stream_options"}
+
+
+def _schema_as_json_object(body: dict) -> dict | None:
+    """OpenAI's json_schema response_format in the older form llama-cpp-python's server (and
+    Anyscale's) takes: {"type": "json_object", "schema": ...}. The reply is validated here either way."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") != "json_schema":
+        return None
+    return {**body, "response_format": {"type": "json_object", "schema": fmt["json_schema"]["schema"]}}
+
+
+# Asked for in one form, not required in it: a server that refuses the field by name (400, 422, or
+# llama-cpp-python's 500 for a request it cannot validate) gets the request again, rewritten.
+FIELD_FALLBACKS = {"stream_options": _without_usage, "response_format": _schema_as_json_object}
+FALLBACK_STATUSES = (400, 422, 500)
 
 
 class RemoteError(RuntimeFailure):

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 from llmcli.engine.openai_chunks import BadChunk, TokenBudget, check_chunk
 from llmcli.engine.openai_http import (
+    FALLBACK_STATUSES,
+    FIELD_FALLBACKS,
     MAX_ERROR_BODY,
-    OPTIONAL_FIELD,
     Endpoint,
     RemoteError,
     RemoteTimeout,
@@ -50,6 +51,7 @@ class ChatStream:
         self._dog: Watchdog | None = None
         self._progress_at = 0.0  # when the last event arrived: silence is timed from here
         self._heard = False  # bytes (pings, part of a line) arrived since then
+        self._rewritten: set[str] = set()  # fields already asked again in their fallback form
 
     def abort(self) -> None:
         self.aborted = True
@@ -77,11 +79,18 @@ class ChatStream:
             body = resp.read(MAX_ERROR_BODY)
         except (http.client.HTTPException, OSError):
             body = b""
-        if resp.status in (400, 422) and OPTIONAL_FIELD in self.body and OPTIONAL_FIELD.encode() in body:
-            # A strict server that does not know stream_options: ask again without it (no usage then).
-            self._conn.close()
-            self.body = {k: v for k, v in self.body.items() if k != OPTIONAL_FIELD}
-            return self._open()
+        if resp.status in FALLBACK_STATUSES:
+            # A strict server that does not know stream_options (ask again without it: no usage then),
+            # or OpenAI's json_schema response_format (ask again in the json_object form). Each field
+            # is rewritten at most once: the rewritten body is not rewritten again.
+            for field, rewrite in FIELD_FALLBACKS.items():
+                if field in self.body and field.encode() in body and field not in self._rewritten:
+                    again = rewrite(self.body)
+                    if again is not None:
+                        self._conn.close()
+                        self.body = again
+                        self._rewritten.add(field)
+                        return self._open()
         raise http_error(ep, resp.status, resp.reason, body, what="POST /chat/completions",
                          model=self.body.get("model"))
 

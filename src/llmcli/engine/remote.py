@@ -20,7 +20,7 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.template import Message
-from llmcli.errors import LlmcliError
+from llmcli.errors import LlmcliError, UsageError
 from llmcli.params import request_fields
 from llmcli.stages import STAGES, StageRecord, num
 
@@ -31,18 +31,26 @@ def _ms(start: float, end: float | None = None) -> float:
     return ((end if end is not None else time.perf_counter()) - start) * 1000
 
 
+def check_remote_constraint(constraint: OutputConstraint | None) -> None:
+    """--grammar is refused over --endpoint: a server may ignore a `grammar` field it does not know
+    (vLLM, OpenAI), and a reply cannot be re-checked against GBNF here without a local model, so a
+    script could receive text the grammar never allowed. JSON replies are re-checked, so they go."""
+    if constraint is not None and constraint.kind == "grammar":
+        raise UsageError("--grammar needs the local engine (a server's reply cannot be checked against "
+                         "a GBNF grammar here); with --endpoint use --schema or --format json")
+
+
 def constraint_fields(constraint: OutputConstraint | None) -> dict:
-    """OpenAI's response_format for a schema or any JSON; a GBNF grammar goes in llama.cpp server's
-    `grammar` extension (vLLM and SGLang ignore a field they do not know, and the reply is then
-    validated here all the same)."""
+    """OpenAI's response_format for a schema (json_schema; openai_http.FIELD_FALLBACKS asks again
+    in the json_object form for servers that only know that) or for any JSON (json_object). The
+    reply is validated here all the same: a server that ignores the field does not get through."""
+    check_remote_constraint(constraint)
     if constraint is None:
         return {}
     if constraint.kind == "schema":
         return {"response_format": {"type": "json_schema", "json_schema": {
             "name": "reply", "schema": constraint.schema, "strict": True}}}
-    if constraint.kind == "json":
-        return {"response_format": {"type": "json_object"}}
-    return {"grammar": constraint.gbnf}
+    return {"response_format": {"type": "json_object"}}
 
 
 def request_body(model: str, messages: list[dict], params: SamplingParams, stops: list[str],

@@ -1,7 +1,8 @@
 """Structured output: `--schema`, `--format json` and `--grammar`, parsed once into an OutputConstraint.
 
 Strict at both ends. Before generating, a schema is checked against the subset that the grammar
-converter (llama-cpp-python's SchemaConverter) turns into GBNF: a keyword outside SCHEMA_KEYWORDS
+converter (llama-cpp-python's SchemaConverter, with exact numeric bounds added in
+engine/schema_grammar.py) turns into GBNF: a keyword outside SCHEMA_KEYWORDS
 is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads;
 a grammar that does not parse is refused (llama.cpp's server once "failed open" on one). After
 generating, the reply is parsed and validated with `jsonschema`: a reply that fails is an error,
@@ -11,6 +12,7 @@ so a script never receives invalid JSON with exit status 0.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmcli.engine.schema_grammar import BOUND_KEYWORDS
 from llmcli.errors import RuntimeFailure, UsageError
 
 KINDS = ("schema", "json", "grammar")  # --schema, --format json, --grammar
@@ -72,10 +75,10 @@ SCHEMA_KEYWORDS: dict[str, str] = {
     "title": ANNOTATION, "description": ANNOTATION, "$schema": ANNOTATION, "$id": ANNOTATION,
     "$comment": ANNOTATION, "examples": ANNOTATION, "default": ANNOTATION, "deprecated": ANNOTATION,
     "readOnly": ANNOTATION, "writeOnly": ANNOTATION,
-    "minimum": "the grammar converter has no numeric bounds; use enum for a small range",
-    "maximum": "the grammar converter has no numeric bounds; use enum for a small range",
-    "exclusiveMinimum": "the grammar converter has no numeric bounds",
-    "exclusiveMaximum": "the grammar converter has no numeric bounds",
+    "minimum": GRAMMAR,  # exact bounds (engine/schema_grammar.py), type integer or number
+    "maximum": GRAMMAR,
+    "exclusiveMinimum": GRAMMAR,
+    "exclusiveMaximum": GRAMMAR,
     "multipleOf": "a grammar cannot express divisibility",
     "uniqueItems": "a grammar cannot express uniqueness",
     "contains": "the grammar converter does not support contains",
@@ -151,6 +154,13 @@ def _check_node(node: Any, where: str, depth: int) -> None:
     if ("minLength" in node or "maxLength" in node) and (
             node.get("type") != "string" or "pattern" in node or "format" in node):
         raise _refuse(where, "minLength/maxLength need type string, without pattern or format")
+    if bounds := [k for k in BOUND_KEYWORDS if k in node]:
+        if node.get("type") not in ("integer", "number"):
+            raise _refuse(where, f"{bounds[0]} needs type integer or number")
+        for key in bounds:
+            value = node[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise _refuse(where, f"{key} must be a finite number (draft 2020-12), not {_short(value, 20)}")
     if ("minItems" in node or "maxItems" in node) and not isinstance(node.get("items"), dict):
         raise _refuse(where, "minItems/maxItems need items to be one schema")
     if "pattern" in node and "format" in node:
@@ -206,10 +216,12 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def schema_to_gbnf(schema: dict) -> str:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from llmcli.engine.schema_grammar import EmptyRange, schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(json.dumps(schema))
+        return schema_to_gbnf(schema)
+    except EmptyRange as err:
+        raise UsageError(f"--schema: {err}; widen the bounds") from None
     except (AssertionError, AttributeError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
         # The converter reports unsupported regex syntax and bad references with asserts.
         raise UsageError(f"--schema: the grammar converter cannot handle it ({_short(err)})") from None

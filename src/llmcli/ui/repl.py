@@ -105,6 +105,7 @@ class Repl:
         self._wrote = ""
         try:
             reply = self._stream(text)
+            self._check(reply)  # an invalid structured reply is one error line, and is not logged
         except Exception as exc:  # noqa: BLE001 - the turn's boundary, as in run()
             # A server that fails mid-reply: say so, keep the conversation, and go on.
             if self._wrote and not self._wrote.endswith("\n"):
@@ -124,6 +125,16 @@ class Repl:
             from llmcli.ui.stats import stats_panel
 
             self.out.err.print(stats_panel(stats, self.model_name))
+
+    def _check(self, reply: Reply) -> None:
+        """With /set schema, the reply is parsed and validated as a one-shot reply is: a reply that
+        fails raises RuntimeFailure, which the turn shows as one line before the next prompt."""
+        constraint = getattr(self.session, "constraint", None)
+        if constraint is None or (reply.stats and reply.stats.finish_reason == "cancelled"):
+            return
+        from llmcli.engine.structured import finish
+
+        finish(constraint, reply.text, reply.stats.finish_reason if reply.stats else "stop")
 
     def _stream(self, text: str) -> Reply:
         if self.state.markdown:

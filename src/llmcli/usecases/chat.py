@@ -158,12 +158,13 @@ def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs,
                 resumed: Conversation | None = None) -> Opened:
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.engine.postprocess import WordFilter
-    from llmcli.engine.remote import RemoteChatSession
+    from llmcli.engine.remote import RemoteChatSession, check_remote_constraint
 
     given = [name for name, value in LOCAL_ONLY.items() if value(opts) is not None]
     if given:
         raise UsageError(f"{' and '.join(given)} set the local engine; the server at {endpoint} "
                          "has its own (leave them out with --endpoint)")
+    check_remote_constraint(opts.constraint)
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     models = list_models(endpoint)  # also proves the address and the key before any prompt is used
     ids = {m.id for m in models}
