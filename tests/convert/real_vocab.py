@@ -41,12 +41,17 @@ def _byte_level(use_regex: bool) -> dict[str, Any]:
 # Definitions that split as a table row does but are written differently, so that recognise() misses them.
 GPT2_AS_SPLIT = {"type": "Sequence", "pretokenizers": [_split(GPT2_REGEX), _byte_level(False)]}
 DIGITS_AS_SPLIT = {"type": "Sequence", "pretokenizers": [_split(r"\p{N}"), _byte_level(True)]}
+# Llama 3's regex with its case-insensitive contraction group spelled out in character classes.
+LLAMA3_SPELLED_OUT = {"type": "Sequence", "pretokenizers": [
+    _split(pretokenizers.LLAMA3_REGEX.replace("(?i:'s|'t|'re|'ve|'m|'ll|'d)",
+                                              "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]")),
+    _byte_level(False)]}
 
 # ggml-vocab name -> (the table row its tokenizer.json definition is, a behaviour-preserving rewrite of
 # that definition as (pre_tokenizer, ignore_merges), or None to keep the row's own with ignore_merges flipped).
 REAL_VOCABS: dict[str, tuple[str, dict | None]] = {
     "qwen2": ("qwen2", None),  # ignore_merges: true, as transformers writes it from tiktoken
-    "llama-bpe": ("llama-bpe", None),  # ignore_merges: false, as tokenizers before 0.19 wrote Llama 3
+    "llama-bpe": ("llama-bpe", LLAMA3_SPELLED_OUT),
     "gpt-2": ("gpt-2", GPT2_AS_SPLIT),
     "mpt": ("gpt-2", GPT2_AS_SPLIT),
     "gpt-neox": ("gpt-2", GPT2_AS_SPLIT),
