@@ -175,5 +175,5 @@ def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
     # No known pre-tokenizer matches it exactly, and none splits text as it does: the check corpus shows where.
     assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
                        "pre-tokenizer", "is not one llama.cpp reproduces", "the ids first differ on 'ied 4 ½ months'",
-                       "tried qwen2", "refusing")
+                       "tried smollm, qwen2, llama-bpe, gpt-2", "refusing")
     assert not (tmp_path / "out.gguf").exists()

@@ -11,7 +11,6 @@ the tokenizer is refused with the first string on which the nearest candidate di
 
 from __future__ import annotations
 
-import ctypes
 import json
 import tempfile
 from collections.abc import Callable, Sequence
@@ -96,7 +95,7 @@ def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
 
 
 def first_mismatch(texts: Sequence[str], want: list[list[int]], got: list[list[int]]) -> Mismatch | None:
-    for text, a, b in zip(texts, want, got):
+    for text, a, b in zip(texts, want, got, strict=True):
         if a != b:
             return Mismatch(text, a, b)
     return None
