@@ -59,10 +59,12 @@ def hf_ids(tokenizer_json: dict, texts: Sequence[str], where: str) -> list[list[
 
     try:
         tokenizer = Tokenizer.from_str(json.dumps(tokenizer_json))
-    except Exception as exc:  # the library raises plain Exception subclasses on bad definitions
-        raise BadCheckpoint(f"{where}: the tokenizers library cannot load it ({shown(str(exc), 120)}); "
+        return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # plain Exceptions on bad definitions, and pyo3's PanicException (a BaseException)
+        raise BadCheckpoint(f"{where}: the tokenizers library cannot load or run it ({shown(str(exc), 120)}); "
                             "download the tokenizer again") from exc
-    return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
 
 def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
