@@ -99,7 +99,9 @@ def test_convert_json_is_one_record_with_the_outputs_sha256(tiny, llmcli_home):
     path = Path(record["path"])
     assert record == {"name": "tiny-llama", "path": str(path), "size": path.stat().st_size,
                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "quant": "Q8_0",
-                      "source": f"convert:{tiny('llama').resolve()}"}
+                      "source": f"convert:{tiny('llama').resolve()}",
+                      "tokenizer": {"model": "gpt2", "pre": "llama-bpe", "verified_by": "definition", "check_strings": 0,
+                                    "check_tokens": 0, "corpus": "", "tried": []}}
     assert cli_store().resolve(model_ref("tiny-llama")).path == str(path)
     refused = cli("convert", str(tiny("llama")), "--json", "--dry-run")
     assert (refused.exit_code, refused.stdout) == (2, "")

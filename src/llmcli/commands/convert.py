@@ -58,11 +58,17 @@ def convert(
         f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
         f"to {job.outtype.name} in {result.seconds:.1f}s: {format_bytes(result.size)}\n"
     )
+    check = result.pre_check
+    if check is not None and check.verified_by == "behaviour":
+        env.stderr.write(f"tokenizer: pre-tokenizer {check.describe()}\n")
     if json_out:
         from llmcli.ui.output import Output
         from llmcli.usecases.record import ModelRecord, file_sha256
 
-        Output(env).json(asdict(ModelRecord.of(done.entry, file_sha256(result.path))))
+        record = asdict(ModelRecord.of(done.entry, file_sha256(result.path)))
+        if check is not None:  # convert's own addition to the record: how the tokenizer was matched
+            record["tokenizer"] = {"model": result.tokenizer.split("/")[0], **asdict(check)}
+        Output(env).json(record)
         return
     env.stdout.write(f"{done.entry.name}\t{result.path}\n")
     env.stdout.flush()

@@ -29,6 +29,8 @@ from llmcli.units import format_bytes
 if TYPE_CHECKING:
     import numpy as np
 
+    from llmcli.convert.vocab_verify import PreCheck
+
 Progress = Callable[[str, int, int], None]
 
 # Rows quantized at a time: bounds the temporaries of gguf.quants to a few MB per chunk.
@@ -50,6 +52,7 @@ class ConvertResult:
     tokenizer: str = ""  # e.g. "gpt2/qwen2" or "llama/default"
     n_vocab: int = 0
     has_chat_template: bool = False
+    pre_check: PreCheck | None = None  # how tokenizer.ggml.pre was chosen (byte-level BPE)
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -102,7 +105,7 @@ def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = CONVERT_DEF
         path=out_path, arch=plan.arch, n_params=plan.n_params, outtype=plan.outtype.name,
         n_tensors=len(plan.tensors), size=out_path.stat().st_size, hf_arch=plan.hf_arch,
         seconds=time.monotonic() - started, tokenizer=f"{vocab.model}/{vocab.pre}",
-        n_vocab=len(vocab.tokens), has_chat_template=bool(vocab.chat_template),
+        n_vocab=len(vocab.tokens), has_chat_template=bool(vocab.chat_template), pre_check=vocab.pre_check,
     )
 
 

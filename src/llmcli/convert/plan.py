@@ -153,6 +153,8 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
         planned.append(PlannedTensor(name=name, shape=tuple(data.shape), qtype="F32", nbytes=0, data=data))
 
     vocab = load_vocab(src, n_rows=n_vocab)
+    if vocab.pre_candidates:
+        _choose_pre_tokenizer(vocab, family, src)
 
     source_dtypes = sorted({t.source.dtype for t in planned if t.source})
     direct = out.qtype or ("BF16" if source_dtypes == ["BF16"] else "F16")
@@ -170,6 +172,8 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
         intermediate = direct_size
 
     notes = []
+    if vocab.pre_check is not None and vocab.pre_check.verified_by == "behaviour":
+        notes.append(f"pre-tokenizer {vocab.pre_check.describe()}")
     if vocab.n_padding:
         notes.append(f"embedding has {vocab.n_padding} rows beyond the tokenizer: written as padding tokens")
     tied = "output.weight" not in present
@@ -181,6 +185,16 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
         source_dtypes=source_dtypes, n_params=n_params, tied_embeddings=tied,
         estimated_size=estimate, intermediate_size=intermediate, notes=notes,
     )
+
+
+def _choose_pre_tokenizer(vocab: Vocab, family: Family, src: Path) -> None:
+    """Pick the pre-tokenizer by behaviour: llama.cpp must give the HF ids on the check corpus (vocab_verify.py)."""
+    from llmcli.convert.vocab_verify import choose_by_behaviour
+
+    assert vocab.hf_json is not None
+    check = choose_by_behaviour(vocab, vocab.hf_json, vocab.pre_candidates, arch=family.arch_name, name=src.name,
+                                write_header=family.hparams, where=f"{src.name}/tokenizer.json")
+    vocab.pre, vocab.pre_check = check.pre, check
 
 
 def _natural_key(name: str) -> list:

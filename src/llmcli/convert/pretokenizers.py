@@ -3,7 +3,9 @@
 llama.cpp does not run the tokenizer.json pre-tokenizer: it has a fixed set of splitting rules,
 chosen by the `tokenizer.ggml.pre` name. A wrong name gives a model that loads and then sees
 different tokens than it was trained on. So the name is recognised from the tokenizer's own
-pre-tokenizer definition, compared exactly against this table; anything else is refused.
+pre-tokenizer definition, compared exactly against this table. A definition that matches no row
+exactly gets the rows ranked by nearness (`candidates`), and vocab_verify.py accepts one only if
+llama.cpp and Hugging Face give identical ids on a check corpus.
 
 Each row is data: the llama.cpp name and the tokenizer.json parts that llama.cpp reproduces.
 The same rows let `export` write a tokenizer.json back from a GGUF.
@@ -11,6 +13,7 @@ The same rows let `export` write a tokenizer.json back from a GGUF.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +92,24 @@ def recognise(pre_tokenizer: Any, normalizer: Any, ignore_merges: bool) -> PreTo
         if signature(row.definition) == sig and row.ignore_merges == bool(ignore_merges):
             return row
     return None
+
+
+def candidates(pre_tokenizer: Any, normalizer: Any, ignore_merges: bool) -> list[PreTokenizer]:
+    """Every row, nearest definition first, for a definition `recognise` did not match exactly.
+
+    Nearness is the similarity of the signatures' text (regexes included), with `ignore_merges`
+    breaking ties: cheap, and only an order to try them in, as behaviour decides.
+    """
+    try:
+        sig = repr((signature(pre_tokenizer), normalizer))
+    except RecursionError:
+        return []
+
+    def nearness(row: PreTokenizer) -> tuple[float, bool]:
+        row_sig = repr((signature(row.definition), normalizer))
+        return difflib.SequenceMatcher(None, sig, row_sig).ratio(), row.ignore_merges == bool(ignore_merges)
+
+    return sorted(PRE_TOKENIZERS, key=nearness, reverse=True)
 
 
 def by_name(name: str) -> PreTokenizer | None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmcli.convert import files, pretokenizers
 from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer, shown
 from llmcli.convert.vocab_checks import checked_added, checked_vocab
+
+if TYPE_CHECKING:
+    from llmcli.convert.vocab_verify import PreCheck
 
 # gguf.TokenType values, repeated here so that planning needs no gguf import.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -25,6 +28,9 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endofturn|>")
 
 SPECIAL_KINDS = ("bos", "eos", "unk", "pad")
+
+# Written when the pre-tokenizer was chosen by behaviour: which one, and on what it was verified.
+PRE_CHECK_KEY = "llmcli.tokenizer.pre_check"
 
 MAX_SPM_BYTES = 64 * 1024 * 1024  # a tokenizer.model; real ones are under 5 MB
 
@@ -43,6 +49,11 @@ class Vocab:
     add_space_prefix: bool | None = None
     chat_template: str | None = None
     n_padding: int = 0  # rows of the embedding beyond the tokenizer
+    # When the pre-tokenizer definition matched no known one exactly: the names to verify by
+    # behaviour, nearest first, and the parsed tokenizer.json to verify against (pre is None until then).
+    pre_candidates: tuple[str, ...] = ()
+    hf_json: dict | None = field(default=None, repr=False)
+    pre_check: PreCheck | None = None  # how `pre` was chosen (byte-level BPE only)
 
     def write(self, writer: Any) -> None:
         """Add this vocabulary's keys to a gguf.GGUFWriter."""
@@ -68,6 +79,8 @@ class Vocab:
             writer.add_add_space_prefix(self.add_space_prefix)
         if self.chat_template:
             writer.add_chat_template(self.chat_template)
+        if self.pre_check is not None and self.pre_check.verified_by == "behaviour":
+            writer.add_string(PRE_CHECK_KEY, self.pre_check.describe())
 
 
 def _read_json(path: Path, root: Path) -> dict:
@@ -123,8 +136,11 @@ def _is_byte_level(tokenizer_json: dict) -> bool:
 def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
     model = tj["model"]
     where = f"{src.name}/tokenizer.json"
-    pre = pretokenizers.recognise(tj.get("pre_tokenizer"), tj.get("normalizer"), model.get("ignore_merges", False))
-    if pre is None:
+    args = (tj.get("pre_tokenizer"), tj.get("normalizer"), model.get("ignore_merges", False))
+    pre = pretokenizers.recognise(*args)
+    # No exact match: the nearest rows are verified by behaviour once the architecture is known (plan.py).
+    candidates = () if pre is not None else tuple(row.name for row in pretokenizers.candidates(*args))
+    if pre is None and not candidates:
         raise UnsupportedTokenizer(
             f"the pre-tokenizer in {src.name}/tokenizer.json is not one llama.cpp reproduces exactly "
             f"(known: {pretokenizers.supported()}); refusing to guess, as a wrong one silently changes the tokens"
@@ -149,8 +165,16 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
         if tok is None:
             tokens[i] = f"[PAD{i}]"
             n_padding += 1
-    return Vocab(model="gpt2", pre=pre.name, tokens=tokens, types=types,  # type: ignore[arg-type]
-                 merges=_merges(model.get("merges"), where), n_padding=n_padding)
+    return Vocab(model="gpt2", pre=pre.name if pre else None, tokens=tokens, types=types,  # type: ignore[arg-type]
+                 merges=_merges(model.get("merges"), where), n_padding=n_padding,
+                 pre_candidates=candidates, hf_json=tj if candidates else None,
+                 pre_check=_by_definition(pre.name) if pre else None)
+
+
+def _by_definition(name: str) -> PreCheck:
+    from llmcli.convert.vocab_verify import PreCheck
+
+    return PreCheck(pre=name, verified_by="definition")
 
 
 def _looks_special(text: str) -> bool:

@@ -1,0 +1,149 @@
+"""Choose llama.cpp's pre-tokenizer for a tokenizer.json whose definition is not a known one, by behaviour.
+
+A definition that differs from the table's byte for byte may still split text exactly as one of
+llama.cpp's pre-tokenizers does: transformers writes Qwen's tokenizer with `"ignore_merges": true`
+when it converts from tiktoken, and a regex can be written in more than one way. So the candidates
+are tried, nearest definition first: each is written with the vocabulary into a small vocab-only
+GGUF, and llama.cpp (a vocab-only load) and the Hugging Face `tokenizers` library both tokenize the
+check corpus. The first candidate that gives identical ids on every string is chosen; if none does,
+the tokenizer is refused with the first string on which the nearest candidate differs.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmcli.convert.check_corpus import check_corpus, corpus_digest
+from llmcli.convert.errors import BadCheckpoint, UnsupportedTokenizer, shown
+
+if TYPE_CHECKING:
+    from llmcli.convert.vocab import Vocab
+
+WriteHeader = Callable[[Any], None]  # adds the architecture's keys to a gguf.GGUFWriter
+
+
+@dataclass(frozen=True)
+class PreCheck:
+    """How the pre-tokenizer written to the GGUF was chosen."""
+
+    pre: str  # tokenizer.ggml.pre
+    verified_by: str  # "definition" (matched the table exactly) or "behaviour" (identical ids on the corpus)
+    check_strings: int = 0  # corpus strings tokenized, for "behaviour"
+    check_tokens: int = 0  # ids compared, for "behaviour"
+    corpus: str = ""  # the corpus fingerprint, for "behaviour"
+    tried: tuple[str, ...] = ()  # candidates tried before the one chosen, in order
+
+    def describe(self) -> str:
+        if self.verified_by == "definition":
+            return f"{self.pre}, its definition matches exactly"
+        rejected = f"; {', '.join(self.tried)} differed" if self.tried else ""
+        return (f"{self.pre}, verified by behaviour: identical ids on {self.check_strings} check strings "
+                f"({self.check_tokens} tokens, corpus {self.corpus}){rejected}")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    text: str
+    hf: list[int]
+    llama: list[int]
+
+
+def hf_ids(tokenizer_json: dict, texts: Sequence[str], where: str) -> list[list[int]]:
+    """The Hugging Face tokenizer's ids for each text, without special tokens."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_str(json.dumps(tokenizer_json))
+        return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # plain Exceptions on bad definitions, and pyo3's PanicException (a BaseException)
+        raise BadCheckpoint(f"{where}: the tokenizers library cannot load or run it ({shown(str(exc), 120)}); "
+                            "download the tokenizer again") from exc
+
+
+def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
+    """llama.cpp's ids for each text on a vocab-only load of `gguf_path`, without special tokens."""
+    import llama_cpp.llama_cpp as C
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    C.llama_backend_init()
+    params = C.llama_model_default_params()
+    params.vocab_only = True
+    with suppress_stdout_stderr(disable=False):  # llama.cpp logs every key it reads on stderr
+        model = C.llama_model_load_from_file(str(gguf_path).encode(), params)
+    if not model:
+        raise UnsupportedTokenizer("llama.cpp cannot load the converted vocabulary; this tokenizer is not one "
+                                   "llmcli can convert")
+    try:
+        vocab = C.llama_model_get_vocab(model)
+        out = []
+        for text in texts:
+            data = text.encode("utf-8")
+            n_max = len(data) + 8  # byte-level BPE gives at most one token per byte
+            buf = (C.llama_token * n_max)()
+            n = C.llama_tokenize(vocab, data, len(data), buf, n_max, False, False)
+            if n < 0:  # cannot happen for byte-level BPE; kept so a change upstream fails loudly, not silently
+                raise UnsupportedTokenizer(f"llama.cpp needs {-n} tokens for a {len(data)}-byte check string")
+            out.append(list(buf[:n]))
+        return out
+    finally:
+        C.llama_model_free(model)
+
+
+def first_mismatch(texts: Sequence[str], want: list[list[int]], got: list[list[int]]) -> Mismatch | None:
+    for text, a, b in zip(texts, want, got, strict=True):
+        if a != b:
+            return Mismatch(text, a, b)
+    return None
+
+
+def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader, vocab: Vocab) -> None:
+    """A GGUF with the architecture's keys and the vocabulary, and no tensors: what a vocab-only load reads."""
+    import gguf
+
+    writer = gguf.GGUFWriter(path=str(path), arch=arch)
+    try:
+        writer.add_type(gguf.GGUFType.MODEL)
+        writer.add_name(name)  # llama.cpp keys some token attributes on the model's name
+        write_header(writer)
+        vocab.write(writer)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+    finally:
+        writer.close()
+
+
+def choose_by_behaviour(vocab: Vocab, tokenizer_json: dict, candidates: Sequence[str], *, arch: str, name: str,
+                        write_header: WriteHeader, where: str) -> PreCheck:
+    """The first candidate under which llama.cpp gives the HF ids on the whole corpus; refused if none does."""
+    texts = check_corpus()
+    want = hf_ids(tokenizer_json, texts, where)
+    first: tuple[str, Mismatch] | None = None
+    tried: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="llmcli-vocab-") as tmp:
+        for pre in candidates:
+            path = Path(tmp) / f"{pre}.gguf"
+            vocab.pre = pre
+            write_vocab_gguf(path, arch, name, write_header, vocab)
+            mismatch = first_mismatch(texts, want, llama_ids(path, texts))
+            path.unlink()
+            if mismatch is None:
+                return PreCheck(pre=pre, verified_by="behaviour", check_strings=len(texts),
+                                check_tokens=sum(map(len, want)), corpus=corpus_digest(), tried=tuple(tried))
+            tried.append(pre)
+            first = first or (pre, mismatch)
+    vocab.pre = None
+    assert first is not None, "choose_by_behaviour needs at least one candidate"
+    pre, m = first
+    raise UnsupportedTokenizer(
+        f"the pre-tokenizer in {where} is not one llama.cpp reproduces: with the nearest, {pre}, the ids first "
+        f"differ on {shown(repr(m.text), 80)} (Hugging Face {shown(str(m.hf), 50)}, llama.cpp {shown(str(m.llama), 50)}); "
+        f"tried {', '.join(tried)}; refusing, as a wrong pre-tokenizer silently changes the tokens"
+    )
