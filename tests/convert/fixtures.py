@@ -41,6 +41,13 @@ PHI3_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )
 
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{%- for message in messages %}"
+    "{{- '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\\n'"
+    " + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
+)
+
 # family -> how its fixture differs: transformers config, pre-tokenizer, added tokens, template.
 TINY = {
     "llama": dict(
@@ -61,6 +68,17 @@ TINY = {
         config=dict(model_type="phi3", tie_word_embeddings=False),
         pre="gpt-2", added=["<|user|>", "<|assistant|>", "<|system|>", "<|end|>"],
         bos=None, eos="<|end|>", add_bos=False, template=PHI3_TEMPLATE, extra_rows=0,
+    ),
+    # Gemma 3 in transformers 5's config form: layer_types and rope_parameters per layer type. A
+    # window of 8 is shorter than the parity prompt, so the sliding layers really slide; the full
+    # layer's linear rope scaling (Gemma 3 4B+) must not reach the sliding one.
+    "gemma3": dict(
+        config=dict(model_type="gemma3_text", tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=16,
+                    layer_types=["sliding_attention", "full_attention"], sliding_window=8,
+                    rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+        pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
+        add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
     ),
 }
 
