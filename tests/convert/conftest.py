@@ -37,6 +37,14 @@ def tiny(tmp_path_factory, smol_hf):
 
 
 @pytest.fixture(scope="session")
+def gemma3_hf() -> Path:
+    """Gemma 3 270M as transformers 5 saves it, made once per machine from the test GGUF (tests/assets.py)."""
+    from tests.assets import gemma3_270m_hf
+
+    return gemma3_270m_hf()
+
+
+@pytest.fixture(scope="session")
 def spm_model(tmp_path_factory) -> Path:
     """A tiny Llama-2-style SentencePiece tokenizer.model, trained here (in milliseconds)."""
     return train_sentencepiece(tmp_path_factory.mktemp("spm") / "tokenizer.model")
