@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tests.convert.fixtures import build_spm, build_tiny, embedded_gguf, train_sentencepiece
 
-FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3")
+FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2")
 
 
 @pytest.fixture(scope="session")

@@ -82,6 +82,15 @@ TINY = {
                                      "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
         pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
         add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
+        seed=1,  # seed 0 puts two logits of one position 1e-4 apart: an argmax coin toss, not a check
+    ),
+    # Gemma 2: soft-capped attention and final logits (caps low enough to bend these logits), one rope theta.
+    "gemma2": dict(
+        config=dict(model_type="gemma2", tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=16,
+                    layer_types=["sliding_attention", "full_attention"], sliding_window=8,
+                    attn_logit_softcapping=5.0, final_logit_softcapping=10.0),
+        pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
+        add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
     ),
 }
 
@@ -137,12 +146,14 @@ def build_tiny(family: str, smol_hf: Path, out: Path) -> Path:
     config = AutoConfig.for_model(model_type, **SIZES, **cfg, vocab_size=n_tokens + spec["extra_rows"],
                                   bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=eos_id,
                                   initializer_range=0.2)
-    torch.manual_seed(0)
+    torch.manual_seed(spec.get("seed", 0))
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    # Gemma's norms scale by (1 + w): store w so that every family's norms scale by 0.5..1.5.
+    norm_shift = 1.0 if model_type.startswith("gemma") else 0.0
     with torch.no_grad():  # norms at 1 would hide a missing or misplaced norm weight
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
-                p.uniform_(0.5, 1.5)
+                p.uniform_(0.5 - norm_shift, 1.5 - norm_shift)
             elif name.endswith(".bias"):  # zero biases would hide a lost or misplaced bias
                 p.normal_(0.0, 0.2)
     model.to(torch.bfloat16).save_pretrained(out)

@@ -162,3 +162,22 @@ def test_bad_gemma_config_is_one_line_exit_2(tiny, tmp_path, case):
     out = tmp_path / "out.gguf"
     assert_clean_error(cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases)
     assert not out.exists()
+
+
+GEMMA2_BAD = {
+    "no attention soft-cap": ({"attn_logit_softcapping": None}, ("attn_logit_softcapping is not set",
+                                                                 "always soft-caps")),
+    "untied output": ({"tie_word_embeddings": False}, ("tie_word_embeddings is false",)),
+    "scaled rope": ({"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, ("'linear'", "Gemma2ForCausalLM")),
+}
+
+
+@pytest.mark.parametrize("case", list(GEMMA2_BAD))
+def test_bad_gemma2_config_is_one_line_exit_2(tiny, tmp_path, case):
+    change, phrases = GEMMA2_BAD[case]
+    src = copy_checkpoint(tiny("gemma2"), tmp_path / "ckpt")
+    config = json.loads((src / "config.json").read_text())
+    config.update(change)
+    (src / "config.json").write_text(json.dumps(config))
+    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf"), timeout=60),
+                       ExitStatus.USAGE, *phrases)

@@ -37,7 +37,6 @@ GEMMA_FIELDS: tuple[Field, ...] = (
 )
 # The feed-forward activations llama.cpp's gemma graphs compute (GELU, tanh approximation).
 ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")
-LLAMA_CPP_27B_LAYERS = 62  # llama.cpp scales queries by 1/sqrt(hidden/heads) only for this depth
 
 
 def _gelu_checked(config: dict, where: str) -> None:
@@ -47,27 +46,34 @@ def _gelu_checked(config: dict, where: str) -> None:
                                       f"graph computes ({', '.join(ACTIVATIONS)})")
 
 
-class Gemma3(Family):
-    gguf_arch = "GEMMA3"
-    block_required = ("ATTN_NORM", "ATTN_Q", "ATTN_K", "ATTN_V", "ATTN_OUT", "ATTN_Q_NORM", "ATTN_K_NORM",
-                      "ATTN_POST_NORM", "FFN_PRE_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "FFN_POST_NORM")
+class Gemma(Family):
+    """What Gemma 2 and Gemma 3 share; the class attributes say where they differ."""
+
     shapes: ClassVar[Shapes] = {**COMMON_SHAPES, "ATTN_POST_NORM": ("hidden",), "FFN_PRE_NORM": ("hidden",),
                                 "FFN_POST_NORM": ("hidden",)}
-    ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default", "linear")
+    # The depth llama.cpp recognises as the 27B, whose queries it scales by 1/sqrt(hidden/heads).
+    LLAMA_CPP_27B_LAYERS: ClassVar[int] = 0
+    # llama.cpp's gemma2 graph always soft-caps attention logits; its gemma3 graph never does.
+    ATTN_SOFTCAP: ClassVar[bool] = False
+    DEFAULT_SLIDING_PERIOD: ClassVar[int] = 6  # transformers 4: every period-th layer is global
 
     def __init__(self, hf_arch: str, config: dict, where: str = "config.json") -> None:
         super().__init__(hf_arch, config, where)
         h, c = self.hp, self.config
         g = fields(GEMMA_FIELDS, c, where)
         _gelu_checked(c, where)
-        if g.get("attn_logit_softcapping") is not None:
-            raise UnsupportedArchitecture(f"{where}: attn_logit_softcapping is set; llama.cpp's gemma3 graph has no "
-                                          "attention soft-capping (Gemma 3 has none)")
+        self.attn_softcap: float | None = g.get("attn_logit_softcapping")
+        if self.ATTN_SOFTCAP and self.attn_softcap is None:
+            raise UnsupportedArchitecture(f"{where}: attn_logit_softcapping is not set, but llama.cpp's "
+                                          f"{self.arch_name} graph always soft-caps attention (fix config.json)")
+        if not self.ATTN_SOFTCAP and self.attn_softcap is not None:
+            raise UnsupportedArchitecture(f"{where}: attn_logit_softcapping is set; llama.cpp's {self.arch_name} "
+                                          "graph has no attention soft-capping")
         if c.get("use_bidirectional_attention") not in (None, False):
             raise UnsupportedArchitecture(f"{where}: use_bidirectional_attention is set; that is an embedding "
-                                          "model, not the causal Gemma 3 llmcli converts")
+                                          f"model, not the causal {hf_arch} llmcli converts")
         self.final_softcap: float | None = g.get("final_logit_softcapping")
-        self.sliding = self._sliding_layers(g, where)
+        self.sliding = self._sliding_layers(g)
         self.sliding_window: int | None = g.get("sliding_window")
         if any(self.sliding) and self.sliding_window is None:
             raise BadCheckpoint(f"{where}: layer_types has sliding-window layers but no sliding_window (fix config.json)")
@@ -75,21 +81,30 @@ class Gemma3(Family):
         if local is not None and (local.kind != "default" or local.values.keys() - {"rope_theta"}):
             raise UnsupportedArchitecture(f"{where}: rope_parameters.sliding_attention has {local.kind!r} scaling; "
                                           "llama.cpp scales the rope of full-attention layers only")
-        self.local_theta: float = local.theta if local is not None else g.get("rope_local_base_freq", 10000.0)
+        self.local_theta: float = (local.theta if local is not None
+                                   else g.get("rope_local_base_freq", self.default_local_theta()))
         # HF: queries * query_pre_attn_scalar^-0.5 (default 256). llama.cpp: see LLAMA_CPP_27B_LAYERS.
         scalar = g.get("query_pre_attn_scalar", 256.0)
-        llama_cpp = h.hidden / h.n_heads if h.n_layers == LLAMA_CPP_27B_LAYERS else h.head_dim
+        llama_cpp = h.hidden / h.n_heads if h.n_layers == self.LLAMA_CPP_27B_LAYERS else h.head_dim
         if abs(scalar - llama_cpp) > 1e-6 * llama_cpp:
             raise UnsupportedArchitecture(
-                f"{where}: query_pre_attn_scalar is {scalar:g}, but llama.cpp's gemma3 graph scales queries by "
-                f"1/sqrt({llama_cpp:g}) for this model; the converted model would compute something else"
+                f"{where}: query_pre_attn_scalar is {scalar:g}, but llama.cpp's {self.arch_name} graph scales "
+                f"queries by 1/sqrt({llama_cpp:g}) for this model; the converted model would compute something else"
             )
 
-    def _sliding_layers(self, g: dict[str, Any], where: str) -> list[bool]:
+    def default_local_theta(self) -> float:
+        return 10000.0
+
+    @property
+    def tied_embeddings(self) -> bool:
+        # Gemma configs tie unless they say otherwise (transformers' default for Gemma is true).
+        return self.hp.tied if self.config.get("tie_word_embeddings") is not None else True
+
+    def _sliding_layers(self, g: dict[str, Any]) -> list[bool]:
         """Whether each layer attends through the sliding window: layer_types, or the older period."""
         if self.hp.layer_types is not None:
             return [t == "sliding_attention" for t in self.hp.layer_types]
-        period = g.get("sliding_window_pattern", 6)  # transformers 4: every period-th layer is global
+        period = g.get("sliding_window_pattern", self.DEFAULT_SLIDING_PERIOD)
         return [(i + 1) % period != 0 for i in range(self.n_layers)]
 
     def hparams(self, writer: Any) -> None:
@@ -98,6 +113,8 @@ class Gemma3(Family):
             writer.add_sliding_window(self.sliding_window)
             writer.add_sliding_window_pattern(self.sliding)
             writer.add_rope_freq_base_swa(self.local_theta)
+        if self.attn_softcap is not None:
+            writer.add_attn_logit_softcapping(self.attn_softcap)
         if self.final_softcap is not None:
             writer.add_final_logit_softcapping(self.final_softcap)
 
@@ -105,6 +122,14 @@ class Gemma3(Family):
         if key.name in NORM_KINDS:
             return _plus_one
         return None
+
+
+class Gemma3(Gemma):
+    gguf_arch = "GEMMA3"
+    block_required = ("ATTN_NORM", "ATTN_Q", "ATTN_K", "ATTN_V", "ATTN_OUT", "ATTN_Q_NORM", "ATTN_K_NORM",
+                      "ATTN_POST_NORM", "FFN_PRE_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "FFN_POST_NORM")
+    ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default", "linear")
+    LLAMA_CPP_27B_LAYERS = 62
 
 
 def _plus_one(w):
