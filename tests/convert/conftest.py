@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.convert.fixtures import build_spm, build_tiny, embedded_gguf, train_sentencepiece
+from tests.convert.fixtures import build_gemma_spm, build_spm, build_tiny, embedded_gguf, train_sentencepiece
 
 FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2")
 
@@ -42,6 +42,12 @@ def gemma3_hf() -> Path:
     from tests.assets import gemma3_270m_hf
 
     return gemma3_270m_hf()
+
+
+@pytest.fixture(scope="session")
+def gemma_spm(tmp_path_factory) -> Path:
+    """A tiny Gemma 3 with a Gemma-style SentencePiece tokenizer that transformers 5 saved as tokenizer.json only."""
+    return build_gemma_spm(tmp_path_factory.mktemp("tiny_gemma_spm"))
 
 
 @pytest.fixture(scope="session")

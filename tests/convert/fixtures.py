@@ -247,3 +247,46 @@ def build_spm(model_type: str, spm_model: Path, out: Path) -> Path:
     tok.save_pretrained(out)
     shutil.copy(spm_model, out / "tokenizer.model")
     return out
+
+
+# -- Gemma: a SentencePiece tokenizer saved as tokenizer.json alone ------------------------------
+
+def build_gemma_spm(out: Path) -> Path:
+    """A random-weight Gemma 3 whose tokenizer is trained here like Gemma's (byte fallback, no dummy
+    prefix, user-defined markers) and saved by transformers 5's GemmaTokenizer: tokenizer.json only."""
+    import io
+    import shutil
+
+    import sentencepiece as spm
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, GemmaTokenizer
+
+    lines = [line for line in SPM_TRAINING_TEXT.splitlines() if line.strip()] * 4
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=buf, vocab_size=SPM_VOCAB, model_type="bpe",
+        byte_fallback=True, split_digits=True, add_dummy_prefix=False, remove_extra_whitespaces=False,
+        normalization_rule_name="identity", allow_whitespace_only_pieces=True, character_coverage=1.0,
+        control_symbols=["<start_of_turn>", "<end_of_turn>"], user_defined_symbols=["\n", "\t", "<b>"],
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", num_threads=1, minloglevel=2,
+    )
+    staging = out / "spm-source"
+    staging.mkdir(parents=True)
+    (staging / "tokenizer.model").write_bytes(buf.getvalue())
+    tok = GemmaTokenizer.from_pretrained(staging)
+    shutil.rmtree(staging)
+    tok.chat_template = GEMMA_TEMPLATE
+    gemma3 = {k: v for k, v in TINY["gemma3"]["config"].items() if k != "model_type"}
+    config = AutoConfig.for_model("gemma3_text", **SIZES, **gemma3, vocab_size=len(tok),
+                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                  pad_token_id=tok.pad_token_id, initializer_range=0.2)
+    torch.manual_seed(3)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(-0.5, 0.5)  # Gemma scales by (1 + w)
+    model.to(torch.bfloat16).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

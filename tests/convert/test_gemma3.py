@@ -181,3 +181,35 @@ def test_bad_gemma2_config_is_one_line_exit_2(tiny, tmp_path, case):
     (src / "config.json").write_text(json.dumps(config))
     assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf"), timeout=60),
                        ExitStatus.USAGE, *phrases)
+
+
+# -- a Gemma tokenizer trained here, saved as tokenizer.json alone ----------------------------------
+
+@pytest.fixture(scope="module")
+def gemma_spm_checkpoint(gemma_spm, converted):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(gemma_spm), converted(gemma_spm, "f32")
+
+
+def test_trained_tokenizer_is_tokenizer_json_only(gemma_spm):
+    tj = json.loads((gemma_spm / "tokenizer.json").read_text(encoding="utf-8"))
+    assert not (gemma_spm / "tokenizer.model").exists()
+    assert tj["model"]["byte_fallback"] is True and tj["normalizer"]["type"] == "Replace"
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["text", "with-special-tokens"])
+def test_trained_tokenizer_ids_match_hf(gemma_spm_checkpoint, special):
+    hf, path = gemma_spm_checkpoint
+    llm = llama(path, vocab_only=True)
+    for text in CORPUS + MULTILINGUAL + PROMPTS:
+        want = hf(text, split_special_tokens=not special).input_ids
+        assert llm.tokenize(text.encode("utf-8"), add_bos=True, special=special) == want, repr(text)
+
+
+def test_trained_tokenizer_checkpoint_logits_match(gemma_spm, gemma_spm_checkpoint):
+    hf, path = gemma_spm_checkpoint
+    ids = hf(PROMPTS[0]).input_ids
+    ref, got = hf_logits(gemma_spm, ids), llama_logits(path, ids)
+    assert nmse(got, ref).max() < 1e-6
+    assert (got.argmax(-1) == ref.argmax(-1)).all()
