@@ -213,3 +213,31 @@ def test_trained_tokenizer_checkpoint_logits_match(gemma_spm, gemma_spm_checkpoi
     ref, got = hf_logits(gemma_spm, ids), llama_logits(path, ids)
     assert nmse(got, ref).max() < 1e-6
     assert (got.argmax(-1) == ref.argmax(-1)).all()
+
+
+def _edit_tokenizer(src, edit):
+    tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(tj)
+    (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
+
+
+BAD_TOKENIZERS = {
+    "a byte token missing": (lambda tj: tj["model"]["vocab"].pop("<0x41>"), ("byte fallback", "255 of the 256")),
+    "merge of unknown pieces": (lambda tj: tj["model"]["merges"].append(["zq", "qz"]),
+                                ("merge 'zq qz'", "not in the vocabulary")),
+    "merge of numbers": (lambda tj: tj["model"].update(merges=[[1, 2]]), ("merge [1, 2]", "not a pair")),
+    "merges a string": (lambda tj: tj["model"].update(merges="a b"), ("model.merges must be a list",)),
+    # Llama 2's form (a dummy prefix) is not one llama.cpp is known to split the same way: refused.
+    "another normalizer": (lambda tj: tj.update(normalizer={"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"}, tj["normalizer"]]}), ("copy tokenizer.model",)),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TOKENIZERS))
+def test_bad_gemma_tokenizer_json_is_one_line_exit_2(gemma_spm, tmp_path, case):
+    edit, phrases = BAD_TOKENIZERS[case]
+    src = copy_checkpoint(gemma_spm, tmp_path / "ckpt")
+    _edit_tokenizer(src, edit)
+    out = tmp_path / "out.gguf"
+    assert_clean_error(cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases)
+    assert not out.exists()

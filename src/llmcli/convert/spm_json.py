@@ -65,6 +65,8 @@ def recognise(tj: dict) -> SpmJsonForm | None:
 
 
 def _merge_pairs(raw: Any, where: str) -> list[tuple[str, str]]:
+    if raw is None:  # a BPE without merges: characters (and bytes) only
+        return []
     if not isinstance(raw, list) or len(raw) > MAX_MERGES:
         raise BadCheckpoint(f"{where}: model.merges must be a list; download the tokenizer again")
     pairs = []
