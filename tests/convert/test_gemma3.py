@@ -241,3 +241,25 @@ def test_bad_gemma_tokenizer_json_is_one_line_exit_2(gemma_spm, tmp_path, case):
     out = tmp_path / "out.gguf"
     assert_clean_error(cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases)
     assert not out.exists()
+
+
+def test_transformers_4_config_form_writes_the_same_keys(tiny, converted, tmp_path):
+    """Gemma 3 configs on the Hub predate layer_types/rope_parameters: rope_theta, rope_local_base_freq,
+    rope_scaling and sliding_window_pattern say the same, and must give the same GGUF."""
+    import gguf
+
+    tf5 = tiny("gemma3")
+    src = copy_checkpoint(tf5, tmp_path / "tf4_form")
+    config = json.loads((src / "config.json").read_text())
+    del config["layer_types"], config["rope_parameters"]
+    config.update(rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                  sliding_window_pattern=2)
+    (src / "config.json").write_text(json.dumps(config))
+
+    def keys(path):
+        fields = gguf.GGUFReader(str(path)).fields
+        return {k: fields[k].contents() for k in fields if k.startswith("gemma3.")}
+
+    want = keys(converted(tf5, "f16"))
+    assert want["gemma3.rope.scaling.factor"] == 8.0 and want["gemma3.rope.freq_base_swa"] == 1e4
+    assert keys(converted(src, "f16")) == want
