@@ -51,13 +51,12 @@ GEMMA_TEMPLATE = (
 # family -> how its fixture differs: transformers config, pre-tokenizer, added tokens, template.
 TINY = {
     "llama": dict(
-        # transformers 5 writes rope_theta inside rope_parameters; Llama 3's theta, so reading it is visible.
-        config=dict(model_type="llama", tie_word_embeddings=False,
-                    rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        config=dict(model_type="llama", tie_word_embeddings=False),
         pre="llama-bpe", added=["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
         bos="<|begin_of_text|>", eos="<|eot_id|>", add_bos=True, template=LLAMA3_TEMPLATE, extra_rows=0,
     ),
     "qwen2": dict(
+        # transformers 5 writes rope_theta inside rope_parameters; Qwen2.5's theta, so reading it is visible.
         config=dict(model_type="qwen2", tie_word_embeddings=True,
                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         pre="qwen2", added=[], bos=None, eos="<|im_end|>", add_bos=False, template=QWEN_TEMPLATE,
