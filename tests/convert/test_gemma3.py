@@ -13,12 +13,12 @@ import json
 
 import numpy as np
 import pytest
+
+from llmcli.errors import ExitStatus
 from tests.convert.conftest import hf_logits, llama, llama_logits, nmse
 from tests.convert.test_bad_inputs import assert_clean_error, copy_checkpoint
 from tests.convert.test_tokenizer import CORPUS
 from tests.support.cli import cli_process
-
-from llmcli.errors import ExitStatus
 
 PROMPTS = [
     "The capital of France is Paris. The capital of Germany is",
