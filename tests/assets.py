@@ -71,3 +71,44 @@ def gemma3_270m(cache: Path = CACHE) -> Path:
         raise RuntimeError(f"reassembled {GEMMA3_FILE} does not match SHA256SUMS ({expected})")
     os.replace(tmp, target)
     return target
+
+
+GEMMA3_HF = "gemma-3-270m-hf"
+# Bump when the way the checkpoint is made changes, so a stale cached folder is rebuilt.
+GEMMA3_HF_VERSION = "1"
+
+
+def gemma3_270m_hf(cache: Path = CACHE) -> Path:
+    """Gemma 3 270M as transformers 5 saves it: f32 safetensors, config with layer_types and
+    rope_parameters, tokenizer.json only (no tokenizer.model).
+
+    Made once per machine from the test GGUF: transformers dequantizes it (from_pretrained with
+    gguf_file, which needs accelerate) and save_pretrained writes the checkpoint. The weights are
+    the Q4_K_M values exactly, in f32, so the converter's f32 output can be compared with
+    transformers on the same numbers.
+    """
+    target = cache / GEMMA3_HF
+    stamp = target / ".complete"
+    if stamp.is_file() and stamp.read_text() == GEMMA3_HF_VERSION:
+        return target
+    gguf_path = gemma3_270m(cache)
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    staging = cache / f".{GEMMA3_HF}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    # A model loaded from a GGUF is marked as gguf-quantized and refuses save_pretrained, though its
+    # weights are plain f32 by now: move them into a fresh model of the same config.
+    config = AutoConfig.for_model(**{k: v for k, v in loaded.config.to_dict().items()
+                                     if k not in ("quantization_config", "transformers_version")})
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.save_pretrained(staging)
+    AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(staging)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    stamp.write_text(GEMMA3_HF_VERSION)
+    return target

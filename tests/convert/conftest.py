@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.convert.fixtures import build_spm, build_tiny, embedded_gguf, train_sentencepiece
+from tests.convert.fixtures import build_gemma_spm, build_spm, build_tiny, embedded_gguf, train_sentencepiece
 
-FAMILIES = ("llama", "qwen2", "qwen3", "phi3")
+FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2")
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +34,20 @@ def tiny(tmp_path_factory, smol_hf):
         return built[family]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def gemma3_hf() -> Path:
+    """Gemma 3 270M as transformers 5 saves it, made once per machine from the test GGUF (tests/assets.py)."""
+    from tests.assets import gemma3_270m_hf
+
+    return gemma3_270m_hf()
+
+
+@pytest.fixture(scope="session")
+def gemma_spm(tmp_path_factory) -> Path:
+    """A tiny Gemma 3 with a Gemma-style SentencePiece tokenizer that transformers 5 saved as tokenizer.json only."""
+    return build_gemma_spm(tmp_path_factory.mktemp("tiny_gemma_spm"))
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,13 @@ PHI3_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )
 
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{%- for message in messages %}"
+    "{{- '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\\n'"
+    " + message['content'] | trim + '<end_of_turn>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
+)
+
 # family -> how its fixture differs: transformers config, pre-tokenizer, added tokens, template.
 TINY = {
     "llama": dict(
@@ -49,7 +56,9 @@ TINY = {
         bos="<|begin_of_text|>", eos="<|eot_id|>", add_bos=True, template=LLAMA3_TEMPLATE, extra_rows=0,
     ),
     "qwen2": dict(
-        config=dict(model_type="qwen2", tie_word_embeddings=True),
+        # transformers 5 writes rope_theta inside rope_parameters; Qwen2.5's theta, so reading it is visible.
+        config=dict(model_type="qwen2", tie_word_embeddings=True,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         pre="qwen2", added=[], bos=None, eos="<|im_end|>", add_bos=False, template=QWEN_TEMPLATE,
         extra_rows=64,  # Qwen2.5 pads its embedding past the tokenizer
     ),
@@ -61,6 +70,26 @@ TINY = {
         config=dict(model_type="phi3", tie_word_embeddings=False),
         pre="gpt-2", added=["<|user|>", "<|assistant|>", "<|system|>", "<|end|>"],
         bos=None, eos="<|end|>", add_bos=False, template=PHI3_TEMPLATE, extra_rows=0,
+    ),
+    # Gemma 3 in transformers 5's config form: layer_types and rope_parameters per layer type. A
+    # window of 8 is shorter than the parity prompt, so the sliding layers really slide; the full
+    # layer's linear rope scaling (Gemma 3 4B+) must not reach the sliding one.
+    "gemma3": dict(
+        config=dict(model_type="gemma3_text", tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=16,
+                    layer_types=["sliding_attention", "full_attention"], sliding_window=8,
+                    rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+        pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
+        add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
+        seed=1,  # seed 0 puts two logits of one position 1e-4 apart: an argmax coin toss, not a check
+    ),
+    # Gemma 2: soft-capped attention and final logits (caps low enough to bend these logits), one rope theta.
+    "gemma2": dict(
+        config=dict(model_type="gemma2", tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=16,
+                    layer_types=["sliding_attention", "full_attention"], sliding_window=8,
+                    attn_logit_softcapping=5.0, final_logit_softcapping=10.0),
+        pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
+        add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
     ),
 }
 
@@ -116,12 +145,14 @@ def build_tiny(family: str, smol_hf: Path, out: Path) -> Path:
     config = AutoConfig.for_model(model_type, **SIZES, **cfg, vocab_size=n_tokens + spec["extra_rows"],
                                   bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=eos_id,
                                   initializer_range=0.2)
-    torch.manual_seed(0)
+    torch.manual_seed(spec.get("seed", 0))
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    # Gemma's norms scale by (1 + w): store w so that every family's norms scale by 0.5..1.5.
+    norm_shift = 1.0 if model_type.startswith("gemma") else 0.0
     with torch.no_grad():  # norms at 1 would hide a missing or misplaced norm weight
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
-                p.uniform_(0.5, 1.5)
+                p.uniform_(0.5 - norm_shift, 1.5 - norm_shift)
             elif name.endswith(".bias"):  # zero biases would hide a lost or misplaced bias
                 p.normal_(0.0, 0.2)
     model.to(torch.bfloat16).save_pretrained(out)
@@ -214,4 +245,47 @@ def build_spm(model_type: str, spm_model: Path, out: Path) -> Path:
     model.to(torch.bfloat16).save_pretrained(out)
     tok.save_pretrained(out)
     shutil.copy(spm_model, out / "tokenizer.model")
+    return out
+
+
+# -- Gemma: a SentencePiece tokenizer saved as tokenizer.json alone ------------------------------
+
+def build_gemma_spm(out: Path) -> Path:
+    """A random-weight Gemma 3 whose tokenizer is trained here like Gemma's (byte fallback, no dummy
+    prefix, user-defined markers) and saved by transformers 5's GemmaTokenizer: tokenizer.json only."""
+    import io
+    import shutil
+
+    import sentencepiece as spm
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, GemmaTokenizer
+
+    lines = [line for line in SPM_TRAINING_TEXT.splitlines() if line.strip()] * 4
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=buf, vocab_size=SPM_VOCAB, model_type="bpe",
+        byte_fallback=True, split_digits=True, add_dummy_prefix=False, remove_extra_whitespaces=False,
+        normalization_rule_name="identity", allow_whitespace_only_pieces=True, character_coverage=1.0,
+        control_symbols=["<start_of_turn>", "<end_of_turn>"], user_defined_symbols=["\n", "\t", "<b>"],
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", num_threads=1, minloglevel=2,
+    )
+    staging = out / "spm-source"
+    staging.mkdir(parents=True)
+    (staging / "tokenizer.model").write_bytes(buf.getvalue())
+    tok = GemmaTokenizer.from_pretrained(staging)
+    shutil.rmtree(staging)
+    tok.chat_template = GEMMA_TEMPLATE
+    gemma3 = {k: v for k, v in TINY["gemma3"]["config"].items() if k != "model_type"}
+    config = AutoConfig.for_model("gemma3_text", **SIZES, **gemma3, vocab_size=len(tok),
+                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                  pad_token_id=tok.pad_token_id, initializer_range=0.2)
+    torch.manual_seed(3)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(-0.5, 0.5)  # Gemma scales by (1 + w)
+    model.to(torch.bfloat16).save_pretrained(out)
+    tok.save_pretrained(out)
     return out

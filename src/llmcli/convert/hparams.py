@@ -98,6 +98,10 @@ class HParams:
     partial_rotary_factor: float = 1.0
     sliding_window: int | None = None
     original_max_positions: int | None = None
+    # transformers 5: each layer's attention kind (one of LAYER_TYPES), and a rope per kind when
+    # rope_parameters is keyed by layer type (Gemma 3); `rope` is then the full-attention one.
+    layer_types: tuple[str, ...] | None = None
+    rope_by_layer_type: dict[str, Rope] = field(default_factory=dict)
 
     @property
     def q_width(self) -> int:
@@ -138,7 +142,7 @@ def _number(x: float | None) -> str:
     return f"{int(x):,}" if x is not None and x == int(x) and abs(x) < 1e15 else f"{x:g}"
 
 
-def _fields(table: tuple[Field, ...], source: dict, where: str) -> dict[str, Any]:
+def fields(table: tuple[Field, ...], source: dict, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in table:
         value = source.get(f.name)
@@ -161,7 +165,7 @@ def text_config(config: dict, where: str) -> dict:
 
 
 def parse_hparams(config: dict, where: str = "config.json") -> HParams:
-    v = _fields(FIELDS, config, where)
+    v = fields(FIELDS, config, where)
     hidden, heads = v["hidden_size"], v["num_attention_heads"]
     kv_heads = v.get("num_key_value_heads", heads)
     if heads % kv_heads:
@@ -176,7 +180,9 @@ def parse_hparams(config: dict, where: str = "config.json") -> HParams:
     elif head_dim % 2:
         raise BadCheckpoint(f"{where}: head_dim {head_dim} is odd; rotary embeddings need an even one "
                             "(fix config.json)")
-    rope = _rope(config, v, where)
+    layer_types = _layer_types(config.get("layer_types"), v["num_hidden_layers"], where)
+    rope_by_type = _rope_by_layer_type(config, v, where)
+    rope = rope_by_type.get("full_attention") or _rope(config, v, where)
     partial = v.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0))
     if int(head_dim * partial) % 2 or int(head_dim * partial) == 0:
         raise BadCheckpoint(f"{where}: partial_rotary_factor {partial:g} leaves an odd or empty rotary part of "
@@ -188,19 +194,53 @@ def parse_hparams(config: dict, where: str = "config.json") -> HParams:
         tied=v.get("tie_word_embeddings", False), rope=rope, partial_rotary_factor=partial,
         sliding_window=v.get("sliding_window"),
         original_max_positions=v.get("original_max_position_embeddings"),
+        layer_types=layer_types, rope_by_layer_type=rope_by_type,
     )
+
+
+# The attention kinds transformers 5 names in layer_types and keys rope_parameters by.
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _layer_types(raw: Any, n_layers: int, where: str) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != n_layers or not all(isinstance(t, str) for t in raw):
+        raise BadCheckpoint(f"{where}: layer_types must be a list of {n_layers} names, one per layer "
+                            "(num_hidden_layers); fix config.json")
+    unknown = next((t for t in raw if t not in LAYER_TYPES), None)
+    if unknown is not None:
+        raise BadCheckpoint(f"{where}: layer_types names {shown(repr(unknown))}; each must be one of "
+                            f"{', '.join(LAYER_TYPES)} (fix config.json)")
+    return tuple(raw)
+
+
+def _rope_by_layer_type(config: dict, top: dict[str, Any], where: str) -> dict[str, Rope]:
+    """rope_parameters keyed by layer type ({"full_attention": {...}, "sliding_attention": {...}}), or {}."""
+    raw = config.get("rope_parameters")
+    if not isinstance(raw, dict) or not raw or not set(raw) & set(LAYER_TYPES):
+        return {}
+    unknown = next((k for k in raw if k not in LAYER_TYPES), None)
+    if unknown is not None:
+        raise BadCheckpoint(f"{where}: rope_parameters mixes layer types with {shown(repr(unknown))}; "
+                            f"key it by {', '.join(LAYER_TYPES)} or give one rope (fix config.json)")
+    if "full_attention" not in raw:
+        raise BadCheckpoint(f"{where}: rope_parameters has no full_attention entry (fix config.json)")
+    return {kind: _rope_object(raw[kind], top, f"{where} rope_parameters.{kind}") for kind in LAYER_TYPES if kind in raw}
 
 
 def _rope(config: dict, top: dict[str, Any], where: str) -> Rope:
     # transformers 5 writes rope_parameters (rope_theta inside); older configs rope_scaling + rope_theta.
     key = "rope_parameters" if config.get("rope_parameters") else "rope_scaling"
-    raw = config.get(key)
+    return _rope_object(config.get(key), top, f"{where} {key}")
+
+
+def _rope_object(raw: Any, top: dict[str, Any], here: str) -> Rope:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise BadCheckpoint(f"{where}: {key} is not an object (fix config.json)")
-    here = f"{where} {key}"
-    values = _fields(ROPE_FIELDS, raw, here)
+        raise BadCheckpoint(f"{here} is not an object (fix config.json)")
+    values = fields(ROPE_FIELDS, raw, here)
     kind = raw.get("rope_type", raw.get("type", "default"))
     if not isinstance(kind, str) or not kind:
         raise BadCheckpoint(f"{here}: rope_type is {shown(repr(kind))}; it must be a name such as 'linear' (fix config.json)")

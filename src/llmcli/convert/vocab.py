@@ -1,7 +1,8 @@
 """The tokenizer of a Hugging Face checkpoint, as GGUF metadata.
 
 Two kinds: byte-level BPE from tokenizer.json (Llama 3, Qwen, SmolLM, GPT-2 style) and
-SentencePiece from tokenizer.model (Llama 2, Mistral v0.1, Phi-3 style). Either way the token list
+SentencePiece from tokenizer.model (Llama 2, Mistral v0.1, Phi-3 style) or, when transformers 5
+saved it without one, from its tokenizer.json (Gemma; see spm_json.py). Either way the token list
 has exactly as many entries as the embedding has rows: Qwen pads its embedding past the tokenizer,
 and those rows become unused padding tokens.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmcli.convert import files, pretokenizers
+from llmcli.convert import files, pretokenizers, spm_json
 from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer, shown
 from llmcli.convert.vocab_checks import checked_added, checked_vocab
 
@@ -99,8 +100,11 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
         vocab = _bpe_vocab(src, tokenizer_json, n_rows)
     elif files.is_present(src / "tokenizer.model"):
         vocab = _spm_vocab(src, root, tokenizer_json, n_rows)
+    elif tokenizer_json is not None and (form := spm_json.recognise(tokenizer_json)) is not None:
+        # transformers 5's save_pretrained writes only tokenizer.json for SentencePiece tokenizers (Gemma).
+        vocab = spm_json.spm_vocab_from_json(src, tokenizer_json, form, n_rows)
     elif tokenizer_json is not None and model.get("type") == "BPE" and model.get("byte_fallback"):
-        # transformers 5's save_pretrained writes only tokenizer.json for SentencePiece tokenizers.
+        # Other SentencePiece-style forms (Llama 2's Metaspace) are not known to split as llama.cpp does.
         raise UnsupportedTokenizer(
             f"{src.name}/tokenizer.json is a SentencePiece-style tokenizer (byte fallback) without its tokenizer.model; "
             "copy tokenizer.model from the original model into the folder (transformers 5 does not save it)"

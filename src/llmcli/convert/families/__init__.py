@@ -16,6 +16,8 @@ ARCHITECTURES: dict[str, str] = {
     "Qwen2ForCausalLM": "qwen2",  # Qwen2, Qwen2.5: q/k/v biases, padded vocabulary
     "Qwen3ForCausalLM": "qwen3",  # Qwen3 dense: q/k RMS norms
     "Phi3ForCausalLM": "phi3",  # Phi-3 / Phi-3.5 mini: fused qkv and gate_up
+    "Gemma2ForCausalLM": "gemma2",  # Gemma 2: Gemma 3 without q/k norms, with attention soft-capping
+    "Gemma3ForCausalLM": "gemma3",  # Gemma 3 text: (1+w) norms, sliding-window layers, tied embeddings
 }
 
 
