@@ -44,6 +44,7 @@ class ChatOptions:
     chat_template: Path | None = None  # --chat-template FILE: overrides the model's
     think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
     show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
+    no_cache: bool = False  # --no-cache: neither read nor write the disk prefix cache
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class ChatInputs:
     piped: str | None = None  # all of stdin when it is not a terminal
     interactive: bool = False  # stdin and stdout are terminals: the REPL is possible
     default_model: str | None = None  # $LLMCLI_MODEL
+    cache_max: int = 0  # $LLMCLI_CACHE_MAX in bytes (0: no disk prefix cache)
 
 
 @dataclass
@@ -136,13 +138,30 @@ def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: Pro
     ref = ref or default_model_ref(inputs.default_model)
     entry = find_or_pull(ref, store, pulling=pulling, listed=listed)
     # Fail on a bad filter file or a bad model before anything else is shown.
-    return Opened(load_session(entry, opts), entry.name, prompt)
+    session = load_session(entry, opts)
+    use_prefix_cache(session, store, entry, opts, inputs, one_shot=prompt is not None)
+    return Opened(session, entry.name, prompt)
+
+
+def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs,
+                     one_shot: bool) -> None:
+    """Point the session at the disk prefix cache, and tell it where the shared start of the prompt
+    ends: the piped document, which later questions about the same document will repeat."""
+    from llmcli.engine.prefix_cache import PrefixCache, SessionCache, cache_key
+
+    if inputs.piped is not None and inputs.piped.strip():
+        session.stable_text = inputs.piped.rstrip("\n")  # as join_piped puts it first
+    if opts.no_cache or inputs.cache_max <= 0:
+        return
+    # One-shot replies save their tip; the REPL keeps its KV cache in RAM and only reads the disk.
+    session.disk_cache = SessionCache(PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime),
+                                      entry.name, save=one_shot)
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
 LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads,
               "--chat-template": lambda o: o.chat_template, "--think/--no-think": lambda o: o.think,
-              "--draft": lambda o: o.draft}
+              "--draft": lambda o: o.draft, "--no-cache": lambda o: True if o.no_cache else None}
 
 
 def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs) -> Opened:
