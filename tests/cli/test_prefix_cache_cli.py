@@ -131,7 +131,8 @@ def test_cache_lists_and_clears_inside_its_root(tmp_path):
     (cache_dir / "notes.txt").write_text("mine")
     cleared = cli("cache", "clear", "--json")
     assert cleared.exit_code == 0 and json.loads(cleared.stdout)["removed_entries"] == 1
-    assert entries() == [] and outside.read_text() == "not ours" and (cache_dir / "notes.txt").exists()
+    assert [p.name for p in entries()] == ["link.kv"] and (cache_dir / "link.kv").is_symlink()
+    assert outside.read_text() == "not ours" and (cache_dir / "notes.txt").exists()
     shutil.rmtree(cache_dir)
 
 

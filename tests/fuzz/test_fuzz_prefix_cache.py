@@ -87,9 +87,9 @@ def test_damaged_entries_raise_only_corrupt_entry(tmp_path: Path) -> None:
         data = header_mutation(rng) if i % 5 == 0 else mutate(valid(rng), rng)
         path = tmp_path / "case.kv"
         path.write_bytes(data)
-        for parse in (lambda: parse_entry(bytearray(data), path), lambda: cache.read_info(path)):
+        for parse in (parse_entry, cache.read_info):
             try:
-                result = parse()
+                result = parse(bytearray(data), path) if parse is parse_entry else parse(path)
             except CorruptEntry:
                 counts["corrupt"] += 1
                 continue
