@@ -17,8 +17,8 @@ def _check_action(value: str) -> str:
     return value
 
 
-def cache(action: Annotated[str, typer.Argument(metavar="[list|clear]", callback=_check_action,
-                                                help="list the entries (default), or delete them all.")] = "list",
+def cache(action: Annotated[str, typer.Argument(metavar="ACTION", callback=_check_action,
+                                                help="'list' the entries (default), or 'clear' them all.")] = "list",
           json_out: JsonOpt = False) -> None:
     """The disk prefix cache: KV states of piped documents and conversation tips, reused by `chat`.
 
@@ -47,7 +47,7 @@ def cache(action: Annotated[str, typer.Argument(metavar="[list|clear]", callback
                  f"({format_bytes(cleared.bytes)}) from {root}")
         return
     entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
-    damaged = len(cache._skipped)
+    damaged = len(cache.skipped)
 
     def when(ts: float) -> str:
         return datetime.fromtimestamp(ts, timezone.utc).replace(microsecond=0).isoformat()

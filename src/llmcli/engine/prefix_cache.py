@@ -210,7 +210,7 @@ class Cleared:
 class PrefixCache:
     root: Path
     max_bytes: int
-    _skipped: list[Path] = field(default_factory=list)  # unreadable files met while listing
+    skipped: list[Path] = field(default_factory=list)  # unreadable files met while listing
 
     # -- reading -----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
@@ -238,14 +238,14 @@ class PrefixCache:
     def entries(self, key_id: str | None = None) -> list[EntryInfo]:
         """Every readable entry (of one key, when given: its file names start with the key's id)."""
         found = []
-        self._skipped = []
+        self.skipped = []
         for path in self._files():
             if key_id is not None and not path.name.startswith(key_id[:32] + "-"):
                 continue
             try:
                 found.append(self.read_info(path))
             except CorruptEntry:
-                self._skipped.append(path)
+                self.skipped.append(path)
         return found
 
     def best(self, key_id: str, tokens: list[int]) -> Match | None:
@@ -402,7 +402,7 @@ class SessionCache:
             match = self.cache.best(self.key.id, tokens)
         except OSError as exc:
             return Restored(0, f"the prefix cache {self.cache.root} is unreadable ({exc.strerror}); prefilled in full")
-        skipped = len(self.cache._skipped)
+        skipped = len(self.cache.skipped)
         note = f"skipped {skipped} damaged prefix-cache entr{'y' if skipped == 1 else 'ies'}" if skipped else None
         if match is None:
             return Restored(0, note)
