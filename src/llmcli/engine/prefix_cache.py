@@ -398,6 +398,8 @@ class SessionCache:
         """Load the entry sharing the longest prefix with `tokens` (at most `limit` of them) when it
         beats `better_than` tokens already in the KV cache. Any failure leaves the runtime cleared
         or untouched, and says why in one note."""
+        if limit < MIN_TOKENS or limit <= better_than:
+            return Restored(0)  # nothing the disk could add: not even a look
         try:
             match = self.cache.best(self.key.id, tokens)
         except OSError as exc:
