@@ -177,3 +177,19 @@ def test_a_follow_up_turn_reuses_the_saved_tip(tmp_path, runtime):
     _, stats, _ = ask(follow, "And another one?")
     assert stats.cache_source == "disk"
     assert stats.prefill_tokens < 40 < stats.cached_tokens
+
+
+def test_a_repl_session_saves_what_its_kv_cache_holds_when_it_closes(tmp_path, embedded_path):
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=1024))
+    session = ChatSession(rt, params=greedy())
+    session.disk_cache = SessionCache(PrefixCache(tmp_path, 10**9), cache_key(rt), "smollm2")
+    list(session.ask(f"{DOC}\n\nName one week."))  # a REPL turn: the KV cache is kept
+    assert list(tmp_path.glob("*.kv")) == []
+    held = list(rt.kv_tokens)
+    session.close()
+    session.close()  # twice is harmless
+    (entry,) = tmp_path.glob("*.kv")
+    info, _ = parse_entry(bytearray(entry.read_bytes()))
+    assert info.tokens == held and session.cache_warning is None

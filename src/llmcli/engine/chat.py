@@ -66,6 +66,8 @@ class ChatSession:
         # user text that later requests will share (a piped document): the prefill splits there.
         self.disk_cache: SessionCache | None = None
         self.stable_text: str | None = None
+        self.cache_warning: str | None = None  # why the tip could not be saved at close, if it could not
+        self._kept = False  # the last request kept its KV cache (a REPL turn): close saves it
         self._cancel = False
         self._load_reported = False
         self._noted: str | None = None
@@ -92,6 +94,11 @@ class ChatSession:
                      ("threads", str(rt.n_threads))])
 
     def close(self) -> None:
+        # What the KV cache still holds (the REPL's conversation) goes to the disk prefix cache, so a
+        # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
+        if self.disk_cache is not None and self._kept and self.runtime.kv_tokens:
+            self._kept = False
+            self.cache_warning = self.disk_cache.save_tip(self.runtime)
         self.runtime.close()
 
     def _tokenize_within_context(self, user: Message, start: int = 0, limit: int | None = None,
@@ -312,6 +319,7 @@ class ChatSession:
                 if warning:
                     yield Notice(warning)
             rt.clear()
+        self._kept = keep_cache
         ms["release"] = _ms(t7)
         stats.total_ms = _ms(t0)
         details = _details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)

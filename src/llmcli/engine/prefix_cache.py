@@ -392,7 +392,7 @@ class SessionCache:
     cache: PrefixCache
     key: CacheKey
     model_name: str
-    save: bool = True  # write the conversation's tip after a one-shot reply
+    save: bool = True  # write conversation tips (False: only read)
 
     def restore(self, runtime, tokens: list[int], better_than: int, limit: int) -> Restored:
         """Load the entry sharing the longest prefix with `tokens` (at most `limit` of them) when it

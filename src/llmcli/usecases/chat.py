@@ -139,12 +139,11 @@ def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: Pro
     entry = find_or_pull(ref, store, pulling=pulling, listed=listed)
     # Fail on a bad filter file or a bad model before anything else is shown.
     session = load_session(entry, opts)
-    use_prefix_cache(session, store, entry, opts, inputs, one_shot=prompt is not None)
+    use_prefix_cache(session, store, entry, opts, inputs)
     return Opened(session, entry.name, prompt)
 
 
-def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs,
-                     one_shot: bool) -> None:
+def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs) -> None:
     """Point the session at the disk prefix cache, and tell it where the shared start of the prompt
     ends: the piped document, which later questions about the same document will repeat."""
     from llmcli.engine.prefix_cache import PrefixCache, SessionCache, cache_key
@@ -153,9 +152,9 @@ def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions
         session.stable_text = inputs.piped.rstrip("\n")  # as join_piped puts it first
     if opts.no_cache or inputs.cache_max <= 0:
         return
-    # One-shot replies save their tip; the REPL keeps its KV cache in RAM and only reads the disk.
+    # A one-shot reply saves its tip at release; the REPL keeps its KV cache in RAM and saves it at exit.
     session.disk_cache = SessionCache(PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime),
-                                      entry.name, save=one_shot)
+                                      entry.name)
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
