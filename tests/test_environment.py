@@ -39,3 +39,18 @@ def test_installed_is_what_current_returns_and_only_for_the_call():
     with installed(mine):
         assert current() is mine
     assert current() is not mine
+
+
+def test_cache_max_takes_decimal_sizes_and_refuses_the_rest():
+    import pytest as _pytest
+
+    from llmcli.environment import CACHE_MAX_DEFAULT, Environment
+    from llmcli.errors import UsageError
+
+    assert Environment(vars={}).cache_max == CACHE_MAX_DEFAULT == 2 * 10**9
+    sizes = {"0": 0, "123": 123, "2G": 2 * 10**9, "500m": 5 * 10**8, "1.5GB": 15 * 10**8, "750kB": 750_000}
+    for text, size in sizes.items():
+        assert Environment(vars={"LLMCLI_CACHE_MAX": text}).cache_max == size
+    for text in ("lots", "-1", "G", "nan", "inf", "2X"):
+        with _pytest.raises(UsageError, match="LLMCLI_CACHE_MAX=.* is not a size"):
+            Environment(vars={"LLMCLI_CACHE_MAX": text}).cache_max  # noqa: B018

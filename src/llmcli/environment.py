@@ -39,6 +39,26 @@ def _store_root(vars: Mapping[str, str]) -> Path:
     return Path(xdg) / "llmcli"
 
 
+CACHE_MAX_DEFAULT = 2 * 10**9
+SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}  # decimal, as every size llmcli shows
+
+
+def parse_size(text: str, name: str) -> int:
+    """'2G', '500M', '1.5g', '750kB', '0' -> bytes (decimal units); UsageError naming the variable."""
+    from llmcli.errors import UsageError
+
+    raw = text.strip().upper().removesuffix("B")
+    number, suffix = (raw[:-1], raw[-1]) if raw and raw[-1] in SIZE_SUFFIXES else (raw, "")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not number or value != value or value < 0 or value == float("inf"):
+        raise UsageError(f"{name}={text!r} is not a size; give bytes with an optional K, M or G suffix, "
+                         "e.g. 2G (0 turns the cache off)")
+    return int(value * SIZE_SUFFIXES[suffix])
+
+
 @dataclass
 class Environment:
     vars: Mapping[str, str] = field(default_factory=lambda: os.environ.copy(), repr=False)
@@ -54,6 +74,7 @@ class Environment:
     api_key: str | None = field(init=False, repr=False)  # LLMCLI_API_KEY
     no_color: bool = field(init=False)  # NO_COLOR (https://no-color.org): any non-empty value
     no_log: bool = field(init=False)  # LLMCLI_NO_LOG=1: chat logs no exchange (as --no-log)
+    cache_max_text: str | None = field(init=False)  # LLMCLI_CACHE_MAX, as given (see cache_max)
 
     def __post_init__(self) -> None:
         self.vars = dict(self.vars)  # a snapshot: a later os.environ change does not leak in
@@ -64,6 +85,15 @@ class Environment:
         self.api_key = self.vars.get("LLMCLI_API_KEY") or None
         self.no_color = bool(self.vars.get("NO_COLOR"))
         self.no_log = _flag(self.vars.get("LLMCLI_NO_LOG"))
+        self.cache_max_text = self.vars.get("LLMCLI_CACHE_MAX") or None
+
+    @property
+    def cache_max(self) -> int:
+        """LLMCLI_CACHE_MAX in bytes (default 2 GB; 0: no disk prefix cache). Parsed where a command
+        uses it, so a bad value fails that command with a clear line, not every command."""
+        if self.cache_max_text is None:
+            return CACHE_MAX_DEFAULT
+        return parse_size(self.cache_max_text, "LLMCLI_CACHE_MAX")
 
     @property
     def stdin_isatty(self) -> bool:

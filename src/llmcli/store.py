@@ -147,6 +147,11 @@ class Store:
         return self.root / "blobs"
 
     @property
+    def cache_dir(self) -> Path:
+        """The disk prefix cache (engine.prefix_cache): KV states of prompts' stable starts."""
+        return self.root / "cache"
+
+    @property
     def history_path(self) -> Path:
         return self.root / "chat_history"
 

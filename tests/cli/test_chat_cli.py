@@ -33,7 +33,8 @@ def test_json_document_has_every_field():
     assert doc["endpoint"] is None and doc["server"] is None  # what only a server has
     assert doc["model"] == "smollm2-135m-instruct"
     assert doc["finish_reason"] in ("stop", "length")
-    assert set(doc["usage"]) == {"prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens"}
+    assert set(doc["usage"]) == {"prompt_tokens", "cached_tokens", "cache_source", "completion_tokens",
+                                 "reasoning_tokens"}
     assert set(doc["timings"]) == {"load_ms", "tokenize_ms", "prefill_ms", "ttft_ms", "ttfa_ms", "reasoning_ms",
                                    "decode_ms", "total_ms", "prefill_tps", "decode_tps"}
     assert doc["timings"]["decode_tps"] > 0

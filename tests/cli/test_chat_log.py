@@ -201,7 +201,8 @@ def test_a_full_disk_while_logging_keeps_the_reply_and_writes_nothing_half(priva
     # Room for SQLite's 32 KiB shared-memory index; the exchange's write-ahead log (8 pages or more of
     # 4 kB: two tables, three indexes, the full-text index, and the document's overflow pages) does not fit.
     document = " ".join(f"word{i}" for i in range(250))
-    proc = subprocess.run([*LLMCLI, "chat", *FAST, "Summarize this."], input=document, capture_output=True,
+    # --no-cache: the prefix cache's own full-disk warning is tested in tests/cli/test_prefix_cache_cli.py.
+    proc = subprocess.run([*LLMCLI, "chat", *FAST, "--no-cache", "Summarize this."], input=document, capture_output=True,
                           text=True, timeout=180, env=environment_vars({"PYTHONDONTWRITEBYTECODE": "1"}),
                           preexec_fn=_fsize_limit(32768))
     assert proc.returncode == 0, proc.stderr

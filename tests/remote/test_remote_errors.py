@@ -65,8 +65,8 @@ def test_local_only_options_are_refused_with_an_endpoint(fake_server):
 def test_server_usage_and_timings_reach_json_and_the_panel(fake_server):
     doc = json.loads(chat(fake_server.endpoint(), "--json", "Say hi.").stdout)
     assert doc["text"] == "".join(REPLY)  # a character split across TCP reads arrives whole
-    assert doc["usage"] == {"prompt_tokens": 42, "cached_tokens": 10, "completion_tokens": len(REPLY),
-                            "reasoning_tokens": 0}
+    assert doc["usage"] == {"prompt_tokens": 42, "cached_tokens": 10, "cache_source": None,
+                            "completion_tokens": len(REPLY), "reasoning_tokens": 0}
     assert doc["server"]["timings"]["prompt_ms"] == 12.5
     assert doc["timings"]["prefill_ms"] == 12.5 and doc["timings"]["prefill_tps"] == 2560.0
     assert doc["timings"]["tokenize_ms"] is None  # ran on the server: not invented

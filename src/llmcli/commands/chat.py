@@ -87,6 +87,8 @@ def chat(
     think: ThinkOpt = None,
     show_thinking: Annotated[bool, typer.Option("--show-thinking", help="Stream a thinking model's reasoning "
                                                 "on stderr (stdout carries only the answer).")] = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither reuse nor save the KV state of the "
+                                           "prompt's start in the disk prefix cache (`llmcli cache`).")] = False,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
@@ -109,7 +111,7 @@ def chat(
         model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
         threads=threads, draft=draft, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
         markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout, constraint=constraint,
-        chat_template=chat_template, think=think, show_thinking=show_thinking,
+        chat_template=chat_template, think=think, show_thinking=show_thinking, no_cache=no_cache,
         continue_latest=continue_latest, cid=cid, no_log=no_log,
     ))
 
@@ -139,7 +141,8 @@ def run_chat(opts: ChatOptions) -> None:
                                      default_api_key=env.api_key)
     inputs = ChatInputs(piped=None if env.stdin_isatty else env.stdin.read(),
                         interactive=env.stdin_isatty and env.stdout_isatty,
-                        default_model=env.default_model)
+                        default_model=env.default_model,
+                        cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max)
     chat_log = open_log_for(opts, env)
     try:
         opened = open_chat(store, opts, inputs, endpoint=endpoint,

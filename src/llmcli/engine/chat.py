@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
 from llmcli.engine.lookup import parse_draft
 from llmcli.engine.postprocess import Postprocessor, WordFilter
+from llmcli.engine.prefix_cache import SessionCache
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
@@ -61,6 +62,12 @@ class ChatSession:
         self.messages: list[Message] = []  # the conversation, without the system prompt
         self.last_stats: Stats | None = None
         self.last_prompt: RenderedPrompt | None = None
+        # The disk prefix cache (set by the use-case unless --no-cache), and the start of the next
+        # user text that later requests will share (a piped document): the prefill splits there.
+        self.disk_cache: SessionCache | None = None
+        self.stable_text: str | None = None
+        self.cache_warning: str | None = None  # why the tip could not be saved at close, if it could not
+        self._kept = False  # the last request kept its KV cache (a REPL turn): close saves it
         self._cancel = False
         self._load_reported = False
         self._noted: str | None = None
@@ -87,6 +94,11 @@ class ChatSession:
                      ("threads", str(rt.n_threads))])
 
     def close(self) -> None:
+        # What the KV cache still holds (the REPL's conversation) goes to the disk prefix cache, so a
+        # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
+        if self.disk_cache is not None and self._kept and self.runtime.kv_tokens:
+            self._kept = False
+            self.cache_warning = self.disk_cache.save_tip(self.runtime)
         self.runtime.close()
 
     def _tokenize_within_context(self, user: Message, start: int = 0, limit: int | None = None,
@@ -151,6 +163,21 @@ class ChatSession:
         gate = ThinkGate(think, opened_in_prompt=prompt.text.rstrip().endswith(THINK_OPEN))
         return GrammarCheck(rt, ptr, gate)
 
+    def _stable_length(self, prompt: RenderedPrompt, text: str) -> int:
+        """How many of the prompt's tokens later requests will share: those of the prompt rendered with
+        the user text cut to its stable start (`stable_text`, else nothing), up to where they differ.
+        Never the whole prompt: the last token is computed again for its logits."""
+        cut = self.stable_text if self.stable_text and text.startswith(self.stable_text) else ""
+        try:
+            shorter = self._tokenize_within_context(Message("user", cut))
+        except Interrupted:
+            raise
+        except Exception:  # a template that refuses the cut message: no split, no cache
+            return 0
+        if shorter is None:
+            return 0
+        return min(common_prefix(shorter.tokens, prompt.tokens), len(prompt.tokens) - 1)
+
     # -- one request -------------------------------------------------------------------------
     def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
         rt, params = self.runtime, self.params
@@ -191,6 +218,15 @@ class ChatSession:
         if reuse == len(prompt.tokens):
             reuse -= 1  # the last prompt token must be computed again to get logits to sample from
         reuse = rt.keep_prefix(reuse)
+        stable = self._stable_length(prompt, text)
+        stats.cache_source = "ram" if reuse else None
+        if self.disk_cache is not None:
+            restored = self.disk_cache.restore(rt, prompt.tokens, better_than=reuse, limit=stable)
+            if restored.reused:
+                reuse, stats.cache_source = restored.reused, "disk"
+            elif len(rt.kv_tokens) < reuse:  # a failed load cleared the KV cache
+                reuse, stats.cache_source = len(rt.kv_tokens), None
+            stats.cache_note = restored.note
         stats.prompt_tokens, stats.cached_tokens = len(prompt.tokens), reuse
         stats.prefill_tokens = len(prompt.tokens) - reuse
         self.last_prompt = prompt
@@ -198,7 +234,12 @@ class ChatSession:
 
         # ③ prefill, up to the first sampled token
         t2 = time.perf_counter()
-        rt.prefill(prompt.tokens[reuse:])
+        # In two parts, split where the stable start ends, cached or not: with flash attention the KV
+        # state depends on where the prefill's batches start, and this keeps a cached run's bytes,
+        # hence its output, identical to an uncached one.
+        if reuse < stable:
+            rt.prefill(prompt.tokens[reuse:stable])
+        rt.prefill(prompt.tokens[max(reuse, stable):])
         rt.synchronize()
         ms["prefill"] = _ms(t2)
         sampler = Sampler(rt, params, self._grammar_check(prompt))
@@ -273,7 +314,12 @@ class ChatSession:
         stats.ctx_used = len(rt.kv_tokens)  # what this request occupied, before any release
         t7 = time.perf_counter()
         if not keep_cache:
+            if self.disk_cache is not None:  # the tip: a follow-up (`chat -c`) prefills only its new turn
+                warning = self.disk_cache.save_tip(rt)
+                if warning:
+                    yield Notice(warning)
             rt.clear()
+        self._kept = keep_cache
         ms["release"] = _ms(t7)
         stats.total_ms = _ms(t0)
         details = _details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)
@@ -313,7 +359,8 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
     dropped = f", {stats.dropped_messages} old messages dropped" if stats.dropped_messages else ""
     details = {
         "tokenize": f"{stats.prompt_tokens} prompt tokens",
-        "schedule": f"{stats.cached_tokens} reused from cache, {stats.prefill_tokens} to prefill{dropped}",
+        "schedule": (f"{stats.cached_tokens} reused from cache{_source(stats)}, {stats.prefill_tokens} to prefill"
+                     f"{dropped}" + (f" ({stats.cache_note})" if stats.cache_note else "")),
         "prefill": f"{num(prefill_tps)} tok/s · TTFT {num(stats.ttft_ms)} ms",
         "decode": (f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
                    f"{num(stats.ms_per_token, 2)} ms/tok" + _draft_detail(stats)),
@@ -325,6 +372,10 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
     if stats.masked_words:
         details["postprocess"] = f"{stats.masked_words} words masked"
     return details
+
+
+def _source(stats: Stats) -> str:
+    return f" ({'the disk prefix cache' if stats.cache_source == 'disk' else 'RAM'})" if stats.cache_source else ""
 
 
 def _draft_detail(stats: Stats) -> str:

@@ -92,6 +92,8 @@ class Stats:
     stages: list[StageRecord] = field(default_factory=list)  # the seven, in order
     prompt_tokens: int | None = None
     cached_tokens: int | None = None  # prompt tokens reused from the KV cache
+    cache_source: str | None = None  # where they came from: "ram" (this session), "disk" (the prefix cache)
+    cache_note: str | None = None  # why the prefix cache was not used, when it failed (shown with --stats)
     prefill_tokens: int | None = None  # prompt tokens actually computed
     completion_tokens: int = 0
     reasoning_tokens: int = 0  # of completion_tokens, those spent thinking (<think>…</think>)
@@ -136,7 +138,7 @@ class Stats:
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens}
+                "cache_source": self.cache_source, "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens}
 
     def timings(self) -> dict:
         r = lambda x: None if x is None else round(x, 3)  # noqa: E731

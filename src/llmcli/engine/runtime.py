@@ -94,6 +94,9 @@ class Runtime:
         self.n_ctx = int(ll.llama_n_ctx(self._ctx))
         self.n_batch = int(ll.llama_n_batch(self._ctx))
         self.n_threads = cparams.n_threads
+        # What else shapes the bytes of the KV state (the prefix cache's key).
+        self.kv_params = {"n_ubatch": int(ll.llama_n_ubatch(self._ctx)), "flash_attn": int(cparams.flash_attn_type),
+                          "type_k": int(cparams.type_k), "type_v": int(cparams.type_v)}
         self.n_vocab = int(ll.llama_vocab_n_tokens(self.vocab))
         self.add_bos = bool(ll.llama_vocab_get_add_bos(self.vocab))
         self.bos_id = int(ll.llama_vocab_bos(self.vocab))
@@ -194,6 +197,40 @@ class Runtime:
     def clear(self) -> None:
         self.ll.llama_memory_clear(self._memory, True)
         self.kv_tokens.clear()
+
+    def state_bytes(self) -> bytearray:
+        """The KV state of sequence 0 (what `kv_tokens` says it holds), as llama.cpp serializes it."""
+        ll = self.ll
+        ll.llama_synchronize(self._ctx)
+        size = int(ll.llama_state_seq_get_size(self._ctx, 0))
+        data = bytearray(size)
+        written = int(ll.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
+        if written != size:
+            raise RuntimeFailure(f"llama.cpp wrote {written} of {size} bytes of the KV state ({self.last_log()})")
+        return data
+
+    def load_state(self, data: bytes | bytearray | memoryview, tokens: list[int]) -> bool:
+        """Replace the KV cache with a state from `state_bytes` that holds `tokens`.
+
+        False when llama.cpp refuses it: the runtime is then cleared (empty and usable), so the
+        caller prefills as if nothing had been cached.
+        """
+        ll = self.ll
+        self.clear()
+        if len(tokens) > self.n_ctx:
+            return False
+        view = memoryview(data)
+        if not len(view):
+            return False
+        # Without a copy when the bytes are writable (a bytearray, a view of one), as a loaded entry's are.
+        buf = ((ctypes.c_uint8 * len(view)).from_buffer(view) if not view.readonly
+               else (ctypes.c_uint8 * len(view)).from_buffer_copy(view))
+        read = int(ll.llama_state_seq_set_data(self._ctx, buf, len(view), 0))
+        if read != len(data):
+            self.clear()
+            return False
+        self.kv_tokens[:] = tokens
+        return True
 
     # -- compute -----------------------------------------------------------------------------
     def prefill(self, tokens: list[int]) -> None:

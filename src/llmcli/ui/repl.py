@@ -79,6 +79,8 @@ class Repl:
             except Exception as exc:  # noqa: BLE001 - the REPL's boundary: one line, then the next prompt
                 self._error(exc)
         self.session.close()
+        if warning := getattr(self.session, "cache_warning", None):  # the prefix cache could not save the tip
+            self.out.warn(warning)
 
     def _error(self, exc: Exception) -> None:
         """One line for any error; the type too when it is not one of ours; the traceback under LLMCLI_DEBUG."""

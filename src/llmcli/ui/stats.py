@@ -39,7 +39,8 @@ def stats_panel(stats: Stats, model: str):
     text = Text()
     text.append("prompt ", style="dim").append(f"{_count(stats.prompt_tokens)} tok")
     if stats.cached_tokens is not None:
-        text.append(f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached)", style="dim")
+        source = " from disk" if stats.cache_source == "disk" else ""
+        text.append(f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached{source})", style="dim")
     elif remote and not remote.usage_reported:
         text.append(" (the server sent no usage)", style="dim")
     prefill = stats.stage("prefill")
@@ -69,6 +70,10 @@ def stats_panel(stats: Stats, model: str):
     if stats.load_ms:
         text.append("  load ", style="dim").append(f"{num(stats.load_ms)} ms")
     text.append("  total ", style="dim").append(f"{num(stats.total_ms)} ms")
+    if stats.cache_note:
+        from llmcli.display import printable
+
+        text.append(f"\ncache: {printable(stats.cache_note, 200)}", style="dim")
     return Panel(text, title=_title(stats, model), title_align="left", border_style="dim", expand=False)
 
 

@@ -45,6 +45,7 @@ class ChatOptions:
     chat_template: Path | None = None  # --chat-template FILE: overrides the model's
     think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
     show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
+    no_cache: bool = False  # --no-cache: neither read nor write the disk prefix cache
     # The conversation log (usecases/conversation.py)
     continue_latest: bool = False  # -c/--continue: the most recent logged conversation
     cid: str | None = None  # --cid ID: a chosen logged conversation
@@ -58,6 +59,7 @@ class ChatInputs:
     piped: str | None = None  # all of stdin when it is not a terminal
     interactive: bool = False  # stdin and stdout are terminals: the REPL is possible
     default_model: str | None = None  # $LLMCLI_MODEL
+    cache_max: int = 0  # $LLMCLI_CACHE_MAX in bytes (0: no disk prefix cache)
 
 
 @dataclass
@@ -145,13 +147,29 @@ def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: Pro
     entry = find_or_pull(ref, store, pulling=pulling, listed=listed)
     # Fail on a bad filter file or a bad model before anything else is shown.
     model_id = entry.name if entry.name in names else entry.path  # a GGUF outside the store: its path
-    return Opened(load_session(entry, opts), entry.name, prompt, model_id)
+    session = load_session(entry, opts)
+    use_prefix_cache(session, store, entry, opts, inputs)
+    return Opened(session, entry.name, prompt, model_id)
+
+
+def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs) -> None:
+    """Point the session at the disk prefix cache, and tell it where the shared start of the prompt
+    ends: the piped document, which later questions about the same document will repeat."""
+    from llmcli.engine.prefix_cache import PrefixCache, SessionCache, cache_key
+
+    if inputs.piped is not None and inputs.piped.strip():
+        session.stable_text = inputs.piped.rstrip("\n")  # as join_piped puts it first
+    if opts.no_cache or inputs.cache_max <= 0:
+        return
+    # A one-shot reply saves its tip at release; the REPL keeps its KV cache in RAM and saves it at exit.
+    session.disk_cache = SessionCache(PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime),
+                                      entry.name)
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
 LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads,
               "--chat-template": lambda o: o.chat_template, "--think/--no-think": lambda o: o.think,
-              "--draft": lambda o: o.draft}
+              "--draft": lambda o: o.draft, "--no-cache": lambda o: True if o.no_cache else None}
 
 
 def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs,

@@ -1,0 +1,146 @@
+"""The disk prefix cache through `llmcli chat` and `llmcli cache`, on the embedded model.
+
+Each test has its own store (tests/conftest.py), hence its own cache under it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from llmcli.engine.prefix_cache import TEMP_PREFIX, parse_entry
+from tests.support.cli import LLMCLI, cli, cli_store, environment_vars, spawn_cli
+
+DOC = "\n".join(f"Row {i}: the orchard shipped {i * 11} crates of apples and {i % 4} of pears on day {i}."
+                for i in range(12)) + "\n"
+ARGS = ("chat", "--temp", "0", "-n", "12", "--json")
+
+
+def ask(question: str, *extra: str, doc: str = DOC, vars: dict | None = None) -> dict:
+    result = cli(*ARGS, *extra, question, input=doc, vars=vars)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def entries() -> list[Path]:
+    return sorted(cli_store().cache_dir.glob("*.kv"))
+
+
+def test_a_second_question_on_a_piped_document_is_answered_from_disk_as_without_the_cache():
+    first = ask("Which day shipped the most apples?")
+    assert first["usage"]["cache_source"] is None and len(entries()) == 1
+    cached = ask("How many pears on day 3?")
+    uncached = ask("How many pears on day 3?", "--no-cache")
+    assert cached["usage"]["cache_source"] == "disk" and cached["usage"]["cached_tokens"] > 100
+    assert cached["usage"]["prompt_tokens"] - cached["usage"]["cached_tokens"] <= 64
+    assert uncached["usage"]["cached_tokens"] == 0 and uncached["usage"]["cache_source"] is None
+    assert cached["text"] == uncached["text"] and cached["text"]
+    schedule = next(s for s in cached["stages"] if s["name"] == "schedule")
+    assert "the disk prefix cache" in schedule["detail"]
+
+
+def test_a_truncated_entry_falls_back_with_one_note_under_stats():
+    reference = ask("List the days.", "--no-cache")
+    ask("Which day shipped the most apples?")
+    (entry,) = entries()
+    with open(entry, "r+b") as fh:
+        fh.truncate(entry.stat().st_size // 2)
+    result = cli("chat", "--temp", "0", "-n", "12", "--stats", "List the days.", input=DOC)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.rstrip("\n") == reference["text"]
+    notes = [line for line in result.stderr.splitlines() if "cache:" in line]
+    assert len(notes) == 1 and "damaged prefix-cache entry" in notes[0], result.stderr
+    quiet = cli("chat", "--temp", "0", "-n", "12", "--no-stats", "List the days.", input=DOC)
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # the second entry is whole: nothing to say
+
+
+def test_an_entry_of_another_model_is_not_used(tmp_path, embedded_path):
+    ask("Which day shipped the most apples?")
+    other = tmp_path / "other.gguf"
+    data = bytearray(Path(embedded_path).read_bytes())
+    at = data.find(b"SmolLM2")
+    data[at] = ord("X")  # one byte of a metadata string: another file, the same shapes and tokens
+    other.write_bytes(data)
+    result = cli(*ARGS, str(other), "How many pears on day 3?", input=DOC)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["usage"]["cached_tokens"] == 0 and doc["usage"]["cache_source"] is None
+    listed = json.loads(cli("cache", "--json").stdout)
+    assert sorted(e["model"] for e in listed) == ["other.gguf", "smollm2-135m-instruct"]
+
+
+def test_two_processes_writing_the_same_entry_leave_one_whole_entry():
+    children = [spawn_cli(*ARGS, "Which day shipped the most apples?", stdin=subprocess.PIPE) for _ in range(2)]
+    results = [child.result(DOC, timeout=600) for child in children]
+    assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
+    assert json.loads(results[0].stdout)["text"] == json.loads(results[1].stdout)["text"]
+    (entry,) = entries()
+    info, _ = parse_entry(bytearray(entry.read_bytes()))
+    assert len(info.tokens) > 100
+    assert not [p for p in cli_store().cache_dir.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def test_the_cap_evicts_the_least_recently_used_entry():
+    ask("Which day shipped the most apples?")
+    (first,) = entries()
+    cap = str(first.stat().st_size * 3 // 2)
+    ask("Summarize.", doc=DOC.replace("orchard", "farm"), vars={"LLMCLI_CACHE_MAX": cap})
+    (second,) = entries()
+    assert second != first
+    assert ask("Summarize.", vars={"LLMCLI_CACHE_MAX": "0"})["usage"]["cache_source"] is None
+    assert entries() == [second]  # 0: the cache is neither read nor written
+
+
+def _disk_full() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
+
+
+def test_a_full_disk_still_prints_the_reply_then_one_warning_and_leaves_nothing_half_written():
+    r = subprocess.run([*LLMCLI, "chat", "--temp", "0", "-n", "12", "Which day shipped the most apples?"],
+                       input=DOC, capture_output=True, text=True, env=environment_vars(), timeout=600,
+                       preexec_fn=_disk_full)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "could not save the prompt cache" in lines[0], r.stderr
+    assert "File too large" in lines[0] and "the reply is complete" in lines[0]
+    cache_dir = cli_store().cache_dir
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
+
+
+def test_cache_lists_and_clears_inside_its_root(tmp_path):
+    empty = cli("cache")
+    assert empty.exit_code == 0 and empty.stdout == "" and "is empty" in empty.stderr
+    ask("Which day shipped the most apples?")
+    listed = cli("cache")
+    assert listed.exit_code == 0 and "smollm2-135m-instruct" in listed.stdout and "1 entry" in listed.stderr
+    (row,) = json.loads(cli("cache", "--json").stdout)
+    assert row["tokens"] > 100 and row["size"] == entries()[0].stat().st_size
+    # A file the cache does not own, and a link out of it, are left alone.
+    outside = tmp_path / "keep.kv"
+    outside.write_text("not ours")
+    cache_dir = cli_store().cache_dir
+    os.symlink(outside, cache_dir / "link.kv")
+    (cache_dir / "notes.txt").write_text("mine")
+    cleared = cli("cache", "clear", "--json")
+    assert cleared.exit_code == 0 and json.loads(cleared.stdout)["removed_entries"] == 1
+    assert [p.name for p in entries()] == ["link.kv"] and (cache_dir / "link.kv").is_symlink()
+    assert outside.read_text() == "not ours" and (cache_dir / "notes.txt").exists()
+    shutil.rmtree(cache_dir)
+
+
+def test_bad_arguments_and_variables_exit_2_with_one_line():
+    bad = cli("cache", "drop")
+    assert bad.exit_code == 2 and "'drop' is not one of list, clear" in bad.stderr
+    size = cli(*ARGS, "hi", vars={"LLMCLI_CACHE_MAX": "lots"})
+    assert size.exit_code == 2 and len(size.stderr.strip().splitlines()) == 1
+    assert "LLMCLI_CACHE_MAX='lots' is not a size" in size.stderr and size.stdout == ""
+    remote = cli("chat", "--endpoint", "http://127.0.0.1:9/v1", "--no-cache", "hi")
+    assert remote.exit_code == 2 and "--no-cache set the local engine" in remote.stderr

@@ -1,0 +1,195 @@
+"""The disk prefix cache on the real embedded model: state round trips, entries, the chat session's use."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llmcli.engine.chat import ChatSession
+from llmcli.engine.events import Notice, Stats, TextDelta
+from llmcli.engine.prefix_cache import (
+    MIN_TOKENS,
+    CacheKey,
+    CorruptEntry,
+    PrefixCache,
+    SessionCache,
+    cache_key,
+    entry_name,
+    model_identity,
+    parse_entry,
+)
+from llmcli.engine.sampling import SamplingParams
+
+DOC = "\n".join(f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}."
+                for i in range(14))
+
+
+def greedy() -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=24)
+
+
+def ask(session: ChatSession, text: str) -> tuple[str, Stats, list]:
+    events = list(session.ask(text, keep_cache=False))
+    stats = events[-1]
+    assert isinstance(stats, Stats)
+    return "".join(e.text for e in events if isinstance(e, TextDelta)), stats, events
+
+
+def session_on(runtime, root: Path | None, max_bytes: int = 10**9) -> ChatSession:
+    runtime.clear()
+    session = ChatSession(runtime, params=greedy())
+    session.stable_text = DOC
+    if root is not None:
+        session.disk_cache = SessionCache(PrefixCache(root, max_bytes), cache_key(runtime), "smollm2")
+    return session
+
+
+def test_a_state_round_trip_continues_exactly_as_the_original(runtime):
+    runtime.clear()
+    tokens = runtime.tokenize(DOC)
+    runtime.prefill(tokens)
+    state = runtime.state_bytes()
+    first = ask_plain(runtime)
+    runtime.clear()
+    assert runtime.load_state(state, tokens) and runtime.kv_tokens == tokens
+    assert ask_plain(runtime) == first
+
+
+def ask_plain(runtime) -> list[int]:
+    """Greedy continuation of what the KV cache holds (its last token computed again for logits)."""
+    from llmcli.engine.sampling import Sampler
+
+    last = runtime.kv_tokens[-1]
+    runtime.keep_prefix(len(runtime.kv_tokens) - 1)
+    runtime.prefill([last])
+    sampler = Sampler(runtime, greedy())
+    out = []
+    try:
+        for _ in range(8):
+            token = sampler.sample()
+            out.append(token)
+            runtime.step(token)
+    finally:
+        sampler.close()
+    return out
+
+
+def test_a_refused_state_leaves_the_runtime_cleared_and_usable(runtime):
+    runtime.clear()
+    runtime.prefill(runtime.tokenize("Some words first."))
+    assert not runtime.load_state(bytearray(b"\x07" * 4096), [1, 2, 3])
+    assert runtime.kv_tokens == []
+    runtime.prefill(runtime.tokenize("Still works."))
+    assert len(runtime.kv_tokens) > 0
+
+
+def test_entries_round_trip_and_damage_is_detected(tmp_path, runtime):
+    runtime.clear()
+    tokens = runtime.tokenize(DOC)
+    runtime.prefill(tokens)
+    cache, key = PrefixCache(tmp_path, 10**9), cache_key(runtime)
+    path = cache.write(key, "m", tokens, runtime.state_bytes())
+    assert path.name == entry_name(key.id, tokens)
+    match = cache.best(key.id, tokens + [5, 6])
+    assert match.length == len(tokens)
+    info, state = cache.load(match.entry)
+    assert info.tokens == tokens and len(state) == info.state_size
+    data = bytearray(path.read_bytes())
+    for broken, reason in [(data[:-1], "promises"), (data[:100], "truncated"),
+                           (data[:-10] + bytes([data[-10] ^ 1]) + data[-9:], "checksum")]:
+        with pytest.raises(CorruptEntry, match=reason):
+            parse_entry(broken)
+
+
+def test_a_longer_entry_supersedes_its_prefix_and_the_cap_evicts_the_least_recently_used(tmp_path, runtime):
+    key = cache_key(runtime)
+    state = bytearray(1000)
+    cache = PrefixCache(tmp_path, 10**9)
+    short = cache.write(key, "m", list(range(40)), state)
+    longer = cache.write(key, "m", list(range(60)), state)
+    assert not short.exists() and longer.exists()  # superseded
+    other = cache.write(key, "m", list(range(100, 150)), state)
+    assert {p.name for p in tmp_path.iterdir()} == {longer.name, other.name}
+    # A cap of two entries: a third evicts the one used least recently (the `longer`, once `other` is read).
+    import os
+    os.utime(longer, (1, 1))
+    small = PrefixCache(tmp_path, 2 * other.stat().st_size + 10)
+    third = small.write(key, "m", list(range(200, 250)), state)
+    assert {p.name for p in tmp_path.iterdir()} == {other.name, third.name}
+    assert small.write(key, "m", list(range(300, 350)), bytearray(10**6)) is None  # larger than the cap
+
+
+def test_the_model_identity_follows_the_bytes_not_the_path(tmp_path, embedded_path):
+    copy = tmp_path / "same.gguf"
+    shutil.copyfile(embedded_path, copy)
+    assert model_identity(copy) == model_identity(embedded_path)
+    data = bytearray(copy.read_bytes())
+    at = data.find(b"SmolLM2")
+    data[at] = ord("X")  # one byte of a metadata string
+    copy.write_bytes(data)
+    assert model_identity(copy) != model_identity(embedded_path)
+
+
+def test_the_key_holds_the_version_and_context_parameters(runtime):
+    key = cache_key(runtime)
+    assert key.llama_cpp and key.n_ctx == runtime.n_ctx and key.n_batch == runtime.n_batch
+    from dataclasses import replace
+    assert len({key.id, replace(key, llama_cpp="0.0.1").id, replace(key, n_ctx=512).id,
+                replace(key, flash_attn=0).id}) == 4
+    assert isinstance(key, CacheKey)
+
+
+def test_a_second_question_reuses_the_document_from_disk_and_answers_as_without_the_cache(tmp_path, runtime):
+    first, stats1, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nHow many storms in week 3?")
+    assert stats1.cache_source is None and len(list(tmp_path.glob("*.kv"))) == 1
+    cached, stats2, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nWhich week had the most ships?")
+    uncached, stats3, _ = ask(session_on(runtime, None), f"{DOC}\n\nWhich week had the most ships?")
+    assert stats2.cache_source == "disk" and stats2.cached_tokens >= MIN_TOKENS
+    assert stats2.prefill_tokens <= 32
+    assert stats3.cached_tokens == 0 and stats3.cache_source is None
+    assert cached == uncached and cached
+    assert "the disk prefix cache" in stats2.stage("schedule").detail
+
+
+def test_a_damaged_entry_falls_back_to_a_full_prefill_with_one_note(tmp_path, runtime):
+    ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
+    (entry,) = tmp_path.glob("*.kv")
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    entry.write_bytes(data)
+    text, stats, events = ask(session_on(runtime, tmp_path), f"{DOC}\n\nList the weeks.")
+    plain, _, _ = ask(session_on(runtime, None), f"{DOC}\n\nList the weeks.")
+    assert stats.cached_tokens == 0 and stats.cache_source is None
+    assert "checksum" in stats.cache_note and "prefilled in full" in stats.cache_note
+    assert not [e for e in events if isinstance(e, Notice)]  # a note in the stats, not a warning
+    assert text == plain
+
+
+def test_a_follow_up_turn_reuses_the_saved_tip(tmp_path, runtime):
+    session = session_on(runtime, tmp_path)
+    session.stable_text = None
+    reply, _, _ = ask(session, f"{DOC}\n\nName one week.")
+    follow = session_on(runtime, tmp_path)
+    follow.stable_text = None
+    follow.messages = list(session.messages)  # as `chat -c` restores a conversation
+    _, stats, _ = ask(follow, "And another one?")
+    assert stats.cache_source == "disk"
+    assert stats.prefill_tokens < 40 < stats.cached_tokens
+
+
+def test_a_repl_session_saves_what_its_kv_cache_holds_when_it_closes(tmp_path, embedded_path):
+    from llmcli.engine.runtime import Runtime, RuntimeConfig
+
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=1024))
+    session = ChatSession(rt, params=greedy())
+    session.disk_cache = SessionCache(PrefixCache(tmp_path, 10**9), cache_key(rt), "smollm2")
+    list(session.ask(f"{DOC}\n\nName one week."))  # a REPL turn: the KV cache is kept
+    assert list(tmp_path.glob("*.kv")) == []
+    held = list(rt.kv_tokens)
+    session.close()
+    session.close()  # twice is harmless
+    (entry,) = tmp_path.glob("*.kv")
+    info, _ = parse_entry(bytearray(entry.read_bytes()))
+    assert info.tokens == held and session.cache_warning is None
