@@ -11,7 +11,14 @@ import pytest
 
 from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Stats, drain, json_document
-from llmcli.engine.lookup import LookupConfig, LookupDrafter, NgramIndex, best_length, parse_draft
+from llmcli.engine.lookup import (
+    LookupConfig,
+    LookupDrafter,
+    NgramIndex,
+    best_length,
+    expected_tokens,
+    parse_draft,
+)
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from tests.support.cli import cli_process
@@ -35,56 +42,61 @@ def test_index_finds_the_latest_earlier_occurrence_never_the_suffix_itself():
 
 
 def test_drafter_prefers_the_longest_suffix_match():
-    drafter = LookupDrafter()
+    drafter = LookupDrafter(LookupConfig(prior_first=(99.0, 100.0), prior_then=(99.0, 100.0)))
     # "4" alone was last followed by 8; "2 3 4" was followed by 5 6.
     drafter.extend([1, 2, 3, 4, 5, 6, 0, 4, 8, 0, 2, 3, 4])
     draft = drafter.draft(limit=2)
     assert draft is not None and draft.order == 3 and draft.tokens == [5, 6]
 
 
+SURE = LookupConfig(prior_first=(99.0, 100.0), prior_then=(99.0, 100.0))  # drafts whenever it matches
+
+
 def test_drafter_respects_the_limit_and_has_nothing_without_a_match():
-    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior=(99.0, 100.0)))
+    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior_first=SURE.prior_first, prior_then=SURE.prior_then))
     drafter.extend(list(range(20)) + [3])
     assert drafter.draft(limit=0) is None
     assert drafter.draft(limit=3).tokens == [4, 5, 6]
     drafter.push(1000)
     assert drafter.draft(limit=8) is None
-    default = LookupDrafter(LookupConfig(prior=(99.0, 100.0)))
+    default = LookupDrafter(SURE)
     default.extend(list(range(20)) + [1000, 3])  # "1000 3" was never seen; "3" alone was
     assert default.draft(limit=3) is None  # by default a lone token is no match
 
 
-def test_draft_length_grows_with_acceptance_and_drafting_pauses_when_it_stops_paying():
+def test_drafting_follows_how_often_the_reply_copies_also_between_drafts():
     config = LookupConfig()
     drafter = LookupDrafter(config)
-    drafter.extend(list(range(100)) * 2 + [10, 11, 12])
-    lengths = []
-    for _ in range(6):  # every draft accepted in full
-        draft = drafter.draft(limit=64)
-        lengths.append(len(draft.tokens))
-        drafter.result(draft, len(draft.tokens))
-    assert lengths[-1] > lengths[0] and lengths[-1] <= config.max_len
-    for _ in range(20):  # now every draft is rejected at its first token
-        draft = drafter.draft(limit=64)
-        if draft is None:
-            break
-        drafter.result(draft, 0)
-    assert drafter.draft(limit=64) is None  # paused: a plain step is cheaper
-    for token in range(1000, 1000 + config.first_pause):
+    drafter.extend(list(range(100)) * 2 + [10, 11])
+    assert drafter.draft(limit=64) is None  # a fresh match is a coin toss: a plain step is cheaper
+    for token in range(12, 40):  # the reply copies, one plain step at a time: the drafter learns it
         drafter.push(token)
-    drafter.extend([10, 11, 12])
-    probe = drafter.draft(limit=64)
-    assert probe is not None and len(probe.tokens) == 1  # after the pause, one cheap probe
-    counts = drafter.counts
-    assert counts.passes >= 7
-    assert 0 < counts.accepted < counts.drafted
+    copying = drafter.draft(limit=64)
+    assert copying is not None and copying.tokens[:3] == [40, 41, 42] and copying.order == 3
+    assert drafter.draft(limit=2).tokens == [40, 41]  # never past the limit
+    for token in range(40, 40 + len(copying.tokens)):  # ...all accepted
+        drafter.push(token)
+    drafter.result(copying, len(copying.tokens))
+    longer = drafter.draft(limit=64)
+    assert len(longer.tokens) >= len(copying.tokens) and len(longer.tokens) <= config.max_len
+    for token in range(1000, 1030):  # the reply leaves the prompt: nothing matches, nothing drafted
+        drafter.push(token)
+        assert drafter.draft(limit=64) is None
+    for token in [50, 51, 7, 8, 9, 60, 61, 3, 4, 70, 71, 20, 21, 90, 91, 40, 41, 0, 80, 81]:
+        drafter.push(token)  # matches whose continuations never come true
+    assert drafter.first.value < 0.3  # learnt without a single forward pass
+    drafter.extend([10, 11])
+    assert drafter.draft(limit=64) is None  # a fresh match no longer pays
+    assert drafter.counts.passes == 1 and drafter.counts.accepted == drafter.counts.drafted == len(copying.tokens)
 
 
 def test_best_length_never_drafts_what_cannot_pay():
     config = LookupConfig()
-    assert best_length(0.0, config, 16) == (0, 1.0)
-    assert best_length(1.0, config, 16)[0] == config.max_len
-    assert best_length(1.0, config, 3)[0] == 3
+    assert best_length(0.0, 0.0, config, 16) == (0, 1.0)
+    assert best_length(1.0, 1.0, config, 16)[0] == config.max_len
+    assert best_length(1.0, 1.0, config, 3)[0] == 3
+    assert best_length(0.5, 0.75, config, 16)[0] == 0  # the priors: no draft before the reply copies
+    assert expected_tokens(0.5, 1.0, 4) == 3.0 and expected_tokens(1.0, 0.0, 4) == 2.0
 
 
 def test_a_bad_draft_mode_names_the_choices():
