@@ -115,6 +115,44 @@ def rt(embedded_path):
     runtime.close()
 
 
+# Drafts at every match, as long as the match and the limit allow: the limit is what binds.
+EAGER = LookupConfig(prior_first=SURE.prior_first, prior_then=SURE.prior_then, max_len=64)
+
+
+class RecordingDrafter(LookupDrafter):
+    """A drafter that drafts at every match (so rejections are certain) and records each call:
+    (reply tokens handed out so far, the limit it was given, the tokens it drafted or 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(EAGER)
+        self.calls: list[tuple[int, int, int]] = []
+        self.prompt = 0
+
+    def extend(self, tokens: list[int]) -> None:
+        super().extend(tokens)
+        self.prompt = len(tokens)
+
+    def draft(self, limit: int):
+        draft = super().draft(limit)
+        self.calls.append((len(self.index.tokens) - self.prompt, limit, len(draft.tokens) if draft else 0))
+        return draft
+
+
+@pytest.fixture
+def eager(monkeypatch) -> list[RecordingDrafter]:
+    """Every lookup decoder of the test drafts eagerly; the list holds their drafters, in order."""
+    from llmcli.engine import speculative
+
+    made: list[RecordingDrafter] = []
+
+    def make() -> RecordingDrafter:
+        made.append(RecordingDrafter())
+        return made[-1]
+
+    monkeypatch.setattr(speculative, "LookupDrafter", make)
+    return made
+
+
 def run(rt, prompt: str, draft: str, params: SamplingParams, **kwargs) -> tuple[str, Stats, ChatSession]:
     rt.clear()
     session = ChatSession(rt, params=params, draft=draft, **kwargs)
@@ -130,8 +168,10 @@ def both(rt, prompt: str, params: SamplingParams, **kwargs):
     return plain, drafted
 
 
-@pytest.mark.parametrize("prompt", [COPY, TYPOS])
-def test_greedy_copy_task_is_identical_and_really_drafted(rt, prompt):
+@pytest.mark.parametrize(("prompt", "eagerly"), [(COPY, False), (TYPOS, True)])
+def test_greedy_copy_task_is_identical_and_really_drafted(rt, request, prompt, eagerly):
+    if eagerly:  # the short typo fix copies in stretches too short for the default drafter
+        request.getfixturevalue("eager")
     (text, stats, session), (d_text, d_stats, d_session) = both(rt, prompt, SamplingParams(temperature=0.0,
                                                                                            max_tokens=96))
     assert d_text == text and len(text) > 40
@@ -171,9 +211,24 @@ def test_max_tokens_with_drafting(rt):
     assert d_stats.completion_tokens == 21 and d_stats.ctx_used == stats.ctx_used
 
 
-def test_drafting_near_the_end_of_the_context(embedded_path):
+@pytest.mark.parametrize("max_tokens", [9, 10, 17])
+def test_drafts_near_max_tokens_never_run_past_it(rt, eager, max_tokens):
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    (text, stats, _), (d_text, d_stats, _) = both(rt, COPY, params)
+    assert d_text == text and d_stats.completion_tokens == stats.completion_tokens == max_tokens
+    assert d_stats.finish_reason == "length" and d_stats.ctx_used == stats.ctx_used
+    calls = eager[-1].calls
+    # Each draft is offered what max tokens leaves after the token it follows, and never takes more;
+    assert all(limit == max_tokens - n - 1 and k <= limit for n, limit, k in calls)
+    # one of them ran right up to max tokens.
+    assert any(0 < k == limit < EAGER.max_len for _, limit, k in calls)
+
+
+@pytest.mark.parametrize("eagerly", [False, True])
+def test_drafting_near_the_end_of_the_context(embedded_path, request, eagerly):
     from llmcli.engine.runtime import Runtime, RuntimeConfig
 
+    made = request.getfixturevalue("eager") if eagerly else None
     long_copy = "Repeat this text exactly:\n\n" + " ".join([PARAGRAPH] * 3)
     with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as small:
         params = SamplingParams(temperature=0.0, max_tokens=512)
@@ -184,9 +239,17 @@ def test_drafting_near_the_end_of_the_context(embedded_path):
     assert d_stats.finish_reason == stats.finish_reason == "length"
     assert d_stats.ctx_used == stats.ctx_used == n_ctx - 1
     assert d_stats.draft.accepted > 0
+    if made:  # the last drafts were cut to the room left in the context, never past it
+        calls = made[-1].calls
+        room = n_ctx - stats.prompt_tokens  # the reply's cap: what the context leaves after the prompt
+        assert all(limit == room - n - 1 and k <= limit for n, limit, k in calls)
+        assert any(0 < k == limit < EAGER.max_len for _, limit, k in calls)  # a draft right up to the end
 
 
-def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt):
+@pytest.mark.parametrize("eagerly", [False, True])
+def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt, request, eagerly):
+    if eagerly:
+        request.getfixturevalue("eager")  # drafts at every match: rejected positions are certain
     params = SamplingParams(temperature=0.0, max_tokens=64)
     turns = [COPY, "Now repeat only its first sentence."]
     results = {}
@@ -199,6 +262,8 @@ def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt):
     assert [r.text for r in drafted[:2]] == [r.text for r in plain[:2]]
     assert drafted[1].stats.cached_tokens == plain[1].stats.cached_tokens > drafted[0].stats.prompt_tokens
     assert drafted[2] == plain[2]
+    if eagerly:  # positions were rejected and cut back, in both turns
+        assert all(r.stats.draft.accepted < r.stats.draft.drafted for r in drafted[:2])
 
 
 def test_stats_and_json_carry_the_draft_counts(rt):
