@@ -14,7 +14,12 @@ Python overhead per token, also as a fraction of llama_decode's cost (at 1 threa
 thread spins at a barrier; the overhead does not depend on the thread count, llama_decode's
 instructions hardly do).
 
+valgrind cannot run AVX-512 code, so the children load llama.cpp built without it
+(`benchmarks/build_native.sh --callgrind`, the same llama.cpp as the wheel, through
+LLAMA_CPP_LIB_PATH): llama_decode's own count is that build's, the Python overhead is the same.
+
     python benchmarks/decode_overhead.py [--short 16] [--long 80] [--model PATH] [--only stream,json]
+                                         [--lib DIR] [--src DIR]
 """
 
 from __future__ import annotations
@@ -56,9 +61,12 @@ def command(kind: str, model: str, n: int) -> list[str]:
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 
 
-def callgrind(cmd: list[str], out: Path) -> tuple[int, int]:
+HERE = Path(__file__).resolve().parent
+
+
+def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
     """(all instructions, those inside llama_decode) of one run."""
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd], env=env,
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     report = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
                             check=True, capture_output=True, text=True).stdout
@@ -81,7 +89,12 @@ def main() -> int:
     parser.add_argument("--long", type=int, default=80)
     parser.add_argument("--model", default=None)
     parser.add_argument("--only", default="bare,stream,json")
+    parser.add_argument("--lib", default=None, help="llama.cpp without AVX-512 (default: build_native.sh --callgrind)")
+    parser.add_argument("--src", default=None, help="the llmcli source tree to measure (default: this one's)")
     args = parser.parse_args()
+    lib = args.lib or subprocess.run(["bash", str(HERE / "build_native.sh"), "--callgrind"], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": lib, "PYTHONPATH": args.src or str(HERE.parent / "src")}
     from llmcli.store import embedded_model_path
 
     model = args.model or str(embedded_model_path())
@@ -89,7 +102,7 @@ def main() -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.only.split(","):
-            (t0, d0), (t1, d1) = (callgrind(command(kind, model, n), Path(tmp) / f"{kind}.{n}")
+            (t0, d0), (t1, d1) = (callgrind(command(kind, model, n), Path(tmp) / f"{kind}.{n}", env)
                                   for n in (args.short, args.long))
             per, dec = (t1 - t0) / extra, (d1 - d0) / extra
             rows[kind] = (per, dec)
