@@ -3,6 +3,10 @@
 # so a "native vs llmcli" ratio compares the same kernels, not two llama.cpp versions.
 #
 #   benchmarks/build_native.sh        -> builds (once) and prints the llama-bench path on stdout
+#   benchmarks/build_native.sh --callgrind
+#                                     -> builds (once) llama.cpp's shared libraries without AVX-512
+#                                        (valgrind cannot run AVX-512 code) and prints their directory,
+#                                        for LLAMA_CPP_LIB_PATH in benchmarks/decode_overhead.py
 #
 # Idempotent: the sdist is downloaded once, cmake configures once, and a finished binary is
 # reused as is. Everything lives in benchmarks/.native/ (gitignored; never commit it).
@@ -29,8 +33,14 @@ BIN="$BUILD/bin/llama-bench"
 
 log() { echo "build_native: $*" >&2; }
 
+MODE="${1:-}"
+if [ "$MODE" = "--callgrind" ]; then
+    BUILD="$NATIVE/build-callgrind"
+    BIN="$BUILD/bin/libllama.so"
+fi
+
 if [ -x "$BIN" ]; then
-    echo "$BIN"
+    echo "$BIN" | sed 's#/libllama.so$##'
     exit 0
 fi
 
@@ -46,6 +56,21 @@ if [ ! -f "$SRC/vendor/llama.cpp/CMakeLists.txt" ]; then
     rm -rf "$SRC.partial" && mkdir -p "$SRC.partial"
     tar -xzf "$TARBALL" -C "$SRC.partial" --strip-components=1
     mv "$SRC.partial" "$SRC"
+fi
+
+if [ "$MODE" = "--callgrind" ]; then
+    if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+        log "configuring shared libraries for valgrind (AVX2, no AVX-512, Release)"
+        cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+            -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
+            -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+            -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF -DGGML_CUDA=OFF >&2
+    fi
+    log "building libllama with -j$JOBS"
+    cmake --build "$BUILD" --config Release --target llama -j"$JOBS" >&2
+    [ -f "$BIN" ] || { log "the build finished but $BIN is missing"; exit 1; }
+    dirname "$BIN"
+    exit 0
 fi
 
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then

@@ -11,7 +11,14 @@ import pytest
 
 from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Stats, drain, json_document
-from llmcli.engine.lookup import LookupConfig, LookupDrafter, NgramIndex, best_length, parse_draft
+from llmcli.engine.lookup import (
+    LookupConfig,
+    LookupDrafter,
+    NgramIndex,
+    best_length,
+    expected_tokens,
+    parse_draft,
+)
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from tests.support.cli import cli_process
@@ -35,56 +42,61 @@ def test_index_finds_the_latest_earlier_occurrence_never_the_suffix_itself():
 
 
 def test_drafter_prefers_the_longest_suffix_match():
-    drafter = LookupDrafter()
+    drafter = LookupDrafter(LookupConfig(prior_first=(99.0, 100.0), prior_then=(99.0, 100.0)))
     # "4" alone was last followed by 8; "2 3 4" was followed by 5 6.
     drafter.extend([1, 2, 3, 4, 5, 6, 0, 4, 8, 0, 2, 3, 4])
     draft = drafter.draft(limit=2)
     assert draft is not None and draft.order == 3 and draft.tokens == [5, 6]
 
 
+SURE = LookupConfig(prior_first=(99.0, 100.0), prior_then=(99.0, 100.0))  # drafts whenever it matches
+
+
 def test_drafter_respects_the_limit_and_has_nothing_without_a_match():
-    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior=(99.0, 100.0)))
+    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior_first=SURE.prior_first, prior_then=SURE.prior_then))
     drafter.extend(list(range(20)) + [3])
     assert drafter.draft(limit=0) is None
     assert drafter.draft(limit=3).tokens == [4, 5, 6]
     drafter.push(1000)
     assert drafter.draft(limit=8) is None
-    default = LookupDrafter(LookupConfig(prior=(99.0, 100.0)))
+    default = LookupDrafter(SURE)
     default.extend(list(range(20)) + [1000, 3])  # "1000 3" was never seen; "3" alone was
     assert default.draft(limit=3) is None  # by default a lone token is no match
 
 
-def test_draft_length_grows_with_acceptance_and_drafting_pauses_when_it_stops_paying():
+def test_drafting_follows_how_often_the_reply_copies_also_between_drafts():
     config = LookupConfig()
     drafter = LookupDrafter(config)
-    drafter.extend(list(range(100)) * 2 + [10, 11, 12])
-    lengths = []
-    for _ in range(6):  # every draft accepted in full
-        draft = drafter.draft(limit=64)
-        lengths.append(len(draft.tokens))
-        drafter.result(draft, len(draft.tokens))
-    assert lengths[-1] > lengths[0] and lengths[-1] <= config.max_len
-    for _ in range(20):  # now every draft is rejected at its first token
-        draft = drafter.draft(limit=64)
-        if draft is None:
-            break
-        drafter.result(draft, 0)
-    assert drafter.draft(limit=64) is None  # paused: a plain step is cheaper
-    for token in range(1000, 1000 + config.first_pause):
+    drafter.extend(list(range(100)) * 2 + [10, 11])
+    assert drafter.draft(limit=64) is None  # a fresh match is a coin toss: a plain step is cheaper
+    for token in range(12, 40):  # the reply copies, one plain step at a time: the drafter learns it
         drafter.push(token)
-    drafter.extend([10, 11, 12])
-    probe = drafter.draft(limit=64)
-    assert probe is not None and len(probe.tokens) == 1  # after the pause, one cheap probe
-    counts = drafter.counts
-    assert counts.passes >= 7
-    assert 0 < counts.accepted < counts.drafted
+    copying = drafter.draft(limit=64)
+    assert copying is not None and copying.tokens[:3] == [40, 41, 42] and copying.order == 3
+    assert drafter.draft(limit=2).tokens == [40, 41]  # never past the limit
+    for token in range(40, 40 + len(copying.tokens)):  # ...all accepted
+        drafter.push(token)
+    drafter.result(copying, len(copying.tokens))
+    longer = drafter.draft(limit=64)
+    assert len(longer.tokens) >= len(copying.tokens) and len(longer.tokens) <= config.max_len
+    for token in range(1000, 1030):  # the reply leaves the prompt: nothing matches, nothing drafted
+        drafter.push(token)
+        assert drafter.draft(limit=64) is None
+    for token in [50, 51, 7, 8, 9, 60, 61, 3, 4, 70, 71, 20, 21, 90, 91, 40, 41, 0, 80, 81]:
+        drafter.push(token)  # matches whose continuations never come true
+    assert drafter.first.value < 0.3  # learnt without a single forward pass
+    drafter.extend([10, 11])
+    assert drafter.draft(limit=64) is None  # a fresh match no longer pays
+    assert drafter.counts.passes == 1 and drafter.counts.accepted == drafter.counts.drafted == len(copying.tokens)
 
 
 def test_best_length_never_drafts_what_cannot_pay():
     config = LookupConfig()
-    assert best_length(0.0, config, 16) == (0, 1.0)
-    assert best_length(1.0, config, 16)[0] == config.max_len
-    assert best_length(1.0, config, 3)[0] == 3
+    assert best_length(0.0, 0.0, config, 16) == (0, 1.0)
+    assert best_length(1.0, 1.0, config, 16)[0] == config.max_len
+    assert best_length(1.0, 1.0, config, 3)[0] == 3
+    assert best_length(0.5, 0.75, config, 16)[0] == 0  # the priors: no draft before the reply copies
+    assert expected_tokens(0.5, 1.0, 4) == 3.0 and expected_tokens(1.0, 0.0, 4) == 2.0
 
 
 def test_a_bad_draft_mode_names_the_choices():
@@ -103,6 +115,44 @@ def rt(embedded_path):
     runtime.close()
 
 
+# Drafts at every match, as long as the match and the limit allow: the limit is what binds.
+EAGER = LookupConfig(prior_first=SURE.prior_first, prior_then=SURE.prior_then, max_len=64)
+
+
+class RecordingDrafter(LookupDrafter):
+    """A drafter that drafts at every match (so rejections are certain) and records each call:
+    (reply tokens handed out so far, the limit it was given, the tokens it drafted or 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(EAGER)
+        self.calls: list[tuple[int, int, int]] = []
+        self.prompt = 0
+
+    def extend(self, tokens: list[int]) -> None:
+        super().extend(tokens)
+        self.prompt = len(tokens)
+
+    def draft(self, limit: int):
+        draft = super().draft(limit)
+        self.calls.append((len(self.index.tokens) - self.prompt, limit, len(draft.tokens) if draft else 0))
+        return draft
+
+
+@pytest.fixture
+def eager(monkeypatch) -> list[RecordingDrafter]:
+    """Every lookup decoder of the test drafts eagerly; the list holds their drafters, in order."""
+    from llmcli.engine import speculative
+
+    made: list[RecordingDrafter] = []
+
+    def make() -> RecordingDrafter:
+        made.append(RecordingDrafter())
+        return made[-1]
+
+    monkeypatch.setattr(speculative, "LookupDrafter", make)
+    return made
+
+
 def run(rt, prompt: str, draft: str, params: SamplingParams, **kwargs) -> tuple[str, Stats, ChatSession]:
     rt.clear()
     session = ChatSession(rt, params=params, draft=draft, **kwargs)
@@ -118,15 +168,19 @@ def both(rt, prompt: str, params: SamplingParams, **kwargs):
     return plain, drafted
 
 
-@pytest.mark.parametrize("prompt", [COPY, TYPOS])
-def test_greedy_copy_task_is_identical_and_really_drafted(rt, prompt):
+@pytest.mark.parametrize(("prompt", "eagerly"), [(COPY, False), (TYPOS, True)])
+def test_greedy_copy_task_is_identical_and_really_drafted(rt, request, prompt, eagerly):
+    if eagerly:  # the short typo fix copies in stretches too short for the default drafter
+        request.getfixturevalue("eager")
     (text, stats, session), (d_text, d_stats, d_session) = both(rt, prompt, SamplingParams(temperature=0.0,
                                                                                            max_tokens=96))
     assert d_text == text and len(text) > 40
     assert d_session.messages[-1].token_ids == session.messages[-1].token_ids
     assert d_stats.completion_tokens == stats.completion_tokens
     assert d_stats.decode_steps == stats.decode_steps  # tokens after the first, with or without drafts
-    assert d_stats.draft.accepted > 10 and stats.draft is None
+    # How many drafts agree depends on the greedy reply, which moves at near-ties with the prefill's
+    # batch boundaries (the prefix cache splits it where the stable start ends): some, not a count.
+    assert d_stats.draft.accepted > 5 and stats.draft is None
 
 
 @pytest.mark.parametrize("seed", [3, 11])
@@ -159,9 +213,24 @@ def test_max_tokens_with_drafting(rt):
     assert d_stats.completion_tokens == 21 and d_stats.ctx_used == stats.ctx_used
 
 
-def test_drafting_near_the_end_of_the_context(embedded_path):
+@pytest.mark.parametrize("max_tokens", [9, 10, 17])
+def test_drafts_near_max_tokens_never_run_past_it(rt, eager, max_tokens):
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    (text, stats, _), (d_text, d_stats, _) = both(rt, COPY, params)
+    assert d_text == text and d_stats.completion_tokens == stats.completion_tokens == max_tokens
+    assert d_stats.finish_reason == "length" and d_stats.ctx_used == stats.ctx_used
+    calls = eager[-1].calls
+    # Each draft is offered what max tokens leaves after the token it follows, and never takes more;
+    assert all(limit == max_tokens - n - 1 and k <= limit for n, limit, k in calls)
+    # one of them ran right up to max tokens.
+    assert any(0 < k == limit < EAGER.max_len for _, limit, k in calls)
+
+
+@pytest.mark.parametrize("eagerly", [False, True])
+def test_drafting_near_the_end_of_the_context(embedded_path, request, eagerly):
     from llmcli.engine.runtime import Runtime, RuntimeConfig
 
+    made = request.getfixturevalue("eager") if eagerly else None
     long_copy = "Repeat this text exactly:\n\n" + " ".join([PARAGRAPH] * 3)
     with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as small:
         params = SamplingParams(temperature=0.0, max_tokens=512)
@@ -172,9 +241,17 @@ def test_drafting_near_the_end_of_the_context(embedded_path):
     assert d_stats.finish_reason == stats.finish_reason == "length"
     assert d_stats.ctx_used == stats.ctx_used == n_ctx - 1
     assert d_stats.draft.accepted > 0
+    if made:  # the last drafts were cut to the room left in the context, never past it
+        calls = made[-1].calls
+        room = n_ctx - stats.prompt_tokens  # the reply's cap: what the context leaves after the prompt
+        assert all(limit == room - n - 1 and k <= limit for n, limit, k in calls)
+        assert any(0 < k == limit < EAGER.max_len for _, limit, k in calls)  # a draft right up to the end
 
 
-def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt):
+@pytest.mark.parametrize("eagerly", [False, True])
+def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt, request, eagerly):
+    if eagerly:
+        request.getfixturevalue("eager")  # drafts at every match: rejected positions are certain
     params = SamplingParams(temperature=0.0, max_tokens=64)
     turns = [COPY, "Now repeat only its first sentence."]
     results = {}
@@ -187,6 +264,8 @@ def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt):
     assert [r.text for r in drafted[:2]] == [r.text for r in plain[:2]]
     assert drafted[1].stats.cached_tokens == plain[1].stats.cached_tokens > drafted[0].stats.prompt_tokens
     assert drafted[2] == plain[2]
+    if eagerly:  # positions were rejected and cut back, in both turns
+        assert all(r.stats.draft.accepted < r.stats.draft.drafted for r in drafted[:2])
 
 
 def test_stats_and_json_carry_the_draft_counts(rt):

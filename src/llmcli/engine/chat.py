@@ -252,29 +252,35 @@ class ChatSession:
         t_first = t_last = time.perf_counter()
         stats.ttft_ms = _ms(t0, t_first)
 
-        # ④ decode loop: forward → sample → stop check; ⑤ post-process each token as it comes
+        # ④ decode loop: forward → sample → stop check; ⑤ post-process each token as it comes.
+        # The loop is what runs between two llama_decode calls, so it does no more than it must:
+        # one clock read per stage boundary (postprocess, return, decode), sums kept in locals.
         post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
         split = _Split(ReasoningSplitter(self.thinking.parses, opens_thinking(prompt.text)), stats, t0, t_first)
         generated: list[int] = []
         parts: list[str] = []
         finish = "stop"
+        clock, piece, is_eog, feed = time.perf_counter, rt.piece, rt.is_eog, post.feed
+        post_s = return_s = 0.0  # seconds in stages ⑤ and ⑥
+        # Plain decoding's KV cache after each token (a decoder's may hold verified tokens ahead).
+        kv_room = rt.n_ctx - kv_base - 1
         try:
             while True:
-                if rt.is_eog(token):
+                if is_eog(token):
                     break
                 generated.append(token)
-                tp = time.perf_counter()
-                delta = post.feed(rt.piece(token))
-                ms["postprocess"] += _ms(tp)
+                delta = feed(piece(token))
+                tp = clock()
+                post_s += tp - t_last
                 if delta:
                     parts.append(delta)
-                    tr = time.perf_counter()
-                    yield from split.events(delta, len(generated))  # ⑥ the caller streams it: the return stage
-                    ms["return"] += _ms(tr)
+                    for event in split.events(delta, len(generated)):
+                        yield event  # ⑥ the caller streams it: the return stage
+                    tr = clock()
+                    return_s += tr - tp
                 if post.stopped:
                     break
-                # The KV cache as plain decoding holds it (a decoder's may hold verified tokens ahead).
-                if len(generated) >= max_tokens or kv_base + stats.decode_steps + 1 >= rt.n_ctx:
+                if len(generated) >= max_tokens or stats.decode_steps >= kv_room:
                     finish = "length"
                     break
                 if self._cancel:
@@ -286,12 +292,13 @@ class ChatSession:
                 else:
                     token = decoder.next(token, max_tokens - len(generated))
                 stats.decode_steps += 1
-                t_last = time.perf_counter()
+                t_last = clock()
         finally:
             if decoder is not None:
                 decoder.settle(stats.decode_steps)  # the KV cache plain decoding would keep
                 stats.draft = decoder.stats
             sampler.close()
+        ms["postprocess"], ms["return"] = post_s * 1000, return_s * 1000
         stats.decode_ms = ms["decode"] = _ms(t_first, t_last)
         tp = time.perf_counter()
         tail = post.flush()
@@ -336,22 +343,32 @@ class _Split:
         self.splitter, self.stats, self.t0, self.t_first = splitter, stats, t0, t_first
         self._reasoned = False
 
-    def events(self, text: str, n_generated: int, final: bool = False) -> Iterator[Event]:
-        pieces = self.splitter.feed(text) if text else []
+    def events(self, text: str, n_generated: int, final: bool = False) -> list[Event]:
+        stats, splitter = self.stats, self.splitter
+        if splitter.state == "answer" and not final and stats.ttfa_ms is not None and self._settled:
+            return [TextDelta(text)]  # the common case, once per token: nothing left to time or split
+        pieces = splitter.feed(text) if text else []
         if final:
-            pieces += self.splitter.flush()
-        stats, now = self.stats, time.perf_counter()
-        self._reasoned |= self.splitter.state == "thinking" or self.splitter.closed
+            pieces += splitter.flush()
+        now = time.perf_counter()
+        self._reasoned |= splitter.state == "thinking" or splitter.closed
+        events: list[Event] = []
         for kind, piece in pieces:
             if kind == REASONING:
-                yield ReasoningDelta(piece)
+                events.append(ReasoningDelta(piece))
             else:
                 if stats.ttfa_ms is None:
                     stats.ttfa_ms = _ms(self.t0, now)
-                yield TextDelta(piece)
-        if self._reasoned and stats.reasoning_ms is None and (self.splitter.closed or final):
+                events.append(TextDelta(piece))
+        if self._reasoned and stats.reasoning_ms is None and (splitter.closed or final):
             # The token that closed the reasoning counts as reasoning; an unclosed one is all reasoning.
             stats.reasoning_tokens, stats.reasoning_ms = n_generated, _ms(self.t_first, now)
+        return events
+
+    @property
+    def _settled(self) -> bool:
+        """No reasoning, or its time is taken: the answer's text passes through as it is."""
+        return not self._reasoned or self.stats.reasoning_ms is not None
 
 
 def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[str, str]:

@@ -7,13 +7,17 @@ engine/speculative.py); this module only proposes drafts and decides how long th
 
 Whether a draft pays depends on two numbers. On a CPU, verifying a batch of 1 + k tokens costs
 about 1 + OVERHEAD + COST·k single steps (measured on the embedded model at 2 threads on an idle
-machine: a batch of 2 costs 1.74 steps, of 5 3.25, of 9 4.4), and a draft is accepted position
-by position until the first miss. With a per-position acceptance
-probability a, a pass yields (1 - a^(k+1)) / (1 - a) tokens for that cost. The drafter estimates a
-from recent passes, separately for each n-gram length (a 3-gram match is a far better guess than a
-1-gram one), picks the k that maximises tokens per unit of cost, and does not draft at all when
-no k beats a plain step. A paused order is probed again now and then, after longer and longer
-pauses while probes keep failing.
+machine: a batch of 2 costs 1.74 steps, of 5 3.25, of 9 4.4; benchmarks/README.md has more), and a
+draft is accepted position by position until the first miss. A copied reply runs in stretches:
+the first token after a match is a coin toss (the reply may leave the prompt there), the ones
+after an accepted token are far likelier. So the drafter keeps two rates, `first` and `then`,
+and picks the k that maximises the expected tokens per unit of cost, or does not draft when no k
+beats a plain step.
+
+Both rates are learnt from every token of the reply, drafted or not: a shadow draft follows the
+reply, and each token that arrives says whether it would have been accepted. Learning costs no
+forward pass, so drafting stops as soon as the reply leaves the prompt and starts again as soon
+as it copies, with no pauses and probes to schedule.
 """
 
 from __future__ import annotations
@@ -48,39 +52,47 @@ class LookupConfig:
     overhead: float = 0.25  # extra cost of a verify batch over a single step, in single steps
     cost: float = 0.5  # extra cost of one more token in a verify batch, in single steps
     min_gain: float = 1.05  # draft only when the expected speedup of a pass is at least this
-    prior: tuple[float, float] = (9.0, 10.0)  # (accepted, tried) before any pass: a = 0.9, worth a try
-    decay: float = 0.8  # weight of the past in the acceptance estimate, per pass
-    first_pause: int = 16  # tokens without drafting after a pass that did not pay
-    max_pause: int = 256
+    # (hits, tries) before the reply starts: a fresh match is a coin toss, a token after a hit likely.
+    prior_first: tuple[float, float] = (1.0, 2.0)
+    prior_then: tuple[float, float] = (3.0, 4.0)
+    decay: float = 0.95  # weight of the past in each rate, per observed token (about 20 recent ones)
 
 
 @dataclass
-class _Order:
-    """The recent acceptance of drafts found by n-gram matches of one length."""
+class _Rate:
+    """A decayed hit rate."""
 
-    accepted: float
-    tried: float
-    paused_until: int = 0  # no drafting from this order before the history is this long
-    pause: int = 0
+    hits: float
+    tries: float
 
     @property
-    def rate(self) -> float:
-        return self.accepted / self.tried if self.tried else 0.0
+    def value(self) -> float:
+        return self.hits / self.tries if self.tries else 0.0
+
+    def add(self, hit: bool, decay: float) -> None:
+        self.hits = decay * self.hits + hit
+        self.tries = decay * self.tries + 1
 
 
-def expected_tokens(rate: float, k: int) -> float:
-    """Tokens one pass yields when each of k drafted positions is accepted with probability rate:
-    the accepted prefix, plus the token sampled after it (a correction or a bonus)."""
-    if rate >= 1.0:
-        return k + 1.0
-    return (1 - rate ** (k + 1)) / (1 - rate)
+def expected_tokens(first: float, then: float, k: int) -> float:
+    """Tokens one pass yields with k drafted positions, the first accepted with probability
+    `first` and each later one, after an accepted one, with probability `then`: the accepted
+    prefix, plus the token sampled after it (a correction or a bonus)."""
+    total, p = 1.0, first
+    for _ in range(k):
+        total += p
+        p *= then
+    return total
 
 
-def best_length(rate: float, config: LookupConfig, limit: int) -> tuple[int, float]:
+def best_length(first: float, then: float, config: LookupConfig, limit: int) -> tuple[int, float]:
     """The draft length with the most tokens per unit of cost, and that speedup over a plain step."""
     best_k, best_gain = 0, 1.0
+    total, p = 1.0, first
     for k in range(1, min(limit, config.max_len) + 1):
-        gain = expected_tokens(rate, k) / (1 + config.overhead + config.cost * k)
+        total += p
+        p *= then
+        gain = total / (1 + config.overhead + config.cost * k)
         if gain > best_gain:
             best_k, best_gain = k, gain
     return best_k, best_gain
@@ -123,61 +135,68 @@ class Draft:
 
 @dataclass
 class LookupDrafter:
-    """Drafts for one request: the prompt and the reply so far, and the recent acceptance."""
+    """Drafts for one request: the prompt and the reply so far, and how often guesses came true.
+
+    `extend` takes the prompt, `push` each token of the reply as it is handed out (drafted or
+    not); `draft` proposes what follows, `result` counts what a verify pass accepted.
+    """
 
     config: LookupConfig = field(default_factory=LookupConfig)
 
     def __post_init__(self) -> None:
         self.index = NgramIndex(self.config.max_ngram)
-        accepted, tried = self.config.prior
-        lengths = range(self.config.min_ngram, self.config.max_ngram + 1)
-        self.orders = {n: _Order(accepted, tried) for n in lengths}
+        self.first = _Rate(*self.config.prior_first)
+        self.then = _Rate(*self.config.prior_then)
         self.counts = DraftStats()
-
-    def push(self, token: int) -> None:
-        self.index.push(token)
+        self._shadow: list[int] = []  # the guess the reply is being compared with, token by token
+        self._shadow_order = 0
+        self._shadow_fresh = True  # its next token is the first after a match (not after a hit)
 
     def extend(self, tokens: list[int]) -> None:
+        """The prompt: indexed, not learnt from (its own repeats say nothing about the reply)."""
         self.index.extend(tokens)
+        self._follow()
+
+    def push(self, token: int) -> None:
+        """One more token of the reply: learn whether the shadow guessed it, then index it."""
+        shadow = self._shadow
+        if shadow:
+            hit = shadow[0] == token
+            (self.first if self._shadow_fresh else self.then).add(hit, self.config.decay)
+            if hit:
+                del shadow[0]
+                self._shadow_fresh = False
+            else:
+                shadow.clear()
+        self.index.push(token)
+        if not shadow:
+            self._follow()
+
+    def _follow(self) -> None:
+        """A new shadow: what followed the longest suffix of the history seen before."""
+        config, index = self.config, self.index
+        for n in range(config.max_ngram, config.min_ngram - 1, -1):
+            start = index.continuation(n)
+            if start is not None:
+                self._shadow = index.tokens[start:start + config.max_len]
+                self._shadow_order, self._shadow_fresh = n, True
+                return
+        self._shadow = []
 
     def draft(self, limit: int) -> Draft | None:
-        """Up to `limit` tokens that may follow the history, from its longest suffix seen before;
-        None when nothing matches or drafting would not pay."""
-        if limit <= 0:
+        """Up to `limit` tokens that may follow the history; None when nothing matches or
+        drafting would not pay."""
+        if limit <= 0 or not self._shadow:
             return None
-        now = len(self.index.tokens)
-        for n in range(self.config.max_ngram, self.config.min_ngram - 1, -1):
-            start = self.index.continuation(n)
-            if start is None:
-                continue
-            order = self.orders[n]
-            if now < order.paused_until:
-                return None  # the longest match decides; a shorter one is a worse guess
-            k, gain = best_length(order.rate, self.config, limit)
-            if gain < self.config.min_gain:
-                if order.paused_until == 0:  # first time it stops paying: pause, then probe
-                    self._pause(order, now)
-                    return None
-                k = 1  # a probe after a pause: the cheapest pass that can show it pays again
-            tokens = self.index.tokens[start:start + k]
-            return Draft(tokens, n) if tokens else None
-        return None
+        first = (self.first if self._shadow_fresh else self.then).value
+        k, gain = best_length(first, self.then.value, self.config, limit)
+        if gain < self.config.min_gain:
+            return None
+        return Draft(self._shadow[:k], self._shadow_order)
 
     def result(self, draft: Draft, accepted: int) -> None:
-        """Learn from a verified draft: its first `accepted` tokens were what the model sampled."""
-        k = len(draft.tokens)
-        self.counts.drafted += k
+        """Count a verified draft: its first `accepted` tokens were what the model sampled. (The
+        rates learn from the tokens themselves, as they are pushed.)"""
+        self.counts.drafted += len(draft.tokens)
         self.counts.accepted += accepted
         self.counts.passes += 1
-        order, d = self.orders[draft.order], self.config.decay
-        order.accepted = d * order.accepted + accepted
-        order.tried = d * order.tried + accepted + (1 if accepted < k else 0)
-        paid = accepted + 1 >= 1 + self.config.overhead + self.config.cost * k
-        if paid:
-            order.pause, order.paused_until = 0, 0
-        elif best_length(order.rate, self.config, self.config.max_len)[1] < self.config.min_gain:
-            self._pause(order, len(self.index.tokens))
-
-    def _pause(self, order: _Order, now: int) -> None:
-        order.pause = min(self.config.max_pause, order.pause * 2 if order.pause else self.config.first_pause)
-        order.paused_until = now + order.pause

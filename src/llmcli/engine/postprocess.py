@@ -121,12 +121,16 @@ class Postprocessor:
         self.utf8 = Utf8Stream()
         self.stop = StopMatcher(stops or [])
         self.filter = word_filter or WordFilter([])
+        # No stop strings and no words to mask: only UTF-8 reassembly, on every token of the loop.
+        self._decode = self.utf8.feed if not self.stop.stops and not self.filter.words else None
 
     @property
     def stopped(self) -> bool:
         return self.stop.stopped
 
     def feed(self, data: bytes) -> str:
+        if self._decode is not None:
+            return self._decode(data)
         if self.stop.stopped:
             return ""
         return self.filter.feed(self.stop.feed(self.utf8.feed(data)))

@@ -106,6 +106,7 @@ class Runtime:
         self._eog_cache: dict[int, bool] = {}
         self._token_buf = (ll.llama_token * self.n_batch)()
         self._one = (ll.llama_token * 1)()
+        self._one_batch = ll.llama_batch_get_one(self._one, 1)  # step()'s batch: _one is rewritten in place
         self._batch = None  # llama_batch for decode_all, allocated on first use
         self._batch_cap = 0
         self.kv_tokens: list[int] = []  # exactly what the KV cache holds, position by position
@@ -250,7 +251,7 @@ class Runtime:
     def step(self, token: int) -> None:
         """Decode one token (the decode loop's forward pass)."""
         self._one[0] = token
-        rc = self.ll.llama_decode(self._ctx, self.ll.llama_batch_get_one(self._one, 1))
+        rc = self.ll.llama_decode(self._ctx, self._one_batch)
         if rc != 0:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
         self.kv_tokens.append(token)

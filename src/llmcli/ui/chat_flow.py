@@ -17,9 +17,10 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
     try:
         reply = drain(session.ask(prompt, keep_cache=False),
                       # structured output is printed once it is validated
-                      on_text=None if opts.json_out or opts.constraint is not None else thinking.before(out.write),
+                      on_text=None if opts.json_out or opts.constraint is not None else thinking.before(out.stream),
                       on_notice=out.warn, on_reasoning=thinking.write)
     finally:
+        out.end_stream()  # also when cut short: what was generated is on stdout before any message
         session.close()  # ⑦ release: nothing follows a one-shot request
     thinking.end()
     stats, text = reply.stats, reply.text

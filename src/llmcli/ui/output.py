@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import time
 from functools import cached_property
 
 from llmcli.environment import Environment, current
+
+# A streamed reply is flushed at most this often: 20 updates a second still reads as streaming,
+# and a fast model's tokens share one write(2) instead of paying one each between two decode steps.
+STREAM_FLUSH_S = 0.05
 
 
 class Output:
     def __init__(self, environment: Environment | None = None) -> None:
         self.env = environment or current()
+        self._flushed = float("-inf")  # when stream() last flushed stdout
 
     @cached_property
     def err(self):
@@ -34,6 +40,21 @@ class Output:
         """Raw reply text, streamed: no markup, no ANSI, flushed so a pipe sees it at once."""
         self.env.stdout.write(text)
         self.env.stdout.flush()
+
+    def stream(self, text: str) -> None:
+        """Reply text as it is generated: the first piece at once, then a flush at most every
+        STREAM_FLUSH_S (text in between waits for the next piece, or for end_stream)."""
+        stdout = self.env.stdout
+        stdout.write(text)
+        now = time.monotonic()
+        if now - self._flushed >= STREAM_FLUSH_S:
+            stdout.flush()
+            self._flushed = now
+
+    def end_stream(self) -> None:
+        """The streamed reply is over (or cut short): whatever it still holds reaches stdout now."""
+        self.env.stdout.flush()
+        self._flushed = float("-inf")
 
     def json(self, data: object) -> None:
         self.env.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")

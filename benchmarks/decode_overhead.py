@@ -1,0 +1,129 @@
+"""Per-token work around llama_decode, counted in instructions (callgrind), robust on a loaded machine.
+
+Wall-clock ratios need an idle machine; instruction counts do not. This runs each contestant under
+`valgrind --tool=callgrind` twice, with a short and a long reply, and divides the difference by
+the extra tokens: the slope is the cost of one more decoded token, with start-up, model load and
+prefill cancelled out. Contestants:
+
+  bare     the floor: llama_decode + the native sampler chain, one ctypes call each, nothing else
+  stream   `llmcli chat PROMPT` as a user runs it, reply streamed to stdout (a pipe to /dev/null)
+  json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
+
+It prints each one's instructions per token, the part inside llama_decode, and the rest: the
+Python overhead per token, also as a fraction of llama_decode's cost (at 1 thread, where no
+thread spins at a barrier; the overhead does not depend on the thread count, llama_decode's
+instructions hardly do).
+
+valgrind cannot run AVX-512 code, so the children load llama.cpp built without it
+(`benchmarks/build_native.sh --callgrind`, the same llama.cpp as the wheel, through
+LLAMA_CPP_LIB_PATH): llama_decode's own count is that build's, the Python overhead is the same.
+
+    python benchmarks/decode_overhead.py [--short 16] [--long 80] [--model PATH] [--only stream,json]
+                                         [--lib DIR] [--src DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Greedy SmolLM2 lists animals for thousands of tokens, so every run decodes its full -n.
+PROMPT = "List 200 animals, one per line."
+
+BARE = """
+import sys
+from llmcli.engine.chat import ChatSession
+from llmcli.engine.runtime import Runtime, RuntimeConfig
+from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.template import Message
+rt = Runtime(sys.argv[1], RuntimeConfig(n_ctx=512, n_threads=1))
+session = ChatSession(rt, params=SamplingParams(temperature=0.0))
+prompt = session.template.tokenize(rt, [Message("user", sys.argv[3])], limit=rt.n_ctx)
+rt.prefill(prompt.tokens)
+sampler = Sampler(rt, session.params)
+token = sampler.sample()
+for _ in range(int(sys.argv[2]) - 1):  # as the chat loop: the first token comes from the prefill
+    rt.step(token)
+    token = sampler.sample()
+"""
+
+
+def command(kind: str, model: str, n: int) -> list[str]:
+    py = sys.executable
+    if kind == "bare":
+        return [py, "-c", BARE, model, str(n), PROMPT]
+    chat = [py, "-m", "llmcli", "chat", "-m", model, "--temp", "0", "-n", str(n), "-t", "1", "--ctx", "512"]
+    return chat + (["--json"] if kind == "json" else []) + [PROMPT]
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
+    """(all instructions, those inside llama_decode) of one run."""
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd], env=env,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    report = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+                            check=True, capture_output=True, text=True).stdout
+    total = decode = 0
+    for line in report.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(?[\d.%\s)]*\s*(?:\S+:)?(\S+)", line)
+        if not m:
+            continue
+        count = int(m.group(1).replace(",", ""))
+        if "PROGRAM TOTALS" in line:
+            total = count
+        elif "llama_context::decode(llama_batch const&)" in line and not decode:  # llama_decode, inlined
+            decode = count
+    return total, decode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", type=int, default=16)
+    parser.add_argument("--long", type=int, default=80)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--only", default="bare,stream,json")
+    parser.add_argument("--lib", default=None, help="llama.cpp without AVX-512 (default: build_native.sh --callgrind)")
+    parser.add_argument("--keep", default=None, help="a directory to keep the callgrind files in")
+    parser.add_argument("--src", default=None, help="the llmcli source tree to measure (default: this one's)")
+    args = parser.parse_args()
+    lib = args.lib or subprocess.run(["bash", str(HERE / "build_native.sh"), "--callgrind"], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+    # A fixed hash seed: start-up (imports) then costs the same in both runs and cancels out.
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": lib, "PYTHONPATH": args.src or str(HERE.parent / "src"),
+           "PYTHONHASHSEED": "0"}
+    from llmcli.store import embedded_model_path
+
+    model = args.model or str(embedded_model_path())
+    extra = args.long - args.short
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = args.keep or tmp
+        for kind in args.only.split(","):
+            (t0, d0), (t1, d1) = (callgrind(command(kind, model, n), Path(tmp) / f"{kind}.{n}", env)
+                                  for n in (args.short, args.long))
+            per, dec = (t1 - t0) / extra, (d1 - d0) / extra
+            rows[kind] = (per, dec)
+            share = f" ({(per - dec) / dec:.2%} of llama_decode)" if dec else ""
+            print(f"{kind:<7} {per / 1e6:8.3f} M instr/token  llama_decode {dec / 1e6:8.3f} M  "
+                  f"rest {(per - dec) / 1e6:7.3f} M{share}", flush=True)
+    if "bare" in rows and all(dec for _, dec in rows.values()):
+        bare = rows["bare"][0]
+        for kind, (per, dec) in rows.items():
+            if kind != "bare":
+                print(f"{kind}: {(per - bare) / 1e3:.0f} k instr/token over bare "
+                      f"({(per - bare) / dec:.2%} of llama_decode) -> at most {dec / (per - bare + dec):.3f}x of bare "
+                      "if instructions were time")
+    print(f"(callgrind, 1 thread, {extra} tokens between a {args.short}- and a {args.long}-token reply; "
+          f"load {os.getloadavg()[0]:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
