@@ -12,7 +12,13 @@ machine hurts both alike; TTFT is the engine's own (request start -> first token
 The issue's goals: the cached call prefills <= 64 tokens, its TTFT is <= 0.10 of the cold call's,
 and its temperature-0 reply is byte-identical to --no-cache.
 
-    python benchmarks/prefix_cache.py [--rounds 2] [--tokens 3000] [--threads 2] [--max-tokens 64]
+Then a conversation continued with `chat -c`, one process per turn, to --turns turns: each
+continuation should prefill only its new turn, that is, everything after the previous reply
+(its end-of-turn markup, the new question, the generation prompt); the rest comes from the tip
+the previous call saved. The new turn's size is measured, not assumed: the prompt's length minus
+the previous prompt and reply.
+
+    python benchmarks/prefix_cache.py [--rounds 2] [--tokens 3000] [--threads 2] [--max-tokens 64] [--turns 10]
 """
 
 from __future__ import annotations
@@ -47,12 +53,18 @@ def document(n_tokens: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chat(doc: str, question: str, home: str, threads: int, max_tokens: int, *extra: str) -> dict:
+QUESTIONS = ["Name a fruit.", "Why is it healthy?", "What colour is it?", "Where does it grow?",
+             "Name another one.", "Which of the two is sweeter?", "How do I store them?",
+             "Can I freeze them?", "Give me a recipe with both.", "How long does it take?",
+             "Summarize our conversation.", "Thank you!"]
+
+
+def chat(doc: str | None, question: str, home: str, threads: int, max_tokens: int, *extra: str) -> dict:
     env = {**os.environ, "LLMCLI_HOME": home, "PYTHONPATH": str(ROOT / "src")}
     env.pop("LLMCLI_CACHE_MAX", None)
     r = subprocess.run([sys.executable, "-m", "llmcli", "chat", "--temp", "0", "-n", str(max_tokens),
                         "-t", str(threads), "--json", *extra, question],
-                       input=doc, capture_output=True, text=True, env=env, timeout=3600)
+                       input=doc or "", capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         sys.exit(f"llmcli failed ({r.returncode}): {r.stderr.strip()}")
     return json.loads(r.stdout)
@@ -64,7 +76,16 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=3000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--turns", type=int, default=10, help="continuations of a `chat -c` conversation (0: none)")
     args = ap.parse_args()
+    if args.rounds:
+        piped_document(args)
+    if args.turns:
+        continued(args)
+
+
+def piped_document(args) -> None:
+    """A second question on the same piped document, against the cold first one and --no-cache."""
     doc = document(args.tokens)
     ratios, identical, prefill = [], [], []
     for rnd in range(args.rounds):
@@ -95,6 +116,27 @@ def main() -> None:
     print(f"TTFT cached / cold: median {statistics.median(ratios):.3f}, rounds "
           f"{', '.join(f'{r:.3f}' for r in ratios)} (goal <= 0.10)")
     print(f"reply byte-identical to --no-cache: {all(identical)} ({sum(identical)}/{len(identical)})")
+
+
+def continued(args) -> None:
+    """`chat -c` turn after turn: what each continuation prefills, against the size of its new turn."""
+    print(f"\nchat -c, {args.turns} turns, one process each (first turn: a plain one-shot):")
+    only_new = []
+    with tempfile.TemporaryDirectory(prefix="llmcli-bench-continue-") as home:
+        previous = None
+        for turn in range(args.turns + 1):
+            question = QUESTIONS[turn % len(QUESTIONS)]
+            reply = chat(None, question, home, args.threads, 32, *(["-c"] if turn else []))
+            usage = reply["usage"]
+            prefilled = usage["prompt_tokens"] - usage["cached_tokens"]
+            if previous is not None:
+                new_turn = usage["prompt_tokens"] - previous["prompt_tokens"] - previous["completion_tokens"]
+                only_new.append(prefilled <= new_turn)
+                print(f"turn {turn + 1:2}: prompt {usage['prompt_tokens']:4} tokens, {usage['cached_tokens']:4} from "
+                      f"{usage['cache_source']}, {prefilled:3} prefilled; new turn {new_turn} tokens; "
+                      f"TTFT {reply['timings']['ttft_ms']:.0f} ms", flush=True)
+            previous = usage
+    print(f"every continuation prefilled only its new turn: {all(only_new)} ({sum(only_new)}/{len(only_new)})")
 
 
 if __name__ == "__main__":

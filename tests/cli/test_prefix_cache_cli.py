@@ -13,6 +13,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from llmcli.engine.prefix_cache import TEMP_PREFIX, parse_entry
 from tests.support.cli import LLMCLI, cli, cli_store, environment_vars, spawn_cli
 
@@ -42,6 +44,19 @@ def test_a_second_question_on_a_piped_document_is_answered_from_disk_as_without_
     assert cached["text"] == uncached["text"] and cached["text"]
     schedule = next(s for s in cached["stages"] if s["name"] == "schedule")
     assert "the disk prefix cache" in schedule["detail"]
+
+
+@pytest.mark.parametrize("max_tokens", ["4", "64"])  # cut by max tokens, and ended by the model
+def test_a_continued_conversation_prefills_only_its_new_turn(max_tokens):
+    """The tip saved at release holds the prompt and the whole reply, its last token too."""
+    turns = []
+    for extra in ([], ["-c"], ["-c"]):
+        r = cli("chat", "--temp", "0", "-n", max_tokens, "--json", *extra, "Name a fruit.", input="")
+        assert r.exit_code == 0, r.stderr
+        turns.append(json.loads(r.stdout)["usage"])
+    for previous, usage in zip(turns, turns[1:]):
+        assert usage["cache_source"] == "disk"
+        assert usage["cached_tokens"] == previous["prompt_tokens"] + previous["completion_tokens"]
 
 
 def test_a_truncated_entry_falls_back_with_one_note_under_stats():

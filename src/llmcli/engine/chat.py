@@ -322,6 +322,9 @@ class ChatSession:
         t7 = time.perf_counter()
         if not keep_cache:
             if self.disk_cache is not None:  # the tip: a follow-up (`chat -c`) prefills only its new turn
+                if exact and finish == "length" and rt.kv_tokens == prompt.tokens + generated[:-1] \
+                        and len(rt.kv_tokens) < rt.n_ctx:
+                    rt.step(generated[-1])  # a reply cut by max tokens never decoded its last token
                 warning = self.disk_cache.save_tip(rt)
                 if warning:
                     yield Notice(warning)
