@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli import cli_process
 from tests.fuzz.gguf_files import ARR, DROP, F32, I32, STR, U32, rewrite
+from tests.support.cli import cli_process
 
 CHAT = ("chat", "hi", "-n", "4", "-t", "1", "--seed", "1")
 

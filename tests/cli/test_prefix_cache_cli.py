@@ -54,7 +54,7 @@ def test_a_continued_conversation_prefills_only_its_new_turn(max_tokens):
         r = cli("chat", "--temp", "0", "-n", max_tokens, "--json", *extra, "Name a fruit.", input="")
         assert r.exit_code == 0, r.stderr
         turns.append(json.loads(r.stdout)["usage"])
-    for previous, usage in zip(turns, turns[1:]):
+    for previous, usage in zip(turns, turns[1:], strict=False):
         assert usage["cache_source"] == "disk"
         assert usage["cached_tokens"] == previous["prompt_tokens"] + previous["completion_tokens"]
 

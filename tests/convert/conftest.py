@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tests.convert.fixtures import build_gemma_spm, build_spm, build_tiny, embedded_gguf, train_sentencepiece
 
 FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2")

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from llmcli.errors import ExitStatus
 from tests.convert.handmade import CONFIG, llama_shapes, write_tiny_llama
 from tests.convert.test_bad_inputs import assert_clean_error
 from tests.support.cli import cli_process
-
-from llmcli.errors import ExitStatus
 
 DEEP = "[" * 100_000 + "]" * 100_000  # nested past Python's recursion limit
 

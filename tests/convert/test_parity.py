@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.convert.conftest import FAMILIES, greedy_tokens, hf_logits, llama, llama_logits, nmse
 
 PROMPT = "The quick brown fox jumps over the lazy dog. 1234 + 5678 = 6912. Hello, world!"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.convert.conftest import hf_logits, llama, llama_logits, nmse
 from tests.convert.fixtures import embedded_gguf
 

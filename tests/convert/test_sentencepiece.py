@@ -8,6 +8,7 @@ next to the tokenizer.model that the fixture copies in: the converter must take 
 from __future__ import annotations
 
 import pytest
+
 from tests.convert.conftest import greedy_tokens, hf_logits, llama, llama_logits, nmse
 from tests.convert.test_parity import PROMPT
 from tests.convert.test_tokenizer import CORPUS

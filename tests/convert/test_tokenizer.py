@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.convert.conftest import FAMILIES, llama
 
 CORPUS = [

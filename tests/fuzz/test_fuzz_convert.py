@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.convert.handmade import CONFIG, write_tiny_llama
-
 from llmcli.environment import Environment
+from tests.convert.handmade import CONFIG, write_tiny_llama
 
 LONG = os.environ.get("LLMCLI_FUZZ_LONG", "") not in ("", "0")
 N_CASES = 1500 if LONG else 60

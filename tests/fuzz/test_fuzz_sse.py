@@ -169,7 +169,7 @@ def make_case(index: int) -> Case:
     # Random write boundaries: anywhere, including inside a UTF-8 character or a \r\n.
     cuts = sorted(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(0, 60)))) if len(stream) > 1 else []
     bounds = [0, *cuts, len(stream)]
-    case.writes = [stream[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    case.writes = [stream[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
     text = "".join(shown)  # chat ends the reply with a newline unless it has one (or is empty)
     case.expected = None if harmful else text + ("\n" if text and not text.endswith("\n") else "")
     return case

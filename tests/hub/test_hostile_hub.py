@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.hub.conftest import GGUF_REPO, STEM, hf_repo_dir
-from tests.support.cli import cli, cli_store
 from tests.hub.fake_hub import FakeHub, hostile
+from tests.support.cli import cli, cli_store
 
 Q4 = f"{STEM}-Q4_K_M.gguf"
 README = "README.md"
