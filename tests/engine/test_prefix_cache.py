@@ -153,6 +153,25 @@ def test_a_second_question_reuses_the_document_from_disk_and_answers_as_without_
     assert "the disk prefix cache" in stats2.stage("schedule").detail
 
 
+@pytest.mark.parametrize("field", ["llama_cpp", "model"])
+def test_an_entry_from_an_older_llama_cpp_or_another_model_is_not_used(tmp_path, runtime, field):
+    """A state written under another key (an older llama.cpp, other model bytes) stays unused, even
+    when its file is renamed to this key's name: the header's key is checked, not only the name."""
+    from dataclasses import replace
+
+    ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
+    (entry,) = tmp_path.glob("*.kv")
+    info, state = parse_entry(entry.read_bytes(), entry)
+    entry.unlink()
+    key = cache_key(runtime)
+    other = replace(key, **{field: "0.2.90" if field == "llama_cpp" else "1:" + "0" * 64})
+    written = PrefixCache(tmp_path, 10**9).write(other, "smollm2", info.tokens, bytes(state))
+    renamed = written.with_name(entry_name(key.id, info.tokens))
+    written.rename(renamed)
+    _, stats, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nList the weeks.")
+    assert stats.cached_tokens == 0 and stats.cache_source is None
+
+
 def test_a_damaged_entry_falls_back_to_a_full_prefill_with_one_note(tmp_path, runtime):
     ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
     (entry,) = tmp_path.glob("*.kv")
