@@ -65,7 +65,9 @@ def document_of(n_tokens: int, model: str) -> str:
 
 
 def llmcli_json(model: str, threads: int, document: str | None) -> dict:
-    out = subprocess.run([sys.executable, "-m", "llmcli", "chat", "-m", model, "--json", "--temp", "0",
+    # --no-cache: every round must prefill the document (the disk prefix cache would load it from the
+    # round before, and the prefill rate would be that of a dozen tokens).
+    out = subprocess.run([sys.executable, "-m", "llmcli", "chat", "-m", model, "--json", "--temp", "0", "--no-cache",
                           "-n", str(N_GEN), "-t", str(threads), INSTRUCTION], input=document or "",
                          check=True, capture_output=True, text=True).stdout
     doc = json.loads(out)
