@@ -84,6 +84,18 @@ def test_search_finds_every_word_in_prompt_or_reply_newest_last(tmp_path, fts):
     assert log.search("zebra", 10) == []
 
 
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+def test_a_count_beyond_sqlites_integers_means_all_not_a_damaged_log(tmp_path, fts):
+    log = _log(tmp_path, fts=fts)
+    first = _add(log, "cheese one")
+    _add(log, "cheese two", cid=first.conversation_id)
+    for count in (2**63 - 1, 2**63, 10**30):
+        assert [e.prompt for e in log.recent(count)] == ["cheese one", "cheese two"]
+        assert [e.prompt for e in log.conversation(first.conversation_id, count)] == ["cheese one", "cheese two"]
+        assert [e.prompt for e in log.search("cheese", count)] == ["cheese one", "cheese two"]
+        assert len(log.search("cheese", count, first.conversation_id)) == 2
+
+
 def test_like_search_treats_percent_and_underscore_as_text(tmp_path):
     log = _log(tmp_path, fts=False)
     _add(log, "50% off", "x")

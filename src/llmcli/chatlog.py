@@ -427,8 +427,12 @@ def _reason(exc: BaseException) -> str:
     return printable(str(exc) or type(exc).__name__, 120)
 
 
+SQLITE_MAX_INT = 2**63 - 1  # a LIMIT beyond SQLite's 64-bit integers is a datatype mismatch, not "all"
+
+
 def _limit(count: int | None) -> str:
-    return "" if count is None else f"LIMIT {int(count)}"
+    """LIMIT count; None, or more rows than SQLite can count, is no limit (all of them)."""
+    return "" if count is None or count > SQLITE_MAX_INT else f"LIMIT {int(count)}"
 
 
 def _like(word: str) -> str:

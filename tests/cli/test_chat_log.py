@@ -132,6 +132,17 @@ def test_logs_recent_search_and_one_conversation(private_store):
     assert [e["prompt"] for e in logged(private_store, "--cid", cid, "-q", "dates")] == ["dates are brown"]
 
 
+@pytest.mark.parametrize("extra", [(), ("-q", "hi"), ("--cid", "CID")], ids=["recent", "-q", "--cid"])
+@pytest.mark.parametrize("count", [str(2**63), str(10**30)])
+def test_logs_n_beyond_any_count_shows_them_all_and_never_blames_the_log(private_store, count, extra):
+    ask("hi there")
+    ask("-c", "hi again")
+    cid = logged(private_store)[0]["conversation_id"]
+    r = cli("logs", "-n", count, "--json", *(cid if a == "CID" else a for a in extra))
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert [e["prompt"] for e in json.loads(r.stdout)] == ["hi there", "hi again"]
+
+
 def test_logs_path_prints_the_database_and_nothing_else(private_store):
     r = cli("logs", "path")
     assert (r.exit_code, r.stdout, r.stderr) == (0, f"{private_store / 'logs.db'}\n", "")
