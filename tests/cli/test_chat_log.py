@@ -151,14 +151,20 @@ def test_logs_path_prints_the_database_and_nothing_else(private_store):
 @pytest.mark.parametrize("args,message", [
     (("nonsense",), "unknown logs action 'nonsense'"),
     (("path", "--json"), "takes no options"),
-    (("-n", "-1"), "-n -1: give a number of exchanges, 0 for all"),
+    (("-n", "-1"), "-n -1: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
+    (("-n", "abc"), "-n abc: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
+    (("--count", "1.5"), "-n 1.5: give a whole number of exchanges"),
+    (("-n", ""), "-n '': give a whole number of exchanges"),
     (("-q", "  "), "the search text is empty"),
     (("--cid", "nope"), "--cid: no conversation 'nope'"),
+    (("--cid", ""), "--cid is empty; give a conversation id from `llmcli logs`"),
+    (("--cid", "  ", "-q", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
 ])
 def test_logs_refuses_bad_arguments_with_one_line(private_store, args, message):
     ask("hi")
     r = cli("logs", *args)
     assert r.exit_code == 2 and r.stdout == "" and message in one_line(r.stderr)
+    assert one_line(r.stderr).startswith("llmcli: error: ") and "Input should be" not in r.stderr
 
 
 def test_logs_with_no_log_yet_is_empty_and_creates_nothing(private_store):
