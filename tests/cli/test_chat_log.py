@@ -59,6 +59,24 @@ def test_no_log_logs_nothing(private_store, how):
     assert logged(private_store) == []
 
 
+@pytest.mark.parametrize("value,logs", [("false", True), ("0", True), ("", True), ("off", True),
+                                         ("yes", False), ("TRUE", False), ("on", False)])
+def test_llmcli_no_log_is_read_as_on_or_off(private_store, value, logs):
+    r = ask("hi", vars={"LLMCLI_NO_LOG": value})
+    assert r.exit_code == 0 and r.stdout.strip() and r.stderr == "", r.stderr
+    assert len(logged(private_store)) == (1 if logs else 0)
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "nope"])
+def test_a_bad_llmcli_no_log_exits_2_naming_it_and_its_values(private_store, value):
+    r = ask("hi", vars={"LLMCLI_NO_LOG": value})
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert one_line(r.stderr) == (f"llmcli: error: LLMCLI_NO_LOG='{value}' is not on or off; give 1, true, yes "
+                                  "or on (0, false, no, off or empty for off)")
+    assert not (private_store / "logs.db").exists()
+    assert cli("logs", "path", vars={"LLMCLI_NO_LOG": value}).exit_code == 0  # only chat reads it
+
+
 def test_continue_sends_the_logged_conversation_and_logs_into_it(private_store):
     first = ask("-s", "Answer in French.", "Name a fruit.")
     second = ask("-c", "And a vegetable?")
