@@ -213,6 +213,23 @@ def test_a_corrupt_log_costs_one_warning_and_the_chat_still_answers(private_stor
     assert r.exit_code == 1 and f"mv {db} {db}.bad" in one_line(r.stderr)
 
 
+def test_a_log_damaged_past_its_header_costs_one_warning_naming_how_to_move_it_aside(private_store):
+    for i in range(3):
+        assert ask(f"exchange {i} " + "x" * 3000).exit_code == 0
+    db = private_store / "logs.db"
+    size = db.stat().st_size
+    with open(db, "r+b") as f:  # the header and the schema's page stay sound: the log opens, a write fails
+        f.seek(8192)
+        f.write((bytes(range(256)) * (size // 256 + 1))[: size - 8192])
+    r = ask("hi")
+    assert r.exit_code == 0 and r.stdout.strip(), r.stderr
+    assert one_line(r.stderr) == (f"llmcli: the exchange was not logged: the conversation log {db} is damaged "
+                                  f"(database disk image is malformed); move it aside to start a new one: "
+                                  f"mv {db} {db}.bad; logging is off for this run")
+    r = cli("logs")
+    assert r.exit_code == 1 and f"mv {db} {db}.bad" in one_line(r.stderr)
+
+
 def test_two_processes_logging_at_once_are_both_logged(private_store):
     children = [spawn_cli("chat", *FAST, f"process {i}") for i in range(2)]
     results = [child.result() for child in children]

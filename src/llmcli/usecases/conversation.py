@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from llmcli.chatlog import LOG_FILE, ChatLog, Conversation, Exchange, LogUnavailable
+from llmcli.chatlog import LOG_FILE, ChatLog, Conversation, Exchange, LogUnavailable, LogWriteFailed
 from llmcli.display import printable
 from llmcli.errors import UsageError
 
@@ -172,11 +172,17 @@ class Recorder:
         # (and less any old turns the engine dropped to fit the context).
         history = session.messages[:-2] if len(session.messages) >= 2 else []
         usage, timings, finish = stats_records(reply.stats)
-        exchange = self.log.add(Exchange(
-            conversation_id=self.conversation_id or "", model=self.model, system=session.system,
-            messages=[m.as_dict() for m in history], prompt=prompt, reply=reply.text,
-            reasoning=reply.reasoning or None, options=logged_options(session, self.settings),
-            usage=usage, timings=timings, finish_reason=finish))
+        try:
+            exchange = self.log.add(Exchange(
+                conversation_id=self.conversation_id or "", model=self.model, system=session.system,
+                messages=[m.as_dict() for m in history], prompt=prompt, reply=reply.text,
+                reasoning=reply.reasoning or None, options=logged_options(session, self.settings),
+                usage=usage, timings=timings, finish_reason=finish))
+        except LogWriteFailed as exc:
+            if exc.damaged:  # every later write would fail the same way: one warning, then no logging
+                self.log = None
+                raise LogWriteFailed(f"{exc}; logging is off for this run", damaged=True) from None
+            raise
         self.conversation_id = exchange.conversation_id
         return exchange
 
