@@ -92,6 +92,34 @@ def test_continue_sends_the_logged_conversation_and_logs_into_it(private_store):
     assert c["conversation_id"] == a["conversation_id"] and c["system"] == "Be terse." and len(c["messages"]) == 4
 
 
+def test_chat_json_names_the_conversation_and_cid_continues_it(private_store):
+    first = ask("--json", "Name a fruit.")
+    assert first.exit_code == 0 and first.stderr == "", first.stderr
+    cid = json.loads(first.stdout)["conversation_id"]
+    assert ID_PATTERN.fullmatch(cid) and logged(private_store)[0]["conversation_id"] == cid
+    ask("another conversation")  # so -c would not pick the first one
+    second = ask("--json", "--cid", cid, "And a vegetable?")
+    assert second.exit_code == 0, second.stderr
+    assert json.loads(second.stdout)["conversation_id"] == cid
+    assert [e["prompt"] for e in logged(private_store, "--cid", cid)] == ["Name a fruit.", "And a vegetable?"]
+
+
+@pytest.mark.parametrize("how", [("--no-log",), ("--no-log", "-c")], ids=["--no-log", "--no-log -c"])
+def test_chat_json_has_a_null_conversation_id_when_nothing_is_logged(private_store, how):
+    ask("hi")
+    r = ask("--json", *how, "hello")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["conversation_id"] is None and len(logged(private_store)) == 1
+
+
+def test_chat_json_has_a_null_conversation_id_when_the_log_cannot_be_written(private_store):
+    private_store.mkdir(parents=True, exist_ok=True)
+    (private_store / "logs.db").write_bytes(b"this is not a database\n" * 100)
+    r = ask("--json", "hi")
+    assert r.exit_code == 0 and "logging is off for this run" in one_line(r.stderr)
+    assert json.loads(r.stdout)["conversation_id"] is None
+
+
 def test_continue_picks_the_latest_conversation_and_cid_a_chosen_one(private_store):
     ask("first conversation")
     ask("second conversation")
