@@ -84,6 +84,18 @@ def test_search_finds_every_word_in_prompt_or_reply_newest_last(tmp_path, fts):
     assert log.search("zebra", 10) == []
 
 
+@pytest.mark.parametrize("fts", [True, False], ids=["fts5", "like"])
+def test_a_count_beyond_sqlites_integers_means_all_not_a_damaged_log(tmp_path, fts):
+    log = _log(tmp_path, fts=fts)
+    first = _add(log, "cheese one")
+    _add(log, "cheese two", cid=first.conversation_id)
+    for count in (2**63 - 1, 2**63, 10**30):
+        assert [e.prompt for e in log.recent(count)] == ["cheese one", "cheese two"]
+        assert [e.prompt for e in log.conversation(first.conversation_id, count)] == ["cheese one", "cheese two"]
+        assert [e.prompt for e in log.search("cheese", count)] == ["cheese one", "cheese two"]
+        assert len(log.search("cheese", count, first.conversation_id)) == 2
+
+
 def test_like_search_treats_percent_and_underscore_as_text(tmp_path):
     log = _log(tmp_path, fts=False)
     _add(log, "50% off", "x")
@@ -143,6 +155,60 @@ def test_a_tampered_history_is_refused_when_continued(tmp_path, messages):
     log.db.execute("UPDATE exchanges SET messages = ? WHERE id = ?", (messages, e.id))
     with pytest.raises(LogDamaged, match="message 1"):
         log.load_conversation(e.conversation_id)
+
+
+def _garble_after_the_header(db) -> None:
+    """Pages 3 on (from byte 8192) become garbage; the header and the schema's page stay sound."""
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.seek(8192)
+        f.write((bytes(range(256)) * (size // 256 + 1))[: size - 8192])
+
+
+def _damaged_log(tmp_path):
+    log = _log(tmp_path)
+    for i in range(3):
+        _add(log, f"exchange {i} " + "x" * 3000)
+    log.close()
+    db = tmp_path / "logs.db"
+    _garble_after_the_header(db)
+    return db
+
+
+def test_a_write_into_a_damaged_file_says_how_to_move_it_aside(tmp_path):
+    db = _damaged_log(tmp_path)
+    log = _log(tmp_path)  # opens: its header and schema are sound
+    with pytest.raises(LogWriteFailed) as caught:
+        _add(log, "one more")
+    assert caught.value.damaged
+    assert str(caught.value) == (f"the exchange was not logged: the conversation log {db} is damaged (database disk "
+                                 f"image is malformed); move it aside to start a new one: mv {db} {db}.bad")
+
+
+def test_a_recorder_on_a_damaged_file_warns_once_then_logs_nothing(tmp_path):
+    from llmcli.engine.events import Reply
+    from llmcli.engine.sampling import SamplingParams
+    from llmcli.engine.template import Message
+    from llmcli.usecases.conversation import Recorder
+
+    class Session:  # what Recorder.record reads of a chat session
+        system, params = None, SamplingParams()
+        messages = [Message("user", "hi"), Message("assistant", "hello")]
+
+    db = _damaged_log(tmp_path)
+    recorder = Recorder(_log(tmp_path), "m")
+    with pytest.raises(LogWriteFailed, match=f"mv {db} {db}.bad; logging is off for this run$"):
+        recorder.record(Session(), "hi", Reply("hello", None))
+    assert not recorder.enabled
+    assert recorder.record(Session(), "hi", Reply("hello", None)) is None  # no second warning
+
+
+def test_a_full_disk_is_not_called_damage():
+    from llmcli.chatlog import is_damage
+
+    assert not is_damage(sqlite3.OperationalError("database or disk is full"))
+    assert not is_damage(OSError("no space"))
+    assert is_damage(sqlite3.DatabaseError("database disk image is malformed"))
 
 
 def test_two_connections_write_in_turn_through_the_busy_timeout(tmp_path):

@@ -54,3 +54,22 @@ def test_cache_max_takes_decimal_sizes_and_refuses_the_rest():
     for text in ("lots", "-1", "G", "nan", "inf", "2X"):
         with _pytest.raises(UsageError, match="LLMCLI_CACHE_MAX=.* is not a size"):
             Environment(vars={"LLMCLI_CACHE_MAX": text}).cache_max  # noqa: B018
+
+
+def test_on_off_variables_take_the_usual_words_and_refuse_the_rest():
+    import pytest as _pytest
+
+    from llmcli.errors import UsageError
+
+    words = {None: False, "": False, "0": False, "false": False, "No": False, "OFF": False,
+             "1": True, "true": True, "Yes": True, " on ": True}
+    for text, on in words.items():
+        vars = {} if text is None else {"LLMCLI_NO_LOG": text, "LLMCLI_DEBUG": text}
+        env = Environment(vars=vars)
+        assert (env.no_log, env.debug) == (on, on), text
+    for text in ("maybe", "2", "enabled"):
+        env = Environment(vars={"LLMCLI_NO_LOG": text})  # made without a fuss: only chat reads it
+        with _pytest.raises(UsageError, match=r"^LLMCLI_NO_LOG='.*' is not on or off; give 1, true, yes or on "):
+            env.no_log  # noqa: B018
+    # LLMCLI_DEBUG is read while another error is reported: a word it does not know asks for the detail.
+    assert Environment(vars={"LLMCLI_DEBUG": "verbose"}).debug is True

@@ -37,7 +37,14 @@ class LogUnavailable(RuntimeFailure):
 
 
 class LogWriteFailed(RuntimeFailure):
-    """An exchange could not be written (a full disk, a read-only store); nothing of it was kept."""
+    """An exchange could not be written (a full disk, a read-only store); nothing of it was kept.
+
+    `damaged`: the file itself is damaged, so every later write would fail the same way.
+    """
+
+    def __init__(self, message: str, damaged: bool = False) -> None:
+        super().__init__(message)
+        self.damaged = damaged
 
 
 class LogDamaged(RuntimeFailure):
@@ -313,6 +320,10 @@ class ChatLog:
         return exchange
 
     def _write_failed(self, exc: BaseException) -> LogWriteFailed:
+        if is_damage(exc):  # pages past a sound header are garbage: moving it aside is the fix, as `logs` says
+            return LogWriteFailed(f"the exchange was not logged: the conversation log {self.path} is damaged "
+                                  f"({_reason(exc)}); move it aside to start a new one: "
+                                  f"mv {self.path} {self.path}.bad", damaged=True)
         return LogWriteFailed(f"the exchange was not logged ({_reason(exc)}); nothing was half-written to "
                               f"{self.path}")
 
@@ -418,6 +429,22 @@ def damaged_message(path: Path, exc: BaseException) -> str:
             f"move it aside to start a new one: mv {path} {path}.bad")
 
 
+# SQLITE_CORRUPT and SQLITE_NOTADB (primary codes: an extended code's low byte), and their messages for a
+# Python before 3.11, whose exceptions carry no code.
+DAMAGE_CODES = {11, 26}
+DAMAGE_WORDS = ("malformed", "not a database")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a SQLite error says the file itself is damaged (not full, locked or read-only)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in DAMAGE_CODES
+    return any(word in str(exc) for word in DAMAGE_WORDS)
+
+
 def _damaged_row(path: Path, what: str) -> str:
     return (f"the conversation log {path} has a damaged row ({what}); continue another conversation, "
             f"or move the log aside: mv {path} {path}.bad")
@@ -427,8 +454,12 @@ def _reason(exc: BaseException) -> str:
     return printable(str(exc) or type(exc).__name__, 120)
 
 
+SQLITE_MAX_INT = 2**63 - 1  # a LIMIT beyond SQLite's 64-bit integers is a datatype mismatch, not "all"
+
+
 def _limit(count: int | None) -> str:
-    return "" if count is None else f"LIMIT {int(count)}"
+    """LIMIT count; None, or more rows than SQLite can count, is no limit (all of them)."""
+    return "" if count is None or count > SQLITE_MAX_INT else f"LIMIT {int(count)}"
 
 
 def _like(word: str) -> str:

@@ -25,9 +25,26 @@ def _isatty(stream: TextIO | None) -> bool:
         return False
 
 
-def _flag(value: str | None) -> bool:
-    """LLMCLI_DEBUG=1 is on; unset, empty and 0 are off."""
-    return value not in (None, "", "0")
+# An on/off variable's accepted values (case-blind); unset is off.
+FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+               "off": False, "": False}
+
+
+def parse_flag(text: str | None, name: str) -> bool:
+    """An on/off variable: 1/true/yes/on, 0/false/no/off/empty (unset: off); else a UsageError naming it."""
+    from llmcli.errors import UsageError
+
+    value = FLAG_VALUES.get((text or "").strip().lower())
+    if value is None:
+        raise UsageError(f"{name}={text!r} is not on or off; give 1, true, yes or on (0, false, no, off or "
+                         "empty for off)")
+    return value
+
+
+def _debug_flag(text: str | None) -> bool:
+    """LLMCLI_DEBUG, as parse_flag reads it; a value it does not know is on. It is read while another
+    error is being reported, where a second error cannot be shown, and asking for more detail is its point."""
+    return FLAG_VALUES.get((text or "").strip().lower(), True)
 
 
 def _store_root(vars: Mapping[str, str]) -> Path:
@@ -73,18 +90,18 @@ class Environment:
     endpoint: str | None = field(init=False)  # LLMCLI_ENDPOINT: a server instead of the local engine
     api_key: str | None = field(init=False, repr=False)  # LLMCLI_API_KEY
     no_color: bool = field(init=False)  # NO_COLOR (https://no-color.org): any non-empty value
-    no_log: bool = field(init=False)  # LLMCLI_NO_LOG=1: chat logs no exchange (as --no-log)
+    no_log_text: str | None = field(init=False)  # LLMCLI_NO_LOG, as given (see no_log)
     cache_max_text: str | None = field(init=False)  # LLMCLI_CACHE_MAX, as given (see cache_max)
 
     def __post_init__(self) -> None:
         self.vars = dict(self.vars)  # a snapshot: a later os.environ change does not leak in
         self.store_root = _store_root(self.vars)
         self.default_model = self.vars.get("LLMCLI_MODEL") or None
-        self.debug = _flag(self.vars.get("LLMCLI_DEBUG"))
+        self.debug = _debug_flag(self.vars.get("LLMCLI_DEBUG"))
         self.endpoint = self.vars.get("LLMCLI_ENDPOINT") or None
         self.api_key = self.vars.get("LLMCLI_API_KEY") or None
         self.no_color = bool(self.vars.get("NO_COLOR"))
-        self.no_log = _flag(self.vars.get("LLMCLI_NO_LOG"))
+        self.no_log_text = self.vars.get("LLMCLI_NO_LOG")
         self.cache_max_text = self.vars.get("LLMCLI_CACHE_MAX") or None
 
     @property
@@ -94,6 +111,11 @@ class Environment:
         if self.cache_max_text is None:
             return CACHE_MAX_DEFAULT
         return parse_size(self.cache_max_text, "LLMCLI_CACHE_MAX")
+
+    @property
+    def no_log(self) -> bool:
+        """LLMCLI_NO_LOG: chat logs no exchange (as --no-log). Parsed where chat uses it, as cache_max."""
+        return parse_flag(self.no_log_text, "LLMCLI_NO_LOG")
 
     @property
     def stdin_isatty(self) -> bool:

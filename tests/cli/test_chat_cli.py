@@ -28,7 +28,7 @@ def test_json_document_has_every_field():
     result = cli_process("chat", *GREEDY, "--json", "Say hi.")
     doc = json.loads(result.stdout)
     assert set(doc) == {"text", "reasoning", "model", "finish_reason", "usage", "timings", "endpoint", "server",
-                        "stages", "draft"}
+                        "stages", "draft", "conversation_id"}
     assert doc["reasoning"] is None  # SmolLM2's template has no thinking form
     assert doc["endpoint"] is None and doc["server"] is None  # what only a server has
     assert doc["model"] == "smollm2-135m-instruct"

@@ -59,6 +59,24 @@ def test_no_log_logs_nothing(private_store, how):
     assert logged(private_store) == []
 
 
+@pytest.mark.parametrize("value,logs", [("false", True), ("0", True), ("", True), ("off", True),
+                                         ("yes", False), ("TRUE", False), ("on", False)])
+def test_llmcli_no_log_is_read_as_on_or_off(private_store, value, logs):
+    r = ask("hi", vars={"LLMCLI_NO_LOG": value})
+    assert r.exit_code == 0 and r.stdout.strip() and r.stderr == "", r.stderr
+    assert len(logged(private_store)) == (1 if logs else 0)
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "nope"])
+def test_a_bad_llmcli_no_log_exits_2_naming_it_and_its_values(private_store, value):
+    r = ask("hi", vars={"LLMCLI_NO_LOG": value})
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert one_line(r.stderr) == (f"llmcli: error: LLMCLI_NO_LOG='{value}' is not on or off; give 1, true, yes "
+                                  "or on (0, false, no, off or empty for off)")
+    assert not (private_store / "logs.db").exists()
+    assert cli("logs", "path", vars={"LLMCLI_NO_LOG": value}).exit_code == 0  # only chat reads it
+
+
 def test_continue_sends_the_logged_conversation_and_logs_into_it(private_store):
     first = ask("-s", "Answer in French.", "Name a fruit.")
     second = ask("-c", "And a vegetable?")
@@ -72,6 +90,34 @@ def test_continue_sends_the_logged_conversation_and_logs_into_it(private_store):
     assert third.exit_code == 0, third.stderr
     c = logged(private_store)[-1]
     assert c["conversation_id"] == a["conversation_id"] and c["system"] == "Be terse." and len(c["messages"]) == 4
+
+
+def test_chat_json_names_the_conversation_and_cid_continues_it(private_store):
+    first = ask("--json", "Name a fruit.")
+    assert first.exit_code == 0 and first.stderr == "", first.stderr
+    cid = json.loads(first.stdout)["conversation_id"]
+    assert ID_PATTERN.fullmatch(cid) and logged(private_store)[0]["conversation_id"] == cid
+    ask("another conversation")  # so -c would not pick the first one
+    second = ask("--json", "--cid", cid, "And a vegetable?")
+    assert second.exit_code == 0, second.stderr
+    assert json.loads(second.stdout)["conversation_id"] == cid
+    assert [e["prompt"] for e in logged(private_store, "--cid", cid)] == ["Name a fruit.", "And a vegetable?"]
+
+
+@pytest.mark.parametrize("how", [("--no-log",), ("--no-log", "-c")], ids=["--no-log", "--no-log -c"])
+def test_chat_json_has_a_null_conversation_id_when_nothing_is_logged(private_store, how):
+    ask("hi")
+    r = ask("--json", *how, "hello")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["conversation_id"] is None and len(logged(private_store)) == 1
+
+
+def test_chat_json_has_a_null_conversation_id_when_the_log_cannot_be_written(private_store):
+    private_store.mkdir(parents=True, exist_ok=True)
+    (private_store / "logs.db").write_bytes(b"this is not a database\n" * 100)
+    r = ask("--json", "hi")
+    assert r.exit_code == 0 and "logging is off for this run" in one_line(r.stderr)
+    assert json.loads(r.stdout)["conversation_id"] is None
 
 
 def test_continue_picks_the_latest_conversation_and_cid_a_chosen_one(private_store):
@@ -132,6 +178,17 @@ def test_logs_recent_search_and_one_conversation(private_store):
     assert [e["prompt"] for e in logged(private_store, "--cid", cid, "-q", "dates")] == ["dates are brown"]
 
 
+@pytest.mark.parametrize("extra", [(), ("-q", "hi"), ("--cid", "CID")], ids=["recent", "-q", "--cid"])
+@pytest.mark.parametrize("count", [str(2**63), str(10**30)])
+def test_logs_n_beyond_any_count_shows_them_all_and_never_blames_the_log(private_store, count, extra):
+    ask("hi there")
+    ask("-c", "hi again")
+    cid = logged(private_store)[0]["conversation_id"]
+    r = cli("logs", "-n", count, "--json", *(cid if a == "CID" else a for a in extra))
+    assert (r.exit_code, r.stderr) == (0, "")
+    assert [e["prompt"] for e in json.loads(r.stdout)] == ["hi there", "hi again"]
+
+
 def test_logs_path_prints_the_database_and_nothing_else(private_store):
     r = cli("logs", "path")
     assert (r.exit_code, r.stdout, r.stderr) == (0, f"{private_store / 'logs.db'}\n", "")
@@ -140,14 +197,20 @@ def test_logs_path_prints_the_database_and_nothing_else(private_store):
 @pytest.mark.parametrize("args,message", [
     (("nonsense",), "unknown logs action 'nonsense'"),
     (("path", "--json"), "takes no options"),
-    (("-n", "-1"), "-n -1: give a number of exchanges, 0 for all"),
+    (("-n", "-1"), "-n -1: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
+    (("-n", "abc"), "-n abc: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
+    (("--count", "1.5"), "-n 1.5: give a whole number of exchanges"),
+    (("-n", ""), "-n '': give a whole number of exchanges"),
     (("-q", "  "), "the search text is empty"),
     (("--cid", "nope"), "--cid: no conversation 'nope'"),
+    (("--cid", ""), "--cid is empty; give a conversation id from `llmcli logs`"),
+    (("--cid", "  ", "-q", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
 ])
 def test_logs_refuses_bad_arguments_with_one_line(private_store, args, message):
     ask("hi")
     r = cli("logs", *args)
     assert r.exit_code == 2 and r.stdout == "" and message in one_line(r.stderr)
+    assert one_line(r.stderr).startswith("llmcli: error: ") and "Input should be" not in r.stderr
 
 
 def test_logs_with_no_log_yet_is_empty_and_creates_nothing(private_store):
@@ -175,6 +238,23 @@ def test_a_corrupt_log_costs_one_warning_and_the_chat_still_answers(private_stor
     r = cli("logs")
     assert r.exit_code == 1 and f"mv {db} {db}.bad" in one_line(r.stderr)
     r = cli("chat", *FAST, "-c", "hi")  # nothing to continue from a damaged log: that is the error
+    assert r.exit_code == 1 and f"mv {db} {db}.bad" in one_line(r.stderr)
+
+
+def test_a_log_damaged_past_its_header_costs_one_warning_naming_how_to_move_it_aside(private_store):
+    for i in range(3):
+        assert ask(f"exchange {i} " + "x" * 3000).exit_code == 0
+    db = private_store / "logs.db"
+    size = db.stat().st_size
+    with open(db, "r+b") as f:  # the header and the schema's page stay sound: the log opens, a write fails
+        f.seek(8192)
+        f.write((bytes(range(256)) * (size // 256 + 1))[: size - 8192])
+    r = ask("hi")
+    assert r.exit_code == 0 and r.stdout.strip(), r.stderr
+    assert one_line(r.stderr) == (f"llmcli: the exchange was not logged: the conversation log {db} is damaged "
+                                  f"(database disk image is malformed); move it aside to start a new one: "
+                                  f"mv {db} {db}.bad; logging is off for this run")
+    r = cli("logs")
     assert r.exit_code == 1 and f"mv {db} {db}.bad" in one_line(r.stderr)
 
 

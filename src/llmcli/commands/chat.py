@@ -17,6 +17,7 @@ from llmcli.commands.options import (
     ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
+    cid_option,
     complete_model_names,
     param_option,
 )
@@ -94,8 +95,7 @@ def chat(
     timeout: TimeoutOpt = None,
     continue_latest: Annotated[bool, typer.Option("-c", "--continue", help="Continue the most recent logged "
                                                   "conversation (its model and system prompt unless given).")] = False,
-    cid: Annotated[Optional[str], typer.Option("--cid", metavar="ID", show_default=False,
-                                               help="Continue the logged conversation ID (see `llmcli logs`).")] = None,
+    cid: cid_option("Continue the logged conversation ID (see `llmcli logs`).") = None,
     no_log: Annotated[bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")] = False,
 ) -> None:
     from llmcli.engine.sampling import SamplingParams

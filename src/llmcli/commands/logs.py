@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt
+from llmcli.commands.options import JsonOpt, cid_option
 
 HELP = """Show logged chat exchanges: the latest 3, oldest first (the newest is at the bottom, as in `llm logs`).
 
@@ -22,15 +22,25 @@ Chat logs every exchange unless given --no-log or LLMCLI_NO_LOG=1.
 """
 
 
+def _parse_count(text: str) -> int:
+    from llmcli.usecases.conversation import parse_count  # only when -n is given: startup stays light
+
+    return parse_count(text)
+
+
+# -n is parsed here, so a bad count is refused in the CLI's own words (not the option parser's).
+CountOpt = Annotated[Optional[int], typer.Option(
+    "-n", "--count", metavar="N", parser=_parse_count, show_default=False,
+    help="How many exchanges, 0 for all. \\[3; all with --cid]")]
+
+
 def logs(
     action: Annotated[Optional[str], typer.Argument(metavar="ACTION", show_default=False,
                                                     help="`path`: print where the log is.")] = None,
-    count: Annotated[Optional[int], typer.Option("-n", "--count", metavar="N", show_default=False,
-                                                 help="How many exchanges, 0 for all. \\[3; all with --cid]")] = None,
+    count: CountOpt = None,
     query: Annotated[Optional[str], typer.Option("-q", "--query", metavar="TEXT", show_default=False,
                                                  help="Only exchanges whose prompt or reply holds every word.")] = None,
-    cid: Annotated[Optional[str], typer.Option("--cid", metavar="ID", show_default=False,
-                                               help="Only this conversation.")] = None,
+    cid: cid_option("Only this conversation.") = None,
     json_out: JsonOpt = False,
 ) -> None:
     from llmcli.errors import UsageError

@@ -77,6 +77,18 @@ TimeoutOpt = Annotated[Optional[float], typer.Option(
 
 
 
+def _parse_cid(text: str) -> str:
+    from llmcli.usecases.conversation import parse_cid  # only when --cid is given: startup stays light
+
+    return parse_cid(text)
+
+
+def cid_option(help: str) -> Any:
+    """--cid ID (chat and logs), parsed once here: stripped, lowercase, never empty."""
+    return Annotated[Optional[str], typer.Option("--cid", metavar="ID", parser=_parse_cid, show_default=False,
+                                                 help=help)]
+
+
 def param_option(name: str) -> Any:
     """A generation parameter's option, built from its row in llmcli.params: the flags, the help
     with its range and default, and the same range check (and message) as `/set`."""

@@ -33,10 +33,15 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
         if not opts.json_out:
             out.write(text)  # the newline follows below, as for any reply
     if opts.json_out:
-        out.json({**json_document(text, model_name, stats, reply.reasoning), **structured})
-    elif text and not text.endswith("\n"):
-        out.write("\n")
-    log_exchange(out, recorder, session, prompt, reply)  # after the reply is out: a failure is one warning
+        # Logged first, so the document can name the conversation (`--cid` continues it; null: not logged).
+        # Nothing has streamed, and a log that fails is one warning: the document still follows.
+        logged = log_exchange(out, recorder, session, prompt, reply)
+        out.json({**json_document(text, model_name, stats, reply.reasoning), **structured,
+                  "conversation_id": logged.conversation_id if logged is not None else None})
+    else:
+        if text and not text.endswith("\n"):
+            out.write("\n")
+        log_exchange(out, recorder, session, prompt, reply)  # after the reply is out: a failure is one warning
     show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty
     if show_stats and stats is not None:
         from llmcli.ui.stats import stats_panel
@@ -44,13 +49,14 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
         out.err.print(stats_panel(stats, model_name))
 
 
-def log_exchange(out: Output, recorder, session, prompt: str, reply) -> None:
-    """Log the exchange that was just shown; a log that fails costs one warning, never the reply."""
+def log_exchange(out: Output, recorder, session, prompt: str, reply):
+    """Log the exchange; a log that fails costs one warning, never the reply. The Exchange, None if not logged."""
     from llmcli.chatlog import LogWriteFailed
 
     if recorder is None:
-        return
+        return None
     try:
-        recorder.record(session, prompt, reply)
+        return recorder.record(session, prompt, reply)
     except LogWriteFailed as exc:
         out.warn(str(exc))
+        return None

@@ -13,13 +13,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from llmcli.chatlog import LOG_FILE, ChatLog, Conversation, Exchange, LogUnavailable
+from llmcli.chatlog import LOG_FILE, ChatLog, Conversation, Exchange, LogUnavailable, LogWriteFailed
 from llmcli.display import printable
 from llmcli.errors import UsageError
 
 
 def log_path(store_root: Path) -> Path:
     return Path(store_root) / LOG_FILE
+
+
+def parse_cid(text: str) -> str:
+    """--cid's value (chat and logs) -> the id as logged: ids are case-blind; an empty one is a mistake."""
+    if not text.strip():
+        raise UsageError("--cid is empty; give a conversation id from `llmcli logs`")
+    return text.strip().lower()
+
+
+def parse_count(text: str) -> int:
+    """`logs -n`'s value -> how many exchanges (0: all); anything but a whole number >= 0 is a mistake."""
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        raise UsageError(f"-n {printable(text, 40) or repr(text)}: give a whole number of exchanges, e.g. -n 5 (0 for all)")
+    return int(digits)
 
 
 @dataclass(frozen=True)
@@ -30,11 +45,10 @@ class ContinueFrom:
 
     @classmethod
     def from_options(cls, latest: bool, cid: str | None) -> ContinueFrom | None:
+        """-c and --cid (as parse_cid made it) -> what to continue, None: a new conversation."""
         if latest and cid is not None:
             raise UsageError("give -c/--continue (the latest conversation) or --cid ID (a chosen one), not both")
-        if cid is not None and not cid.strip():
-            raise UsageError("--cid is empty; give a conversation id from `llmcli logs`")
-        return cls(cid.strip().lower() if cid else None) if latest or cid is not None else None
+        return cls(cid) if latest or cid is not None else None
 
 
 @dataclass
@@ -158,11 +172,17 @@ class Recorder:
         # (and less any old turns the engine dropped to fit the context).
         history = session.messages[:-2] if len(session.messages) >= 2 else []
         usage, timings, finish = stats_records(reply.stats)
-        exchange = self.log.add(Exchange(
-            conversation_id=self.conversation_id or "", model=self.model, system=session.system,
-            messages=[m.as_dict() for m in history], prompt=prompt, reply=reply.text,
-            reasoning=reply.reasoning or None, options=logged_options(session, self.settings),
-            usage=usage, timings=timings, finish_reason=finish))
+        try:
+            exchange = self.log.add(Exchange(
+                conversation_id=self.conversation_id or "", model=self.model, system=session.system,
+                messages=[m.as_dict() for m in history], prompt=prompt, reply=reply.text,
+                reasoning=reply.reasoning or None, options=logged_options(session, self.settings),
+                usage=usage, timings=timings, finish_reason=finish))
+        except LogWriteFailed as exc:
+            if exc.damaged:  # every later write would fail the same way: one warning, then no logging
+                self.log = None
+                raise LogWriteFailed(f"{exc}; logging is off for this run", damaged=True) from None
+            raise
         self.conversation_id = exchange.conversation_id
         return exchange
 
@@ -191,24 +211,24 @@ DEFAULT_COUNT = 3  # as `llm logs`
 def find_exchanges(store_root: Path, *, count: int | None, query: str | None, cid: str | None) -> Found:
     """The latest `count` exchanges (0: all; None: 3, or all of one conversation), matching `query`, in `cid`.
 
-    A log that does not exist yet is empty (it is not created here).
+    `count` and `cid` come as parse_count and parse_cid made them. A log that does not exist yet is
+    empty (it is not created here).
     """
     path = log_path(store_root)
     if count is not None and count < 0:
-        raise UsageError(f"-n {count}: give a number of exchanges, 0 for all")
-    limit = (None if cid else DEFAULT_COUNT) if count is None else (count or None)
-    cid = cid.strip().lower() if cid is not None else None
+        raise UsageError(f"-n {count}: give a whole number of exchanges, e.g. -n 5 (0 for all)")
+    limit = (None if cid is not None else DEFAULT_COUNT) if count is None else (count or None)
     if not path.exists():
-        if cid:
+        if cid is not None:
             raise UsageError(f"--cid: no conversation '{printable(cid, 40)}' in {path}; `llmcli logs` shows the ids")
         return Found([], path)
     log = ChatLog(path)
     try:
-        if cid and not log.has_conversation(cid):
+        if cid is not None and not log.has_conversation(cid):
             raise UsageError(f"--cid: no conversation '{printable(cid, 40)}' in {path}; "
                              "`llmcli logs` shows the ids")
         if query is not None:
             return Found(log.search(query, limit, cid), path, like_search=not log.has_fts)
-        return Found(log.conversation(cid, limit) if cid else log.recent(limit), path)
+        return Found(log.conversation(cid, limit) if cid is not None else log.recent(limit), path)
     finally:
         log.close()
