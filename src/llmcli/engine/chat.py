@@ -98,7 +98,7 @@ class ChatSession:
         # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
         if self.disk_cache is not None and self._kept and self.runtime.kv_tokens:
             self._kept = False
-            self.cache_warning = self.disk_cache.save_tip(self.runtime)
+            self.cache_warning = self.disk_cache.save_tip(self.runtime).warning
         self.runtime.close()
 
     def _tokenize_within_context(self, user: Message, start: int = 0, limit: int | None = None,
@@ -325,9 +325,11 @@ class ChatSession:
                 if exact and finish == "length" and rt.kv_tokens == prompt.tokens + generated[:-1] \
                         and len(rt.kv_tokens) < rt.n_ctx:
                     rt.step(generated[-1])  # a reply cut by max tokens never decoded its last token
-                warning = self.disk_cache.save_tip(rt)
-                if warning:
-                    yield Notice(warning)
+                saved = self.disk_cache.save_tip(rt)
+                if saved.warning:
+                    yield Notice(saved.warning)
+                if saved.note:
+                    stats.cache_note = "; ".join(filter(None, [stats.cache_note, saved.note]))
             rt.clear()
         self._kept = keep_cache
         ms["release"] = _ms(t7)
