@@ -255,6 +255,8 @@ def test_an_entry_larger_than_the_cap_is_not_saved_and_says_so_in_the_stats(tmp_
     assert list(tmp_path.glob("*.kv")) == []
     assert stats.cache_note is not None and stats.cache_note.startswith("the prompt's KV state (")
     assert stats.cache_note.endswith("is larger than LLMCLI_CACHE_MAX (100.0 kB); not saved"), stats.cache_note
+    schedule = next(s for s in stats.stages if s.name == "schedule")
+    assert "not saved" not in schedule.detail  # the schedule did not save: the note is the panel's own line
     assert not [e for e in events if isinstance(e, Notice)]  # a note in the stats, not a warning
 
 
