@@ -159,3 +159,33 @@ def test_bad_arguments_and_variables_exit_2_with_one_line():
     assert "LLMCLI_CACHE_MAX='lots' is not a size" in size.stderr and size.stdout == ""
     remote = cli("chat", "--endpoint", "http://127.0.0.1:9/v1", "--no-cache", "hi")
     assert remote.exit_code == 2 and "--no-cache set the local engine" in remote.stderr
+
+
+def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them():
+    ask("Which day shipped the most apples?")
+    cache_dir = cli_store().cache_dir
+    for name in ("empty.kv", "junk.kv"):
+        (cache_dir / name).write_bytes(b"" if name == "empty.kv" else b"junk")
+    listed = cli("cache")
+    assert "1 entry," in listed.stderr and "2 damaged files" in listed.stderr
+    (row,) = json.loads(cli("cache", "--json").stdout)
+    assert row["last_used"].endswith("Z") and row["created"].endswith("Z")
+    cleared = cli("cache", "clear")
+    assert cleared.exit_code == 0 and "removed 1 entry and 2 damaged files (" in cleared.stderr, cleared.stderr
+    assert entries() == []
+
+
+def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_the_next_run():
+    ask("Which day shipped the most apples?")
+    (kept,) = entries()
+    small = {"LLMCLI_CACHE_MAX": "1M"}
+    r = cli("chat", "--temp", "0", "-n", "12", "--stats", "--no-cache", "List the days.", input=DOC, vars=small)
+    assert r.exit_code == 0 and entries() == [kept]  # --no-cache: the cache is not touched
+    r = cli("chat", "--temp", "0", "-n", "12", "--stats", "List the days.", input=DOC, vars=small)
+    assert r.exit_code == 0, r.stderr
+    assert entries() == []  # the old entry is over the cap: evicted as the session starts
+    notes = [line for line in r.stderr.splitlines() if "cache:" in line]
+    assert len(notes) == 1 and "is larger than LLMCLI_CACHE_MAX (1.0" in notes[0], r.stderr
+    assert "MB); not saved" in r.stderr  # the panel wraps the note
+    quiet = cli("chat", "--temp", "0", "-n", "12", "--no-stats", "List the days.", input=DOC, vars=small)
+    assert quiet.exit_code == 0 and quiet.stderr == ""  # a note, not a warning

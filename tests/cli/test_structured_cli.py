@@ -17,6 +17,12 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
     (["--schema", "{nope"], "--schema is not JSON"),
     (["--schema", "no-such-schema.json"], "is neither JSON nor a file"),
     (["--schema", '{"type": 5}'], "--schema is not a valid JSON Schema at /type"),
+    (["--schema", "42"], "--schema must be a JSON object (a JSON Schema), e.g."),  # JSON, not a schema
+    (["--schema", "true"], "--schema must be a JSON object (a JSON Schema), e.g."),
+    (["--schema", '""'], "--schema must be a JSON object (a JSON Schema), e.g."),
+    (["--schema", '{"$ref": "#/$defs/missing"}'], "--schema: $ref '#/$defs/missing' points to nothing at /;"),
+    (["--schema", '{"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}}'],
+     "--schema: $ref '#/$defs/b' points to nothing at /properties/b;"),
     (["--schema", '{"type": "integer", "multipleOf": 2}'], "unsupported keyword 'multipleOf'"),
     (["--schema", '{"type": "object", "properties": {"a": {"not": {}}}}'], "unsupported keyword 'not' "),
     (["--schema", "{}", "--format", "json"], "--schema and --format each constrain the reply; give only one"),
@@ -37,6 +43,7 @@ def test_a_malformed_grammar_file_exits_2(tmp_path):
     result = cli_process("chat", "-m", "/nonexistent/model.gguf", "--grammar", str(bad), "hi")
     assert result.exit_code == 2
     assert f"{bad} is not a valid GBNF grammar" in result.stderr and result.stderr.count("\n") == 1
+    assert "(expecting ')' at the end of the grammar (line 1)); fix the grammar" in result.stderr, result.stderr
 
 
 def test_format_json_prints_exactly_parseable_json():

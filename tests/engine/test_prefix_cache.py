@@ -212,3 +212,59 @@ def test_a_repl_session_saves_what_its_kv_cache_holds_when_it_closes(tmp_path, e
     (entry,) = tmp_path.glob("*.kv")
     info, _ = parse_entry(bytearray(entry.read_bytes()))
     assert info.tokens == held and session.cache_warning is None
+
+
+def test_files_that_can_never_be_entries_are_removed_by_a_session_once_with_one_note(tmp_path, runtime):
+    ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
+    (entry,) = tmp_path.glob("*.kv")
+    key_id = cache_key(runtime).id
+    data = entry.read_bytes()
+    broken = {f"{key_id}-{'a' * 24}.kv": data[: len(data) // 2],  # truncated
+              f"{key_id}-{'b' * 24}.kv": b"garbage" * 100, f"{key_id}-{'c' * 24}.kv": b""}
+    for name, content in broken.items():
+        (tmp_path / name).write_bytes(content)
+    temp = tmp_path / f".tmp-{key_id}.kv"  # a writer's file, still being written
+    temp.write_bytes(data[:100])
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.kv"
+    outside.write_bytes(b"")
+    (tmp_path / f"{key_id}-{'d' * 24}.kv").symlink_to(outside)
+    _, stats, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nList the weeks.")
+    assert stats.cache_source == "disk"
+    assert stats.cache_note == "removed 3 damaged prefix-cache entries", stats.cache_note
+    assert not [name for name in broken if (tmp_path / name).exists()]
+    assert temp.exists() and outside.exists() and (tmp_path / f"{key_id}-{'d' * 24}.kv").is_symlink()
+    _, again, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nList the weeks.")
+    assert again.cache_note is None  # said once, not at every run
+
+
+def test_clear_counts_entries_and_damaged_files_apart_and_leaves_a_live_writer_alone(tmp_path, runtime):
+    cache, key = PrefixCache(tmp_path, 10**9), cache_key(runtime)
+    whole = cache.write(key, "m", list(range(40)), bytearray(1000))
+    (tmp_path / "empty.kv").write_bytes(b"")
+    (tmp_path / "junk.kv").write_bytes(b"junk" * 10)
+    live = tmp_path / ".tmp-live.kv"
+    live.write_bytes(b"partial")
+    size = whole.stat().st_size
+    cleared = cache.clear()
+    assert (cleared.entries, cleared.damaged, cleared.bytes) == (1, 2, size + 40)
+    assert [p.name for p in tmp_path.iterdir()] == [live.name]
+
+
+def test_an_entry_larger_than_the_cap_is_not_saved_and_says_so_in_the_stats(tmp_path, runtime):
+    _, stats, events = ask(session_on(runtime, tmp_path, max_bytes=100_000), f"{DOC}\n\nSummarize.")
+    assert list(tmp_path.glob("*.kv")) == []
+    assert stats.cache_note is not None and stats.cache_note.startswith("the prompt's KV state (")
+    assert stats.cache_note.endswith("is larger than LLMCLI_CACHE_MAX (100.0 kB); not saved"), stats.cache_note
+    schedule = next(s for s in stats.stages if s.name == "schedule")
+    assert "not saved" not in schedule.detail  # the schedule did not save: the note is the panel's own line
+    assert not [e for e in events if isinstance(e, Notice)]  # a note in the stats, not a warning
+
+
+def test_a_lowered_cap_evicts_when_a_writing_session_starts(tmp_path, runtime):
+    ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
+    (entry,) = tmp_path.glob("*.kv")
+    reader = SessionCache(PrefixCache(tmp_path, 1000), cache_key(runtime), "smollm2", save=False)
+    reader.enforce_cap()
+    assert entry.exists()  # a session that only reads leaves the cache as it is
+    SessionCache(PrefixCache(tmp_path, 1000), cache_key(runtime), "smollm2").enforce_cap()
+    assert not entry.exists()

@@ -84,6 +84,8 @@ def test_format_json_accepts_any_value_and_refuses_other_formats():
 def test_a_malformed_or_empty_grammar_is_refused(tmp_path):
     bad = tmp_path / "bad.gbnf"
     for text, words in [('root ::= "a', "is not a valid GBNF grammar (unexpected end of input)"),
+                        ('root ::= ("a" | "b"\n', "(expecting ')' at the end of the grammar (line 1));"),
+                        ('root ::= "a"\nx ::= ( "b" \ny ::= "c"\n', "(expecting ')' at line 3, column 3: ::= \"c\");"),
                         ('item ::= "a"', "root"), ("", "is empty")]:
         bad.write_text(text)
         with pytest.raises(UsageError, match=None) as err:
@@ -92,7 +94,8 @@ def test_a_malformed_or_empty_grammar_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("reply, finish_reason, words", [
-    ('{"name": "Ann"', "length", "incomplete JSON (max tokens reached: raise -n)"),
+    ('{"name": "Ann"', "length", "incomplete JSON (max tokens reached: raise -n): {\"name\": \"Ann\""),
+    ('{"nickname": "Annabel", "name": "Ann", "ag', "length", '-n): …ickname": "Annabel", "name": "Ann", "ag'),  # cut: "…"
     ("", "stop", "incomplete JSON"),
     ('{"name": "Ann", "age": "31"}', "stop", "at $.age"),
     ('{"name": "Ann"}', "stop", "'age' is a required property"),

@@ -26,7 +26,7 @@ def cache(action: Annotated[str, typer.Argument(metavar="ACTION", callback=_chec
     used. The total is capped by $LLMCLI_CACHE_MAX (default 2G; 0 turns the cache off); the least
     recently used entries go first.
     """
-    from datetime import datetime, timezone
+    import time
 
     from llmcli.display import printable
     from llmcli.engine.prefix_cache import PrefixCache
@@ -42,15 +42,17 @@ def cache(action: Annotated[str, typer.Argument(metavar="ACTION", callback=_chec
     if action == "clear":
         cleared = cache.clear()
         if json_out:
-            out.json({"removed_entries": cleared.entries, "freed_bytes": cleared.bytes, "cache": str(root)})
-        out.info(f"removed {cleared.entries} entr{'y' if cleared.entries == 1 else 'ies'} "
+            out.json({"removed_entries": cleared.entries, "removed_damaged": cleared.damaged,
+                      "freed_bytes": cleared.bytes, "cache": str(root)})
+        damaged = f" and {cleared.damaged} damaged file{'s' if cleared.damaged != 1 else ''}" if cleared.damaged else ""
+        out.info(f"removed {cleared.entries} entr{'y' if cleared.entries == 1 else 'ies'}{damaged} "
                  f"({format_bytes(cleared.bytes)}) from {root}")
         return
     entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
     damaged = len(cache.skipped)
 
     def when(ts: float) -> str:
-        return datetime.fromtimestamp(ts, timezone.utc).replace(microsecond=0).isoformat()
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))  # as an entry's `created`
 
     if json_out:
         out.json([{"file": e.path.name, "model": e.model_name, "tokens": len(e.tokens), "size": e.size,

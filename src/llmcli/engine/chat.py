@@ -98,7 +98,7 @@ class ChatSession:
         # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
         if self.disk_cache is not None and self._kept and self.runtime.kv_tokens:
             self._kept = False
-            self.cache_warning = self.disk_cache.save_tip(self.runtime)
+            self.cache_warning = self.disk_cache.save_tip(self.runtime).warning
         self.runtime.close()
 
     def _tokenize_within_context(self, user: Message, start: int = 0, limit: int | None = None,
@@ -320,14 +320,16 @@ class ChatSession:
         # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
         stats.ctx_used = len(rt.kv_tokens)  # what this request occupied, before any release
         t7 = time.perf_counter()
+        save_note = None  # why the tip was not saved (larger than the cap), shown with --stats
         if not keep_cache:
             if self.disk_cache is not None:  # the tip: a follow-up (`chat -c`) prefills only its new turn
                 if exact and finish == "length" and rt.kv_tokens == prompt.tokens + generated[:-1] \
                         and len(rt.kv_tokens) < rt.n_ctx:
                     rt.step(generated[-1])  # a reply cut by max tokens never decoded its last token
-                warning = self.disk_cache.save_tip(rt)
-                if warning:
-                    yield Notice(warning)
+                saved = self.disk_cache.save_tip(rt)
+                if saved.warning:
+                    yield Notice(saved.warning)
+                save_note = saved.note
             rt.clear()
         self._kept = keep_cache
         ms["release"] = _ms(t7)
@@ -335,6 +337,8 @@ class ChatSession:
         details = _details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)
         stats.stages = [StageRecord(stage.key, ms[stage.key], "local", details.get(stage.key, stage.covers))
                         for stage in STAGES]
+        if save_note:  # after the details: the schedule stage's detail tells only what it loaded
+            stats.cache_note = "; ".join(filter(None, [stats.cache_note, save_note]))
         self.last_stats = stats
         yield stats
 

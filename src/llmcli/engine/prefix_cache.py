@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 import tempfile
 import time
@@ -45,7 +46,14 @@ STALE_TEMP_S = 3600  # a temporary file this old belongs to a writer that died; 
 
 
 class CorruptEntry(Exception):
-    """An entry file that is truncated, damaged or not an entry at all."""
+    """An entry file that is truncated, damaged or not an entry at all.
+
+    `seen` is the file as it was read (its os.stat_result) when its bytes prove it can never be a
+    valid entry: a remover checks the path still names that file, not one a writer renamed onto it
+    since. None when the file could not be read (its bytes proved nothing).
+    """
+
+    seen: os.stat_result | None = None
 
 
 def model_identity(path: str | Path) -> str:
@@ -173,7 +181,7 @@ def parse_entry(data: bytes | bytearray, path: Path = Path("?")) -> tuple[EntryI
     body = memoryview(data)[:len(data) - _CRC.size]
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
     if zlib.crc32(body) != crc:
-        raise CorruptEntry("a checksum that does not match its bytes (the file is damaged)")
+        raise CorruptEntry("damaged (its checksum does not match)")
     return info, memoryview(data)[info.state_offset:info.state_offset + info.state_size]
 
 
@@ -202,21 +210,24 @@ class Match:
 
 @dataclass
 class Cleared:
-    entries: int = 0
-    bytes: int = 0
+    entries: int = 0  # whole entries
+    damaged: int = 0  # *.kv files that are not (truncated, damaged, not entries at all)
+    bytes: int = 0  # of both, and of dead temporary files
 
 
 @dataclass
 class PrefixCache:
     root: Path
     max_bytes: int
-    skipped: list[Path] = field(default_factory=list)  # unreadable files met while listing
+    skipped: list[Path] = field(default_factory=list)  # damaged files met while listing, left in place
+    removed: list[Path] = field(default_factory=list)  # damaged files met while listing, deleted
 
     # -- reading -----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
         try:
-            return sorted(p for p in self.root.iterdir() if p.name.endswith(SUFFIX) and p.is_file()
-                          and not p.is_symlink())
+            return sorted(p for p in self.root.iterdir() if p.name.endswith(SUFFIX)
+                          and not p.name.startswith(TEMP_PREFIX)  # a writer's, not yet whole
+                          and p.is_file() and not p.is_symlink())
         except FileNotFoundError:
             return []
 
@@ -231,27 +242,35 @@ class PrefixCache:
                     head += fh.read(min(header_len, MAX_HEADER) + _STATE_LEN.size)
         except OSError as exc:
             raise CorruptEntry(f"unreadable ({exc.strerror})") from exc
-        info = parse_header(head, st.st_size, path)
+        try:
+            info = parse_header(head, st.st_size, path)
+        except CorruptEntry as exc:
+            exc.seen = st  # whole files only reach this name (temp + rename): these bytes never become valid
+            raise
         info.last_used = st.st_mtime
         return info
 
-    def entries(self, key_id: str | None = None) -> list[EntryInfo]:
-        """Every readable entry (of one key, when given: its file names start with the key's id)."""
+    def entries(self, key_id: str | None = None, remove_damaged: bool = False) -> list[EntryInfo]:
+        """Every readable entry (of one key, when given: its file names start with the key's id).
+
+        A file that can never be an entry is deleted when `remove_damaged` (a session's reads and
+        writes), else left for `llmcli cache clear` (listing only looks)."""
         found = []
-        self.skipped = []
+        self.skipped, self.removed = [], []
         for path in self._files():
             if key_id is not None and not path.name.startswith(key_id[:32] + "-"):
                 continue
             try:
                 found.append(self.read_info(path))
-            except CorruptEntry:
-                self.skipped.append(path)
+            except CorruptEntry as exc:
+                removed = remove_damaged and exc.seen is not None and self.remove(path, exc.seen)
+                (self.removed if removed else self.skipped).append(path)
         return found
 
-    def best(self, key_id: str, tokens: list[int]) -> Match | None:
+    def best(self, key_id: str, tokens: list[int], remove_damaged: bool = False) -> Match | None:
         """The entry of this key that shares the longest prefix with `tokens`."""
         best: Match | None = None
-        for info in self.entries(key_id):
+        for info in self.entries(key_id, remove_damaged):
             if info.key_id != key_id:
                 continue
             n = common_prefix(info.tokens, tokens)
@@ -310,7 +329,7 @@ class PrefixCache:
         return target
 
     def _supersede(self, key_id: str, tokens: list[int], keep: Path) -> None:
-        for info in self.entries(key_id):
+        for info in self.entries(key_id, remove_damaged=True):
             if info.path != keep and len(info.tokens) < len(tokens) and tokens[:len(info.tokens)] == info.tokens:
                 info.path.unlink(missing_ok=True)
 
@@ -337,32 +356,58 @@ class PrefixCache:
                 break
             if path == keep:
                 continue
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                continue  # a read-only cache: it still serves, over its cap
             total -= size
             evicted.append(path)
         return evicted
 
-    def remove(self, path: Path) -> None:
-        """Delete one entry (a damaged one, found while loading)."""
-        if path.parent == self.root and path.name.endswith(SUFFIX):
-            path.unlink(missing_ok=True)
+    def remove(self, path: Path, seen: os.stat_result | None = None) -> bool:
+        """Delete one entry file (a damaged one): only a regular *.kv file directly in the root, not a
+        writer's temporary file, and when `seen` is given only if the path still names that file."""
+        if path.parent != self.root or not path.name.endswith(SUFFIX) or path.name.startswith(TEMP_PREFIX):
+            return False
+        try:
+            now = path.lstat()
+            if not stat.S_ISREG(now.st_mode):
+                return False
+            if seen is not None and (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino):
+                return False  # a writer renamed a new entry onto this name since it was read
+            path.unlink()
+        except OSError:
+            return False
+        return True
 
     def clear(self) -> Cleared:
-        """Delete every entry and temporary file: only regular files named as ours, directly in the root."""
+        """Delete every entry, damaged file and dead temporary file: only regular files named as ours,
+        directly in the root. A live writer's temporary file is left to become its entry."""
         cleared = Cleared()
         try:
             paths = list(self.root.iterdir())
         except FileNotFoundError:
             return cleared
+        now = time.time()
         for path in paths:
-            ours = path.name.endswith(SUFFIX) or path.name.startswith(TEMP_PREFIX)
-            if not ours or path.is_symlink() or not path.is_file():
+            temp = path.name.startswith(TEMP_PREFIX)
+            if not (temp or path.name.endswith(SUFFIX)) or path.is_symlink() or not path.is_file():
                 continue
             size = path.stat().st_size
+            if temp and now - path.stat().st_mtime <= STALE_TEMP_S:
+                continue
+            whole = False
+            if not temp:
+                try:
+                    self.read_info(path)
+                    whole = True
+                except CorruptEntry:
+                    pass
             path.unlink(missing_ok=True)
-            if path.name.endswith(SUFFIX) and not path.name.startswith(TEMP_PREFIX):
-                cleared.entries += 1
             cleared.bytes += size
+            if not temp:
+                cleared.entries += whole
+                cleared.damaged += not whole
         return cleared
 
 
@@ -386,6 +431,14 @@ class Restored:
 
 
 @dataclass
+class Saved:
+    """What saving a tip has to say: a warning (shown always) or a note (shown with --stats)."""
+
+    warning: str | None = None
+    note: str | None = None
+
+
+@dataclass
 class SessionCache:
     """One session's view of the cache: its key, the name to list its model under, whether to save."""
 
@@ -401,11 +454,12 @@ class SessionCache:
         if limit < MIN_TOKENS or limit <= better_than:
             return Restored(0)  # nothing the disk could add: not even a look
         try:
-            match = self.cache.best(self.key.id, tokens)
+            match = self.cache.best(self.key.id, tokens, remove_damaged=True)
         except OSError as exc:
             return Restored(0, f"the prefix cache {self.cache.root} is unreadable ({exc.strerror}); prefilled in full")
-        skipped = len(self.cache.skipped)
-        note = f"skipped {skipped} damaged prefix-cache entr{'y' if skipped == 1 else 'ies'}" if skipped else None
+        note = "; ".join(f"{verb} {n} damaged prefix-cache entr{'y' if n == 1 else 'ies'}"
+                         for verb, n in (("removed", len(self.cache.removed)), ("skipped", len(self.cache.skipped)))
+                         if n) or None
         if match is None:
             return Restored(0, note)
         length = min(match.length, limit)
@@ -423,16 +477,29 @@ class SessionCache:
                                f"({runtime.last_log()}); removed it and prefilled in full")
         return Restored(runtime.keep_prefix(length), note)
 
-    def save_tip(self, runtime) -> str | None:
-        """Write what the KV cache holds now as an entry; a warning (disk full...) instead of raising."""
+    def enforce_cap(self) -> None:
+        """Evict down to the cap now (a session that writes calls this as it starts): a lowered
+        LLMCLI_CACHE_MAX applies at the next run, whether or not that run saves an entry."""
+        if self.save:
+            self.cache.evict()
+
+    def save_tip(self, runtime) -> Saved:
+        """Write what the KV cache holds now as an entry; a warning (disk full...) instead of raising,
+        and a note (shown with --stats) when the entry alone is larger than the cap."""
         tokens = list(runtime.kv_tokens)
         if not self.save or len(tokens) < MIN_TOKENS:
-            return None
+            return Saved()
         from llmcli.errors import RuntimeFailure
+        from llmcli.units import format_bytes
 
         try:
-            self.cache.write(self.key, self.model_name, tokens, runtime.state_bytes())
+            state = runtime.state_bytes()
+            written = self.cache.write(self.key, self.model_name, tokens, state)
         except (OSError, RuntimeFailure) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            return f"could not save the prompt cache in {self.cache.root} ({reason}); the reply is complete"
-        return None
+            return Saved(warning=f"could not save the prompt cache in {self.cache.root} ({reason}); "
+                                 "the reply is complete")
+        if written is None:
+            return Saved(note=f"the prompt's KV state ({format_bytes(len(state))}) is larger than "
+                              f"LLMCLI_CACHE_MAX ({format_bytes(self.cache.max_bytes)}); not saved")
+        return Saved()

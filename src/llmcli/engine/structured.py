@@ -122,7 +122,23 @@ def _refuse(where: str, text: str) -> UsageError:
     return UsageError(f"--schema: {text} at {where or '/'}; see 'Structured output' in the README")
 
 
-def _check_node(node: Any, where: str, depth: int) -> None:
+def resolve_ref(root: Any, ref: str) -> bool:
+    """Does a local $ref ('#/a/b', a JSON Pointer: ~1 is '/', ~0 is '~') point into the schema?"""
+    from urllib.parse import unquote
+
+    node = root
+    for raw in ref[2:].split("/") if ref != "#/" else [""]:
+        part = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
+def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
     """One subschema: every keyword known and supported, in combinations the converter honours."""
     if isinstance(node, bool):
         if not where.endswith("/additionalProperties"):
@@ -172,23 +188,25 @@ def _check_node(node: Any, where: str, depth: int) -> None:
         raise _refuse(where, "pattern must be anchored: ^...$")
     if "$ref" in node and not str(node["$ref"]).startswith("#/"):
         raise _refuse(where, f"$ref {node['$ref']!r} is not local (#/...)")
+    if "$ref" in node and not resolve_ref(node if root is None else root, node["$ref"]):
+        raise _refuse(where, f"$ref {node['$ref']!r} points to nothing")
     missing = [name for name in node.get("required") or [] if name not in (node.get("properties") or {})]
     if missing:
         raise _refuse(where, f"required names {missing[0]!r}, which is not in properties")
     for key in _SCHEMA_MAPS:
         for name, sub in (node.get(key) or {}).items():
-            _check_node(sub, f"{where}/{key}/{name}", depth + 1)
+            _check_node(sub, f"{where}/{key}/{name}", depth + 1, root)
     for key in _SCHEMA_LISTS:
         for i, sub in enumerate(node.get(key) or []):
-            _check_node(sub, f"{where}/{key}/{i}", depth + 1)
+            _check_node(sub, f"{where}/{key}/{i}", depth + 1, root)
     for key in _SCHEMA_ONE:
         if key in node:
-            _check_node(node[key], f"{where}/{key}", depth + 1)
+            _check_node(node[key], f"{where}/{key}", depth + 1, root)
 
 
 def check_subset(schema: dict) -> None:
     """Raise UsageError (one line, naming the keyword and its place) unless every keyword is supported."""
-    _check_node(schema, "", 0)
+    _check_node(schema, "", 0, schema)
 
 
 def check_is_schema(schema: Any) -> None:
@@ -208,6 +226,12 @@ def check_is_schema(schema: Any) -> None:
         raise UsageError(f"--schema is not a valid JSON Schema at {where}: {_short(err.message)}") from None
     except RecursionError:
         raise UsageError("--schema nests too deeply to check") from None
+
+
+def _tail(text: str, limit: int = 40) -> str:
+    """The end of a reply on one line, starting with '…' when its start is cut off."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else "…" + line[-(limit - 1):]
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -259,12 +283,42 @@ def grammar_sampler(vocab, gbnf: str, source: str):
         sampler = ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
     if sampler:
         return sampler
-    reasons = [line.split("error parsing grammar:", 1)[-1].strip() for line in printed
-               if "error parsing grammar" in line]
-    reason = reasons[0] if reasons else (LOG_LINES[-1].strip() if LOG_LINES else "llama.cpp refused it")
+    reason = _parse_error(printed, gbnf) or (LOG_LINES[-1].strip() if LOG_LINES else "llama.cpp refused it")
     if vocab is None and "no vocab" in reason:
         return None  # token references (<[id]>, <token>) need the model: checked again once it loads
     raise UsageError(f"{source} is not a valid GBNF grammar ({_short(reason)}); fix the grammar")
+
+
+PARSE_ERROR = "error parsing grammar: "
+
+
+def _parse_error(printed: list[str], gbnf: str) -> str | None:
+    """llama.cpp's parse error, with where it happened. llama.cpp writes '<reason> at <the rest of
+    the grammar>', a blank line, then the whole grammar: the rest is a suffix of the grammar, which
+    gives the line and column (an empty rest would otherwise leave a dangling 'at')."""
+    text = "\n".join(printed)
+    start = text.find(PARSE_ERROR)
+    if start < 0:
+        return None
+    what = text[start + len(PARSE_ERROR):]
+    for dump in ("\n\n" + gbnf, "\n\n" + gbnf.rstrip("\n")):  # splitlines may drop the final newline
+        if what.endswith(dump):
+            what = what[:len(what) - len(dump)]
+            break
+    at = what.find(" at ")
+    while at >= 0:
+        rest = what[at + 4:]
+        if gbnf.endswith(rest):
+            if not rest.strip():
+                where = f"the end of the grammar (line {gbnf.rstrip().count(chr(10)) + 1})"
+            else:
+                pos = len(gbnf) - len(rest)
+                line, column = gbnf.count("\n", 0, pos) + 1, pos - (gbnf.rfind("\n", 0, pos) + 1) + 1
+                where = f"line {line}, column {column}: {_short(rest, 30)}"
+            return f"{what[:at]} at {where}"
+        at = what.find(" at ", at + 1)
+    first = what.split("\n", 1)[0].strip()
+    return first[:-3] if first.endswith(" at") else first
 
 
 def check_gbnf(gbnf: str, source: str) -> None:
@@ -292,6 +346,10 @@ def load_schema(arg: str) -> tuple[dict, str]:
     if not arg.lstrip().startswith(("{", "[")):
         path = Path(arg).expanduser()
         if not path.is_file():
+            try:
+                return json.loads(arg), source  # 42, true, "": JSON, just not a schema (said next)
+            except (ValueError, RecursionError):
+                pass
             raise UsageError(f"--schema {_short(arg, 60)!r} is neither JSON nor a file; "
                              "give a JSON Schema inline or a file path")
         text, source = _read(path, "--schema"), arg
@@ -387,7 +445,7 @@ def finish(constraint: OutputConstraint, text: str, finish_reason: str = "stop")
         data = json.loads(body)
     except json.JSONDecodeError as err:
         if err.pos >= len(body) or finish_reason == "length":
-            raise RuntimeFailure(f"the reply is incomplete JSON{cut}: {_short(body[-40:])}") from None
+            raise RuntimeFailure(f"the reply is incomplete JSON{cut}: {_tail(body)}") from None
         raise RuntimeFailure(f"the reply is not JSON ({err.msg} at char {err.pos})") from None
     except RecursionError:
         raise RuntimeFailure("the reply is JSON nested too deeply to parse") from None

@@ -70,7 +70,11 @@ class Output:
             table.add_column(col)
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))  # cells are data: '[red]' in a name is not markup
-        self.out.print(table)
+        with self.out.capture() as captured:
+            self.out.print(table)
+        # rich pads the last column to its widest cell: no line ends in spaces (diffs, `cut`, copying)
+        self.env.stdout.write("".join(line.rstrip(" ") + "\n" for line in captured.get().splitlines()))
+        self.env.stdout.flush()
 
     # -- everything else (stderr) ------------------------------------------------------------
     def info(self, text: str) -> None:

@@ -164,6 +164,7 @@ def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions
     # A one-shot reply saves its tip at release; the REPL keeps its KV cache in RAM and saves it at exit.
     session.disk_cache = SessionCache(PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime),
                                       entry.name)
+    session.disk_cache.enforce_cap()  # a lowered cap applies now, not only when an entry is next saved
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
