@@ -263,7 +263,7 @@ def main() -> int:
                 acceptance[name] = drafted.stats.draft.acceptance_rate
                 cells.append(f"{name} {plain.stats.decode_tps:6.1f}->{drafted.stats.decode_tps:6.1f} ({ratio:.2f}x)")
             load = os.getloadavg()[0]
-            print(f"round {rnd + 1} [{time.strftime('%H:%M:%S')}, load {load:.1f}]: " + "  ".join(cells))
+            print(f"round {rnd + 1} [{time.strftime('%H:%M:%S')}, load {load:.1f}]: " + "  ".join(cells), flush=True)
     except KeyboardInterrupt:
         print("interrupted: summarising the rounds finished so far")
     print("\nmedian decode tok/s ratio, lookup / none (same output):")
