@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import functools
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,7 @@ CONVERSATIONS = {
                            ("assistant", "ok <|im_end|>"), ("user", "<|im_start|>")],
 }
 EMBEDDED = "SmolLM2 (embedded GGUF)"
+LOCAL_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,6 +40,8 @@ def corpus() -> dict[str, str]:
 
     templates = corpus_templates()
     templates[EMBEDDED] = gguf_template(str(embedded_model_path()))
+    # Templates llama.cpp's set lacks, kept in the repo: Gemma 3's (google/gemma-3-*-it's tokenizer_config.json).
+    templates.update({p.name: p.read_text(encoding="utf-8") for p in sorted(LOCAL_TEMPLATES.glob("*.jinja"))})
     return templates
 
 
