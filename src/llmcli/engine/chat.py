@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
 from llmcli.engine.lookup import parse_draft
 from llmcli.engine.postprocess import Postprocessor, WordFilter
-from llmcli.engine.prefix_cache import SessionCache
+from llmcli.engine.prefix_cache import SessionCache, common_prefix
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
@@ -28,14 +28,6 @@ from llmcli.stages import STAGES, StageRecord, num
 
 def _ms(start: float, end: float | None = None) -> float:
     return ((end if end is not None else time.perf_counter()) - start) * 1000
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class ChatSession:
