@@ -19,7 +19,7 @@ from typing import Any
 
 from llmcli.convert.errors import BadCheckpoint, shown
 from llmcli.convert.pretokenizers import signature
-from llmcli.convert.vocab_checks import checked_added, checked_vocab
+from llmcli.convert.vocab_checks import checked_tokens
 
 # gguf.TokenType values (as in vocab.py), so that planning needs no gguf import.
 NORMAL, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 3, 4, 5, 6
@@ -84,13 +84,7 @@ def spm_vocab_from_json(src: Path, tj: dict, form: SpmJsonForm, n_rows: int):
 
     where = f"{src.name}/tokenizer.json"
     model = tj["model"]
-    vocab_map = checked_vocab(model.get("vocab"), n_rows, where)
-    added = checked_added(tj.get("added_tokens"), n_rows, where)
-    n_tok = max([*vocab_map.values(), *(t["id"] for t in added), -1]) + 1
-    if n_tok > n_rows:
-        raise BadCheckpoint(
-            f"the tokenizer has {n_tok} tokens but the embedding only {n_rows} rows; tokenizer and weights do not match"
-        )
+    vocab_map, added = checked_tokens(tj, n_rows, where)
     # llama.cpp's SentencePiece tokenizer looks up "<0xXX>" for every byte it cannot merge and has
     # no answer if one is missing; a byte-fallback vocabulary has all 256.
     n_bytes = sum(1 for text in vocab_map if BYTE_TOKEN.fullmatch(text))

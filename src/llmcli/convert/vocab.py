@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmcli.convert import files, pretokenizers, spm_json
 from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer, shown
-from llmcli.convert.vocab_checks import checked_added, checked_vocab
+from llmcli.convert.vocab_checks import checked_added, checked_tokens, checked_vocab
 
 if TYPE_CHECKING:
     from llmcli.convert.vocab_verify import PreCheck
@@ -149,13 +149,7 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
             f"the pre-tokenizer in {src.name}/tokenizer.json is not one llama.cpp reproduces exactly "
             f"(known: {pretokenizers.supported()}); refusing to guess, as a wrong one silently changes the tokens"
         )
-    vocab_map = checked_vocab(model.get("vocab"), n_rows, where)
-    added = checked_added(tj.get("added_tokens"), n_rows, where)
-    n_tok = max([*vocab_map.values(), *(t["id"] for t in added), -1]) + 1
-    if n_tok > n_rows:
-        raise BadCheckpoint(
-            f"the tokenizer has {n_tok} tokens but the embedding only {n_rows} rows; tokenizer and weights do not match"
-        )
+    vocab_map, added = checked_tokens(tj, n_rows, where)
     tokens: list[str | None] = [None] * n_rows
     types = [UNUSED] * n_rows
     for text, tid in vocab_map.items():

@@ -49,3 +49,15 @@ def checked_added(raw: Any, n_rows: int, where: str) -> list[dict[str, Any]]:
             raise BadCheckpoint(f"{where}: added token {shown(repr(t['content']))} has id {shown(repr(t.get('id')))}, "
                                 f"not one of the embedding's {n_rows} rows; {FIX}")
     return raw
+
+
+def checked_tokens(tj: dict, n_rows: int, where: str) -> tuple[dict, list]:
+    """tokenizer.json's vocabulary and added tokens, checked, and checked to fit the embedding's rows."""
+    vocab_map = checked_vocab(tj["model"].get("vocab"), n_rows, where)
+    added = checked_added(tj.get("added_tokens"), n_rows, where)
+    n_tok = max([*vocab_map.values(), *(t["id"] for t in added), -1]) + 1
+    if n_tok > n_rows:
+        raise BadCheckpoint(
+            f"the tokenizer has {n_tok} tokens but the embedding only {n_rows} rows; tokenizer and weights do not match"
+        )
+    return vocab_map, added
