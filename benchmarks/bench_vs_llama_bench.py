@@ -27,8 +27,13 @@ GOAL = 0.97
 
 
 def native_binary() -> str:
-    out = subprocess.run(["bash", str(HERE / "build_native.sh")], check=True, capture_output=True, text=True,
-                         env={**os.environ, "PYTHON": sys.executable})
+    out = subprocess.run(
+        ["bash", str(HERE / "build_native.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -67,8 +72,11 @@ def main() -> None:
         "native": [bench, "-m", model, *common, "-b", "512", "-ub", "512", "-o", "json"],
         "llmcli": [sys.executable, "-m", "llmcli", "bench", model, *common, "-b", "512", "-f", "json"],
     }
-    print(f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
-          "interleaved\n", flush=True)
+    print(
+        f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
+        "interleaved\n",
+        flush=True,
+    )
     results: dict[str, list[dict[str, dict]]] = {name: [] for name in sides}
     # Ctrl-C or a timeout's SIGTERM ends the run early but still summarises the finished rounds.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -78,8 +86,10 @@ def main() -> None:
             done = [run_json(sides[name]) for name in order]
             for name, rows in zip(order, done, strict=True):
                 results[name].append(rows)
-            line = "  ".join(f"{name} " + " ".join(f"{t} {r['avg_ts']:8.2f}" for t, r in results[name][-1].items())
-                             for name in sides)
+            line = "  ".join(
+                f"{name} " + " ".join(f"{t} {r['avg_ts']:8.2f}" for t, r in results[name][-1].items())
+                for name in sides
+            )
             print(f"round {rnd + 1}: {line}  (load {os.getloadavg()[0]:.2f})", flush=True)
     except KeyboardInterrupt:
         print(f"stopped after {len(results['native'])} complete rounds", flush=True)
@@ -101,10 +111,14 @@ def main() -> None:
             native, ours = estimate(results["native"], test), estimate(results["llmcli"], test)
             ratio = ours / native
             ok &= ratio >= GOAL
-            print(f"| {test:5} | {label:9} | {native:22.2f} | {ours:16.2f} | {ratio:5.3f} | "
-                  f"{'met' if ratio >= GOAL else 'MISSED':^11} |")
-    per_round = [" ".join(f"{t} {r2[t]['avg_ts'] / r1[t]['avg_ts']:.3f}" for t in tests)
-                 for r1, r2 in zip(results["native"], results["llmcli"], strict=True)]
+            print(
+                f"| {test:5} | {label:9} | {native:22.2f} | {ours:16.2f} | {ratio:5.3f} | "
+                f"{'met' if ratio >= GOAL else 'MISSED':^11} |"
+            )
+    per_round = [
+        " ".join(f"{t} {r2[t]['avg_ts'] / r1[t]['avg_ts']:.3f}" for t in tests)
+        for r1, r2 in zip(results["native"], results["llmcli"], strict=True)
+    ]
     print("\nper-round ratios: " + " | ".join(per_round))
     sys.exit(0 if ok else 1)
 

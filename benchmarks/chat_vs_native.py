@@ -43,8 +43,29 @@ def llama_bench_binary() -> str:
 
 def native(binary: str, model: str, threads: int, depth: int) -> dict[str, float]:
     def run(*args: str) -> list[dict]:
-        out = subprocess.run([binary, "-m", model, "-t", str(threads), "-fa", "1", "-r", "3", "-b", "512",
-                              "-ub", "512", "-o", "json", *args], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                binary,
+                "-m",
+                model,
+                "-t",
+                str(threads),
+                "-fa",
+                "1",
+                "-r",
+                "3",
+                "-b",
+                "512",
+                "-ub",
+                "512",
+                "-o",
+                "json",
+                *args,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return json.loads(out.stdout)
 
     rows = run("-p", str(N_PROMPT), "-n", str(N_GEN))
@@ -67,9 +88,29 @@ def document_of(n_tokens: int, model: str) -> str:
 def llmcli_json(model: str, threads: int, document: str | None) -> dict:
     # --no-cache: every round must prefill the document (the disk prefix cache would load it from the
     # round before, and the prefill rate would be that of a dozen tokens).
-    out = subprocess.run([sys.executable, "-m", "llmcli", "chat", "-m", model, "--json", "--temp", "0", "--no-cache",
-                          "-n", str(N_GEN), "-t", str(threads), INSTRUCTION], input=document or "",
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmcli",
+            "chat",
+            "-m",
+            model,
+            "--json",
+            "--temp",
+            "0",
+            "--no-cache",
+            "-n",
+            str(N_GEN),
+            "-t",
+            str(threads),
+            INSTRUCTION,
+        ],
+        input=document or "",
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     doc = json.loads(out)
     if doc["usage"]["completion_tokens"] < N_GEN:
         print(f"  note: llmcli stopped after {doc['usage']['completion_tokens']} tokens", file=sys.stderr)
@@ -78,8 +119,11 @@ def llmcli_json(model: str, threads: int, document: str | None) -> dict:
 
 def llmcli_chat(model: str, threads: int, document: str) -> dict[str, float]:
     long, short = llmcli_json(model, threads, document), llmcli_json(model, threads, None)
-    return {"pp": long["timings"]["prefill_tps"], "tg": short["timings"]["decode_tps"],
-            "depth": short["usage"]["prompt_tokens"]}
+    return {
+        "pp": long["timings"]["prefill_tps"],
+        "tg": short["timings"]["decode_tps"],
+        "depth": short["usage"]["prompt_tokens"],
+    }
 
 
 def raw_llama_cpp_python(model: str, threads: int) -> dict[str, float]:
@@ -107,7 +151,9 @@ print(json.dumps({{"pp": pp, "tg": tg}}))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", default=None, help="a GGUF (default: the embedded SmolLM2)")
@@ -118,29 +164,42 @@ def main() -> None:
     binary = llama_bench_binary()
     document = document_of(N_PROMPT, model)
     depth = llmcli_json(model, args.threads, None)["usage"]["prompt_tokens"]  # where chat's decode starts
-    results: dict[str, dict[str, list[float]]] = {k: {"pp": [], "tg": []} for k in ("native", "raw", "llmcli")}
+    results: dict[str, dict[str, list[float]]] = {
+        k: {"pp": [], "tg": []} for k in ("native", "raw", "llmcli")
+    }
     results["native"]["tg@depth"] = []
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        for name, run in (("native", lambda: native(binary, model, args.threads, depth)),
-                          ("raw", lambda: raw_llama_cpp_python(model, args.threads)),
-                          ("llmcli", lambda: llmcli_chat(model, args.threads, document))):
+        for name, run in (
+            ("native", lambda: native(binary, model, args.threads, depth)),
+            ("raw", lambda: raw_llama_cpp_python(model, args.threads)),
+            ("llmcli", lambda: llmcli_chat(model, args.threads, document)),
+        ):
             t = time.perf_counter()
             got = run()
             for k in results[name]:
                 results[name][k].append(got[k])
-            print(f"  {name:<7} pp {got['pp']:8.1f} tok/s   tg {got['tg']:7.1f} tok/s   "
-                  f"({time.perf_counter() - t:.1f} s)", file=sys.stderr)
+            print(
+                f"  {name:<7} pp {got['pp']:8.1f} tok/s   tg {got['tg']:7.1f} tok/s   "
+                f"({time.perf_counter() - t:.1f} s)",
+                file=sys.stderr,
+            )
     med = {name: {k: statistics.median(v) for k, v in d.items()} for name, d in results.items()}
     print(f"\nmodel {Path(model).name}, {args.threads} threads, {args.rounds} interleaved rounds, medians")
     print(f"{'':<8}{'prefill tok/s':>15}{'decode tok/s':>15}{'pp ratio':>10}{'tg ratio':>10}")
     for name in ("native", "raw", "llmcli"):
         m = med[name]
-        print(f"{name:<8}{m['pp']:>15.1f}{m['tg']:>15.1f}{m['pp'] / med['native']['pp']:>10.3f}"
-              f"{m['tg'] / med['native']['tg']:>10.3f}")
-    print(f"\nllmcli decode / native tg{N_GEN}: {med['llmcli']['tg'] / med['native']['tg']:.3f} (goal >= 0.95)")
-    print(f"llmcli decode / native tg{N_GEN} @ d{depth} (the same KV depth): "
-          f"{med['llmcli']['tg'] / med['native']['tg@depth']:.3f}")
+        print(
+            f"{name:<8}{m['pp']:>15.1f}{m['tg']:>15.1f}{m['pp'] / med['native']['pp']:>10.3f}"
+            f"{m['tg'] / med['native']['tg']:>10.3f}"
+        )
+    print(
+        f"\nllmcli decode / native tg{N_GEN}: {med['llmcli']['tg'] / med['native']['tg']:.3f} (goal >= 0.95)"
+    )
+    print(
+        f"llmcli decode / native tg{N_GEN} @ d{depth} (the same KV depth): "
+        f"{med['llmcli']['tg'] / med['native']['tg@depth']:.3f}"
+    )
     print(f"raw llama-cpp-python decode / native: {med['raw']['tg'] / med['native']['tg']:.3f}")
 
 

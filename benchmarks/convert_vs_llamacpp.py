@@ -35,8 +35,22 @@ def vendor_dir(given: str | None) -> Path:
     if found:
         return found[-1]
     SDIST_CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                    LLAMA_CPP_PYTHON, "-d", str(SDIST_CACHE)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            LLAMA_CPP_PYTHON,
+            "-d",
+            str(SDIST_CACHE),
+        ],
+        check=True,
+    )
     with tarfile.open(next(SDIST_CACHE.glob("llama_cpp_python-*.tar.gz"))) as tar:
         tar.extractall(SDIST_CACHE, filter="data")
     return sorted(SDIST_CACHE.glob("llama_cpp_python-*/vendor/llama.cpp"))[-1]
@@ -81,8 +95,9 @@ def export_embedded(out: Path) -> None:
 def helper(*args: str) -> str:
     # Export and comparison run in children: a child forked from a parent holding a model counts
     # the parent's pages in its own peak RSS, which would hide the difference being measured.
-    return subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def main() -> int:
@@ -105,18 +120,40 @@ def main() -> int:
     vendor = vendor_dir(args.vendor)
     print(f"checkpoint: {src} ({sum(f.stat().st_size for f in src.glob('*.safetensors')) / 1e6:,.0f} MB)")
     print(f"llama.cpp:  {vendor / 'convert_hf_to_gguf.py'}")
-    print(f"{'outtype':<8} {'llmcli s':>9} {'llama.cpp s':>12} {'speedup':>8} {'llmcli MB':>10} "
-          f"{'llama.cpp MB':>13} {'mem ratio':>10}  tensors")
+    print(
+        f"{'outtype':<8} {'llmcli s':>9} {'llama.cpp s':>12} {'speedup':>8} {'llmcli MB':>10} "
+        f"{'llama.cpp MB':>13} {'mem ratio':>10}  tensors"
+    )
     for outtype in args.outtypes.split(","):
         ours, theirs = work / f"ours-{outtype}.gguf", work / f"theirs-{outtype}.gguf"
-        t_ours, m_ours = run([sys.executable, str(ROOT / "scripts/convert/hf_to_gguf.py"), str(src),
-                              "-o", str(ours), "--outtype", outtype])
-        t_theirs, m_theirs = run([sys.executable, str(vendor / "convert_hf_to_gguf.py"), str(src),
-                                  "--outfile", str(theirs), "--outtype", outtype],
-                                 env={**os.environ, "PYTHONPATH": str(vendor / "gguf-py")})
+        t_ours, m_ours = run(
+            [
+                sys.executable,
+                str(ROOT / "scripts/convert/hf_to_gguf.py"),
+                str(src),
+                "-o",
+                str(ours),
+                "--outtype",
+                outtype,
+            ]
+        )
+        t_theirs, m_theirs = run(
+            [
+                sys.executable,
+                str(vendor / "convert_hf_to_gguf.py"),
+                str(src),
+                "--outfile",
+                str(theirs),
+                "--outtype",
+                outtype,
+            ],
+            env={**os.environ, "PYTHONPATH": str(vendor / "gguf-py")},
+        )
         check = helper("--compare", str(ours), str(theirs)) if outtype in ("f32", "f16") else "(not compared)"
-        print(f"{outtype:<8} {t_ours:>9.2f} {t_theirs:>12.2f} {t_theirs / t_ours:>7.2f}x {m_ours:>10.0f} "
-              f"{m_theirs:>13.0f} {m_theirs / m_ours:>9.2f}x  {check}")
+        print(
+            f"{outtype:<8} {t_ours:>9.2f} {t_theirs:>12.2f} {t_theirs / t_ours:>7.2f}x {m_ours:>10.0f} "
+            f"{m_theirs:>13.0f} {m_theirs / m_ours:>9.2f}x  {check}"
+        )
         ours.unlink()
         theirs.unlink()
     return 0

@@ -66,10 +66,20 @@ HERE = Path(__file__).resolve().parent
 
 def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
     """(all instructions, those inside llama_decode) of one run."""
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd], env=env,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    report = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
-                            check=True, capture_output=True, text=True).stdout
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    report = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     total = decode = 0
     for line in report.splitlines():
         m = re.match(r"\s*([\d,]+)\s+\(?[\d.%\s)]*\s*(?:\S+:)?(\S+)", line)
@@ -89,15 +99,25 @@ def main() -> int:
     parser.add_argument("--long", type=int, default=80)
     parser.add_argument("--model", default=None)
     parser.add_argument("--only", default="bare,stream,json")
-    parser.add_argument("--lib", default=None, help="llama.cpp without AVX-512 (default: build_native.sh --callgrind)")
+    parser.add_argument(
+        "--lib", default=None, help="llama.cpp without AVX-512 (default: build_native.sh --callgrind)"
+    )
     parser.add_argument("--keep", default=None, help="a directory to keep the callgrind files in")
     parser.add_argument("--src", default=None, help="the llmcli source tree to measure (default: this one's)")
     args = parser.parse_args()
-    lib = args.lib or subprocess.run(["bash", str(HERE / "build_native.sh"), "--callgrind"], check=True,
-                                     capture_output=True, text=True).stdout.strip()
+    lib = (
+        args.lib
+        or subprocess.run(
+            ["bash", str(HERE / "build_native.sh"), "--callgrind"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
     # A fixed hash seed: start-up (imports) then costs the same in both runs and cancels out.
-    env = {**os.environ, "LLAMA_CPP_LIB_PATH": lib, "PYTHONPATH": args.src or str(HERE.parent / "src"),
-           "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "LLAMA_CPP_LIB_PATH": lib,
+        "PYTHONPATH": args.src or str(HERE.parent / "src"),
+        "PYTHONHASHSEED": "0",
+    }
     from llmcli.store import embedded_model_path
 
     model = args.model or str(embedded_model_path())
@@ -106,22 +126,31 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
         for kind in args.only.split(","):
-            (t0, d0), (t1, d1) = (callgrind(command(kind, model, n), Path(tmp) / f"{kind}.{n}", env)
-                                  for n in (args.short, args.long))
+            (t0, d0), (t1, d1) = (
+                callgrind(command(kind, model, n), Path(tmp) / f"{kind}.{n}", env)
+                for n in (args.short, args.long)
+            )
             per, dec = (t1 - t0) / extra, (d1 - d0) / extra
             rows[kind] = (per, dec)
             share = f" ({(per - dec) / dec:.2%} of llama_decode)" if dec else ""
-            print(f"{kind:<7} {per / 1e6:8.3f} M instr/token  llama_decode {dec / 1e6:8.3f} M  "
-                  f"rest {(per - dec) / 1e6:7.3f} M{share}", flush=True)
+            print(
+                f"{kind:<7} {per / 1e6:8.3f} M instr/token  llama_decode {dec / 1e6:8.3f} M  "
+                f"rest {(per - dec) / 1e6:7.3f} M{share}",
+                flush=True,
+            )
     if "bare" in rows and all(dec for _, dec in rows.values()):
         bare = rows["bare"][0]
         for kind, (per, dec) in rows.items():
             if kind != "bare":
-                print(f"{kind}: {(per - bare) / 1e3:.0f} k instr/token over bare "
-                      f"({(per - bare) / dec:.2%} of llama_decode) -> at most {dec / (per - bare + dec):.3f}x of bare "
-                      "if instructions were time")
-    print(f"(callgrind, 1 thread, {extra} tokens between a {args.short}- and a {args.long}-token reply; "
-          f"load {os.getloadavg()[0]:.1f})")
+                print(
+                    f"{kind}: {(per - bare) / 1e3:.0f} k instr/token over bare "
+                    f"({(per - bare) / dec:.2%} of llama_decode) -> at most {dec / (per - bare + dec):.3f}x of bare "
+                    "if instructions were time"
+                )
+    print(
+        f"(callgrind, 1 thread, {extra} tokens between a {args.short}- and a {args.long}-token reply; "
+        f"load {os.getloadavg()[0]:.1f})"
+    )
     return 0
 
 

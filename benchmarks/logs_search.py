@@ -45,9 +45,12 @@ def build(path: Path, exchanges: int, seed: int = 1) -> None:
             db.execute("INSERT INTO conversations VALUES (?, 'm', NULL, ?, ?)", (cid, now, now))
         prompt = " ".join(rng.choices(vocab, weights, k=30))
         reply = " ".join(rng.choices(vocab, weights, k=150))
-        db.execute("INSERT INTO exchanges (id, conversation_id, model, system, messages, prompt, reply, options, "
-                   "usage, timings, finish_reason, datetime_utc) VALUES (?,?,'m',NULL,'[]',?,?,'{}','{}','{}',"
-                   "'stop',?)", (new_id(), cid, prompt, reply, utc_now()))
+        db.execute(
+            "INSERT INTO exchanges (id, conversation_id, model, system, messages, prompt, reply, options, "
+            "usage, timings, finish_reason, datetime_utc) VALUES (?,?,'m',NULL,'[]',?,?,'{}','{}','{}',"
+            "'stop',?)",
+            (new_id(), cid, prompt, reply, utc_now()),
+        )
     db.execute("COMMIT")
     log.close()
 
@@ -68,7 +71,9 @@ def main() -> int:
         t = time.perf_counter()
         build(root / "logs.db", args.exchanges)
         size = (root / "logs.db").stat().st_size
-        print(f"log: {args.exchanges:,} exchanges, {size / 1e6:.1f} MB, built in {time.perf_counter() - t:.1f} s")
+        print(
+            f"log: {args.exchanges:,} exchanges, {size / 1e6:.1f} MB, built in {time.perf_counter() - t:.1f} s"
+        )
 
         import llmcli.chatlog as chatlog
 
@@ -80,7 +85,9 @@ def main() -> int:
                 saved = chatlog.fts5_available
                 chatlog.fts5_available = lambda: False  # the fallback, on the same file
                 try:
-                    like_ms[name].append(timed(lambda t=text: find_exchanges(root, count=3, query=t, cid=None)))
+                    like_ms[name].append(
+                        timed(lambda t=text: find_exchanges(root, count=3, query=t, cid=None))
+                    )
                 finally:
                     chatlog.fts5_available = saved
         print("\nin-process find_exchanges(-q, -n 3), median ms (goal < 100 ms):")
@@ -93,12 +100,27 @@ def main() -> int:
         cli_ms, help_ms = [], []
         for _ in range(max(3, args.rounds // 3)):
             cmd = [sys.executable, "-m", "llmcli"]
-            cli_ms.append(timed(lambda cmd=cmd: subprocess.run([*cmd, "logs", "-q", "w4321"], env=env, check=True,
-                                                       stdout=subprocess.DEVNULL)))
-            help_ms.append(timed(lambda cmd=cmd: subprocess.run([*cmd, "--help"], env=env, check=True,
-                                                        stdout=subprocess.DEVNULL)))
-        out = subprocess.run([sys.executable, "-m", "llmcli", "logs", "-q", "w4321", "--json"], env=env,
-                             capture_output=True, text=True, check=True).stdout
+            cli_ms.append(
+                timed(
+                    lambda cmd=cmd: subprocess.run(
+                        [*cmd, "logs", "-q", "w4321"], env=env, check=True, stdout=subprocess.DEVNULL
+                    )
+                )
+            )
+            help_ms.append(
+                timed(
+                    lambda cmd=cmd: subprocess.run(
+                        [*cmd, "--help"], env=env, check=True, stdout=subprocess.DEVNULL
+                    )
+                )
+            )
+        out = subprocess.run(
+            [sys.executable, "-m", "llmcli", "logs", "-q", "w4321", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert len(json.loads(out)) == 3
         c, h = statistics.median(cli_ms), statistics.median(help_ms)
         print(f"\nCLI process, median ms: logs -q {c:.0f}, --help {h:.0f}, ratio {c / h:.2f}")

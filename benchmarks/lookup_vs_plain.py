@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-PY_FILE = '''import json
+PY_FILE = """import json
 import os
 import sys
 
@@ -94,7 +94,7 @@ def main(argv):
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
-'''
+"""
 
 TYPO_TEXT = (
     "The lighthuose keeper climbd the narow stairs every evening at dusk. He wound the grate clock, "
@@ -131,8 +131,10 @@ class {Name}Store:
                 if all(item.get(key) == value for key, value in fields.items())]
 '''
 RESOURCES = ["user", "order", "invoice", "product", "ticket"]
-BIG_PY_FILE = PY_FILE.replace('\n\nif __name__', "".join(RESOURCE_CLASS.format(Name=r.title(), name=r)
-                                                           for r in RESOURCES) + '\n\nif __name__')
+BIG_PY_FILE = PY_FILE.replace(
+    "\n\nif __name__",
+    "".join(RESOURCE_CLASS.format(Name=r.title(), name=r) for r in RESOURCES) + "\n\nif __name__",
+)
 
 STORY = [
     "The village sat at the mouth of a cold river, where the fishing boats came home every evening.",
@@ -152,8 +154,11 @@ STORY = [
 
 def story(n_sentences: int) -> str:
     """Paragraphs of five sentences, cycling through STORY with a day number so no two are equal."""
-    out = [f"On day {i + 1}, {STORY[i % len(STORY)][0].lower()}{STORY[i % len(STORY)][1:]}" for i in range(n_sentences)]
-    return "\n\n".join(" ".join(out[i:i + 5]) for i in range(0, len(out), 5))
+    out = [
+        f"On day {i + 1}, {STORY[i % len(STORY)][0].lower()}{STORY[i % len(STORY)][1:]}"
+        for i in range(n_sentences)
+    ]
+    return "\n\n".join(" ".join(out[i : i + 5]) for i in range(0, len(out), 5))
 
 
 def with_typos(text: str, every: int = 8, seed: int = 7) -> str:
@@ -163,7 +168,7 @@ def with_typos(text: str, every: int = 8, seed: int = 7) -> str:
         core = w.rstrip(".,")
         if len(core) > 4 and core.isalpha() and rng.randrange(every) == 0:
             j = rng.randrange(1, len(core) - 2)
-            words[i] = core[:j] + core[j + 1] + core[j] + core[j + 2:] + w[len(core):]
+            words[i] = core[:j] + core[j + 1] + core[j] + core[j + 2 :] + w[len(core) :]
     return " ".join(words)
 
 
@@ -174,16 +179,31 @@ FREE = [
 # (name, kind, prompt) as `cat FILE | llmcli chat "INSTRUCTION"` builds it: stdin, a blank line, the instruction.
 SUITES: dict[str, list[tuple[str, str, str]]] = {
     "issue": [
-        ("rename", "copy", f"{BIG_PY_FILE}\n\nRename the function parse_port to parse_tcp_port everywhere. "
-                           "Reply with the whole file."),
-        ("fix typos", "copy", f"{with_typos(story(36))}\n\nFix the typos in this text. Reply with the corrected "
-                              "text only."),
+        (
+            "rename",
+            "copy",
+            f"{BIG_PY_FILE}\n\nRename the function parse_port to parse_tcp_port everywhere. "
+            "Reply with the whole file.",
+        ),
+        (
+            "fix typos",
+            "copy",
+            f"{with_typos(story(36))}\n\nFix the typos in this text. Reply with the corrected text only.",
+        ),
         ("quote", "copy", f"{story(36)}\n\nQuote, word for word, every sentence that mentions the harbour."),
         *FREE,
     ],
     "small": [
-        ("type hints", "copy", f"{PY_FILE}\n\nAdd type hints to this Python file. Reply with the whole file."),
-        ("fix typos", "copy", f"{TYPO_TEXT}\n\nFix the typos in this text. Reply with the corrected text only."),
+        (
+            "type hints",
+            "copy",
+            f"{PY_FILE}\n\nAdd type hints to this Python file. Reply with the whole file.",
+        ),
+        (
+            "fix typos",
+            "copy",
+            f"{TYPO_TEXT}\n\nFix the typos in this text. Reply with the corrected text only.",
+        ),
         *FREE,
     ],
 }
@@ -194,9 +214,33 @@ def native_tg(threads: int, depth: int, model: str) -> float | None:
     path = os.environ.get("LLAMA_BENCH")
     if not path:
         return None
-    out = subprocess.run([path, "-m", model, "-p", "0", "-n", "128", "-d", str(depth), "-t", str(threads),
-                          "-fa", "1", "-r", "2", "-o", "json"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            path,
+            "-m",
+            model,
+            "-p",
+            "0",
+            "-n",
+            "128",
+            "-d",
+            str(depth),
+            "-t",
+            str(threads),
+            "-fa",
+            "1",
+            "-r",
+            "2",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out)[0]["avg_ts"]
+
+
 MODES = ("none", "lookup")
 
 
@@ -205,8 +249,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--suite", choices=sorted(SUITES), default="issue")
-    parser.add_argument("--max-tokens", type=int, default=None,
-                        help="default: 2,000 for the issue's suite (the whole file fits), 256 for the small one")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="default: 2,000 for the issue's suite (the whole file fits), 256 for the small one",
+    )
     parser.add_argument("--model", default=None, help="a GGUF path (default: the embedded model)")
     args = parser.parse_args()
 
@@ -221,8 +269,10 @@ def main() -> int:
     model = args.model or str(embedded_model_path())
     rt = Runtime(model, RuntimeConfig(n_ctx=4096, n_threads=args.threads))
     # A free-form reply is capped at 256 tokens whatever the suite: the small model's poem never ends.
-    params = {"copy": SamplingParams(temperature=0.0, max_tokens=max_tokens),
-              "free": SamplingParams(temperature=0.0, max_tokens=min(max_tokens, 256))}
+    params = {
+        "copy": SamplingParams(temperature=0.0, max_tokens=max_tokens),
+        "free": SamplingParams(temperature=0.0, max_tokens=min(max_tokens, 256)),
+    }
 
     def ask(prompt: str, mode: str, kind: str):
         rt.clear()
@@ -230,14 +280,18 @@ def main() -> int:
         reply = drain(session.ask(prompt))
         return reply, session.messages[-1].token_ids
 
-    print(f"model {rt.description}, {args.threads} threads, temperature 0, max {max_tokens} tokens, "
-          f"{args.rounds} rounds, modes alternating")
+    print(
+        f"model {rt.description}, {args.threads} threads, temperature 0, max {max_tokens} tokens, "
+        f"{args.rounds} rounds, modes alternating"
+    )
     depth: dict[str, int] = {}
     for name, kind, prompt in tasks:  # warm-up, and the reply both modes must reproduce
         reply, _ = ask(prompt, "none", kind)
         if kind == "copy":  # the KV depth halfway through the reply: where its decode runs on average
             depth[name] = reply.stats.prompt_tokens + reply.stats.completion_tokens // 2
-        print(f"  {name}: {reply.stats.prompt_tokens} prompt tokens, {reply.stats.completion_tokens} reply tokens")
+        print(
+            f"  {name}: {reply.stats.prompt_tokens} prompt tokens, {reply.stats.completion_tokens} reply tokens"
+        )
     natives: dict[str, list[float]] = {name: [] for name in depth}
     drafted_rates: dict[str, list[float]] = {name: [] for name in depth}
     ratios: dict[str, list[float]] = {name: [] for name, _, _ in tasks}
@@ -261,9 +315,14 @@ def main() -> int:
                 ratios[name].append(ratio)
                 rates[name].append(plain.stats.decode_tps)
                 acceptance[name] = drafted.stats.draft.acceptance_rate
-                cells.append(f"{name} {plain.stats.decode_tps:6.1f}->{drafted.stats.decode_tps:6.1f} ({ratio:.2f}x)")
+                cells.append(
+                    f"{name} {plain.stats.decode_tps:6.1f}->{drafted.stats.decode_tps:6.1f} ({ratio:.2f}x)"
+                )
             load = os.getloadavg()[0]
-            print(f"round {rnd + 1} [{time.strftime('%H:%M:%S')}, load {load:.1f}]: " + "  ".join(cells), flush=True)
+            print(
+                f"round {rnd + 1} [{time.strftime('%H:%M:%S')}, load {load:.1f}]: " + "  ".join(cells),
+                flush=True,
+            )
     except KeyboardInterrupt:
         print("interrupted: summarising the rounds finished so far")
     print("\nmedian decode tok/s ratio, lookup / none (same output):")
@@ -272,14 +331,20 @@ def main() -> int:
             acc = acceptance.get(name)
             acc_text = f"{acc:.0%}" if acc is not None else "no drafts"
             same = "same reply" if differs[name] is None else f"replies differ from token {differs[name]}"
-            print(f"  {name:<11} {kind:<5} {statistics.median(ratios[name]):.2f}x  "
-                  f"(rounds: {' '.join(f'{r:.2f}' for r in ratios[name])}; accepted {acc_text}; {same})")
+            print(
+                f"  {name:<11} {kind:<5} {statistics.median(ratios[name]):.2f}x  "
+                f"(rounds: {' '.join(f'{r:.2f}' for r in ratios[name])}; accepted {acc_text}; {same})"
+            )
     if any(natives.values()):
-        print("\ncopy tasks, --draft lookup decode / native llama-bench tg128 at the reply's mid depth (goal >= 1.3x):")
+        print(
+            "\ncopy tasks, --draft lookup decode / native llama-bench tg128 at the reply's mid depth (goal >= 1.3x):"
+        )
         for name, rates_native in natives.items():
             per_round = [d / n for d, n in zip(drafted_rates[name], rates_native, strict=True)]
-            print(f"  {name:<11} {statistics.median(per_round):.2f}x  (native median "
-                  f"{statistics.median(rates_native):.1f} tok/s at depth {depth[name]})")
+            print(
+                f"  {name:<11} {statistics.median(per_round):.2f}x  (native median "
+                f"{statistics.median(rates_native):.1f} tok/s at depth {depth[name]})"
+            )
     rt.close()
     return 0
 

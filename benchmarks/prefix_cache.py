@@ -46,25 +46,56 @@ def document(n_tokens: int) -> str:
     lines, i = ["# Quarterly report", ""], 0
     while len(rt.tokenize("\n".join(lines))) < n_tokens:
         topic = TOPICS[i % len(TOPICS)]
-        lines.append(f"Item {i}: the review of {topic} found {i * 7 % 13} open issues and {i * 3 % 11} "
-                     f"closed ones, costing {1000 + i * 37} euros in week {i % 52 + 1}.")
+        lines.append(
+            f"Item {i}: the review of {topic} found {i * 7 % 13} open issues and {i * 3 % 11} "
+            f"closed ones, costing {1000 + i * 37} euros in week {i % 52 + 1}."
+        )
         i += 1
     rt.close()
     return "\n".join(lines) + "\n"
 
 
-QUESTIONS = ["Name a fruit.", "Why is it healthy?", "What colour is it?", "Where does it grow?",
-             "Name another one.", "Which of the two is sweeter?", "How do I store them?",
-             "Can I freeze them?", "Give me a recipe with both.", "How long does it take?",
-             "Summarize our conversation.", "Thank you!"]
+QUESTIONS = [
+    "Name a fruit.",
+    "Why is it healthy?",
+    "What colour is it?",
+    "Where does it grow?",
+    "Name another one.",
+    "Which of the two is sweeter?",
+    "How do I store them?",
+    "Can I freeze them?",
+    "Give me a recipe with both.",
+    "How long does it take?",
+    "Summarize our conversation.",
+    "Thank you!",
+]
 
 
 def chat(doc: str | None, question: str, home: str, threads: int, max_tokens: int, *extra: str) -> dict:
     env = {**os.environ, "LLMCLI_HOME": home, "PYTHONPATH": str(ROOT / "src")}
     env.pop("LLMCLI_CACHE_MAX", None)
-    r = subprocess.run([sys.executable, "-m", "llmcli", "chat", "--temp", "0", "-n", str(max_tokens),
-                        "-t", str(threads), "--json", *extra, question],
-                       input=doc or "", capture_output=True, text=True, env=env, timeout=3600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmcli",
+            "chat",
+            "--temp",
+            "0",
+            "-n",
+            str(max_tokens),
+            "-t",
+            str(threads),
+            "--json",
+            *extra,
+            question,
+        ],
+        input=doc or "",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     if r.returncode != 0:
         sys.exit(f"llmcli failed ({r.returncode}): {r.stderr.strip()}")
     return json.loads(r.stdout)
@@ -76,7 +107,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=3000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--turns", type=int, default=10, help="continuations of a `chat -c` conversation (0: none)")
+    ap.add_argument(
+        "--turns", type=int, default=10, help="continuations of a `chat -c` conversation (0: none)"
+    )
     args = ap.parse_args()
     if args.rounds:
         piped_document(args)
@@ -107,14 +140,19 @@ def piped_document(args) -> None:
         ratios.append(ratio)
         identical.append(same)
         prefill.append(new)
-        print(f"round {rnd + 1}: document {cold['usage']['prompt_tokens']} prompt tokens; cold TTFT "
-              f"{cold['timings']['ttft_ms']:.0f} ms; cached: {usage['cached_tokens']} from {usage['cache_source']}, "
-              f"{new} prefilled, TTFT {cached['timings']['ttft_ms']:.0f} ms (ratio {ratio:.3f}); --no-cache TTFT "
-              f"{uncached['timings']['ttft_ms']:.0f} ms; replies identical: {same}; "
-              f"{len(cache_files)} entries, {size / 1e6:.1f} MB", flush=True)
+        print(
+            f"round {rnd + 1}: document {cold['usage']['prompt_tokens']} prompt tokens; cold TTFT "
+            f"{cold['timings']['ttft_ms']:.0f} ms; cached: {usage['cached_tokens']} from {usage['cache_source']}, "
+            f"{new} prefilled, TTFT {cached['timings']['ttft_ms']:.0f} ms (ratio {ratio:.3f}); --no-cache TTFT "
+            f"{uncached['timings']['ttft_ms']:.0f} ms; replies identical: {same}; "
+            f"{len(cache_files)} entries, {size / 1e6:.1f} MB",
+            flush=True,
+        )
     print(f"\nsecond question prefill tokens: {max(prefill)} (goal <= 64)")
-    print(f"TTFT cached / cold: median {statistics.median(ratios):.3f}, rounds "
-          f"{', '.join(f'{r:.3f}' for r in ratios)} (goal <= 0.10)")
+    print(
+        f"TTFT cached / cold: median {statistics.median(ratios):.3f}, rounds "
+        f"{', '.join(f'{r:.3f}' for r in ratios)} (goal <= 0.10)"
+    )
     print(f"reply byte-identical to --no-cache: {all(identical)} ({sum(identical)}/{len(identical)})")
 
 
@@ -132,11 +170,16 @@ def continued(args) -> None:
             if previous is not None:
                 new_turn = usage["prompt_tokens"] - previous["prompt_tokens"] - previous["completion_tokens"]
                 only_new.append(prefilled <= new_turn)
-                print(f"turn {turn + 1:2}: prompt {usage['prompt_tokens']:4} tokens, {usage['cached_tokens']:4} from "
-                      f"{usage['cache_source']}, {prefilled:3} prefilled; new turn {new_turn} tokens; "
-                      f"TTFT {reply['timings']['ttft_ms']:.0f} ms", flush=True)
+                print(
+                    f"turn {turn + 1:2}: prompt {usage['prompt_tokens']:4} tokens, {usage['cached_tokens']:4} from "
+                    f"{usage['cache_source']}, {prefilled:3} prefilled; new turn {new_turn} tokens; "
+                    f"TTFT {reply['timings']['ttft_ms']:.0f} ms",
+                    flush=True,
+                )
             previous = usage
-    print(f"every continuation prefilled only its new turn: {all(only_new)} ({sum(only_new)}/{len(only_new)})")
+    print(
+        f"every continuation prefilled only its new turn: {all(only_new)} ({sum(only_new)}/{len(only_new)})"
+    )
 
 
 if __name__ == "__main__":

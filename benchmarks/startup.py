@@ -42,18 +42,24 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as home:
         src = str(HERE.parent / "src")
-        env = {**os.environ, "LLMCLI_HOME": home, "COLUMNS": "100",
-               "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "LLMCLI_HOME": home,
+            "COLUMNS": "100",
+            "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])),
+        }
         names = list(COMMANDS)
         for name in names:  # warm the page cache and the bytecode caches once; not counted
             wall_time(COMMANDS[name], env)
         times: dict[str, list[float]] = {name: [] for name in names}
         for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 times[name].append(wall_time(COMMANDS[name], env))
-            print(f"round {r + 1:>2}: " + "  ".join(f"{n} {times[n][-1] * 1000:6.0f} ms" for n in names),
-                  flush=True)
+            print(
+                f"round {r + 1:>2}: " + "  ".join(f"{n} {times[n][-1] * 1000:6.0f} ms" for n in names),
+                flush=True,
+            )
 
     medians = {name: statistics.median(t) for name, t in times.items()}
     base = medians[BASELINE]

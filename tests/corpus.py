@@ -36,8 +36,23 @@ def corpus_templates() -> dict[str, str]:
 def _extract(target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", SDIST, "--no-deps", "--no-binary", ":all:",
-                        "--quiet", "-d", tmp], check=True, timeout=900)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                SDIST,
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--quiet",
+                "-d",
+                tmp,
+            ],
+            check=True,
+            timeout=900,
+        )
         (sdist,) = Path(tmp).glob("*.tar.gz")
         with tarfile.open(sdist) as tar:
             for member in tar.getmembers():

@@ -91,7 +91,10 @@ def test_a_count_beyond_sqlites_integers_means_all_not_a_damaged_log(tmp_path, f
     _add(log, "cheese two", cid=first.conversation_id)
     for count in (2**63 - 1, 2**63, 10**30):
         assert [e.prompt for e in log.recent(count)] == ["cheese one", "cheese two"]
-        assert [e.prompt for e in log.conversation(first.conversation_id, count)] == ["cheese one", "cheese two"]
+        assert [e.prompt for e in log.conversation(first.conversation_id, count)] == [
+            "cheese one",
+            "cheese two",
+        ]
         assert [e.prompt for e in log.search("cheese", count)] == ["cheese one", "cheese two"]
         assert len(log.search("cheese", count, first.conversation_id)) == 2
 
@@ -106,13 +109,23 @@ def test_like_search_treats_percent_and_underscore_as_text(tmp_path):
 def test_a_conversation_tip_is_the_last_history_its_prompt_and_its_reply(tmp_path):
     log = _log(tmp_path)
     first = _add(log, "one", "two", system="be brief")
-    _add(log, "three", "four", cid=first.conversation_id, system="be brief",
-         messages=[{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}],
-         finish_reason="cancelled")
+    _add(
+        log,
+        "three",
+        "four",
+        cid=first.conversation_id,
+        system="be brief",
+        messages=[{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}],
+        finish_reason="cancelled",
+    )
     tip = log.load_conversation(first.conversation_id)
     assert tip.system == "be brief" and tip.model == "m"
     assert [(m.role, m.content, m.cancelled) for m in tip.messages] == [
-        ("user", "one", False), ("assistant", "two", False), ("user", "three", False), ("assistant", "four", True)]
+        ("user", "one", False),
+        ("assistant", "two", False),
+        ("user", "three", False),
+        ("assistant", "four", True),
+    ]
     assert log.latest_conversation_id() == first.conversation_id
     assert log.load_conversation(new_id()) is None
 
@@ -129,8 +142,15 @@ def test_a_failed_write_leaves_nothing_half_written(tmp_path):
 
 # column -> a value SQLite keeps (a TEXT column stores a blob as a blob) that llmcli never writes
 TAMPERED = {
-    "prompt": b"\x00bytes", "reply": b"\xff", "model": b"m", "system": b"s", "finish_reason": b"stop",
-    "messages": "not json", "options": "[1, 2]", "usage": '"a string"', "timings": "{",
+    "prompt": b"\x00bytes",
+    "reply": b"\xff",
+    "model": b"m",
+    "system": b"s",
+    "finish_reason": b"stop",
+    "messages": "not json",
+    "options": "[1, 2]",
+    "usage": '"a string"',
+    "timings": "{",
 }
 
 
@@ -144,11 +164,17 @@ def test_a_tampered_row_is_a_damaged_log_line_not_a_crash(tmp_path, column, valu
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("messages", [
-    '[{"role": "system", "content": "x"}]', '[{"role": "user"}]', '[{"role": "user", "content": 1}]',
-    '[{"role": "user", "content": "x", "cancelled": "yes"}]', '["user"]',
-    '[{"role": "user", "content": "\\ud800"}]',
-])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        '[{"role": "system", "content": "x"}]',
+        '[{"role": "user"}]',
+        '[{"role": "user", "content": 1}]',
+        '[{"role": "user", "content": "x", "cancelled": "yes"}]',
+        '["user"]',
+        '[{"role": "user", "content": "\\ud800"}]',
+    ],
+)
 def test_a_tampered_history_is_refused_when_continued(tmp_path, messages):
     log = _log(tmp_path)
     e = _add(log, "fine")
@@ -181,8 +207,10 @@ def test_a_write_into_a_damaged_file_says_how_to_move_it_aside(tmp_path):
     with pytest.raises(LogWriteFailed) as caught:
         _add(log, "one more")
     assert caught.value.damaged
-    assert str(caught.value) == (f"the exchange was not logged: the conversation log {db} is damaged (database disk "
-                                 f"image is malformed); move it aside to start a new one: mv {db} {db}.bad")
+    assert str(caught.value) == (
+        f"the exchange was not logged: the conversation log {db} is damaged (database disk "
+        f"image is malformed); move it aside to start a new one: mv {db} {db}.bad"
+    )
 
 
 def test_a_recorder_on_a_damaged_file_warns_once_then_logs_nothing(tmp_path):

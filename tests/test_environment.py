@@ -9,17 +9,36 @@ from llmcli.environment import Environment, current, installed
 
 
 def test_every_variable_is_parsed_into_a_typed_field(tmp_path):
-    env = Environment(vars={"LLMCLI_HOME": str(tmp_path / "h"), "LLMCLI_MODEL": "my-model", "LLMCLI_DEBUG": "1",
-                            "LLMCLI_ENDPOINT": "http://h:1", "LLMCLI_API_KEY": "sk-x", "NO_COLOR": "1"})
+    env = Environment(
+        vars={
+            "LLMCLI_HOME": str(tmp_path / "h"),
+            "LLMCLI_MODEL": "my-model",
+            "LLMCLI_DEBUG": "1",
+            "LLMCLI_ENDPOINT": "http://h:1",
+            "LLMCLI_API_KEY": "sk-x",
+            "NO_COLOR": "1",
+        }
+    )
     assert env.store_root == tmp_path / "h"
     assert (env.default_model, env.debug, env.endpoint, env.api_key, env.no_color) == (
-        "my-model", True, "http://h:1", "sk-x", True)
+        "my-model",
+        True,
+        "http://h:1",
+        "sk-x",
+        True,
+    )
 
 
 def test_unset_and_empty_variables_mean_the_defaults():
     env = Environment(vars={"HOME": "/home/u", "LLMCLI_DEBUG": "0", "LLMCLI_MODEL": "", "NO_COLOR": ""})
     assert env.store_root == Path("/home/u/.local/share/llmcli")
-    assert (env.default_model, env.debug, env.endpoint, env.api_key, env.no_color) == (None, False, None, None, False)
+    assert (env.default_model, env.debug, env.endpoint, env.api_key, env.no_color) == (
+        None,
+        False,
+        None,
+        None,
+        False,
+    )
     assert Environment(vars={"XDG_DATA_HOME": "/x"}).store_root == Path("/x/llmcli")
 
 
@@ -61,15 +80,27 @@ def test_on_off_variables_take_the_usual_words_and_refuse_the_rest():
 
     from llmcli.errors import UsageError
 
-    words = {None: False, "": False, "0": False, "false": False, "No": False, "OFF": False,
-             "1": True, "true": True, "Yes": True, " on ": True}
+    words = {
+        None: False,
+        "": False,
+        "0": False,
+        "false": False,
+        "No": False,
+        "OFF": False,
+        "1": True,
+        "true": True,
+        "Yes": True,
+        " on ": True,
+    }
     for text, on in words.items():
         vars = {} if text is None else {"LLMCLI_NO_LOG": text, "LLMCLI_DEBUG": text}
         env = Environment(vars=vars)
         assert (env.no_log, env.debug) == (on, on), text
     for text in ("maybe", "2", "enabled"):
         env = Environment(vars={"LLMCLI_NO_LOG": text})  # made without a fuss: only chat reads it
-        with _pytest.raises(UsageError, match=r"^LLMCLI_NO_LOG='.*' is not on or off; give 1, true, yes or on "):
+        with _pytest.raises(
+            UsageError, match=r"^LLMCLI_NO_LOG='.*' is not on or off; give 1, true, yes or on "
+        ):
             env.no_log  # noqa: B018
     # LLMCLI_DEBUG is read while another error is reported: a word it does not know asks for the detail.
     assert Environment(vars={"LLMCLI_DEBUG": "verbose"}).debug is True

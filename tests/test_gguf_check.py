@@ -26,16 +26,22 @@ def _header(n_tensors: int, n_kv: int, version: int = 3) -> bytes:
     return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
 
 
-@pytest.mark.parametrize("data,match", [
-    (b"PK\x03\x04" + b"\0" * 40, "not a GGUF"),
-    (_header(0, 0, version=99), "version 99"),
-    (_header(2**40, 0), "tensors"),
-    (_header(0, 1) + struct.pack("<Q", 2**50), "string of"),
-    (_header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77), "unknown value type"),
-    (_header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**40), "array of"),
-    (_header(1, 0) + struct.pack("<Q", 1) + b"t" + struct.pack("<I", 9), "dimensions"),
-    (_header(1, 0) + struct.pack("<Q", 1) + b"t" + struct.pack("<IQIQ", 1, 32, 0, 1 << 30), "outside the file"),
-])
+@pytest.mark.parametrize(
+    "data,match",
+    [
+        (b"PK\x03\x04" + b"\0" * 40, "not a GGUF"),
+        (_header(0, 0, version=99), "version 99"),
+        (_header(2**40, 0), "tensors"),
+        (_header(0, 1) + struct.pack("<Q", 2**50), "string of"),
+        (_header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77), "unknown value type"),
+        (_header(0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 2**40), "array of"),
+        (_header(1, 0) + struct.pack("<Q", 1) + b"t" + struct.pack("<I", 9), "dimensions"),
+        (
+            _header(1, 0) + struct.pack("<Q", 1) + b"t" + struct.pack("<IQIQ", 1, 32, 0, 1 << 30),
+            "outside the file",
+        ),
+    ],
+)
 def test_hostile_headers_are_refused(tmp_path, data, match):
     path = tmp_path / "bad.gguf"
     path.write_bytes(data + b"\0" * 64)
@@ -102,32 +108,46 @@ def test_every_number_out_of_its_range_is_refused(tiny, tmp_path, rule):
         read_header(mutate(tiny, tmp_path, {key: (U32, int(value))}))
 
 
-@pytest.mark.parametrize("changes,match", [
-    ({"llama.block_count": (U32, 3)}, "llama.block_count is 3, but the file has tensors for 2 layers"),
-    ({"llama.attention.head_count": (U32, 0)}, "head_count is 0, but the file has attention tensors"),
-    ({"llama.attention.head_count": (U32, 3)}, "head_count_kv [(]1[)] does not divide|rope"),
-    ({"llama.attention.head_count_kv": (U32, 0)}, "head_count_kv is 0, expected a uint32 .* in 1"),
-    ({"llama.attention.head_count": (ARR, [2, 2, 2], U32)}, "has 3 items for 2 layers"),
-    ({"llama.attention.head_count_kv": (ARR, [1, -1], I32)}, "head_count_kv is \\[1, -1\\]"),
-    ({"llama.embedding_length": (U32, 1)}, "embedding_length [(]1[)] is smaller than"),
-    ({"llama.rope.dimension_count": (U32, 7)}, "rope.dimension_count is 7, expected an even number"),
-    ({"llama.rope.freq_base": (F32, float("nan"))}, "rope.freq_base is nan"),
-    ({"llama.expert_count": (U32, 4)}, "expert_used_count is 0 with 4 experts"),
-    ({"llama.expert_count": (U32, 8), "llama.expert_used_count": (U32, 2),
-      "llama.expert_group_count": (U32, 3)}, "expert_group_count [(]3[)] must divide"),
-    ({"llama.nextn_predict_layers": (U32, 3)}, "nextn_predict_layers [(]3[)] is above"),
-    ({"tokenizer.ggml.token_type": (ARR, [1, 1], I32)}, "token_type has 2 items, expected one per token [(]261[)]"),
-    ({"tokenizer.ggml.eos_token_id": (U32, 261)}, "eos_token_id is 261, expected a token id below 261"),
-    ({"tokenizer.ggml.tokens": (ARR, [], STR)}, "tokenizer.ggml.tokens is empty"),
-    ({"tokenizer.ggml.tokens": (ARR, ["a", "b"] * 130 + ["c"], STR)},
-     "tokenizer.ggml.tokens repeats 258 of its 261 tokens, expected each once"),
-    ({"tokenizer.ggml.model": (STR, "no_vocab")}, "'no_vocab', expected a string, one of"),
-    ({"tokenizer.ggml.model": DROP}, "tokenizer.ggml.model is missing"),
-    ({"llama.block_count": DROP}, "llama.block_count is missing"),
-    ({"general.architecture": (STR, "llama\nx")}, "general.architecture is 'llama\\\\nx', expected"),
-    ({"general.alignment": (U32, 48)}, "general.alignment is 48, expected .* a power of two"),
-    ({"general.alignment": (U32, 128)}, "at offset 16704 is not a multiple of general.alignment 128"),
-])
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        ({"llama.block_count": (U32, 3)}, "llama.block_count is 3, but the file has tensors for 2 layers"),
+        ({"llama.attention.head_count": (U32, 0)}, "head_count is 0, but the file has attention tensors"),
+        ({"llama.attention.head_count": (U32, 3)}, "head_count_kv [(]1[)] does not divide|rope"),
+        ({"llama.attention.head_count_kv": (U32, 0)}, "head_count_kv is 0, expected a uint32 .* in 1"),
+        ({"llama.attention.head_count": (ARR, [2, 2, 2], U32)}, "has 3 items for 2 layers"),
+        ({"llama.attention.head_count_kv": (ARR, [1, -1], I32)}, "head_count_kv is \\[1, -1\\]"),
+        ({"llama.embedding_length": (U32, 1)}, "embedding_length [(]1[)] is smaller than"),
+        ({"llama.rope.dimension_count": (U32, 7)}, "rope.dimension_count is 7, expected an even number"),
+        ({"llama.rope.freq_base": (F32, float("nan"))}, "rope.freq_base is nan"),
+        ({"llama.expert_count": (U32, 4)}, "expert_used_count is 0 with 4 experts"),
+        (
+            {
+                "llama.expert_count": (U32, 8),
+                "llama.expert_used_count": (U32, 2),
+                "llama.expert_group_count": (U32, 3),
+            },
+            "expert_group_count [(]3[)] must divide",
+        ),
+        ({"llama.nextn_predict_layers": (U32, 3)}, "nextn_predict_layers [(]3[)] is above"),
+        (
+            {"tokenizer.ggml.token_type": (ARR, [1, 1], I32)},
+            "token_type has 2 items, expected one per token [(]261[)]",
+        ),
+        ({"tokenizer.ggml.eos_token_id": (U32, 261)}, "eos_token_id is 261, expected a token id below 261"),
+        ({"tokenizer.ggml.tokens": (ARR, [], STR)}, "tokenizer.ggml.tokens is empty"),
+        (
+            {"tokenizer.ggml.tokens": (ARR, ["a", "b"] * 130 + ["c"], STR)},
+            "tokenizer.ggml.tokens repeats 258 of its 261 tokens, expected each once",
+        ),
+        ({"tokenizer.ggml.model": (STR, "no_vocab")}, "'no_vocab', expected a string, one of"),
+        ({"tokenizer.ggml.model": DROP}, "tokenizer.ggml.model is missing"),
+        ({"llama.block_count": DROP}, "llama.block_count is missing"),
+        ({"general.architecture": (STR, "llama\nx")}, "general.architecture is 'llama\\\\nx', expected"),
+        ({"general.alignment": (U32, 48)}, "general.alignment is 48, expected .* a power of two"),
+        ({"general.alignment": (U32, 128)}, "at offset 16704 is not a multiple of general.alignment 128"),
+    ],
+)
 def test_keys_that_disagree_are_refused(tiny, tmp_path, changes, match):
     with pytest.raises(BadModelFile, match=match) as raised:
         read_header(mutate(tiny, tmp_path, changes))
@@ -141,13 +161,18 @@ def test_empty_tokens_count_as_distinct(tiny, tmp_path):
 
 
 def test_per_layer_arrays_of_the_right_length_pass(tiny, tmp_path):
-    path = mutate(tiny, tmp_path, {"llama.attention.head_count": (ARR, [2, 2], U32),
-                                   "llama.feed_forward_length": (ARR, [32, 32], I32)})
+    path = mutate(
+        tiny,
+        tmp_path,
+        {"llama.attention.head_count": (ARR, [2, 2], U32), "llama.feed_forward_length": (ARR, [32, 32], I32)},
+    )
     assert model_facts(path).n_head == 2
 
 
 def test_sentencepiece_needs_scores_and_its_byte_tokens(tiny, tmp_path):
-    with pytest.raises(BadModelFile, match="'llama' [(]SentencePiece[)] but tokenizer.ggml.scores is missing"):
+    with pytest.raises(
+        BadModelFile, match="'llama' [(]SentencePiece[)] but tokenizer.ggml.scores is missing"
+    ):
         read_header(mutate(tiny, tmp_path, {"tokenizer.ggml.model": (STR, "llama")}))
     scores = {"tokenizer.ggml.model": (STR, "llama"), "tokenizer.ggml.scores": (ARR, [0.0] * 261, F32)}
     with pytest.raises(BadModelFile, match="has 0 of the 256 byte tokens"):
@@ -156,7 +181,7 @@ def test_sentencepiece_needs_scores_and_its_byte_tokens(tiny, tmp_path):
 
 def _with_tensor(tiny, tmp_path, index, **fields):
     src = layout(tiny)
-    data = tiny.read_bytes()[src.data_offset:]
+    data = tiny.read_bytes()[src.data_offset :]
     for key, value in fields.items():
         setattr(src.tensors[index], key, value)
     path = tmp_path / "tensors.gguf"

@@ -43,28 +43,38 @@ def test_the_record_has_one_field_per_row_in_the_table_order_with_the_table_defa
 
 
 def test_defaults_are_llama_cpps():
-    assert SamplingParams().as_dict() == {"temperature": 0.8, "top_p": 0.95, "top_k": 40, "min_p": 0.05,
-                                          "repeat_penalty": 1.0, "repeat_last_n": 64, "seed": None,
-                                          "max_tokens": 1024}
+    assert SamplingParams().as_dict() == {
+        "temperature": 0.8,
+        "top_p": 0.95,
+        "top_k": 40,
+        "min_p": 0.05,
+        "repeat_penalty": 1.0,
+        "repeat_last_n": 64,
+        "seed": None,
+        "max_tokens": 1024,
+    }
 
 
-@pytest.mark.parametrize("name,value,message", [
-    ("temperature", -1, "temperature must be in 0..10, not -1"),
-    ("temperature", 10.5, "temperature must be in 0..10, not 10.5"),
-    ("temperature", math.nan, "temperature must be in 0..10, not nan"),
-    ("top_p", 1.01, "top_p must be in 0..1, not 1.01"),
-    ("min_p", -0.1, "min_p must be in 0..1, not -0.1"),
-    ("top_k", INT32_MAX + 1, f"top_k must be in 0..{INT32_MAX}, not {INT32_MAX + 1}"),
-    ("top_k", 1.5, "top_k must be an integer in"),
-    ("repeat_penalty", 11, "repeat_penalty must be in 0..10, not 11"),
-    ("repeat_last_n", -1, "repeat_last_n must be in 0..1048576, not -1"),
-    ("seed", -1, f"seed must be in 0..{UINT32_MAX}, not -1"),
-    ("seed", 2**32, f"seed must be in 0..{UINT32_MAX}, not 4294967296"),
-    ("max_tokens", 0, f"max_tokens must be in 1..{INT32_MAX}, not 0"),
-    ("max_tokens", None, "max_tokens must be an integer"),
-    ("temperature", "hot", "temperature must be a number"),
-    ("temperature", True, "temperature must be a number"),
-])
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("temperature", -1, "temperature must be in 0..10, not -1"),
+        ("temperature", 10.5, "temperature must be in 0..10, not 10.5"),
+        ("temperature", math.nan, "temperature must be in 0..10, not nan"),
+        ("top_p", 1.01, "top_p must be in 0..1, not 1.01"),
+        ("min_p", -0.1, "min_p must be in 0..1, not -0.1"),
+        ("top_k", INT32_MAX + 1, f"top_k must be in 0..{INT32_MAX}, not {INT32_MAX + 1}"),
+        ("top_k", 1.5, "top_k must be an integer in"),
+        ("repeat_penalty", 11, "repeat_penalty must be in 0..10, not 11"),
+        ("repeat_last_n", -1, "repeat_last_n must be in 0..1048576, not -1"),
+        ("seed", -1, f"seed must be in 0..{UINT32_MAX}, not -1"),
+        ("seed", 2**32, f"seed must be in 0..{UINT32_MAX}, not 4294967296"),
+        ("max_tokens", 0, f"max_tokens must be in 1..{INT32_MAX}, not 0"),
+        ("max_tokens", None, "max_tokens must be an integer"),
+        ("temperature", "hot", "temperature must be a number"),
+        ("temperature", True, "temperature must be a number"),
+    ],
+)
 def test_the_record_refuses_what_the_table_refuses(name, value, message):
     with pytest.raises(UsageError, match="^" + message.replace(".", r"\.")):
         SamplingParams(**{name: value})
@@ -82,30 +92,42 @@ def test_seed_none_means_random_and_is_not_sent():
     assert "seed" not in request_body("m", [], SamplingParams(), [])
 
 
-@pytest.mark.parametrize("word,name", [
-    ("temp", "temperature"), ("n", "max_tokens"), ("max-tokens", "max_tokens"), ("top-p", "top_p"),
-    ("TOP_K", "top_k"), ("repeat-penalty", "repeat_penalty"),
-])
+@pytest.mark.parametrize(
+    "word,name",
+    [
+        ("temp", "temperature"),
+        ("n", "max_tokens"),
+        ("max-tokens", "max_tokens"),
+        ("top-p", "top_p"),
+        ("TOP_K", "top_k"),
+        ("repeat-penalty", "repeat_penalty"),
+    ],
+)
 def test_set_takes_a_name_or_a_flag_without_dashes(word, name):
     assert find(word).name == name
 
 
 def test_set_lists_the_user_rows_and_not_the_engine_only_ones():
     message = _set_error("colour blue")
-    assert message == f"usage: /set PARAM VALUE, PARAM one of {', '.join(USER_PARAMS)}, markdown, schema, think"
+    assert (
+        message == f"usage: /set PARAM VALUE, PARAM one of {', '.join(USER_PARAMS)}, markdown, schema, think"
+    )
     assert "repeat_last_n" not in message and find("repeat_last_n") is None
 
 
-@pytest.mark.parametrize("flag,name,text", [
-    ("--temp", "temperature", "-1"),
-    ("--top-p", "top_p", "1.5"),
-    ("--min-p", "min_p", "2"),
-    ("--top-k", "top_k", "-3"),
-    ("--repeat-penalty", "repeat_penalty", "11"),
-    ("--seed", "seed", str(2**32)),
-    ("--seed", "seed", "-1"),
-    ("-n", "max_tokens", "0"),
-])
+@pytest.mark.parametrize(
+    "flag,name,text",
+    [
+        ("--temp", "temperature", "-1"),
+        ("--top-p", "top_p", "1.5"),
+        ("--min-p", "min_p", "2"),
+        ("--top-k", "top_k", "-3"),
+        ("--repeat-penalty", "repeat_penalty", "11"),
+        ("--seed", "seed", str(2**32)),
+        ("--seed", "seed", "-1"),
+        ("-n", "max_tokens", "0"),
+    ],
+)
 def test_cli_and_set_refuse_the_same_values_with_the_same_message(flag, name, text):
     message = _set_error(f"{name} {text}")
     result = cli_process("chat", flag, text, "x")
@@ -146,7 +168,8 @@ def test_readme_option_table_matches_the_parameter_table():
     table = readme_table()
     assert table in README.read_text(encoding="utf-8"), (
         "README.md's sampling table is stale: paste the output of "
-        "`python -c 'from llmcli.params import readme_table; print(readme_table())'`")
+        "`python -c 'from llmcli.params import readme_table; print(readme_table())'`"
+    )
 
 
 def test_readme_check_would_catch_a_changed_default():

@@ -103,8 +103,22 @@ def test_a_local_panel_says_nothing_about_places(local_stats):
 def test_the_json_document_has_the_same_keys_for_both(local_stats, remote_stats):
     local = json_document("hi", "m", local_stats)
     remote = json_document("".join(REPLY), "m", remote_stats)
-    assert list(local) == list(remote) == ["text", "reasoning", "model", "finish_reason", "usage", "timings",
-                                           "endpoint", "server", "stages", "draft"]
+    assert (
+        list(local)
+        == list(remote)
+        == [
+            "text",
+            "reasoning",
+            "model",
+            "finish_reason",
+            "usage",
+            "timings",
+            "endpoint",
+            "server",
+            "stages",
+            "draft",
+        ]
+    )
     for key in ("usage", "timings"):
         assert list(local[key]) == list(remote[key])
     assert [s["name"] for s in local["stages"]] == [s["name"] for s in remote["stages"]]

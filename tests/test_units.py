@@ -11,10 +11,18 @@ from llmcli import fsutil
 from llmcli.units import format_bytes
 
 
-@pytest.mark.parametrize(("n", "text"), [
-    (0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (98_432_000, "98.4 MB"), (96_576_768, "96.6 MB"),
-    (4_920_000_000, "4.9 GB"), (10**15, "1000000.0 GB"),
-])
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (0, "0 B"),
+        (999, "999 B"),
+        (1000, "1.0 kB"),
+        (98_432_000, "98.4 MB"),
+        (96_576_768, "96.6 MB"),
+        (4_920_000_000, "4.9 GB"),
+        (10**15, "1000000.0 GB"),
+    ],
+)
 def test_sizes_are_decimal_with_one_decimal(n, text):
     assert format_bytes(n) == text
 

@@ -34,10 +34,13 @@ def main() -> int:
             print(f"{plan.hf_arch} -> {plan.arch}, {plan.n_params:,} params, ~{plan.estimated_size:,} bytes")
             return 0
         out = args.output or args.src / f"{args.src.resolve().name}-{args.outtype}.gguf"
+
         def show(name: str, done: int, total: int) -> None:
             print(f"\r{done / 1e6:8.1f}/{total / 1e6:.1f} MB {name:<40}", end="", file=sys.stderr)
 
-        result = convert_checkpoint(args.src, out, args.outtype, progress=show if sys.stderr.isatty() else None)
+        result = convert_checkpoint(
+            args.src, out, args.outtype, progress=show if sys.stderr.isatty() else None
+        )
         if sys.stderr.isatty():
             print(file=sys.stderr)
         print(result.path)

@@ -182,11 +182,21 @@ class Exchange:
     id: str = ""
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "conversation_id": self.conversation_id, "model": self.model,
-                "datetime_utc": self.datetime_utc, "system": self.system, "messages": self.messages,
-                "prompt": self.prompt, "reply": self.reply, "reasoning": self.reasoning,
-                "options": self.options, "usage": self.usage, "timings": self.timings,
-                "finish_reason": self.finish_reason}
+        return {
+            "id": self.id,
+            "conversation_id": self.conversation_id,
+            "model": self.model,
+            "datetime_utc": self.datetime_utc,
+            "system": self.system,
+            "messages": self.messages,
+            "prompt": self.prompt,
+            "reply": self.reply,
+            "reasoning": self.reasoning,
+            "options": self.options,
+            "usage": self.usage,
+            "timings": self.timings,
+            "finish_reason": self.finish_reason,
+        }
 
 
 @dataclass
@@ -209,9 +219,19 @@ def _opt_text(v: object) -> bool:
 
 
 _COLUMNS: dict[str, Callable[[object], bool]] = {
-    "id": _text, "conversation_id": _text, "model": _text, "system": _opt_text, "messages": _text,
-    "prompt": _text, "reply": _text, "reasoning": _opt_text, "options": _text, "usage": _text,
-    "timings": _text, "finish_reason": _opt_text, "datetime_utc": _text,
+    "id": _text,
+    "conversation_id": _text,
+    "model": _text,
+    "system": _opt_text,
+    "messages": _text,
+    "prompt": _text,
+    "reply": _text,
+    "reasoning": _opt_text,
+    "options": _text,
+    "usage": _text,
+    "timings": _text,
+    "finish_reason": _opt_text,
+    "datetime_utc": _text,
 }
 _SELECT = ", ".join(f"e.{name}" for name in _COLUMNS)
 _JSON_COLUMNS = {"messages": list, "options": dict, "usage": dict, "timings": dict}
@@ -226,14 +246,17 @@ class ChatLog:
         self._fts_module = fts5_available() if fts is None else fts
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                      check_same_thread=False)
+            self.db = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
         except (OSError, sqlite3.Error) as exc:
             raise self._unavailable(exc) from None
         try:
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self.db.execute("PRAGMA journal_mode = WAL")  # persistent: set once, a no-op after
-            self.db.execute("PRAGMA synchronous = NORMAL")  # WAL's safe setting: durable across a process crash
+            self.db.execute(
+                "PRAGMA synchronous = NORMAL"
+            )  # WAL's safe setting: durable across a process crash
             self._migrate()
             self.has_fts = self._fts_module and self._table_exists("exchanges_fts")
         except (sqlite3.Error, UnicodeDecodeError) as exc:  # the schema's own text may be damaged too
@@ -253,8 +276,9 @@ class ChatLog:
     def _migrate(self) -> None:
         version = self._version()
         if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"its schema is version {version}, newer than this llmcli's "
-                                        f"{SCHEMA_VERSION}; upgrade llmcli")
+            raise sqlite3.DatabaseError(
+                f"its schema is version {version}, newer than this llmcli's {SCHEMA_VERSION}; upgrade llmcli"
+            )
         if version == SCHEMA_VERSION:
             self._check_tables()
             return
@@ -266,8 +290,10 @@ class ChatLog:
         self._check_tables()
 
     def _check_tables(self) -> None:
-        for table, columns in (("conversations", {"id", "model", "system", "created", "updated"}),
-                               ("exchanges", set(_COLUMNS) | {"n"})):
+        for table, columns in (
+            ("conversations", {"id", "model", "system", "created", "updated"}),
+            ("exchanges", set(_COLUMNS) | {"n"}),
+        ):
             have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
             if not columns <= have:
                 raise sqlite3.DatabaseError(f"its table {table} lacks {', '.join(sorted(columns - have))}")
@@ -287,8 +313,10 @@ class ChatLog:
         cid, now = new_id(), utc_now()
         try:
             with self._writing():
-                self.db.execute("INSERT INTO conversations (id, model, system, created, updated) "
-                                "VALUES (?, ?, ?, ?, ?)", (cid, model, system, now, now))
+                self.db.execute(
+                    "INSERT INTO conversations (id, model, system, created, updated) VALUES (?, ?, ?, ?, ?)",
+                    (cid, model, system, now, now),
+                )
         except sqlite3.Error as exc:
             raise self._write_failed(exc) from None
         return cid
@@ -301,31 +329,58 @@ class ChatLog:
             with self._writing():
                 if not exchange.conversation_id:
                     exchange.conversation_id = new_id()
-                updated = self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?",
-                                          (exchange.datetime_utc, exchange.conversation_id)).rowcount
+                updated = self.db.execute(
+                    "UPDATE conversations SET updated = ? WHERE id = ?",
+                    (exchange.datetime_utc, exchange.conversation_id),
+                ).rowcount
                 if not updated:
-                    self.db.execute("INSERT INTO conversations (id, model, system, created, updated) "
-                                    "VALUES (?, ?, ?, ?, ?)",
-                                    (exchange.conversation_id, exchange.model, exchange.system,
-                                     exchange.datetime_utc, exchange.datetime_utc))
+                    self.db.execute(
+                        "INSERT INTO conversations (id, model, system, created, updated) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (
+                            exchange.conversation_id,
+                            exchange.model,
+                            exchange.system,
+                            exchange.datetime_utc,
+                            exchange.datetime_utc,
+                        ),
+                    )
                 self.db.execute(
                     "INSERT INTO exchanges (id, conversation_id, model, system, messages, prompt, reply, reasoning, "
                     "options, usage, timings, finish_reason, datetime_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (exchange.id, exchange.conversation_id, exchange.model, exchange.system,
-                     _dump(exchange.messages), exchange.prompt, exchange.reply, exchange.reasoning or None,
-                     _dump(exchange.options), _dump(exchange.usage), _dump(exchange.timings),
-                     exchange.finish_reason, exchange.datetime_utc))
+                    (
+                        exchange.id,
+                        exchange.conversation_id,
+                        exchange.model,
+                        exchange.system,
+                        _dump(exchange.messages),
+                        exchange.prompt,
+                        exchange.reply,
+                        exchange.reasoning or None,
+                        _dump(exchange.options),
+                        _dump(exchange.usage),
+                        _dump(exchange.timings),
+                        exchange.finish_reason,
+                        exchange.datetime_utc,
+                    ),
+                )
         except (sqlite3.Error, ValueError) as exc:
             raise self._write_failed(exc) from None
         return exchange
 
     def _write_failed(self, exc: BaseException) -> LogWriteFailed:
-        if is_damage(exc):  # pages past a sound header are garbage: moving it aside is the fix, as `logs` says
-            return LogWriteFailed(f"the exchange was not logged: the conversation log {self.path} is damaged "
-                                  f"({_reason(exc)}); move it aside to start a new one: "
-                                  f"mv {self.path} {self.path}.bad", damaged=True)
-        return LogWriteFailed(f"the exchange was not logged ({_reason(exc)}); nothing was half-written to "
-                              f"{self.path}")
+        if is_damage(
+            exc
+        ):  # pages past a sound header are garbage: moving it aside is the fix, as `logs` says
+            return LogWriteFailed(
+                f"the exchange was not logged: the conversation log {self.path} is damaged "
+                f"({_reason(exc)}); move it aside to start a new one: "
+                f"mv {self.path} {self.path}.bad",
+                damaged=True,
+            )
+        return LogWriteFailed(
+            f"the exchange was not logged ({_reason(exc)}); nothing was half-written to {self.path}"
+        )
 
     # -- reading ------------------------------------------------------------------------------
     def _fetch(self, sql: str, args: Iterable[object] = ()) -> list[tuple]:
@@ -345,8 +400,11 @@ class ChatLog:
 
     def conversation(self, cid: str, count: int | None = None) -> list[Exchange]:
         """A conversation's exchanges (the latest `count`, None: all), oldest first."""
-        return self._rows(f"SELECT {_SELECT} FROM exchanges e WHERE e.conversation_id = ? "
-                          f"ORDER BY e.n DESC {_limit(count)}", (cid,))[::-1]
+        return self._rows(
+            f"SELECT {_SELECT} FROM exchanges e WHERE e.conversation_id = ? "
+            f"ORDER BY e.n DESC {_limit(count)}",
+            (cid,),
+        )[::-1]
 
     def search(self, text: str, count: int | None, cid: str | None = None) -> list[Exchange]:
         """The latest `count` exchanges whose prompt or reply holds every word of `text`, oldest first."""
@@ -359,9 +417,11 @@ class ChatLog:
             query = " ".join('"' + w.replace('"', '""') + '"' for w in words)
             # FTS5 walks its matches newest first by itself (ORDER BY rowid DESC) and stops at the
             # limit; a join ordered by e.n would collect every match of a common word first.
-            matches = (f"SELECT rowid FROM exchanges_fts WHERE exchanges_fts MATCH ? "
-                       f"{'AND rowid IN (SELECT n FROM exchanges WHERE conversation_id = ?)' if cid else ''} "
-                       f"ORDER BY rowid DESC {_limit(count)}")
+            matches = (
+                f"SELECT rowid FROM exchanges_fts WHERE exchanges_fts MATCH ? "
+                f"{'AND rowid IN (SELECT n FROM exchanges WHERE conversation_id = ?)' if cid else ''} "
+                f"ORDER BY rowid DESC {_limit(count)}"
+            )
             sql = f"SELECT {_SELECT} FROM exchanges e WHERE e.n IN ({matches}) ORDER BY e.n DESC"
             return self._rows(sql, [query, *args])[::-1]
         likes = " AND ".join("(e.prompt LIKE ? ESCAPE '\\' OR e.reply LIKE ? ESCAPE '\\')" for _ in words)
@@ -425,8 +485,10 @@ class _Transaction:
 
 # -- helpers ---------------------------------------------------------------------------------
 def damaged_message(path: Path, exc: BaseException) -> str:
-    return (f"the conversation log {path} cannot be read ({_reason(exc)}); "
-            f"move it aside to start a new one: mv {path} {path}.bad")
+    return (
+        f"the conversation log {path} cannot be read ({_reason(exc)}); "
+        f"move it aside to start a new one: mv {path} {path}.bad"
+    )
 
 
 # SQLITE_CORRUPT and SQLITE_NOTADB (primary codes: an extended code's low byte), and their messages for a
@@ -446,8 +508,10 @@ def is_damage(exc: BaseException) -> bool:
 
 
 def _damaged_row(path: Path, what: str) -> str:
-    return (f"the conversation log {path} has a damaged row ({what}); continue another conversation, "
-            f"or move the log aside: mv {path} {path}.bad")
+    return (
+        f"the conversation log {path} has a damaged row ({what}); continue another conversation, "
+        f"or move the log aside: mv {path} {path}.bad"
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -476,22 +540,36 @@ def _exchange(row: tuple, path: Path) -> Exchange:
     rid = values["id"] if isinstance(values["id"], str) else "?"
     for name, accepts in _COLUMNS.items():
         if not accepts(values[name]):
-            raise LogDamaged(_damaged_row(path, f"exchange {printable(rid, 40)}: {name} is "
-                                                f"{type(values[name]).__name__}, not text"))
+            raise LogDamaged(
+                _damaged_row(
+                    path, f"exchange {printable(rid, 40)}: {name} is {type(values[name]).__name__}, not text"
+                )
+            )
     for name, kind in _JSON_COLUMNS.items():
         try:
             values[name] = json.loads(values[name])
         except (ValueError, RecursionError):
-            raise LogDamaged(_damaged_row(path, f"exchange {printable(rid, 40)}: {name} is not JSON")) from None
+            raise LogDamaged(
+                _damaged_row(path, f"exchange {printable(rid, 40)}: {name} is not JSON")
+            ) from None
         if not isinstance(values[name], kind):
-            raise LogDamaged(_damaged_row(path, f"exchange {printable(rid, 40)}: {name} is not a JSON "
-                                                f"{'list' if kind is list else 'object'}"))
+            raise LogDamaged(
+                _damaged_row(
+                    path,
+                    f"exchange {printable(rid, 40)}: {name} is not a JSON "
+                    f"{'list' if kind is list else 'object'}",
+                )
+            )
     return Exchange(**values)
 
 
 def _message(i: int, m: object, path: Path, where: str) -> Message:
-    if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)
-            and isinstance(m.get("cancelled", False), bool)):
+    if not (
+        isinstance(m, dict)
+        and m.get("role") in ROLES
+        and isinstance(m.get("content"), str)
+        and isinstance(m.get("cancelled", False), bool)
+    ):
         raise LogDamaged(_damaged_row(path, f"{where}: message {i + 1} is not a user/assistant message"))
     try:
         m["content"].encode("utf-8")

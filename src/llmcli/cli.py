@@ -121,8 +121,10 @@ def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
         return f"{exc.format_message()} (see `{cmd} --help`)", ExitStatus.USAGE
     if isinstance(exc, OSError):
         return _os_error_message(exc)
-    return (f"internal error: {type(exc).__name__}: {exc} (run with LLMCLI_DEBUG=1 for the traceback)",
-            ExitStatus.ERROR)
+    return (
+        f"internal error: {type(exc).__name__}: {exc} (run with LLMCLI_DEBUG=1 for the traceback)",
+        ExitStatus.ERROR,
+    )
 
 
 def _report(env: Environment, message: str, status: ExitStatus) -> None:

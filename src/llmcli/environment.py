@@ -26,8 +26,17 @@ def _isatty(stream: TextIO | None) -> bool:
 
 
 # An on/off variable's accepted values (case-blind); unset is off.
-FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
-               "off": False, "": False}
+FLAG_VALUES = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+    "": False,
+}
 
 
 def parse_flag(text: str | None, name: str) -> bool:
@@ -36,8 +45,9 @@ def parse_flag(text: str | None, name: str) -> bool:
 
     value = FLAG_VALUES.get((text or "").strip().lower())
     if value is None:
-        raise UsageError(f"{name}={text!r} is not on or off; give 1, true, yes or on (0, false, no, off or "
-                         "empty for off)")
+        raise UsageError(
+            f"{name}={text!r} is not on or off; give 1, true, yes or on (0, false, no, off or empty for off)"
+        )
     return value
 
 
@@ -57,7 +67,13 @@ def _store_root(vars: Mapping[str, str]) -> Path:
 
 
 CACHE_MAX_DEFAULT = 2 * 10**9
-SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}  # decimal, as every size llmcli shows
+SIZE_SUFFIXES = {
+    "": 1,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+}  # decimal, as every size llmcli shows
 
 
 def parse_size(text: str, name: str) -> int:
@@ -71,8 +87,10 @@ def parse_size(text: str, name: str) -> int:
     except ValueError:
         value = -1.0
     if not number or value != value or value < 0 or value == float("inf"):
-        raise UsageError(f"{name}={text!r} is not a size; give bytes with an optional K, M or G suffix, "
-                         "e.g. 2G (0 turns the cache off)")
+        raise UsageError(
+            f"{name}={text!r} is not a size; give bytes with an optional K, M or G suffix, "
+            "e.g. 2G (0 turns the cache off)"
+        )
     return int(value * SIZE_SUFFIXES[suffix])
 
 

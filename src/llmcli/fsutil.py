@@ -82,7 +82,9 @@ def read_text_file(path: Path, *, what: str, fix: str, limit: int) -> str:
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"{path} is not a regular file; {fix}")
         if info.st_size > limit:
-            raise UsageError(f"{path} is {info.st_size:,} bytes, over the {limit:,}-byte limit for a {what}; {fix}")
+            raise UsageError(
+                f"{path} is {info.st_size:,} bytes, over the {limit:,}-byte limit for a {what}; {fix}"
+            )
         with open(path, "rb") as fh:
             raw = fh.read(limit + 1)
     except FileNotFoundError:

@@ -40,8 +40,17 @@ KEEP_ARRAY_ITEMS = 512
 
 # GGUF value types: id -> (struct format, size). Strings (8) and arrays (9) are handled apart.
 SCALARS: dict[int, tuple[str, int]] = {
-    0: ("<B", 1), 1: ("<b", 1), 2: ("<H", 2), 3: ("<h", 2), 4: ("<I", 4), 5: ("<i", 4),
-    6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
+    0: ("<B", 1),
+    1: ("<b", 1),
+    2: ("<H", 2),
+    3: ("<h", 2),
+    4: ("<I", 4),
+    5: ("<i", 4),
+    6: ("<f", 4),
+    7: ("<?", 1),
+    10: ("<Q", 8),
+    11: ("<q", 8),
+    12: ("<d", 8),
 }
 STRING, ARRAY = 8, 9
 
@@ -116,14 +125,14 @@ class _Reader:
         n = self.length()
         start = self.take(n)
         try:
-            return bytes(self.buf[start:start + n]).decode("utf-8")
+            return bytes(self.buf[start : start + n]).decode("utf-8")
         except UnicodeDecodeError:
             raise self.fail(f"string at byte {start} is not UTF-8") from None
 
     def raw_string(self) -> bytes:
         n = self.length()
         start = self.take(n)
-        return self.buf[start:start + n]
+        return self.buf[start : start + n]
 
     def skip_string(self) -> None:
         self.take(self.length())
@@ -158,8 +167,12 @@ class _Reader:
                     item = self.raw_string()
                     n_empty += not item
                     found.add(item)
-                return GGUFArray(item_type, count, distinct=len(found) + max(0, n_empty - 1),
-                                 byte_tokens=len(found & SPM_BYTE_TOKENS))
+                return GGUFArray(
+                    item_type,
+                    count,
+                    distinct=len(found) + max(0, n_empty - 1),
+                    byte_tokens=len(found & SPM_BYTE_TOKENS),
+                )
             else:
                 raise self.fail(f"array of unsupported type {item_type}")
             return GGUFArray(item_type, count)
@@ -211,7 +224,9 @@ def read_header(path: str | Path) -> GGUFHeader:
         if size < 24:
             head = fh.read(4)
             if head != GGUF_MAGIC:
-                raise BadModelFile(f"{path} is not a GGUF file; give a .gguf model or a name from `llmcli list`")
+                raise BadModelFile(
+                    f"{path} is not a GGUF file; give a .gguf model or a name from `llmcli list`"
+                )
             raise BadModelFile(f"{path} is a truncated GGUF ({size} bytes); re-download it")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             return _parse(buf, size, path)
@@ -309,7 +324,11 @@ def model_facts(path: str | Path) -> ModelFacts:
             return max(value.items) if value.items else None
         return value
 
-    n_head, n_head_kv, n_embd = key("attention.head_count"), key("attention.head_count_kv"), key("embedding_length")
+    n_head, n_head_kv, n_embd = (
+        key("attention.head_count"),
+        key("attention.head_count_kv"),
+        key("embedding_length"),
+    )
     n_head_kv = n_head_kv or n_head
     default_head_dim = n_embd // n_head if n_embd and n_head else None
     tokens = md.get("tokenizer.ggml.tokens")
@@ -334,5 +353,7 @@ def model_facts(path: str | Path) -> ModelFacts:
         head_dim_k=key("attention.key_length") or default_head_dim,
         head_dim_v=key("attention.value_length") or default_head_dim,
         vocab_size=tokens.count if isinstance(tokens, GGUFArray) else key("vocab_size"),
-        chat_template=md.get("tokenizer.chat_template") if isinstance(md.get("tokenizer.chat_template"), str) else None,
+        chat_template=md.get("tokenizer.chat_template")
+        if isinstance(md.get("tokenizer.chat_template"), str)
+        else None,
     )

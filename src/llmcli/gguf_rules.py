@@ -23,8 +23,21 @@ if TYPE_CHECKING:
     from llmcli.gguf_check import GGUFHeader
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
-TYPE_NAMES = {U8: "uint8", I8: "int8", U16: "uint16", I16: "int16", U32: "uint32", I32: "int32", F32: "float32",
-              BOOL: "bool", STR: "string", ARR: "array", U64: "uint64", I64: "int64", F64: "float64"}
+TYPE_NAMES = {
+    U8: "uint8",
+    I8: "int8",
+    U16: "uint16",
+    I16: "int16",
+    U32: "uint32",
+    I32: "int32",
+    F32: "float32",
+    BOOL: "bool",
+    STR: "string",
+    ARR: "array",
+    U64: "uint64",
+    I64: "int64",
+    F64: "float64",
+}
 
 LLAMA_MAX_LAYERS = 512  # llama-hparams.h
 LLAMA_MAX_EXPERTS = 1024
@@ -40,13 +53,40 @@ MAX_CONTEXT = 2**31 - 1  # llama_model_n_ctx_train returns an int32
 # tokenizer.ggml.model -> the vocabulary type llama.cpp builds for it (llama_vocab::impl::load).
 # "none"/"no_vocab" load, but every tokenize call then asserts: refused as "no vocabulary".
 TOKENIZER_MODELS = {
-    "llama": "SPM", "bert": "WPM", "gpt2": "BPE", "hybriddna": "BPE", "whitespace": "BPE", "gemma4": "BPE",
-    "t5": "UGM", "rwkv": "RWKV", "plamo2": "PLAMO2",
+    "llama": "SPM",
+    "bert": "WPM",
+    "gpt2": "BPE",
+    "hybriddna": "BPE",
+    "whitespace": "BPE",
+    "gemma4": "BPE",
+    "t5": "UGM",
+    "rwkv": "RWKV",
+    "plamo2": "PLAMO2",
 }
 ROPE_SCALING_TYPES = frozenset({"none", "linear", "yarn", "longrope"})
-SPECIAL_TOKEN_KEYS = tuple(f"tokenizer.ggml.{name}_token_id" for name in (
-    "bos", "eos", "eot", "eom", "unknown", "seperator", "padding", "cls", "mask", "prefix", "suffix", "middle",
-    "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"))
+SPECIAL_TOKEN_KEYS = tuple(
+    f"tokenizer.ggml.{name}_token_id"
+    for name in (
+        "bos",
+        "eos",
+        "eot",
+        "eom",
+        "unknown",
+        "seperator",
+        "padding",
+        "cls",
+        "mask",
+        "prefix",
+        "suffix",
+        "middle",
+        "fim_pre",
+        "fim_suf",
+        "fim_mid",
+        "fim_pad",
+        "fim_rep",
+        "fim_sep",
+    )
+)
 
 
 def _power_of_two(v: int) -> bool:
@@ -76,8 +116,11 @@ class KeyRule:
     expect: str = ""  # what `test` wants, for the message
 
     def expected(self) -> str:
-        kind = (f"an array of {' or '.join(TYPE_NAMES[t] for t in self.item_types)}" if self.type == ARR
-                else _a(TYPE_NAMES[self.type]) + (" (or one per layer)" if self.per_layer else ""))
+        kind = (
+            f"an array of {' or '.join(TYPE_NAMES[t] for t in self.item_types)}"
+            if self.type == ARR
+            else _a(TYPE_NAMES[self.type]) + (" (or one per layer)" if self.per_layer else "")
+        )
         if self.choices is not None:
             kind += f", one of {', '.join(sorted(self.choices))}"
         elif self.low is not None and self.high not in (None, float("inf")):
@@ -151,8 +194,16 @@ KEY_RULES: tuple[KeyRule, ...] = (
     KeyRule("tokenizer.ggml.precompiled_charsmap", ARR, (U8, I8)),
     _u32("tokenizer.ggml.token_type_count"),
     *(_u32(key) for key in SPECIAL_TOKEN_KEYS),  # in range of the vocabulary: see _vocabulary
-    *(KeyRule(f"tokenizer.ggml.{flag}", BOOL) for flag in (
-        "add_bos_token", "add_eos_token", "add_sep_token", "add_space_prefix", "remove_extra_whitespaces")),
+    *(
+        KeyRule(f"tokenizer.ggml.{flag}", BOOL)
+        for flag in (
+            "add_bos_token",
+            "add_eos_token",
+            "add_sep_token",
+            "add_space_prefix",
+            "remove_extra_whitespaces",
+        )
+    ),
     KeyRule("tokenizer.chat_template", STR),
     # split.*: gguf-split writes these; llmcli reads them to know a file holds part of the layers.
     KeyRule("split.no", U16, low=0, high=65535),
@@ -179,7 +230,11 @@ def _check_rule(rule: KeyRule, key: str, header: GGUFHeader) -> str | None:
             return f"{key} is {shown}, expected {rule.expected()}"
         return None
     if vtype != rule.type or (rule.type == ARR and item_type not in rule.item_types):
-        got = f"an array of {TYPE_NAMES.get(item_type, '?')}" if vtype == ARR else _a(TYPE_NAMES.get(vtype, "?"))
+        got = (
+            f"an array of {TYPE_NAMES.get(item_type, '?')}"
+            if vtype == ARR
+            else _a(TYPE_NAMES.get(vtype, "?"))
+        )
         return f"{key} is {got}, expected {rule.expected()}"
     if rule.choices is not None and value not in rule.choices:
         return f"{key} is {value[:40]!r}, expected {rule.expected()}"
@@ -208,8 +263,12 @@ def _per_layer(md: dict[str, Any], key: str, n_layer: int) -> list[int] | None:
 def _layers(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
     """block_count matches the blk.N tensors present, and per-layer arrays have one item a layer."""
     n_layer = md[f"{arch}.block_count"]
-    for suffix in ("feed_forward_length", "attention.head_count", "attention.head_count_kv",
-                   "expert_used_count"):
+    for suffix in (
+        "feed_forward_length",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "expert_used_count",
+    ):
         value = md.get(f"{arch}.{suffix}")
         if getattr(value, "count", n_layer) != n_layer:
             return f"{arch}.{suffix} has {value.count} items for {n_layer} layers"
@@ -232,8 +291,10 @@ def _heads(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
     kv_heads = _per_layer(md, f"{arch}.attention.head_count_kv", n_layer) or heads
     for layer, (n_head, n_kv) in enumerate(zip(heads, kv_heads, strict=True)):
         if n_kv and (not n_head or n_head % n_kv):
-            return (f"{arch}.attention.head_count_kv ({n_kv}) does not divide "
-                    f"{arch}.attention.head_count ({n_head}) in layer {layer}")
+            return (
+                f"{arch}.attention.head_count_kv ({n_kv}) does not divide "
+                f"{arch}.attention.head_count ({n_head}) in layer {layer}"
+            )
     n_head, n_embd = max(heads), md[f"{arch}.embedding_length"]
     head_dim = _scalar(md, f"{arch}.attention.key_length") or (n_embd // n_head if n_head else 0)
     if n_head and head_dim < 1:
@@ -248,22 +309,37 @@ def _experts(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
     """The expert asserts of load_hparams, in its order."""
     n_expert = md.get(f"{arch}.expert_count", 0)
     n_used = _scalar(md, f"{arch}.expert_used_count", 0)
-    groups, groups_used = md.get(f"{arch}.expert_group_count", 0), md.get(f"{arch}.expert_group_used_count", 0)
+    groups, groups_used = (
+        md.get(f"{arch}.expert_group_count", 0),
+        md.get(f"{arch}.expert_group_used_count", 0),
+    )
     rules = (
-        (n_used <= n_expert, f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})"),
+        (
+            n_used <= n_expert,
+            f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})",
+        ),
         (not n_expert or n_used > 0, f"{arch}.expert_used_count is 0 with {n_expert} experts"),
-        (not n_expert or groups < n_expert, f"{arch}.expert_group_count ({groups}) is not below {arch}.expert_count"),
+        (
+            not n_expert or groups < n_expert,
+            f"{arch}.expert_group_count ({groups}) is not below {arch}.expert_count",
+        ),
         (n_expert or not groups, f"{arch}.expert_group_count is {groups} with no experts"),
-        (groups <= 1 or (n_expert % groups == 0 and 0 < groups_used < groups),
-         f"{arch}.expert_group_count ({groups}) must divide the {n_expert} experts, "
-         f"with 0 < expert_group_used_count ({groups_used}) < {groups}"),
+        (
+            groups <= 1 or (n_expert % groups == 0 and 0 < groups_used < groups),
+            f"{arch}.expert_group_count ({groups}) must divide the {n_expert} experts, "
+            f"with 0 < expert_group_used_count ({groups_used}) < {groups}",
+        ),
     )
     return next((message for ok, message in rules if not ok), None)
 
 
 def _nextn(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
     n_nextn, n_layer = md.get(f"{arch}.nextn_predict_layers", 0), md[f"{arch}.block_count"]
-    return f"{arch}.nextn_predict_layers ({n_nextn}) is above {arch}.block_count ({n_layer})" if n_nextn > n_layer else None
+    return (
+        f"{arch}.nextn_predict_layers ({n_nextn}) is above {arch}.block_count ({n_layer})"
+        if n_nextn > n_layer
+        else None
+    )
 
 
 def _vocabulary(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
@@ -284,19 +360,26 @@ def _vocabulary(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None
     if kind == "BPE" and "tokenizer.ggml.merges" not in md and md.get("tokenizer.ggml.pre") != "kimi-k2":
         return f"tokenizer.ggml.model is {model!r} (BPE) but tokenizer.ggml.merges is missing"
     if kind == "SPM" and "tokenizer.ggml.scores" not in md:
-        return (f"tokenizer.ggml.model is {model!r} (SentencePiece) but tokenizer.ggml.scores is missing"
-                + ("; the vocabulary has BPE merges: expected 'gpt2'" if "tokenizer.ggml.merges" in md else ""))
+        return f"tokenizer.ggml.model is {model!r} (SentencePiece) but tokenizer.ggml.scores is missing" + (
+            "; the vocabulary has BPE merges: expected 'gpt2'" if "tokenizer.ggml.merges" in md else ""
+        )
     if kind == "SPM" and md["tokenizer.ggml.tokens"].byte_tokens < 256:
         # SentencePiece falls back to <0xNN> tokens for any byte it has no piece for; a missing one
         # is an uncaught std::out_of_range (abort) on the first such character.
-        return (f"tokenizer.ggml.model is {model!r} (SentencePiece) but tokenizer.ggml.tokens has "
-                f"{md['tokenizer.ggml.tokens'].byte_tokens} of the 256 byte tokens <0x00>..<0xFF>")
+        return (
+            f"tokenizer.ggml.model is {model!r} (SentencePiece) but tokenizer.ggml.tokens has "
+            f"{md['tokenizer.ggml.tokens'].byte_tokens} of the 256 byte tokens <0x00>..<0xFF>"
+        )
     return None
 
 
 # Checks across keys, for a model file whose keys all passed KEY_RULES; each returns what is wrong.
 MODEL_CHECKS: tuple[Callable[[dict[str, Any], str, GGUFHeader], str | None], ...] = (
-    _layers, _heads, _experts, _nextn, _vocabulary,
+    _layers,
+    _heads,
+    _experts,
+    _nextn,
+    _vocabulary,
 )
 
 
@@ -327,7 +410,9 @@ def check_layout(header: GGUFHeader, alignment: int, fail: Callable[[str], BadMo
     end_of_previous, previous = 0, None
     for t in sorted(header.tensors, key=lambda t: t.offset):
         if t.offset % alignment:
-            raise fail(f"tensor {t.name!r} at offset {t.offset} is not a multiple of general.alignment {alignment}")
+            raise fail(
+                f"tensor {t.name!r} at offset {t.offset} is not a multiple of general.alignment {alignment}"
+            )
         if header.data_offset + t.offset + t.n_bytes > header.file_size:
             raise fail(f"tensor {t.name!r} lies outside the file (truncated download?)")
         if t.offset < end_of_previous:

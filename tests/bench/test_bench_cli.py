@@ -12,8 +12,21 @@ from tests.support.cli import cli, cli_process, cli_store
 FAST = ["-p", "32", "-n", "8", "-r", "2", "-t", "1"]  # 1 thread: robust to busy neighbours
 
 # llama-bench -o json's names, which tools reading llama-bench output rely on.
-LLAMA_BENCH_FIELDS = {"model_filename", "model_type", "model_size", "model_n_params", "n_threads", "n_batch",
-                      "n_prompt", "n_gen", "avg_ts", "stddev_ts", "samples_ts", "avg_ns", "stddev_ns"}
+LLAMA_BENCH_FIELDS = {
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_threads",
+    "n_batch",
+    "n_prompt",
+    "n_gen",
+    "avg_ts",
+    "stddev_ts",
+    "samples_ts",
+    "avg_ns",
+    "stddev_ns",
+}
 
 # SmolLM2-135M: 30 layers, 3 KV heads, head dim 64, f16 cache -> 2 * 30 * 3 * 64 * 2 bytes per token.
 SMOLLM2_KV_BYTES_PER_TOKEN = 2 * 30 * 3 * 64 * 2
@@ -77,7 +90,12 @@ def test_several_thread_counts_in_one_run_and_save_appends_jsonl(tmp_path):
     r = cli("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1,2", "-f", "json", "--save", str(saved))
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
-    assert [(row["n_threads"], row["test"]) for row in rows] == [(1, "pp16"), (1, "tg4"), (2, "pp16"), (2, "tg4")]
+    assert [(row["n_threads"], row["test"]) for row in rows] == [
+        (1, "pp16"),
+        (1, "tg4"),
+        (2, "pp16"),
+        (2, "tg4"),
+    ]
     cli("bench", "-p", "16", "-n", "0", "-r", "1", "--save", str(saved))
     lines = saved.read_text().splitlines()
     assert len(lines) == 5 and all(json.loads(line)["avg_ts"] > 0 for line in lines)

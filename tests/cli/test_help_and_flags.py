@@ -45,15 +45,23 @@ def test_a_short_flag_means_one_thing_in_every_command():
     assert {short: longs for short, longs in meaning.items() if len(longs) > 1} == SAME_MEANING
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["bench", "-o", "json"], "-o json is now -f json: -o/--output was renamed -f/--format before 1.0"),
-    (["bench", "--output", "csv"], "is now -f csv"),
-    (["convert", "some/folder", "-t", "q8_0"], "-t q8_0 is now -q q8_0: -t was renamed -q/--outtype before 1.0"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "-o", "json"], "-o json is now -f json: -o/--output was renamed -f/--format before 1.0"),
+        (["bench", "--output", "csv"], "is now -f csv"),
+        (
+            ["convert", "some/folder", "-t", "q8_0"],
+            "-t q8_0 is now -q q8_0: -t was renamed -q/--outtype before 1.0",
+        ),
+    ],
+)
 def test_a_renamed_flag_is_a_usage_error_naming_the_new_one(args, message):
     r = cli_process(*args)
     assert r.exit_code == ExitStatus.USAGE and r.stdout == ""
-    assert r.stderr == f"llmcli: error: {r.stderr.removeprefix('llmcli: error: ')}" and r.stderr.count("\n") == 1
+    assert (
+        r.stderr == f"llmcli: error: {r.stderr.removeprefix('llmcli: error: ')}" and r.stderr.count("\n") == 1
+    )
     assert message in r.stderr
 
 

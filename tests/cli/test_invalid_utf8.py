@@ -14,22 +14,32 @@ FIX = "give UTF-8 text (convert it with `iconv -t UTF-8`)"
 def run_bytes(args: list[bytes], stdin: bytes, **env: str) -> subprocess.CompletedProcess:
     """`python -m llmcli ARGS` with raw bytes as arguments and stdin, as a shell passes them."""
     full_env = {**os.environ, **env}
-    return subprocess.run([sys.executable.encode(), b"-m", b"llmcli", *args], input=stdin, capture_output=True,
-                          env=full_env, timeout=120)
+    return subprocess.run(
+        [sys.executable.encode(), b"-m", b"llmcli", *args],
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("io_encoding", ["", "utf-8:strict"])  # surrogate-escaped (C locale) or strict decoding
+@pytest.mark.parametrize(
+    "io_encoding", ["", "utf-8:strict"]
+)  # surrogate-escaped (C locale) or strict decoding
 @pytest.mark.parametrize("args", [[b"chat", b"-n", b"1", b"-t", b"1"], [b"tokenize", b"smollm2", b"-"]])
 def test_invalid_utf8_on_stdin_is_one_line_and_exit_2(args: list[bytes], io_encoding: str) -> None:
     r = run_bytes(args, b"hello \xff\xfe world", **({"PYTHONIOENCODING": io_encoding} if io_encoding else {}))
     assert r.returncode == 2, r.stderr
     err = r.stderr.decode()
-    assert err.count("\n") == 1 and err.startswith("llmcli: error: the input is not valid UTF-8") and FIX in err
+    assert (
+        err.count("\n") == 1 and err.startswith("llmcli: error: the input is not valid UTF-8") and FIX in err
+    )
     assert r.stdout == b""
 
 
-@pytest.mark.parametrize("args", [[b"chat", b"-n", b"1", b"hi \xff"], [b"tokenize", b"smollm2", b"a\xffb"],
-                                  [b"show", b"\xc3"]])
+@pytest.mark.parametrize(
+    "args", [[b"chat", b"-n", b"1", b"hi \xff"], [b"tokenize", b"smollm2", b"a\xffb"], [b"show", b"\xc3"]]
+)
 def test_invalid_utf8_in_an_argument_names_the_argument(args: list[bytes]) -> None:
     r = run_bytes(args, b"")
     assert r.returncode == 2, r.stderr

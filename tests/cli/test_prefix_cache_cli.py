@@ -18,8 +18,13 @@ import pytest
 from llmcli.engine.prefix_cache import TEMP_PREFIX, parse_entry
 from tests.support.cli import LLMCLI, cli, cli_store, environment_vars, spawn_cli
 
-DOC = "\n".join(f"Row {i}: the orchard shipped {i * 11} crates of apples and {i % 4} of pears on day {i}."
-                for i in range(12)) + "\n"
+DOC = (
+    "\n".join(
+        f"Row {i}: the orchard shipped {i * 11} crates of apples and {i % 4} of pears on day {i}."
+        for i in range(12)
+    )
+    + "\n"
+)
 ARGS = ("chat", "--temp", "0", "-n", "12", "--json")
 
 
@@ -90,7 +95,9 @@ def test_an_entry_of_another_model_is_not_used(tmp_path, embedded_path):
 
 
 def test_two_processes_writing_the_same_entry_leave_one_whole_entry():
-    children = [spawn_cli(*ARGS, "Which day shipped the most apples?", stdin=subprocess.PIPE) for _ in range(2)]
+    children = [
+        spawn_cli(*ARGS, "Which day shipped the most apples?", stdin=subprocess.PIPE) for _ in range(2)
+    ]
     results = [child.result(DOC, timeout=600) for child in children]
     assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
     assert json.loads(results[0].stdout)["text"] == json.loads(results[1].stdout)["text"]
@@ -118,9 +125,15 @@ def _disk_full() -> None:
 
 
 def test_a_full_disk_still_prints_the_reply_then_one_warning_and_leaves_nothing_half_written():
-    r = subprocess.run([*LLMCLI, "chat", "--temp", "0", "-n", "12", "Which day shipped the most apples?"],
-                       input=DOC, capture_output=True, text=True, env=environment_vars(), timeout=600,
-                       preexec_fn=_disk_full)
+    r = subprocess.run(
+        [*LLMCLI, "chat", "--temp", "0", "-n", "12", "Which day shipped the most apples?"],
+        input=DOC,
+        capture_output=True,
+        text=True,
+        env=environment_vars(),
+        timeout=600,
+        preexec_fn=_disk_full,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
     lines = r.stderr.strip().splitlines()
@@ -171,7 +184,9 @@ def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them():
     (row,) = json.loads(cli("cache", "--json").stdout)
     assert row["last_used"].endswith("Z") and row["created"].endswith("Z")
     cleared = cli("cache", "clear")
-    assert cleared.exit_code == 0 and "removed 1 entry and 2 damaged files (" in cleared.stderr, cleared.stderr
+    assert cleared.exit_code == 0 and "removed 1 entry and 2 damaged files (" in cleared.stderr, (
+        cleared.stderr
+    )
     assert entries() == []
 
 
@@ -179,7 +194,9 @@ def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_t
     ask("Which day shipped the most apples?")
     (kept,) = entries()
     small = {"LLMCLI_CACHE_MAX": "1M"}
-    r = cli("chat", "--temp", "0", "-n", "12", "--stats", "--no-cache", "List the days.", input=DOC, vars=small)
+    r = cli(
+        "chat", "--temp", "0", "-n", "12", "--stats", "--no-cache", "List the days.", input=DOC, vars=small
+    )
     assert r.exit_code == 0 and entries() == [kept]  # --no-cache: the cache is not touched
     r = cli("chat", "--temp", "0", "-n", "12", "--stats", "List the days.", input=DOC, vars=small)
     assert r.exit_code == 0, r.stderr

@@ -22,12 +22,15 @@ def test_render_prints_the_prompt_text_and_user_text_stays_plain(tmp_path, embed
     assert doc["pieces"].count("<|im_end|>") == 2 and doc["text"] == r.stdout
 
 
-@pytest.mark.parametrize("payload, why", [
-    ('{"role": "user", "content": "hi"}', "want a non-empty JSON list"),
-    ("[1, 2]", "message 1 needs a role"),
-    ('[{"role": "wizard", "content": "hi"}]', "message 1 needs a role"),
-    ("not json", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "payload, why",
+    [
+        ('{"role": "user", "content": "hi"}', "want a non-empty JSON list"),
+        ("[1, 2]", "message 1 needs a role"),
+        ('[{"role": "wizard", "content": "hi"}]', "message 1 needs a role"),
+        ("not json", "not JSON"),
+    ],
+)
 def test_messages_that_are_not_a_list_of_role_content_objects_are_refused(embedded_path, payload, why):
     r = cli_process("render", embedded_path, "--messages", "-", input=payload)
     assert r.exit_code == 2 and r.stdout == ""
@@ -37,8 +40,14 @@ def test_messages_that_are_not_a_list_of_role_content_objects_are_refused(embedd
 @pytest.mark.parametrize("command", ["render", "chat"])
 def test_a_missing_chat_template_file_is_one_line_exit_2(embedded_path, tmp_path, command):
     extra = ("--messages", "-") if command == "render" else ("hi",)
-    r = cli_process(command, embedded_path, "--chat-template", str(tmp_path / "nope.jinja"), *extra,
-                input=json.dumps(MESSAGES))
+    r = cli_process(
+        command,
+        embedded_path,
+        "--chat-template",
+        str(tmp_path / "nope.jinja"),
+        *extra,
+        input=json.dumps(MESSAGES),
+    )
     assert r.exit_code == 2 and "no such chat template file" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -52,18 +61,36 @@ def test_a_chat_template_file_that_is_not_utf8_is_one_line_exit_2(embedded_path,
     assert r.exit_code == 2 and "not UTF-8" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-OPENS_THINK = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-               "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+OPENS_THINK = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+)
 
 
 def test_piped_chat_hides_the_reasoning_and_show_thinking_puts_it_on_stderr(embedded_path, tmp_path):
     # The template opens <think>, so the whole (unclosed) reply is reasoning: stdout gets no answer.
     path = tmp_path / "think.jinja"
     path.write_text(OPENS_THINK)
-    args = ("chat", embedded_path, "--chat-template", str(path), "--temp", "0", "-n", "8", "-t", "1", "--no-stats")
+    args = (
+        "chat",
+        embedded_path,
+        "--chat-template",
+        str(path),
+        "--temp",
+        "0",
+        "-n",
+        "8",
+        "-t",
+        "1",
+        "--no-stats",
+    )
     hidden = cli_process(*args, "Hello")
     assert hidden.exit_code == 0 and hidden.stdout.strip() == "" and hidden.stderr == ""
     shown = cli_process(*args, "--show-thinking", "Hello")
     assert shown.exit_code == 0 and shown.stdout.strip() == "" and shown.stderr.strip()
     doc = json.loads(cli_process(*args, "--json", "Hello").stdout)
-    assert doc["reasoning"] and doc["text"] == "" and doc["usage"]["reasoning_tokens"] == doc["usage"]["completion_tokens"] > 0
+    assert (
+        doc["reasoning"]
+        and doc["text"] == ""
+        and doc["usage"]["reasoning_tokens"] == doc["usage"]["completion_tokens"] > 0
+    )

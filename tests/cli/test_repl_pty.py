@@ -147,8 +147,18 @@ def test_a_hostile_load_is_one_line_and_the_repl_goes_on_with_its_conversation(r
 
 def test_set_schema_validates_each_reply_and_a_failing_one_is_one_line(repl, tmp_path):
     schema = tmp_path / "person.json"
-    schema.write_text(json.dumps({"type": "object", "required": ["name", "age"], "properties": {
-        "name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 130}}}))
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "required": ["name", "age"],
+                "properties": {
+                    "name": {"type": "string", "maxLength": 12},
+                    "age": {"type": "integer", "minimum": 0, "maximum": 130},
+                },
+            }
+        )
+    )
     repl.sendline(f"/set schema {schema}")
     repl.expect_exact(PROMPT)
     repl.sendline("/set max_tokens 3")  # stops mid-object

@@ -15,21 +15,45 @@ import pytest
 import llmcli.commands
 
 # Third-party packages no start-up path needs: the engine, the hub, the converter and the REPL.
-HEAVY = ("llama_cpp", "numpy", "huggingface_hub", "torch", "transformers", "jinja2", "prompt_toolkit",
-         "gguf", "sentencepiece", "yaml", "safetensors")
+HEAVY = (
+    "llama_cpp",
+    "numpy",
+    "huggingface_hub",
+    "torch",
+    "transformers",
+    "jinja2",
+    "prompt_toolkit",
+    "gguf",
+    "sentencepiece",
+    "yaml",
+    "safetensors",
+)
 # llmcli's own heavier layers, which neither --help nor list uses.
 # (llmcli.convert itself may load: its __init__ is lazy, and convert/outtypes.py is the dependency-free
 # table that --help reads the outtype defaults from.)
 # (Nor does llmcli.hub.spec count: it is the pure REPO[:QUANT] grammar that models.py parses with.)
-UNUSED_LAYERS = ("llmcli.hub.remote", "llmcli.hub.transfer", "llmcli.hub.plan", "llmcli.hub.choose", "llmcli.engine.runtime", "llmcli.engine.chat", "llmcli.convert.core",
-                 "llmcli.convert.families", "llmcli.convert.vocab", "llmcli.bench", "llmcli.ui.chat_flow",
-                 "llmcli.ui.download")
+UNUSED_LAYERS = (
+    "llmcli.hub.remote",
+    "llmcli.hub.transfer",
+    "llmcli.hub.plan",
+    "llmcli.hub.choose",
+    "llmcli.engine.runtime",
+    "llmcli.engine.chat",
+    "llmcli.convert.core",
+    "llmcli.convert.families",
+    "llmcli.convert.vocab",
+    "llmcli.bench",
+    "llmcli.ui.chat_flow",
+    "llmcli.ui.download",
+)
 
 
 def imported_after(args: list[str]) -> set[str]:
     """The modules loaded once `llmcli ARGS` has run in a fresh interpreter."""
-    code = ("import sys\nfrom llmcli.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "sys.stderr.write('\\n'.join(sorted(sys.modules)))")
+    code = (
+        "import sys\nfrom llmcli.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     return set(out.stderr.splitlines())
 
@@ -48,15 +72,29 @@ def test_start_up_imports_no_heavy_library_and_no_unused_layer(args):
 def test_help_imports_only_the_command_modules():
     ours = {m for m in imported_after(["--help"]) if m.startswith("llmcli")}
     tables = {"llmcli.params", "llmcli.convert", "llmcli.convert.outtypes"}  # option tables, no imports
-    assert ours - {"llmcli", "llmcli.cli", "llmcli.environment", "llmcli.errors", "llmcli.commands"} - tables == {
-        f"llmcli.commands.{p.stem}" for p in Path(llmcli.commands.__file__).parent.glob("*.py")
-        if p.stem != "__init__"}
+    assert ours - {
+        "llmcli",
+        "llmcli.cli",
+        "llmcli.environment",
+        "llmcli.errors",
+        "llmcli.commands",
+    } - tables == {
+        f"llmcli.commands.{p.stem}"
+        for p in Path(llmcli.commands.__file__).parent.glob("*.py")
+        if p.stem != "__init__"
+    }
 
 
 # llmcli.convert.outtypes and llmcli.params are tables with no imports: the one place the outtype
 # defaults and the generation parameters are written, which the options' help text reads.
-ALLOWED_AT_MODULE_LEVEL = {"typer", "llmcli.commands.options", "llmcli.environment", "llmcli.errors",
-                          "llmcli.convert.outtypes", "llmcli.params"}
+ALLOWED_AT_MODULE_LEVEL = {
+    "typer",
+    "llmcli.commands.options",
+    "llmcli.environment",
+    "llmcli.errors",
+    "llmcli.convert.outtypes",
+    "llmcli.params",
+}
 
 
 def module_level_imports(path: Path) -> set[str]:
@@ -70,7 +108,9 @@ def module_level_imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted(Path(llmcli.commands.__file__).parent.glob("*.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(Path(llmcli.commands.__file__).parent.glob("*.py")), ids=lambda p: p.stem
+)
 def test_command_modules_import_only_typer_and_the_options_at_module_level(path):
     # cli.py imports every command module to build --help; anything heavier belongs inside the command.
     third_party = {m for m in module_level_imports(path) if m.split(".")[0] not in sys.stdlib_module_names}

@@ -43,12 +43,26 @@ def test_registered_model_is_listed_chatted_and_removed(tmp_path, embedded_path,
 def test_rm_json_is_one_record_and_null_sha256_for_a_file_not_in_the_hf_cache(tmp_path, embedded_path):
     copy = tmp_path / "copy.gguf"
     shutil.copy(embedded_path, copy)
-    cli_store().register(ModelEntry(name="my-smol", path=str(copy), files=[str(copy)], source="test", quant="Q4_1",
-                                    size=copy.stat().st_size))
+    cli_store().register(
+        ModelEntry(
+            name="my-smol",
+            path=str(copy),
+            files=[str(copy)],
+            source="test",
+            quant="Q4_1",
+            size=copy.stat().st_size,
+        )
+    )
     gone = cli("rm", "my-smol", "--json")
     assert gone.exit_code == 0, gone.stderr
-    assert json.loads(gone.stdout) == {"name": "my-smol", "path": str(copy), "size": copy.stat().st_size,
-                                       "sha256": None, "quant": "Q4_1", "source": "test"}
+    assert json.loads(gone.stdout) == {
+        "name": "my-smol",
+        "path": str(copy),
+        "size": copy.stat().st_size,
+        "sha256": None,
+        "quant": "Q4_1",
+        "source": "test",
+    }
     missing = cli("rm", "my-smol", "--json")
     assert (missing.exit_code, missing.stdout) == (2, "")
 

@@ -35,25 +35,33 @@ def test_rm_never_deletes_through_dotdot_or_a_symlinked_folder(private_store: Pa
     assert (outside / "a").read_text() == "a" and (outside / "dir" / "b").read_text() == "b"
     assert not own.exists()  # the model's own file still goes
     lines = r.stderr.splitlines()
-    assert lines[0].startswith("llmcli: left 3 listed file(s) alone: they lie outside") and "outside/a" in lines[0]
+    assert (
+        lines[0].startswith("llmcli: left 3 listed file(s) alone: they lie outside")
+        and "outside/a" in lines[0]
+    )
     assert lines[1:] == ["removed evil"]
     assert "evil" not in cli_process("list").stdout
 
 
-@pytest.mark.parametrize(("models", "says"), [
-    ([1, 2], 'is not a {"models": {NAME: ENTRY}} object'),
-    ({"m": "x.gguf"}, "the entry 'm' is str, not an object"),
-    ({"m": {"name": "m"}}, "the entry 'm' has no 'path'"),
-    ({"m": {"path": 7}}, "the entry 'm' has a bad 'path' (it must be a string)"),
-    ({"m": {"path": "/x.gguf", "files": "/x.gguf"}}, "has a bad 'files' (it must be a list of strings)"),
-    ({"m": {"path": "/x.gguf", "files": [None]}}, "has a bad 'files'"),
-    ({"m": {"path": "/x.gguf", "size": "big"}}, "has a bad 'size' (it must be a whole number of bytes)"),
-    ({"m": {"path": "/x.gguf", "size": 10**400}}, "has a bad 'size'"),
-    ({"m": {"path": "/x.gguf", "n_params": True}}, "has a bad 'n_params'"),
-    ({"m": {"path": "/x\u0000.gguf"}}, "has a bad 'path'"),
-    ({"m\x1b[2J": {"path": 1}}, "the entry 'm\\x1b[2J' has a bad 'path'"),
-])
-def test_a_manifest_of_the_wrong_shape_is_one_line_naming_it(private_store: Path, models: object, says: str) -> None:
+@pytest.mark.parametrize(
+    ("models", "says"),
+    [
+        ([1, 2], 'is not a {"models": {NAME: ENTRY}} object'),
+        ({"m": "x.gguf"}, "the entry 'm' is str, not an object"),
+        ({"m": {"name": "m"}}, "the entry 'm' has no 'path'"),
+        ({"m": {"path": 7}}, "the entry 'm' has a bad 'path' (it must be a string)"),
+        ({"m": {"path": "/x.gguf", "files": "/x.gguf"}}, "has a bad 'files' (it must be a list of strings)"),
+        ({"m": {"path": "/x.gguf", "files": [None]}}, "has a bad 'files'"),
+        ({"m": {"path": "/x.gguf", "size": "big"}}, "has a bad 'size' (it must be a whole number of bytes)"),
+        ({"m": {"path": "/x.gguf", "size": 10**400}}, "has a bad 'size'"),
+        ({"m": {"path": "/x.gguf", "n_params": True}}, "has a bad 'n_params'"),
+        ({"m": {"path": "/x\u0000.gguf"}}, "has a bad 'path'"),
+        ({"m\x1b[2J": {"path": 1}}, "the entry 'm\\x1b[2J' has a bad 'path'"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_one_line_naming_it(
+    private_store: Path, models: object, says: str
+) -> None:
     manifest = write_manifest(private_store, models)
     for args in (["list"], ["rm", "m"], ["chat", "m", "hi", "-n", "1"]):
         r = cli_process(*args)
@@ -72,13 +80,30 @@ def test_a_manifest_that_is_not_an_object_or_nested_too_deeply(private_store: Pa
         assert "the store manifest" in r.stderr
 
 
-def test_list_escapes_terminal_escapes_newlines_and_markup_in_names(private_store: Path, embedded_path: str) -> None:
+def test_list_escapes_terminal_escapes_newlines_and_markup_in_names(
+    private_store: Path, embedded_path: str
+) -> None:
     name = "evil\x1b[31m\nFAKE ROW\u202e[bold]x[/]"
-    write_manifest(private_store, {name: {"path": embedded_path, "files": [], "source": "s\x07rc",
-                                          "quant": "Q\rX", "created": "2024\x1b]0;t\x07"}})
+    write_manifest(
+        private_store,
+        {
+            name: {
+                "path": embedded_path,
+                "files": [],
+                "source": "s\x07rc",
+                "quant": "Q\rX",
+                "created": "2024\x1b]0;t\x07",
+            }
+        },
+    )
     r = cli_process("list")
     assert r.exit_code == 0, r.stderr
-    assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\r" not in r.stdout and "\u202e" not in r.stdout
+    assert (
+        "\x1b" not in r.stdout
+        and "\x07" not in r.stdout
+        and "\r" not in r.stdout
+        and "\u202e" not in r.stdout
+    )
     row = next(line for line in r.stdout.splitlines() if line.startswith("evil"))
     assert "evil\\x1b[31m\\nFAKE ROW\\u202e[bold]x[/]" in row and "FAKE ROW" not in r.stdout.replace(row, "")
     rm = cli_process("rm", name)

@@ -8,28 +8,48 @@ import pytest
 
 from tests.support.cli import cli_process
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                           "age": {"type": "integer"}}, "required": ["name", "age"]}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
 FAST = ["--temp", "0", "-t", "1", "--no-stats"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--schema", "{nope"], "--schema is not JSON"),
-    (["--schema", "no-such-schema.json"], "is neither JSON nor a file"),
-    (["--schema", '{"type": 5}'], "--schema is not a valid JSON Schema at /type"),
-    (["--schema", "42"], "--schema must be a JSON object (a JSON Schema), e.g."),  # JSON, not a schema
-    (["--schema", "true"], "--schema must be a JSON object (a JSON Schema), e.g."),
-    (["--schema", '""'], "--schema must be a JSON object (a JSON Schema), e.g."),
-    (["--schema", '{"$ref": "#/$defs/missing"}'], "--schema: $ref '#/$defs/missing' points to nothing at /;"),
-    (["--schema", '{"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}}'],
-     "--schema: $ref '#/$defs/b' points to nothing at /properties/b;"),
-    (["--schema", '{"type": "integer", "multipleOf": 2}'], "unsupported keyword 'multipleOf'"),
-    (["--schema", '{"type": "object", "properties": {"a": {"not": {}}}}'], "unsupported keyword 'not' "),
-    (["--schema", "{}", "--format", "json"], "--schema and --format each constrain the reply; give only one"),
-    (["--schema", "{}", "--grammar", "answer.gbnf"], "--schema and --grammar each constrain the reply; give only one"),
-    (["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'], "no integer is between 3 and 2"),
-    (["--format", "yaml"], "the one format is json"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--schema", "{nope"], "--schema is not JSON"),
+        (["--schema", "no-such-schema.json"], "is neither JSON nor a file"),
+        (["--schema", '{"type": 5}'], "--schema is not a valid JSON Schema at /type"),
+        (["--schema", "42"], "--schema must be a JSON object (a JSON Schema), e.g."),  # JSON, not a schema
+        (["--schema", "true"], "--schema must be a JSON object (a JSON Schema), e.g."),
+        (["--schema", '""'], "--schema must be a JSON object (a JSON Schema), e.g."),
+        (
+            ["--schema", '{"$ref": "#/$defs/missing"}'],
+            "--schema: $ref '#/$defs/missing' points to nothing at /;",
+        ),
+        (
+            [
+                "--schema",
+                '{"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}}',
+            ],
+            "--schema: $ref '#/$defs/b' points to nothing at /properties/b;",
+        ),
+        (["--schema", '{"type": "integer", "multipleOf": 2}'], "unsupported keyword 'multipleOf'"),
+        (["--schema", '{"type": "object", "properties": {"a": {"not": {}}}}'], "unsupported keyword 'not' "),
+        (
+            ["--schema", "{}", "--format", "json"],
+            "--schema and --format each constrain the reply; give only one",
+        ),
+        (
+            ["--schema", "{}", "--grammar", "answer.gbnf"],
+            "--schema and --grammar each constrain the reply; give only one",
+        ),
+        (["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'], "no integer is between 3 and 2"),
+        (["--format", "yaml"], "the one format is json"),
+    ],
+)
 def test_bad_structured_options_exit_2_with_one_line_before_loading(args, message):
     # The model named does not exist: reaching the model would be a different error.
     result = cli_process("chat", "-m", "/nonexistent/model.gguf", *args, "hi")
@@ -43,12 +63,15 @@ def test_a_malformed_grammar_file_exits_2(tmp_path):
     result = cli_process("chat", "-m", "/nonexistent/model.gguf", "--grammar", str(bad), "hi")
     assert result.exit_code == 2
     assert f"{bad} is not a valid GBNF grammar" in result.stderr and result.stderr.count("\n") == 1
-    assert "(expecting ')' at the end of the grammar (line 1)); fix the grammar" in result.stderr, result.stderr
+    assert "(expecting ')' at the end of the grammar (line 1)); fix the grammar" in result.stderr, (
+        result.stderr
+    )
 
 
 def test_format_json_prints_exactly_parseable_json():
-    result = cli_process("chat", *FAST, "-n", "80", "--format", "json",
-                     "Give a JSON object with one key, color, set to red.")
+    result = cli_process(
+        "chat", *FAST, "-n", "80", "--format", "json", "Give a JSON object with one key, color, set to red."
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.endswith("}\n") and result.stdout.startswith("{")  # no fence, no prose
     assert isinstance(json.loads(result.stdout), dict)
@@ -59,8 +82,16 @@ def test_schema_reply_validates_and_json_carries_data(tmp_path):
 
     schema = tmp_path / "person.json"
     schema.write_text(json.dumps(PERSON))
-    result = cli_process("chat", *FAST, "-n", "60", "--schema", str(schema), "--json",
-                     "Ann is 31. Give her name and age as JSON.")
+    result = cli_process(
+        "chat",
+        *FAST,
+        "-n",
+        "60",
+        "--schema",
+        str(schema),
+        "--json",
+        "Ann is 31. Give her name and age as JSON.",
+    )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     jsonschema.validate(doc["data"], PERSON)

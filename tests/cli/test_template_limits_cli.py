@@ -32,18 +32,33 @@ def hostile_gguf(tmp_path_factory, embedded_path) -> str:
     folder = tmp_path_factory.mktemp("hostile")
     (folder / "template.jinja").write_text(HOSTILE, encoding="utf-8")
     out = folder / "hostile-template.gguf"
-    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", embedded_path, str(out),
-                    "--chat-template-file", str(folder / "template.jinja"), "--force"],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gguf.scripts.gguf_new_metadata",
+            embedded_path,
+            str(out),
+            "--chat-template-file",
+            str(folder / "template.jinja"),
+            "--force",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return str(out)
 
 
-@pytest.mark.parametrize("prompt, message", [
-    ("empty", "rendered an empty prompt"),
-    ("huge", "100,000,000 characters"),
-    ("loop", "s of CPU and was stopped"),
-    ("raise", "refused the conversation: roles must alternate"),
-])
+@pytest.mark.parametrize(
+    "prompt, message",
+    [
+        ("empty", "rendered an empty prompt"),
+        ("huge", "100,000,000 characters"),
+        ("loop", "s of CPU and was stopped"),
+        ("raise", "refused the conversation: roles must alternate"),
+    ],
+)
 def test_hostile_template_is_one_line_and_exit_2(hostile_gguf, prompt, message):
     start = time.monotonic()
     result = cli_process("chat", hostile_gguf, "--temp", "0", "-n", "4", "-t", "1", prompt, timeout=120)

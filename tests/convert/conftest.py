@@ -64,7 +64,9 @@ def spm_tiny(tmp_path_factory, spm_model):
 
     def get(model_type: str) -> Path:
         if model_type not in built:
-            built[model_type] = build_spm(model_type, spm_model, tmp_path_factory.mktemp(f"tiny_spm_{model_type}"))
+            built[model_type] = build_spm(
+                model_type, spm_model, tmp_path_factory.mktemp(f"tiny_spm_{model_type}")
+            )
         return built[model_type]
 
     return get
@@ -91,8 +93,15 @@ def llama(path: Path, **kw):
     import llama_cpp
 
     # An f32 KV cache: llama.cpp's default f16 cache alone adds ~1e-6 NMSE, the size of the bound.
-    return llama_cpp.Llama(str(path), n_ctx=256, n_threads=2, verbose=False,
-                           type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, **kw)
+    return llama_cpp.Llama(
+        str(path),
+        n_ctx=256,
+        n_threads=2,
+        verbose=False,
+        type_k=llama_cpp.GGML_TYPE_F32,
+        type_v=llama_cpp.GGML_TYPE_F32,
+        **kw,
+    )
 
 
 def greedy_tokens(llm, prompt: bytes = b"Once upon a time", n: int = 8) -> list[int]:

@@ -52,49 +52,105 @@ GEMMA_TEMPLATE = (
 TINY = {
     "llama": dict(
         config=dict(model_type="llama", tie_word_embeddings=False),
-        pre="llama-bpe", added=["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-        bos="<|begin_of_text|>", eos="<|eot_id|>", add_bos=True, template=LLAMA3_TEMPLATE, extra_rows=0,
+        pre="llama-bpe",
+        added=["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        bos="<|begin_of_text|>",
+        eos="<|eot_id|>",
+        add_bos=True,
+        template=LLAMA3_TEMPLATE,
+        extra_rows=0,
     ),
     "qwen2": dict(
         # transformers 5 writes rope_theta inside rope_parameters; Qwen2.5's theta, so reading it is visible.
-        config=dict(model_type="qwen2", tie_word_embeddings=True,
-                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
-        pre="qwen2", added=[], bos=None, eos="<|im_end|>", add_bos=False, template=QWEN_TEMPLATE,
+        config=dict(
+            model_type="qwen2",
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        ),
+        pre="qwen2",
+        added=[],
+        bos=None,
+        eos="<|im_end|>",
+        add_bos=False,
+        template=QWEN_TEMPLATE,
         extra_rows=64,  # Qwen2.5 pads its embedding past the tokenizer
     ),
     "qwen3": dict(
         config=dict(model_type="qwen3", tie_word_embeddings=True, head_dim=32),
-        pre="qwen2", added=[], bos=None, eos="<|im_end|>", add_bos=False, template=QWEN_TEMPLATE, extra_rows=0,
+        pre="qwen2",
+        added=[],
+        bos=None,
+        eos="<|im_end|>",
+        add_bos=False,
+        template=QWEN_TEMPLATE,
+        extra_rows=0,
     ),
     "phi3": dict(
         config=dict(model_type="phi3", tie_word_embeddings=False),
-        pre="gpt-2", added=["<|user|>", "<|assistant|>", "<|system|>", "<|end|>"],
-        bos=None, eos="<|end|>", add_bos=False, template=PHI3_TEMPLATE, extra_rows=0,
+        pre="gpt-2",
+        added=["<|user|>", "<|assistant|>", "<|system|>", "<|end|>"],
+        bos=None,
+        eos="<|end|>",
+        add_bos=False,
+        template=PHI3_TEMPLATE,
+        extra_rows=0,
     ),
     # Gemma 3 in transformers 5's config form: layer_types and rope_parameters per layer type. A
     # window of 8 is shorter than the parity prompt, so the sliding layers really slide; the full
     # layer's linear rope scaling (Gemma 3 4B+) must not reach the sliding one.
     "gemma3": dict(
-        config=dict(model_type="gemma3_text", tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=16,
-                    layer_types=["sliding_attention", "full_attention"], sliding_window=8,
-                    rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
-                                     "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
-        pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
-        add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
+        config=dict(
+            model_type="gemma3_text",
+            tie_word_embeddings=True,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            layer_types=["sliding_attention", "full_attention"],
+            sliding_window=8,
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            },
+        ),
+        pre="smollm",
+        added=["<bos>", "<start_of_turn>", "<end_of_turn>"],
+        bos="<bos>",
+        eos="<end_of_turn>",
+        add_bos=True,
+        template=GEMMA_TEMPLATE,
+        extra_rows=0,
         seed=1,  # seed 0 puts two logits of one position 1e-4 apart: an argmax coin toss, not a check
     ),
     # Gemma 2: soft-capped attention and final logits (caps low enough to bend these logits), one rope theta.
     "gemma2": dict(
-        config=dict(model_type="gemma2", tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=16,
-                    layer_types=["sliding_attention", "full_attention"], sliding_window=8,
-                    attn_logit_softcapping=5.0, final_logit_softcapping=10.0),
-        pre="smollm", added=["<bos>", "<start_of_turn>", "<end_of_turn>"], bos="<bos>", eos="<end_of_turn>",
-        add_bos=True, template=GEMMA_TEMPLATE, extra_rows=0,
+        config=dict(
+            model_type="gemma2",
+            tie_word_embeddings=True,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            layer_types=["sliding_attention", "full_attention"],
+            sliding_window=8,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=10.0,
+        ),
+        pre="smollm",
+        added=["<bos>", "<start_of_turn>", "<end_of_turn>"],
+        bos="<bos>",
+        eos="<end_of_turn>",
+        add_bos=True,
+        template=GEMMA_TEMPLATE,
+        extra_rows=0,
     ),
 }
 
-SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5)
+SIZES = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    rms_norm_eps=1e-5,
+)
 
 
 def tokenizer_json(smol_hf: Path, family: str) -> dict:
@@ -108,16 +164,29 @@ def tokenizer_json(smol_hf: Path, family: str) -> dict:
         tj["normalizer"] = {"type": "NFC"}
     next_id = len(tj["model"]["vocab"])
     for text in spec["added"]:
-        tj["added_tokens"].append({"id": next_id, "content": text, "single_word": False, "lstrip": False,
-                                   "rstrip": False, "normalized": False, "special": True})
+        tj["added_tokens"].append(
+            {
+                "id": next_id,
+                "content": text,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        )
         next_id += 1
     if spec["add_bos"]:
         bos = spec["bos"]
         tj["post_processor"] = {
             "type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                     {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "pair": [
+                {"SpecialToken": {"id": bos, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": bos, "type_id": 1}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+            ],
             "special_tokens": {bos: {"id": bos, "ids": [next_id - len(spec["added"])], "tokens": [bos]}},
         }
     return tj
@@ -142,9 +211,16 @@ def build_tiny(family: str, smol_hf: Path, out: Path) -> Path:
 
     cfg = dict(spec["config"])
     model_type = cfg.pop("model_type")
-    config = AutoConfig.for_model(model_type, **SIZES, **cfg, vocab_size=n_tokens + spec["extra_rows"],
-                                  bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=eos_id,
-                                  initializer_range=0.2)
+    config = AutoConfig.for_model(
+        model_type,
+        **SIZES,
+        **cfg,
+        vocab_size=n_tokens + spec["extra_rows"],
+        bos_token_id=bos_id,
+        eos_token_id=eos_id,
+        pad_token_id=eos_id,
+        initializer_range=0.2,
+    )
     torch.manual_seed(spec.get("seed", 0))
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     # Gemma's norms scale by (1 + w): store w so that every family's norms scale by 0.5..1.5.
@@ -189,8 +265,15 @@ LLAMA2_TEMPLATE = (
 )
 # Rows of 256 (hidden) and 512 (ffn): whole K-quant super-blocks, so q4_k_m/q5_k_m/q6_k really
 # K-quantize every matrix instead of falling back on unaligned rows.
-SPM_SIZES = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5)
+SPM_SIZES = dict(
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    rms_norm_eps=1e-5,
+)
 SPM_VOCAB = 512
 
 
@@ -203,10 +286,23 @@ def train_sentencepiece(path: Path) -> Path:
     lines = [line for line in SPM_TRAINING_TEXT.splitlines() if line.strip()] * 4
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=buf, vocab_size=SPM_VOCAB, model_type="bpe",
-        byte_fallback=True, split_digits=True, add_dummy_prefix=True, remove_extra_whitespaces=False,
-        normalization_rule_name="identity", allow_whitespace_only_pieces=True, character_coverage=1.0,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2,
+        sentence_iterator=iter(lines),
+        model_writer=buf,
+        vocab_size=SPM_VOCAB,
+        model_type="bpe",
+        byte_fallback=True,
+        split_digits=True,
+        add_dummy_prefix=True,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        allow_whitespace_only_pieces=True,
+        character_coverage=1.0,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        num_threads=1,
+        minloglevel=2,
     )
     path.write_bytes(buf.getvalue())
     return path
@@ -233,9 +329,16 @@ def build_spm(model_type: str, spm_model: Path, out: Path) -> Path:
 
     # Mistral 7B v0.1's window; llama.cpp runs it as plain llama, which equals HF within the window.
     extra = dict(sliding_window=4096) if model_type == "mistral" else {}
-    config = AutoConfig.for_model(model_type, **SPM_SIZES, **extra, vocab_size=SPM_VOCAB, tie_word_embeddings=False,
-                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                  initializer_range=0.1)  # 0.2 at width 64; the same gain at 256
+    config = AutoConfig.for_model(
+        model_type,
+        **SPM_SIZES,
+        **extra,
+        vocab_size=SPM_VOCAB,
+        tie_word_embeddings=False,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        initializer_range=0.1,
+    )  # 0.2 at width 64; the same gain at 256
     torch.manual_seed(1 if model_type == "llama" else 2)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with torch.no_grad():
@@ -250,6 +353,7 @@ def build_spm(model_type: str, spm_model: Path, out: Path) -> Path:
 
 # -- Gemma: a SentencePiece tokenizer saved as tokenizer.json alone ------------------------------
 
+
 def build_gemma_spm(out: Path) -> Path:
     """A random-weight Gemma 3 whose tokenizer is trained here like Gemma's (byte fallback, no dummy
     prefix, user-defined markers) and saved by transformers 5's GemmaTokenizer: tokenizer.json only."""
@@ -263,12 +367,29 @@ def build_gemma_spm(out: Path) -> Path:
     lines = [line for line in SPM_TRAINING_TEXT.splitlines() if line.strip()] * 4
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=buf, vocab_size=SPM_VOCAB, model_type="bpe",
-        byte_fallback=True, split_digits=True, add_dummy_prefix=False, remove_extra_whitespaces=False,
-        normalization_rule_name="identity", allow_whitespace_only_pieces=True, character_coverage=1.0,
-        control_symbols=["<start_of_turn>", "<end_of_turn>"], user_defined_symbols=["\n", "\t", "<b>"],
-        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
-        unk_piece="<unk>", num_threads=1, minloglevel=2,
+        sentence_iterator=iter(lines),
+        model_writer=buf,
+        vocab_size=SPM_VOCAB,
+        model_type="bpe",
+        byte_fallback=True,
+        split_digits=True,
+        add_dummy_prefix=False,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        allow_whitespace_only_pieces=True,
+        character_coverage=1.0,
+        control_symbols=["<start_of_turn>", "<end_of_turn>"],
+        user_defined_symbols=["\n", "\t", "<b>"],
+        pad_id=0,
+        eos_id=1,
+        bos_id=2,
+        unk_id=3,
+        pad_piece="<pad>",
+        eos_piece="<eos>",
+        bos_piece="<bos>",
+        unk_piece="<unk>",
+        num_threads=1,
+        minloglevel=2,
     )
     staging = out / "spm-source"
     staging.mkdir(parents=True)
@@ -277,9 +398,16 @@ def build_gemma_spm(out: Path) -> Path:
     shutil.rmtree(staging)
     tok.chat_template = GEMMA_TEMPLATE
     gemma3 = {k: v for k, v in TINY["gemma3"]["config"].items() if k != "model_type"}
-    config = AutoConfig.for_model("gemma3_text", **SIZES, **gemma3, vocab_size=len(tok),
-                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                  pad_token_id=tok.pad_token_id, initializer_range=0.2)
+    config = AutoConfig.for_model(
+        "gemma3_text",
+        **SIZES,
+        **gemma3,
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        initializer_range=0.2,
+    )
     torch.manual_seed(3)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with torch.no_grad():

@@ -42,10 +42,17 @@ def _byte_level(use_regex: bool) -> dict[str, Any]:
 GPT2_AS_SPLIT = {"type": "Sequence", "pretokenizers": [_split(GPT2_REGEX), _byte_level(False)]}
 DIGITS_AS_SPLIT = {"type": "Sequence", "pretokenizers": [_split(r"\p{N}"), _byte_level(True)]}
 # Llama 3's regex with its case-insensitive contraction group spelled out in character classes.
-LLAMA3_SPELLED_OUT = {"type": "Sequence", "pretokenizers": [
-    _split(pretokenizers.LLAMA3_REGEX.replace("(?i:'s|'t|'re|'ve|'m|'ll|'d)",
-                                              "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]")),
-    _byte_level(False)]}
+LLAMA3_SPELLED_OUT = {
+    "type": "Sequence",
+    "pretokenizers": [
+        _split(
+            pretokenizers.LLAMA3_REGEX.replace(
+                "(?i:'s|'t|'re|'ve|'m|'ll|'d)", "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"
+            )
+        ),
+        _byte_level(False),
+    ],
+}
 
 # ggml-vocab name -> (the table row its tokenizer.json definition is, a behaviour-preserving rewrite of
 # that definition as (pre_tokenizer, ignore_merges), or None to keep the row's own with ignore_merges flipped).
@@ -68,11 +75,27 @@ def _sdist() -> Path:
     wanted = f"llama_cpp_python-{version('llama-cpp-python')}.tar.gz"
     if not (dest / wanted).is_file():
         dest.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                               "-d", str(dest), f"llama-cpp-python=={version('llama-cpp-python')}"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(dest),
+                f"llama-cpp-python=={version('llama-cpp-python')}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0 or not (dest / wanted).is_file():
-            raise RuntimeError(f"pip download of the llama-cpp-python sdist failed: {done.stderr.strip()[-500:]}")
+            raise RuntimeError(
+                f"pip download of the llama-cpp-python sdist failed: {done.stderr.strip()[-500:]}"
+            )
     return dest / wanted
 
 
@@ -83,7 +106,9 @@ def vocab_gguf(name: str) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(_sdist()) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith(f"/vendor/llama.cpp/models/{target.name}"))
+        member = next(
+            m for m in tar.getmembers() if m.name.endswith(f"/vendor/llama.cpp/models/{target.name}")
+        )
         src = tar.extractfile(member)
         assert src is not None
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
@@ -99,22 +124,47 @@ def tokenizer_json(name: str, pre_tokenizer: dict, ignore_merges: bool) -> dict:
     embedding) are left out, as they are rows past the tokenizer.
     """
     kv = read_metadata(vocab_gguf(name))
-    tokens, merges, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.merges"], kv["tokenizer.ggml.token_type"]
+    tokens, merges, types = (
+        kv["tokenizer.ggml.tokens"],
+        kv["tokenizer.ggml.merges"],
+        kv["tokenizer.ggml.token_type"],
+    )
     kept = [i for i, t in enumerate(tokens) if not (PAD.fullmatch(t) and types[i] != 1)]
     assert kept == list(range(len(kept))), f"{name}: padding rows are not all at the end"
-    added = [{"id": i, "content": tokens[i], "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": types[i] == CONTROL}
-             for i in kept if types[i] in (CONTROL, USER_DEFINED)]
+    added = [
+        {
+            "id": i,
+            "content": tokens[i],
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": types[i] == CONTROL,
+        }
+        for i in kept
+        if types[i] in (CONTROL, USER_DEFINED)
+    ]
     return {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
         "normalizer": {"type": "NFC"} if name.startswith("qwen") else None,
         "pre_tokenizer": copy.deepcopy(pre_tokenizer),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                  "ignore_merges": ignore_merges, "vocab": {tokens[i]: i for i in kept},
-                  "merges": [m.split(" ", 1) for m in merges]},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": ignore_merges,
+            "vocab": {tokens[i]: i for i in kept},
+            "merges": [m.split(" ", 1) for m in merges],
+        },
     }
 
 
@@ -137,7 +187,7 @@ def read_metadata(path: Path) -> dict[str, Any]:
         nonlocal pos
         n = take("Q")
         pos += n
-        return data[pos - n:pos].decode("utf-8")
+        return data[pos - n : pos].decode("utf-8")
 
     def value(vtype: int) -> Any:
         if vtype == 8:

@@ -34,50 +34,76 @@ def copy_checkpoint(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> Path:
 
 
 def test_missing_config_json(tmp_path):
-    assert_clean_error(cli_process("convert", str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path))
+    assert_clean_error(
+        cli_process("convert", str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path)
+    )
 
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
-    assert_clean_error(cli_process("convert", str(tmp_path)), ExitStatus.USAGE, "GPT2LMHeadModel", "LlamaForCausalLM",
-                       "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM")
+    assert_clean_error(
+        cli_process("convert", str(tmp_path)),
+        ExitStatus.USAGE,
+        "GPT2LMHeadModel",
+        "LlamaForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+        "Phi3ForCausalLM",
+    )
 
 
 def test_missing_tokenizer(tmp_path, tiny):
-    src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt",
-                          skip=("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
-    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer")
+    src = copy_checkpoint(
+        tiny("llama"), tmp_path / "ckpt", skip=("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+    )
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer"
+    )
     assert not (tmp_path / "out.gguf").exists()
 
 
-@pytest.mark.parametrize("header", [
-    b"\xff" * 8 + b"{}",  # a length far past the end of the file
-    (20).to_bytes(8, "little") + b'{"a": not json !!!}',
-    (2).to_bytes(8, "little") + b"[]",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"\xff" * 8 + b"{}",  # a length far past the end of the file
+        (20).to_bytes(8, "little") + b'{"a": not json !!!}',
+        (2).to_bytes(8, "little") + b"[]",
+    ],
+)
 def test_corrupt_safetensors_header(tmp_path, tiny, header):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
     (src / "model.safetensors").write_bytes(header + b"\0" * 64)
-    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
-                       "model.safetensors", "corrupt")
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")),
+        ExitStatus.USAGE,
+        "model.safetensors",
+        "corrupt",
+    )
 
 
 def test_pickle_only_checkpoint_is_refused_with_the_reason(tmp_path, tiny):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
     (src / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")  # a pickle; never loaded
-    assert_clean_error(cli_process("convert", str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors")
+    assert_clean_error(
+        cli_process("convert", str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors"
+    )
 
 
 def test_output_folder_that_does_not_exist(tmp_path, tiny):
     out = tmp_path / "no" / "such" / "out.gguf"
-    assert_clean_error(cli_process("convert", str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o")
+    assert_clean_error(
+        cli_process("convert", str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o"
+    )
 
 
 def test_output_folder_that_is_a_file(tmp_path, tiny):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert_clean_error(cli_process("convert", str(tiny("llama")), "-o", str(blocker / "out.gguf")), ExitStatus.USAGE,
-                       "not a folder")
+    assert_clean_error(
+        cli_process("convert", str(tiny("llama")), "-o", str(blocker / "out.gguf")),
+        ExitStatus.USAGE,
+        "not a folder",
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through folder permissions")
@@ -86,8 +112,12 @@ def test_unwritable_output_folder(tmp_path, tiny):
     folder.mkdir()
     folder.chmod(0o500)
     try:
-        assert_clean_error(cli_process("convert", str(tiny("llama")), "-o", str(folder / "out.gguf")), ExitStatus.USAGE,
-                           "cannot write in", "permission")
+        assert_clean_error(
+            cli_process("convert", str(tiny("llama")), "-o", str(folder / "out.gguf")),
+            ExitStatus.USAGE,
+            "cannot write in",
+            "permission",
+        )
     finally:
         folder.chmod(0o700)
 
@@ -157,14 +187,20 @@ def test_not_enough_free_space_is_refused_before_writing(tmp_path, tiny, monkeyp
 
 
 def test_unknown_outtype(tiny):
-    assert_clean_error(cli_process("convert", str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m")
+    assert_clean_error(
+        cli_process("convert", str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m"
+    )
 
 
 def test_repo_id_not_in_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert_clean_error(cli_process("convert", "someone/not-downloaded"), ExitStatus.USAGE, "someone/not-downloaded",
-                       "Hugging Face cache")
+    assert_clean_error(
+        cli_process("convert", "someone/not-downloaded"),
+        ExitStatus.USAGE,
+        "someone/not-downloaded",
+        "Hugging Face cache",
+    )
 
 
 def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
@@ -173,7 +209,13 @@ def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
     tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\p{L}+|\s+"
     (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
     # No known pre-tokenizer matches it exactly, and none splits text as it does: the check corpus shows where.
-    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE,
-                       "pre-tokenizer", "is not one llama.cpp reproduces", "the ids first differ on 'ied 4 ½ months'",
-                       "tried smollm, qwen2, llama-bpe, gpt-2", "refusing")
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")),
+        ExitStatus.USAGE,
+        "pre-tokenizer",
+        "is not one llama.cpp reproduces",
+        "the ids first differ on 'ied 4 ½ months'",
+        "tried smollm, qwen2, llama-bpe, gpt-2",
+        "refusing",
+    )
     assert not (tmp_path / "out.gguf").exists()

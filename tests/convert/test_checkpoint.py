@@ -25,16 +25,29 @@ def write_raw(path: Path, header: dict, data: bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("header, data, phrase", [
-    ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, b"\0" * 8, "outside the file"),
-    ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}}, b"\0" * 16, "does not match its shape"),
-    ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, b"\0" * 12, "overlap"),
-    ({"a": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}, b"\0" * 2, "BF16, F16 and F32"),
-    ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}}, b"", "invalid shape"),
-    ({"a": {"dtype": "F32", "shape": [1], "data_offsets": "x"}}, b"\0" * 4, "invalid data_offsets"),
-    ({"__metadata__": [1]}, b"", "__metadata__"),
-])
+@pytest.mark.parametrize(
+    "header, data, phrase",
+    [
+        ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, b"\0" * 8, "outside the file"),
+        (
+            {"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}},
+            b"\0" * 16,
+            "does not match its shape",
+        ),
+        (
+            {
+                "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+            },
+            b"\0" * 12,
+            "overlap",
+        ),
+        ({"a": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}, b"\0" * 2, "BF16, F16 and F32"),
+        ({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}}, b"", "invalid shape"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": "x"}}, b"\0" * 4, "invalid data_offsets"),
+        ({"__metadata__": [1]}, b"", "__metadata__"),
+    ],
+)
 def test_malformed_headers_are_clean_errors(tmp_path, header, data, phrase):
     with pytest.raises(BadCheckpoint, match=phrase):
         read_header(write_raw(tmp_path / "m.safetensors", header, data))
@@ -72,7 +85,13 @@ def test_sharded_checkpoint_converts_to_the_same_tensors(tmp_path, tiny, convert
 def test_dry_run_prints_the_plan_and_writes_nothing(tiny, llmcli_home):
     proc = cli_process("convert", str(tiny("qwen3")), "--dry-run", "-q", "q8_0")
     assert proc.exit_code == 0, proc.stderr
-    for phrase in ("Qwen3ForCausalLM -> qwen3", "gpt2/qwen2", "blk.1.attn_q_norm.weight", "Q8_0", "output size"):
+    for phrase in (
+        "Qwen3ForCausalLM -> qwen3",
+        "gpt2/qwen2",
+        "blk.1.attn_q_norm.weight",
+        "Q8_0",
+        "output size",
+    ):
         assert phrase in proc.stdout
     assert not llmcli_home.exists() or not any(llmcli_home.rglob("*.gguf"))
 
@@ -97,21 +116,47 @@ def test_convert_json_is_one_record_with_the_outputs_sha256(tiny, llmcli_home):
     assert r.exit_code == 0, r.stderr
     record = json.loads(r.stdout)
     path = Path(record["path"])
-    assert record == {"name": "tiny-llama", "path": str(path), "size": path.stat().st_size,
-                      "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "quant": "Q8_0",
-                      "source": f"convert:{tiny('llama').resolve()}",
-                      "tokenizer": {"model": "gpt2", "pre": "llama-bpe", "verified_by": "definition", "check_strings": 0,
-                                    "check_tokens": 0, "corpus": "", "tried": []}}
+    assert record == {
+        "name": "tiny-llama",
+        "path": str(path),
+        "size": path.stat().st_size,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "quant": "Q8_0",
+        "source": f"convert:{tiny('llama').resolve()}",
+        "tokenizer": {
+            "model": "gpt2",
+            "pre": "llama-bpe",
+            "verified_by": "definition",
+            "check_strings": 0,
+            "check_tokens": 0,
+            "corpus": "",
+            "tried": [],
+        },
+    }
     assert cli_store().resolve(model_ref("tiny-llama")).path == str(path)
     refused = cli("convert", str(tiny("llama")), "--json", "--dry-run")
     assert (refused.exit_code, refused.stdout) == (2, "")
-    assert refused.stderr == "llmcli: error: --json prints what convert did; leave out --dry-run (or --json)\n"
+    assert (
+        refused.stderr == "llmcli: error: --json prints what convert did; leave out --dry-run (or --json)\n"
+    )
 
 
 def test_checkout_script_converts(tmp_path, tiny):
     out = tmp_path / "x.gguf"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts/convert/hf_to_gguf.py"), str(tiny("phi3")),
-                           "-o", str(out), "--outtype", "bf16"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts/convert/hf_to_gguf.py"),
+            str(tiny("phi3")),
+            "-o",
+            str(out),
+            "--outtype",
+            "bf16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert out.is_file() and proc.stdout.strip() == str(out)
 

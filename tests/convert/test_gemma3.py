@@ -28,9 +28,22 @@ PROMPTS = [
 ]
 # What Gemma's 262k vocabulary is for: many scripts, and its own whitespace and markup tokens.
 MULTILINGUAL = [
-    "Привет, как дела? Это тест.", "مرحبا بالعالم", "नमस्ते दुनिया", "안녕하세요 세계", "Γειά σου Κόσμε",
-    "Tiếng Việt có dấu", "שלום עולם", "<start_of_turn>user\nhi<end_of_turn>\n", "<table><tr><td>x</td></tr></table>",
-    "a  b   c    d", "ﬁ ﬀ Å Å", "\u200b zero width", "tab\tand\r\nCRLF", "x" * 300, "👍🏽 👨‍👩‍👧", "\x00\x01 control",
+    "Привет, как дела? Это тест.",
+    "مرحبا بالعالم",
+    "नमस्ते दुनिया",
+    "안녕하세요 세계",
+    "Γειά σου Κόσμε",
+    "Tiếng Việt có dấu",
+    "שלום עולם",
+    "<start_of_turn>user\nhi<end_of_turn>\n",
+    "<table><tr><td>x</td></tr></table>",
+    "a  b   c    d",
+    "ﬁ ﬀ Å Å",
+    "\u200b zero width",
+    "tab\tand\r\nCRLF",
+    "x" * 300,
+    "👍🏽 👨‍👩‍👧",
+    "\x00\x01 control",
 ]
 # The bar (issue 10): at least as close as llama.cpp's own converter on this checkpoint. Its f32 GGUF
 # has the same tensors byte for byte as llmcli's, so both measure NMSE max 1.7e-6 (mean 1.6e-7) here.
@@ -89,7 +102,9 @@ def test_gguf_keys_follow_the_config(gemma3_hf, gemma3_f32):
 
     assert key("general.architecture") == "gemma3"
     assert key("gemma3.attention.sliding_window") == config["sliding_window"]
-    assert key("gemma3.attention.sliding_window_pattern") == [t == "sliding_attention" for t in config["layer_types"]]
+    assert key("gemma3.attention.sliding_window_pattern") == [
+        t == "sliding_attention" for t in config["layer_types"]
+    ]
     assert key("gemma3.rope.freq_base") == config["rope_parameters"]["full_attention"]["rope_theta"]
     assert key("gemma3.rope.freq_base_swa") == config["rope_parameters"]["sliding_attention"]["rope_theta"]
     assert key("tokenizer.ggml.model") == "llama" and key("tokenizer.ggml.add_space_prefix") is False
@@ -97,13 +112,18 @@ def test_gguf_keys_follow_the_config(gemma3_hf, gemma3_f32):
     tensors = {t.name: t for t in reader.tensors}
     assert "output.weight" not in tensors  # tied: llama.cpp reuses token_embd
     with safe_open(str(gemma3_hf / "model.safetensors"), "np") as f:
-        for hf_name, name in [("model.norm.weight", "output_norm.weight"),
-                              ("model.layers.3.self_attn.q_norm.weight", "blk.3.attn_q_norm.weight"),
-                              ("model.layers.3.pre_feedforward_layernorm.weight", "blk.3.ffn_norm.weight")]:
-            np.testing.assert_array_equal(np.asarray(tensors[name].data), f.get_tensor(hf_name) + 1, err_msg=name)
+        for hf_name, name in [
+            ("model.norm.weight", "output_norm.weight"),
+            ("model.layers.3.self_attn.q_norm.weight", "blk.3.attn_q_norm.weight"),
+            ("model.layers.3.pre_feedforward_layernorm.weight", "blk.3.ffn_norm.weight"),
+        ]:
+            np.testing.assert_array_equal(
+                np.asarray(tensors[name].data), f.get_tensor(hf_name) + 1, err_msg=name
+            )
 
 
 # -- the existing families in transformers 5's config form ---------------------------------------
+
 
 @pytest.mark.parametrize("family, theta", [("llama", 10000.0), ("qwen2", 1000000.0)])
 def test_transformers_5_rope_parameters_are_read(tiny, converted, family, theta):
@@ -120,31 +140,52 @@ def test_transformers_5_rope_parameters_are_read(tiny, converted, family, theta)
 
 # -- bad Gemma configs: one line, exit 2 ------------------------------------------------------------
 
+
 def _rope(full=None, sliding=None):
-    return {"full_attention": full or {"rope_type": "default", "rope_theta": 1e6},
-            "sliding_attention": sliding or {"rope_type": "default", "rope_theta": 1e4}}
+    return {
+        "full_attention": full or {"rope_type": "default", "rope_theta": 1e6},
+        "sliding_attention": sliding or {"rope_type": "default", "rope_theta": 1e4},
+    }
 
 
 BAD_CONFIGS = {
-    "query scale llama.cpp does not use": ({"query_pre_attn_scalar": 256}, ("query_pre_attn_scalar is 256",
-                                                                             "1/sqrt(16)")),
+    "query scale llama.cpp does not use": (
+        {"query_pre_attn_scalar": 256},
+        ("query_pre_attn_scalar is 256", "1/sqrt(16)"),
+    ),
     "attention soft-capping": ({"attn_logit_softcapping": 50.0}, ("attn_logit_softcapping",)),
     "negative final soft-capping": ({"final_logit_softcapping": -1}, ("final_logit_softcapping is -1",)),
     "layer_types too short": ({"layer_types": ["full_attention"]}, ("layer_types", "2 names")),
-    "layer_types unknown kind": ({"layer_types": ["full_attention", "chunked_attention"]}, ("chunked_attention",)),
+    "layer_types unknown kind": (
+        {"layer_types": ["full_attention", "chunked_attention"]},
+        ("chunked_attention",),
+    ),
     "layer_types a string": ({"layer_types": "full_attention"}, ("layer_types",)),
-    "rope without full_attention": ({"rope_parameters": {"sliding_attention": {"rope_theta": 1e4}}},
-                                    ("no full_attention",)),
+    "rope without full_attention": (
+        {"rope_parameters": {"sliding_attention": {"rope_theta": 1e4}}},
+        ("no full_attention",),
+    ),
     "rope with an unknown layer type": ({"rope_parameters": {**_rope(), "chunked": {}}}, ("'chunked'",)),
-    "rope entry not an object": ({"rope_parameters": _rope(full=[1])}, ("rope_parameters.full_attention",
-                                                                         "not an object")),
-    "rope theta a string": ({"rope_parameters": _rope(full={"rope_theta": "big"})},
-                            ("rope_parameters.full_attention", "rope_theta is 'big'")),
-    "scaled sliding rope": ({"rope_parameters": _rope(sliding={"rope_type": "linear", "factor": 2.0})},
-                            ("sliding_attention", "full-attention layers only")),
-    "yarn on the full layers": ({"rope_parameters": _rope(full={"rope_type": "yarn", "factor": 4.0,
-                                                                "original_max_position_embeddings": 512})},
-                                ("'yarn'", "Gemma3ForCausalLM")),
+    "rope entry not an object": (
+        {"rope_parameters": _rope(full=[1])},
+        ("rope_parameters.full_attention", "not an object"),
+    ),
+    "rope theta a string": (
+        {"rope_parameters": _rope(full={"rope_theta": "big"})},
+        ("rope_parameters.full_attention", "rope_theta is 'big'"),
+    ),
+    "scaled sliding rope": (
+        {"rope_parameters": _rope(sliding={"rope_type": "linear", "factor": 2.0})},
+        ("sliding_attention", "full-attention layers only"),
+    ),
+    "yarn on the full layers": (
+        {
+            "rope_parameters": _rope(
+                full={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}
+            )
+        },
+        ("'yarn'", "Gemma3ForCausalLM"),
+    ),
     "no sliding_window": ({"sliding_window": None}, ("no sliding_window",)),
     "zero sliding_window": ({"sliding_window": 0}, ("sliding_window is 0",)),
     "other activation": ({"hidden_activation": "relu"}, ("hidden_activation 'relu'",)),
@@ -160,15 +201,22 @@ def test_bad_gemma_config_is_one_line_exit_2(tiny, tmp_path, case):
     config.update(change)
     (src / "config.json").write_text(json.dumps(config))
     out = tmp_path / "out.gguf"
-    assert_clean_error(cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases)
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases
+    )
     assert not out.exists()
 
 
 GEMMA2_BAD = {
-    "no attention soft-cap": ({"attn_logit_softcapping": None}, ("attn_logit_softcapping is not set",
-                                                                 "always soft-caps")),
+    "no attention soft-cap": (
+        {"attn_logit_softcapping": None},
+        ("attn_logit_softcapping is not set", "always soft-caps"),
+    ),
     "untied output": ({"tie_word_embeddings": False}, ("tie_word_embeddings is false",)),
-    "scaled rope": ({"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, ("'linear'", "Gemma2ForCausalLM")),
+    "scaled rope": (
+        {"rope_parameters": {"rope_type": "linear", "factor": 2.0}},
+        ("'linear'", "Gemma2ForCausalLM"),
+    ),
 }
 
 
@@ -179,11 +227,15 @@ def test_bad_gemma2_config_is_one_line_exit_2(tiny, tmp_path, case):
     config = json.loads((src / "config.json").read_text())
     config.update(change)
     (src / "config.json").write_text(json.dumps(config))
-    assert_clean_error(cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf"), timeout=60),
-                       ExitStatus.USAGE, *phrases)
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf"), timeout=60),
+        ExitStatus.USAGE,
+        *phrases,
+    )
 
 
 # -- a Gemma tokenizer trained here, saved as tokenizer.json alone ----------------------------------
+
 
 @pytest.fixture(scope="module")
 def gemma_spm_checkpoint(gemma_spm, converted):
@@ -222,14 +274,26 @@ def _edit_tokenizer(src, edit):
 
 
 BAD_TOKENIZERS = {
-    "a byte token missing": (lambda tj: tj["model"]["vocab"].pop("<0x41>"), ("byte fallback", "255 of the 256")),
-    "merge of unknown pieces": (lambda tj: tj["model"]["merges"].append(["zq", "qz"]),
-                                ("merge 'zq qz'", "not in the vocabulary")),
+    "a byte token missing": (
+        lambda tj: tj["model"]["vocab"].pop("<0x41>"),
+        ("byte fallback", "255 of the 256"),
+    ),
+    "merge of unknown pieces": (
+        lambda tj: tj["model"]["merges"].append(["zq", "qz"]),
+        ("merge 'zq qz'", "not in the vocabulary"),
+    ),
     "merge of numbers": (lambda tj: tj["model"].update(merges=[[1, 2]]), ("merge [1, 2]", "not a pair")),
     "merges a string": (lambda tj: tj["model"].update(merges="a b"), ("model.merges must be a list",)),
     # Llama 2's form (a dummy prefix) is not one llama.cpp is known to split the same way: refused.
-    "another normalizer": (lambda tj: tj.update(normalizer={"type": "Sequence", "normalizers": [
-        {"type": "Prepend", "prepend": "\u2581"}, tj["normalizer"]]}), ("copy tokenizer.model",)),
+    "another normalizer": (
+        lambda tj: tj.update(
+            normalizer={
+                "type": "Sequence",
+                "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, tj["normalizer"]],
+            }
+        ),
+        ("copy tokenizer.model",),
+    ),
 }
 
 
@@ -239,7 +303,9 @@ def test_bad_gemma_tokenizer_json_is_one_line_exit_2(gemma_spm, tmp_path, case):
     src = copy_checkpoint(gemma_spm, tmp_path / "ckpt")
     _edit_tokenizer(src, edit)
     out = tmp_path / "out.gguf"
-    assert_clean_error(cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases)
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases
+    )
     assert not out.exists()
 
 
@@ -252,8 +318,12 @@ def test_transformers_4_config_form_writes_the_same_keys(tiny, converted, tmp_pa
     src = copy_checkpoint(tf5, tmp_path / "tf4_form")
     config = json.loads((src / "config.json").read_text())
     del config["layer_types"], config["rope_parameters"]
-    config.update(rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0},
-                  sliding_window_pattern=2)
+    config.update(
+        rope_theta=1e6,
+        rope_local_base_freq=1e4,
+        rope_scaling={"rope_type": "linear", "factor": 8.0},
+        sliding_window_pattern=2,
+    )
     (src / "config.json").write_text(json.dumps(config))
 
     def keys(path):

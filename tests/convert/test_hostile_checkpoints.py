@@ -37,28 +37,41 @@ def test_the_handmade_checkpoint_converts(tmp_path):
 
 # -- config.json: the typed table ----------------------------------------------------------------
 
-@pytest.mark.parametrize("change, phrases", [
-    ({"num_hidden_layers": 10_000_000}, ("num_hidden_layers", "at most 1,024")),
-    ({"num_hidden_layers": 3}, ("num_hidden_layers 3", "weights hold 2 blocks")),
-    ({"num_attention_heads": 0}, ("num_attention_heads is 0", "at least 1")),
-    ({"num_attention_heads": 3}, ("hidden_size 16", "num_attention_heads 3")),
-    ({"num_attention_heads": 4, "head_dim": 8}, ("self_attn", "[16, 16]", "q_width 32")),
-    ({"num_key_value_heads": 3}, ("num_key_value_heads 3", "does not divide")),
-    ({"vocab_size": 10**12}, ("vocab_size", "at most")),
-    ({"vocab_size": 300}, ("vocab_size 300", "260 rows")),
-    ({"head_dim": 0}, ("head_dim is 0",)),
-    ({"hidden_size": "16"}, ("hidden_size is '16'", "an integer")),
-    ({"rms_norm_eps": -1}, ("rms_norm_eps",)),
-    ({"rope_scaling": {"rope_type": "linear"}}, ("rope_scaling", "needs factor")),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ("original_max_position_embeddings",)),
-    ({"rope_scaling": [1, 2]}, ("rope_scaling is not an object",)),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4}},
-     ("high_freq_factor",)),
-    ({"tie_word_embeddings": "no"}, ("tie_word_embeddings", "true or false")),
-    ({"text_config": [1]}, ("text_config",)),
-    ({"architectures": {"a": 1}}, ("no architecture",)),
-    ({"max_position_embeddings": None}, ("no max_position_embeddings",)),
-])
+
+@pytest.mark.parametrize(
+    "change, phrases",
+    [
+        ({"num_hidden_layers": 10_000_000}, ("num_hidden_layers", "at most 1,024")),
+        ({"num_hidden_layers": 3}, ("num_hidden_layers 3", "weights hold 2 blocks")),
+        ({"num_attention_heads": 0}, ("num_attention_heads is 0", "at least 1")),
+        ({"num_attention_heads": 3}, ("hidden_size 16", "num_attention_heads 3")),
+        ({"num_attention_heads": 4, "head_dim": 8}, ("self_attn", "[16, 16]", "q_width 32")),
+        ({"num_key_value_heads": 3}, ("num_key_value_heads 3", "does not divide")),
+        ({"vocab_size": 10**12}, ("vocab_size", "at most")),
+        ({"vocab_size": 300}, ("vocab_size 300", "260 rows")),
+        ({"head_dim": 0}, ("head_dim is 0",)),
+        ({"hidden_size": "16"}, ("hidden_size is '16'", "an integer")),
+        ({"rms_norm_eps": -1}, ("rms_norm_eps",)),
+        ({"rope_scaling": {"rope_type": "linear"}}, ("rope_scaling", "needs factor")),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ("original_max_position_embeddings",)),
+        ({"rope_scaling": [1, 2]}, ("rope_scaling is not an object",)),
+        (
+            {
+                "rope_scaling": {
+                    "rope_type": "llama3",
+                    "factor": 8,
+                    "low_freq_factor": 4,
+                    "high_freq_factor": 4,
+                }
+            },
+            ("high_freq_factor",),
+        ),
+        ({"tie_word_embeddings": "no"}, ("tie_word_embeddings", "true or false")),
+        ({"text_config": [1]}, ("text_config",)),
+        ({"architectures": {"a": 1}}, ("no architecture",)),
+        ({"max_position_embeddings": None}, ("no max_position_embeddings",)),
+    ],
+)
 def test_bad_config_values(tmp_path, change, phrases):
     src = write_tiny_llama(tmp_path / "ckpt")
     cfg = {**CONFIG, **change}
@@ -68,18 +81,27 @@ def test_bad_config_values(tmp_path, change, phrases):
 
 # -- tensors against the config: the shape table ------------------------------------------------
 
+
 def _shapes(**changed: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
     return {**llama_shapes(CONFIG), **{k.replace("__", "."): v for k, v in changed.items()}}
 
 
-@pytest.mark.parametrize("shapes, phrases", [
-    (_shapes(**{"model__layers__0__mlp__down_proj__weight": (32, 16)}),
-     ("model.layers.0.mlp.down_proj.weight", "[32, 16]", "[16, 32]", "hidden 16, intermediate 32")),
-    (_shapes(**{"model__embed_tokens__weight": (260, 8)}), ("model.embed_tokens.weight", "[260, 16]")),
-    (_shapes(**{"model__embed_tokens__weight": (100_000_000, 0)}), ("model.embed_tokens.weight", "100000000 rows", "vocab_size 260")),
-    (_shapes(**{"model__layers__1__input_layernorm__weight": (17,)}), ("input_layernorm", "[16]")),
-    (_shapes(**{"model__layers__0__self_attn__k_proj__weight": (16, 16)}), ("k_proj", "kv_width 8")),
-])
+@pytest.mark.parametrize(
+    "shapes, phrases",
+    [
+        (
+            _shapes(**{"model__layers__0__mlp__down_proj__weight": (32, 16)}),
+            ("model.layers.0.mlp.down_proj.weight", "[32, 16]", "[16, 32]", "hidden 16, intermediate 32"),
+        ),
+        (_shapes(**{"model__embed_tokens__weight": (260, 8)}), ("model.embed_tokens.weight", "[260, 16]")),
+        (
+            _shapes(**{"model__embed_tokens__weight": (100_000_000, 0)}),
+            ("model.embed_tokens.weight", "100000000 rows", "vocab_size 260"),
+        ),
+        (_shapes(**{"model__layers__1__input_layernorm__weight": (17,)}), ("input_layernorm", "[16]")),
+        (_shapes(**{"model__layers__0__self_attn__k_proj__weight": (16, 16)}), ("k_proj", "kv_width 8")),
+    ],
+)
 def test_tensor_shapes_that_disagree_with_the_config(tmp_path, shapes, phrases):
     src = write_tiny_llama(tmp_path / "ckpt", shapes=shapes)
     assert_clean_error(convert(src, tmp_path), ExitStatus.USAGE, *phrases)
@@ -87,18 +109,24 @@ def test_tensor_shapes_that_disagree_with_the_config(tmp_path, shapes, phrases):
 
 def test_embedding_of_100M_empty_rows_without_vocab_size_is_bounded(tmp_path):
     cfg = {k: v for k, v in CONFIG.items() if k != "vocab_size"}
-    src = write_tiny_llama(tmp_path / "ckpt", shapes=_shapes(**{"model__embed_tokens__weight": (100_000_000, 0)}))
+    src = write_tiny_llama(
+        tmp_path / "ckpt", shapes=_shapes(**{"model__embed_tokens__weight": (100_000_000, 0)})
+    )
     (src / "config.json").write_text(json.dumps(cfg))
-    assert_clean_error(convert(src, tmp_path), ExitStatus.USAGE, "model.embed_tokens.weight", "100000000 rows",
-                       "16777216")
+    assert_clean_error(
+        convert(src, tmp_path), ExitStatus.USAGE, "model.embed_tokens.weight", "100000000 rows", "16777216"
+    )
 
 
 def test_extra_block_beyond_the_config(tmp_path):
-    src = write_tiny_llama(tmp_path / "ckpt", shapes={**_shapes(), "model.layers.2.input_layernorm.weight": (16,)})
+    src = write_tiny_llama(
+        tmp_path / "ckpt", shapes={**_shapes(), "model.layers.2.input_layernorm.weight": (16,)}
+    )
     assert_clean_error(convert(src, tmp_path), ExitStatus.USAGE, "num_hidden_layers 2", "3 blocks")
 
 
 # -- files that are not what they claim ---------------------------------------------------------
+
 
 def _fifo(src: Path) -> None:
     (src / "model.safetensors").unlink()
@@ -124,10 +152,10 @@ def _dev_zero(src: Path) -> None:
 def _header(src: Path, edit: Callable[[dict], object]) -> None:
     data = (src / "model.safetensors").read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     blob = edit(header)
     blob = blob if isinstance(blob, bytes) else json.dumps(blob).encode()
-    (src / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob + data[8 + n:])
+    (src / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob + data[8 + n :])
 
 
 def _set(header: dict, name: str, field: str, value: object) -> dict:
@@ -138,6 +166,7 @@ def _set(header: dict, name: str, field: str, value: object) -> dict:
 def _write(name: str, text: str | bytes) -> Callable[[Path], None]:
     def write(src: Path) -> None:
         (src / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+
     return write
 
 
@@ -146,6 +175,7 @@ def _tokenizer(edit: Callable[[dict], None]) -> Callable[[Path], None]:
         tj = json.loads((src / "tokenizer.json").read_text())
         edit(tj)
         (src / "tokenizer.json").write_text(json.dumps(tj))
+
     return change
 
 
@@ -163,38 +193,74 @@ BROKEN: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "tokenizer model a list": (_tokenizer(lambda tj: tj.update(model=[1])), ("tokenizer.json", "model")),
     "merges as a string": (_tokenizer(lambda tj: tj["model"].update(merges="t h")), ("merges",)),
     "merges of numbers": (_tokenizer(lambda tj: tj["model"].update(merges=[[1, 2]])), ("merges",)),
-    "token id past the embedding": (_tokenizer(lambda tj: tj["model"]["vocab"].update(th=100_000)),
-                                    ("'th'", "100000", "260 rows")),
+    "token id past the embedding": (
+        _tokenizer(lambda tj: tj["model"]["vocab"].update(th=100_000)),
+        ("'th'", "100000", "260 rows"),
+    ),
     "negative token id": (_tokenizer(lambda tj: tj["model"]["vocab"].update(th=-1)), ("'th'", "-1")),
     "two tokens on one id": (_tokenizer(lambda tj: tj["model"]["vocab"].update(th=5)), ("share id 5",)),
     "vocabulary a list": (_tokenizer(lambda tj: tj["model"].update(vocab=["a"])), ("vocabulary",)),
-    "added token without id": (_tokenizer(lambda tj: tj["added_tokens"][0].pop("id")), ("<|begin_of_text|>",)),
+    "added token without id": (
+        _tokenizer(lambda tj: tj["added_tokens"][0].pop("id")),
+        ("<|begin_of_text|>",),
+    ),
     "added_tokens an object": (_tokenizer(lambda tj: tj.update(added_tokens={"a": 1})), ("added_tokens",)),
-    "deep pre_tokenizer": (_tokenizer(lambda tj: tj.update(pre_tokenizer=json.loads("[" * 900 + "]" * 900))),
-                           ("tokenizer.json",)),
-    "deep tokenizer_config.json": (_write("tokenizer_config.json", DEEP), ("tokenizer_config.json", "nested")),
+    "deep pre_tokenizer": (
+        _tokenizer(lambda tj: tj.update(pre_tokenizer=json.loads("[" * 900 + "]" * 900))),
+        ("tokenizer.json",),
+    ),
+    "deep tokenizer_config.json": (
+        _write("tokenizer_config.json", DEEP),
+        ("tokenizer_config.json", "nested"),
+    ),
     "tokenizer_config.json a string": (_write("tokenizer_config.json", '"x"'), ("tokenizer_config.json",)),
-    "chat template a number": (_write("tokenizer_config.json", '{"chat_template": 5}'),
-                               ("tokenizer_config.json", "chat_template is 5")),
-    "non-utf-8 chat template": (lambda src: (
-        (src / "tokenizer_config.json").write_text("{}"),
-        (src / "chat_template.jinja").write_bytes(b"{{ messages }}\xff\xfe")),
-        ("chat_template.jinja", "not UTF-8")),
-    "deep safetensors header": (lambda src: _header(src, lambda h: DEEP.encode()), ("model.safetensors", "nested")),
+    "chat template a number": (
+        _write("tokenizer_config.json", '{"chat_template": 5}'),
+        ("tokenizer_config.json", "chat_template is 5"),
+    ),
+    "non-utf-8 chat template": (
+        lambda src: (
+            (src / "tokenizer_config.json").write_text("{}"),
+            (src / "chat_template.jinja").write_bytes(b"{{ messages }}\xff\xfe"),
+        ),
+        ("chat_template.jinja", "not UTF-8"),
+    ),
+    "deep safetensors header": (
+        lambda src: _header(src, lambda h: DEEP.encode()),
+        ("model.safetensors", "nested"),
+    ),
     "header a list": (lambda src: _header(src, lambda h: [h]), ("model.safetensors", "not a JSON object")),
-    "dtype a list": (lambda src: _header(src, lambda h: _set(h, EMBED, "dtype", ["F32"])), ("unknown dtype",)),
-    "shape of strings": (lambda src: _header(src, lambda h: _set(h, EMBED, "shape", ["260", 16])),
-                         ("invalid shape",)),
-    "header length past the end": (lambda src: (src / "model.safetensors").write_bytes(
-        struct.pack("<Q", 2**63) + (src / "model.safetensors").read_bytes()[8:]), ("corrupt safetensors header",)),
+    "dtype a list": (
+        lambda src: _header(src, lambda h: _set(h, EMBED, "dtype", ["F32"])),
+        ("unknown dtype",),
+    ),
+    "shape of strings": (
+        lambda src: _header(src, lambda h: _set(h, EMBED, "shape", ["260", 16])),
+        ("invalid shape",),
+    ),
+    "header length past the end": (
+        lambda src: (src / "model.safetensors").write_bytes(
+            struct.pack("<Q", 2**63) + (src / "model.safetensors").read_bytes()[8:]
+        ),
+        ("corrupt safetensors header",),
+    ),
     "index deep": (_write("model.safetensors.index.json", DEEP), ("model.safetensors.index.json", "nested")),
-    "index weight_map a list": (_write("model.safetensors.index.json", '{"weight_map": ["model.safetensors"]}'),
-                                ("model.safetensors.index.json", "weight_map")),
-    "index shard outside": (_write("model.safetensors.index.json", '{"weight_map": {"a": "../../etc/x.safetensors"}}'),
-                            ("outside the checkpoint folder",)),
-    "index shard the folder itself": (_write("model.safetensors.index.json", '{"weight_map": {"a": "."}}'),
-                                      ("weight_map", ".safetensors")),
-    "index shard a number": (_write("model.safetensors.index.json", '{"weight_map": {"a": 5}}'), ("weight_map",)),
+    "index weight_map a list": (
+        _write("model.safetensors.index.json", '{"weight_map": ["model.safetensors"]}'),
+        ("model.safetensors.index.json", "weight_map"),
+    ),
+    "index shard outside": (
+        _write("model.safetensors.index.json", '{"weight_map": {"a": "../../etc/x.safetensors"}}'),
+        ("outside the checkpoint folder",),
+    ),
+    "index shard the folder itself": (
+        _write("model.safetensors.index.json", '{"weight_map": {"a": "."}}'),
+        ("weight_map", ".safetensors"),
+    ),
+    "index shard a number": (
+        _write("model.safetensors.index.json", '{"weight_map": {"a": 5}}'),
+        ("weight_map",),
+    ),
 }
 
 
@@ -210,8 +276,8 @@ def test_weights_beyond_float16_are_refused_not_written_as_inf(tmp_path):
     src = write_tiny_llama(tmp_path / "ckpt")
     data = bytearray((src / "model.safetensors").read_bytes())
     (n,) = struct.unpack("<Q", data[:8])
-    start = 8 + n + json.loads(data[8:8 + n])["model.layers.0.mlp.up_proj.weight"]["data_offsets"][0]
-    data[start:start + 4] = struct.pack("<f", 1e6)
+    start = 8 + n + json.loads(data[8 : 8 + n])["model.layers.0.mlp.up_proj.weight"]["data_offsets"][0]
+    data[start : start + 4] = struct.pack("<f", 1e6)
     (src / "model.safetensors").write_bytes(bytes(data))
     proc = convert(src, tmp_path)
     assert_clean_error(proc, ExitStatus.USAGE, "model.layers.0.mlp.up_proj.weight", "float16", "f32")

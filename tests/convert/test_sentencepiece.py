@@ -47,7 +47,15 @@ def test_reader_matches_sentencepiece(spm_model, sp):
     assert add_dummy_prefix is True
     assert len(pieces) == sp.get_piece_size()
     for i, (piece, score, kind) in enumerate(pieces):
-        want = (UNKNOWN if sp.is_unknown(i) else CONTROL if sp.is_control(i) else BYTE if sp.is_byte(i) else NORMAL)
+        want = (
+            UNKNOWN
+            if sp.is_unknown(i)
+            else CONTROL
+            if sp.is_control(i)
+            else BYTE
+            if sp.is_byte(i)
+            else NORMAL
+        )
         assert (piece, kind) == (sp.id_to_piece(i), want), i
         assert score == pytest.approx(sp.get_score(i), abs=0, rel=1e-7), i
     assert sum(kind == BYTE for _, _, kind in pieces) == 256
@@ -63,8 +71,15 @@ def test_reader_sees_add_dummy_prefix_off(tmp_path):
 
     buf = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(SPM_TRAINING_TEXT.splitlines()), model_writer=buf, vocab_size=400, model_type="bpe",
-        byte_fallback=True, add_dummy_prefix=False, num_threads=1, minloglevel=2)
+        sentence_iterator=iter(SPM_TRAINING_TEXT.splitlines()),
+        model_writer=buf,
+        vocab_size=400,
+        model_type="bpe",
+        byte_fallback=True,
+        add_dummy_prefix=False,
+        num_threads=1,
+        minloglevel=2,
+    )
     (tmp_path / "tokenizer.model").write_bytes(buf.getvalue())
     assert read_sentencepiece_model(tmp_path / "tokenizer.model")[1] is False
 
@@ -104,14 +119,17 @@ def test_chat_template_renders_as_apply_chat_template(spm_checkpoint):
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     _, hf, llm = spm_checkpoint
-    messages = [{"role": "system", "content": "You are terse."},
-                {"role": "user", "content": "What is 2+2?"}]
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is 2+2?"}]
     want = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert want.startswith("<s>[INST] <<SYS>>")
     bos = llm.detokenize([llm.token_bos()], special=True).decode()
     eos = llm.detokenize([llm.token_eos()], special=True).decode()
-    formatter = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"], bos_token=bos,
-                                    eos_token=eos, add_generation_prompt=True)
+    formatter = Jinja2ChatFormatter(
+        template=llm.metadata["tokenizer.chat_template"],
+        bos_token=bos,
+        eos_token=eos,
+        add_generation_prompt=True,
+    )
     assert formatter(messages=messages).prompt == want
 
 
@@ -164,7 +182,9 @@ def test_quantized_outtypes_load_and_generate(outtype, spm_tiny, converted):
     for name, t in matrices.items():
         got = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(f32[name].shape)
         err = ((got - f32[name]) ** 2).mean() / (f32[name] ** 2).mean()
-        assert err < max_err, f"{outtype}: {name} ({t.tensor_type.name}) dequantizes with relative error {err:.1e}"
+        assert err < max_err, (
+            f"{outtype}: {name} ({t.tensor_type.name}) dequantizes with relative error {err:.1e}"
+        )
 
     llm = llama(path)
     out = greedy_tokens(llm)
@@ -182,7 +202,9 @@ def test_tokenizer_json_without_tokenizer_model_is_a_clear_error(spm_tiny, tmp_p
     from llmcli.convert.errors import UnsupportedTokenizer
     from llmcli.convert.vocab import load_vocab
 
-    src = _copy_tokenizer(spm_tiny("llama"), tmp_path / "no-model", ("tokenizer.json", "tokenizer_config.json"))
+    src = _copy_tokenizer(
+        spm_tiny("llama"), tmp_path / "no-model", ("tokenizer.json", "tokenizer_config.json")
+    )
     with pytest.raises(UnsupportedTokenizer, match="copy tokenizer.model"):
         load_vocab(src, n_rows=512)
 
@@ -191,7 +213,9 @@ def test_tokenizer_model_alone_adds_bos(spm_tiny, tmp_path):
     """Older checkpoints have only tokenizer.model (no tokenizer.json): Llama's bos default holds."""
     from llmcli.convert.vocab import load_vocab
 
-    src = _copy_tokenizer(spm_tiny("llama"), tmp_path / "model-only", ("tokenizer.model", "tokenizer_config.json"))
+    src = _copy_tokenizer(
+        spm_tiny("llama"), tmp_path / "model-only", ("tokenizer.model", "tokenizer_config.json")
+    )
     vocab = load_vocab(src, n_rows=512)
     assert vocab.model == "llama" and vocab.add_bos is True and vocab.add_eos is False
     assert (vocab.special["bos"], vocab.special["eos"], vocab.special["unk"]) == (1, 2, 0)
@@ -205,8 +229,17 @@ def test_added_tokens_and_padding_rows(spm_tiny, tmp_path):
 
     src = _copy_tokenizer(spm_tiny("llama"), tmp_path / "added")
     tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
-    tj["added_tokens"].append({"id": 512, "content": "<pad>", "single_word": False, "lstrip": False,
-                               "rstrip": False, "normalized": False, "special": True})
+    tj["added_tokens"].append(
+        {
+            "id": 512,
+            "content": "<pad>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    )
     (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
     vocab = load_vocab(src, n_rows=520)
     assert len(vocab.tokens) == 520 and vocab.tokens[512] == "<pad>" and vocab.types[512] == CONTROL

@@ -41,13 +41,14 @@ def test_chat_template_renders_as_apply_chat_template(checkpoint):
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     family, hf, llm = checkpoint
-    messages = [{"role": "system", "content": "You are terse."},
-                {"role": "user", "content": "What is 2+2?"}]
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is 2+2?"}]
     want = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     template = llm.metadata["tokenizer.chat_template"]
     bos = llm.detokenize([llm.token_bos()], special=True).decode() if llm.token_bos() >= 0 else ""
     eos = llm.detokenize([llm.token_eos()], special=True).decode()
-    formatter = Jinja2ChatFormatter(template=template, bos_token=bos, eos_token=eos, add_generation_prompt=True)
+    formatter = Jinja2ChatFormatter(
+        template=template, bos_token=bos, eos_token=eos, add_generation_prompt=True
+    )
     got = formatter(messages=messages).prompt
     assert got == want, family
 

@@ -41,11 +41,19 @@ def llama_header(writer) -> None:
 
 def verify(folder: Path, tj: dict, candidates=None) -> PreCheck:
     vocab = load_vocab(write_tokenizer(folder, tj), n_rows=max(tj["model"]["vocab"].values()) + 1)
-    return choose_by_behaviour(vocab, tj, candidates or vocab.pre_candidates, arch="llama", name=folder.name,
-                               write_header=llama_header, where=f"{folder.name}/tokenizer.json")
+    return choose_by_behaviour(
+        vocab,
+        tj,
+        candidates or vocab.pre_candidates,
+        arch="llama",
+        name=folder.name,
+        write_header=llama_header,
+        where=f"{folder.name}/tokenizer.json",
+    )
 
 
 # -- the check corpus ----------------------------------------------------------------------------
+
 
 def test_check_corpus_is_fixed_and_covers_what_splitting_rules_differ_on():
     corpus = check_corpus()
@@ -65,6 +73,7 @@ def test_check_corpus_is_the_same_in_another_process():
 
 # -- real vocabularies ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(REAL_VOCABS))
 def test_real_vocabulary_is_verified_under_a_definition_written_differently(tmp_path, name):
     """The table row reproduces HF on the real vocabulary, and a rewrite of its definition finds that row."""
@@ -75,7 +84,10 @@ def test_real_vocabulary_is_verified_under_a_definition_written_differently(tmp_
 
     check = verify(tmp_path / "rewritten", rewritten)
     assert (check.pre, check.verified_by) == (row, "behaviour")
-    assert (check.check_strings, check.corpus) == (CORPUS_SIZE, CORPUS_DIGEST) and check.check_tokens > CORPUS_SIZE
+    assert (check.check_strings, check.corpus) == (
+        CORPUS_SIZE,
+        CORPUS_DIGEST,
+    ) and check.check_tokens > CORPUS_SIZE
 
 
 def test_llama3_vocabulary_without_ignore_merges_is_refused_on_the_first_differing_string(tmp_path):
@@ -95,6 +107,7 @@ def test_llama3_vocabulary_without_ignore_merges_is_refused_on_the_first_differi
 
 # -- through the CLI, on a checkpoint with Qwen's real vocabulary --------------------------------
 
+
 @pytest.fixture(scope="module")
 def qwen_ignore_merges(tmp_path_factory) -> Path:
     """A tiny Qwen2 checkpoint with Qwen's real 151k-token vocabulary, its tokenizer saved by transformers
@@ -110,8 +123,14 @@ def qwen_ignore_merges(tmp_path_factory) -> Path:
     tj = tokenizer_json("qwen2", pretokenizers.by_name("qwen2").definition, ignore_merges=True)
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(tj)))
     tok.eos_token, tok.pad_token, tok.chat_template = "<|im_end|>", "<|endoftext|>", QWEN_TEMPLATE
-    config = AutoConfig.for_model("qwen2", **SIZES, tie_word_embeddings=True, vocab_size=151936,  # Qwen2.5's rows
-                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = AutoConfig.for_model(
+        "qwen2",
+        **SIZES,
+        tie_word_embeddings=True,
+        vocab_size=151936,  # Qwen2.5's rows
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(torch.bfloat16).save_pretrained(out)
     tok.save_pretrained(out)
@@ -130,8 +149,15 @@ def test_qwen_tokenizer_with_ignore_merges_converts_verified_by_behaviour(tmp_pa
     corpus = f"identical ids on {CORPUS_SIZE} check strings"
     assert f"tokenizer: pre-tokenizer qwen2, verified by behaviour: {corpus}" in r.stderr
     record = json.loads(r.stdout)["tokenizer"]
-    assert record == {"model": "gpt2", "pre": "qwen2", "verified_by": "behaviour", "check_strings": CORPUS_SIZE,
-                      "check_tokens": record["check_tokens"], "corpus": CORPUS_DIGEST, "tried": []}
+    assert record == {
+        "model": "gpt2",
+        "pre": "qwen2",
+        "verified_by": "behaviour",
+        "check_strings": CORPUS_SIZE,
+        "check_tokens": record["check_tokens"],
+        "corpus": CORPUS_DIGEST,
+        "tried": [],
+    }
 
     reader = gguf.GGUFReader(str(out))
     assert reader.fields["tokenizer.ggml.pre"].contents() == "qwen2"
@@ -147,7 +173,10 @@ def test_dry_run_names_the_pre_tokenizer_chosen_by_behaviour(qwen_ignore_merges)
     r = cli("convert", str(qwen_ignore_merges), "--dry-run")
     assert r.exit_code == 0, r.stderr
     assert "tokenizer:     gpt2/qwen2, 151936 tokens" in r.stdout
-    assert f"note:          pre-tokenizer qwen2, verified by behaviour: identical ids on {CORPUS_SIZE}" in r.stdout
+    assert (
+        f"note:          pre-tokenizer qwen2, verified by behaviour: identical ids on {CORPUS_SIZE}"
+        in r.stdout
+    )
 
 
 def test_changed_pre_tokenizer_regex_is_refused_with_the_first_differing_string(tmp_path, qwen_ignore_merges):
@@ -163,7 +192,11 @@ def test_changed_pre_tokenizer_regex_is_refused_with_the_first_differing_string(
     split["Regex"] = split["Regex"].replace(r"[^\r\n\p{L}\p{N}]?\p{L}+", r"\p{L}+")
     (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
     out = tmp_path / "out.gguf"
-    assert_clean_error(cli_process("convert", str(src), "-o", str(out)), ExitStatus.USAGE,
-                       "ckpt/tokenizer.json is not one llama.cpp reproduces", "the ids first differ on 'ied 4 ½ months'",
-                       "refusing")
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(out)),
+        ExitStatus.USAGE,
+        "ckpt/tokenizer.json is not one llama.cpp reproduces",
+        "the ids first differ on 'ied 4 ½ months'",
+        "refusing",
+    )
     assert list(tmp_path.iterdir()) == [src]

@@ -52,8 +52,15 @@ def test_stats_count_every_stage(session):
     assert stats.prompt_tokens == stats.cached_tokens + stats.prefill_tokens
     assert stats.ttft_ms >= stats.prefill_ms > 0
     assert stats.completion_tokens > 0 and stats.decode_tps > 0
-    assert [r.stage.title for r in stats.stages] == ["① tokenize", "② schedule", "③ prefill", "④ decode",
-                                                     "⑤ post-process", "⑥ return", "⑦ release"]
+    assert [r.stage.title for r in stats.stages] == [
+        "① tokenize",
+        "② schedule",
+        "③ prefill",
+        "④ decode",
+        "⑤ post-process",
+        "⑥ return",
+        "⑦ release",
+    ]
     assert all(r.where == "local" and r.ms is not None and r.ms >= 0 for r in stats.stages)
     assert stats.stage_ms("decode") == stats.decode_ms and stats.remote is None
     assert stats.ctx_used == len(session.runtime.kv_tokens)
@@ -110,7 +117,7 @@ def test_stop_string_is_trimmed(session):
     session.stops = [","]
     stopped, stats, _ = ask(session, "Count from 1 to 10, separated by commas.")
     assert stats.finish_reason == "stop"
-    assert stopped == text[:text.index(",")]
+    assert stopped == text[: text.index(",")]
     assert session.messages[-1].token_ids is None  # re-tokenized from the trimmed text next turn
 
 
@@ -215,8 +222,9 @@ def test_a_turn_after_ten_thousand_loaded_messages_finishes_and_drops_old_turns(
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", LONG_HISTORY_TURN, embedded_path], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", LONG_HISTORY_TURN, embedded_path], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     notice, kept = done.stdout.splitlines()
     dropped = int(notice.split()[2])
@@ -233,7 +241,10 @@ def test_the_fit_keeps_as_many_turns_as_fit_and_no_more(embedded_path):
         # Turns of varied length, and an assistant reply first (as a loaded file may start).
         history = [Message("assistant", "Welcome.")]
         for i in range(60):
-            history += [Message("user", f"question {i} " + "word " * (i % 7)), Message("assistant", f"answer {i}")]
+            history += [
+                Message("user", f"question {i} " + "word " * (i % 7)),
+                Message("assistant", f"answer {i}"),
+            ]
         session.messages = list(history)
         events = list(session.ask("Last question?"))
         assert isinstance(events[-1], Stats)
@@ -244,7 +255,8 @@ def test_the_fit_keeps_as_many_turns_as_fit_and_no_more(embedded_path):
         # One more turn back would not have fitted.
         previous = max(i for i in range(dropped) if history[i].role == "user" or i == 0)
         longer = session.template.tokenize(
-            rt, [Message("system", "Be brief."), *history[previous:], Message("user", "Last question?")])
+            rt, [Message("system", "Be brief."), *history[previous:], Message("user", "Last question?")]
+        )
         assert len(longer.tokens) + 8 > 256
 
 

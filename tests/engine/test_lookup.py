@@ -23,12 +23,16 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from tests.support.cli import cli_process
 
-PARAGRAPH = ("The lighthouse keeper climbed the narrow stairs every evening at dusk. He wound the great "
-             "clock, trimmed the wick, and polished the lens until it shone like a second moon. Ships "
-             "passing in the night never saw him, but they trusted the light, and the light was his life.")
+PARAGRAPH = (
+    "The lighthouse keeper climbed the narrow stairs every evening at dusk. He wound the great "
+    "clock, trimmed the wick, and polished the lens until it shone like a second moon. Ships "
+    "passing in the night never saw him, but they trusted the light, and the light was his life."
+)
 COPY = f"Repeat this text exactly:\n\n{PARAGRAPH}"
-TYPOS = ("Fix the typos in this text:\n\nThe lighthuose keeper climbd the narow stairs every evening at dusk. "
-         "He wound the great clock, trimed the wick, and polished the lens until it shone.")
+TYPOS = (
+    "Fix the typos in this text:\n\nThe lighthuose keeper climbd the narow stairs every evening at dusk. "
+    "He wound the great clock, trimed the wick, and polished the lens until it shone."
+)
 
 
 # -- the drafter alone ---------------------------------------------------------------------------
@@ -53,7 +57,9 @@ SURE = LookupConfig(prior_first=(99.0, 100.0), prior_then=(99.0, 100.0))  # draf
 
 
 def test_drafter_respects_the_limit_and_has_nothing_without_a_match():
-    drafter = LookupDrafter(LookupConfig(min_ngram=1, prior_first=SURE.prior_first, prior_then=SURE.prior_then))
+    drafter = LookupDrafter(
+        LookupConfig(min_ngram=1, prior_first=SURE.prior_first, prior_then=SURE.prior_then)
+    )
     drafter.extend(list(range(20)) + [3])
     assert drafter.draft(limit=0) is None
     assert drafter.draft(limit=3).tokens == [4, 5, 6]
@@ -87,7 +93,9 @@ def test_drafting_follows_how_often_the_reply_copies_also_between_drafts():
     assert drafter.first.value < 0.3  # learnt without a single forward pass
     drafter.extend([10, 11])
     assert drafter.draft(limit=64) is None  # a fresh match no longer pays
-    assert drafter.counts.passes == 1 and drafter.counts.accepted == drafter.counts.drafted == len(copying.tokens)
+    assert drafter.counts.passes == 1 and drafter.counts.accepted == drafter.counts.drafted == len(
+        copying.tokens
+    )
 
 
 def test_best_length_never_drafts_what_cannot_pay():
@@ -172,8 +180,9 @@ def both(rt, prompt: str, params: SamplingParams, **kwargs):
 def test_greedy_copy_task_is_identical_and_really_drafted(rt, request, prompt, eagerly):
     if eagerly:  # the short typo fix copies in stretches too short for the default drafter
         request.getfixturevalue("eager")
-    (text, stats, session), (d_text, d_stats, d_session) = both(rt, prompt, SamplingParams(temperature=0.0,
-                                                                                           max_tokens=96))
+    (text, stats, session), (d_text, d_stats, d_session) = both(
+        rt, prompt, SamplingParams(temperature=0.0, max_tokens=96)
+    )
     assert d_text == text and len(text) > 40
     assert d_session.messages[-1].token_ids == session.messages[-1].token_ids
     assert d_stats.completion_tokens == stats.completion_tokens
@@ -276,8 +285,12 @@ def test_stats_and_json_carry_the_draft_counts(rt):
     detail = stats.stage("decode").detail
     assert f"drafted {draft.drafted}, accepted {draft.accepted}" in detail
     doc = json_document("x", "m", stats)["draft"]
-    assert doc == {"drafted_tokens": draft.drafted, "accepted_tokens": draft.accepted,
-                   "verify_passes": draft.passes, "acceptance_rate": round(draft.acceptance_rate, 4)}
+    assert doc == {
+        "drafted_tokens": draft.drafted,
+        "accepted_tokens": draft.accepted,
+        "verify_passes": draft.passes,
+        "acceptance_rate": round(draft.acceptance_rate, 4),
+    }
     _, plain, _ = run(rt, "Hi", "none", SamplingParams(temperature=0.0, max_tokens=4))
     assert json_document("x", "m", plain)["draft"] is None
     assert "drafted" not in plain.stage("decode").detail
@@ -299,8 +312,19 @@ def test_cli_draft_is_local_only():
 def test_cli_json_with_drafting():
     import json
 
-    result = cli_process("chat", "--draft", "lookup", "-t", "1", "--temp", "0", "--max-tokens", "32", "--json",
-                     input=PARAGRAPH + "\n")
+    result = cli_process(
+        "chat",
+        "--draft",
+        "lookup",
+        "-t",
+        "1",
+        "--temp",
+        "0",
+        "--max-tokens",
+        "32",
+        "--json",
+        input=PARAGRAPH + "\n",
+    )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["draft"]["drafted_tokens"] >= doc["draft"]["accepted_tokens"] >= 0

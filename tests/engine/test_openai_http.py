@@ -21,19 +21,24 @@ from llmcli.errors import ExitStatus, UsageError
 KEY = "sk-unit-secret"
 
 
-@pytest.mark.parametrize("given,base", [
-    ("http://localhost:8000", "http://localhost:8000/v1"),
-    ("http://localhost:8000/", "http://localhost:8000/v1"),
-    ("http://localhost:8000/v1/", "http://localhost:8000/v1"),
-    ("http://localhost:8000/v1/chat/completions", "http://localhost:8000/v1"),
-    ("https://api.example.com/openai/v1/models", "https://api.example.com/openai/v1"),
-    (" http://[::1]:9000/v1 ", "http://[::1]:9000/v1"),
-])
+@pytest.mark.parametrize(
+    "given,base",
+    [
+        ("http://localhost:8000", "http://localhost:8000/v1"),
+        ("http://localhost:8000/", "http://localhost:8000/v1"),
+        ("http://localhost:8000/v1/", "http://localhost:8000/v1"),
+        ("http://localhost:8000/v1/chat/completions", "http://localhost:8000/v1"),
+        ("https://api.example.com/openai/v1/models", "https://api.example.com/openai/v1"),
+        (" http://[::1]:9000/v1 ", "http://[::1]:9000/v1"),
+    ],
+)
 def test_endpoint_urls_are_normalised_to_the_api_base(given, base):
     assert Endpoint.parse(given).base_url == base
 
 
-@pytest.mark.parametrize("bad", ["localhost:8000", "ftp://h/v1", "http://", "http://h:x/v1", "http://u:pw@h/v1"])
+@pytest.mark.parametrize(
+    "bad", ["localhost:8000", "ftp://h/v1", "http://", "http://h:x/v1", "http://u:pw@h/v1"]
+)
 def test_bad_endpoint_urls_are_usage_errors(bad):
     with pytest.raises(UsageError, match="--endpoint"):
         Endpoint.parse(bad)
@@ -45,7 +50,9 @@ def test_endpoint_and_key_come_from_the_environment():
     env = Environment(vars={"LLMCLI_ENDPOINT": "http://h:1", "LLMCLI_API_KEY": KEY})
     ep = Endpoint.from_options(env.endpoint, None, default_api_key=env.api_key)
     assert ep.base_url == "http://h:1/v1" and ep.api_key == KEY
-    assert Endpoint.from_options(env.endpoint, "sk-option", default_api_key=env.api_key).api_key == "sk-option"
+    assert (
+        Endpoint.from_options(env.endpoint, "sk-option", default_api_key=env.api_key).api_key == "sk-option"
+    )
     env = Environment(vars={"LLMCLI_API_KEY": KEY})
     # no server: the local engine, key or not in the env
     assert Endpoint.from_options(env.endpoint, None, default_api_key=env.api_key) is None
@@ -60,17 +67,25 @@ def test_the_key_stays_out_of_reprs_and_messages():
         assert KEY not in str(http_error(ep, status, "X", echoed, what="POST /chat/completions"))
 
 
-@pytest.mark.parametrize("status,code,words", [
-    (401, ExitStatus.USAGE, "rejected the API key"),
-    (403, ExitStatus.USAGE, "rejected the API key"),
-    (400, ExitStatus.USAGE, "context too long"),
-    (429, ExitStatus.ERROR, "busy"),
-    (500, ExitStatus.ERROR, "context too long"),
-    (503, ExitStatus.ERROR, "context too long"),
-])
+@pytest.mark.parametrize(
+    "status,code,words",
+    [
+        (401, ExitStatus.USAGE, "rejected the API key"),
+        (403, ExitStatus.USAGE, "rejected the API key"),
+        (400, ExitStatus.USAGE, "context too long"),
+        (429, ExitStatus.ERROR, "busy"),
+        (500, ExitStatus.ERROR, "context too long"),
+        (503, ExitStatus.ERROR, "context too long"),
+    ],
+)
 def test_http_statuses_map_to_exit_codes(status, code, words):
-    err = http_error(Endpoint.parse("http://h/v1", KEY), status, "Reason", b'{"error": {"message": "context too long"}}',
-                     what="POST /chat/completions")
+    err = http_error(
+        Endpoint.parse("http://h/v1", KEY),
+        status,
+        "Reason",
+        b'{"error": {"message": "context too long"}}',
+        what="POST /chat/completions",
+    )
     assert err.exit_status == code and words in str(err) and "\n" not in str(err)
 
 
@@ -95,12 +110,18 @@ class _Body(io.BytesIO):
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 4096])
 def test_sse_framing_survives_any_read_boundary(size):
-    text = ('data: {"a": "中文"}\r\n\r\n: ping\n\ndata: x\rdata: y\r\r'
-            'event: error\ndata: {"error": 1}\n\ndata: [DONE]\n\n')
+    text = (
+        'data: {"a": "中文"}\r\n\r\n: ping\n\ndata: x\rdata: y\r\r'
+        'event: error\ndata: {"error": 1}\n\ndata: [DONE]\n\n'
+    )
     body = _Body(text.encode("utf-8"), size)
     events = list(sse_events(body.read1))
-    assert events == [("message", '{"a": "中文"}'), ("message", "x\ny"), ("error", '{"error": 1}'),
-                      ("message", "[DONE]")]
+    assert events == [
+        ("message", '{"a": "中文"}'),
+        ("message", "x\ny"),
+        ("error", '{"error": 1}'),
+        ("message", "[DONE]"),
+    ]
 
 
 def test_pick_model():
@@ -115,7 +136,15 @@ def test_pick_model():
 
 def test_request_body_sends_extensions_only_when_changed():
     plain = request_body("m", [], SamplingParams(seed=None), [])
-    assert set(plain) == {"model", "messages", "stream", "stream_options", "temperature", "top_p", "max_tokens"}
+    assert set(plain) == {
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "max_tokens",
+    }
     tuned = request_body("m", [], SamplingParams(repeat_penalty=1.1, min_p=0.0), ["a", "b", "c", "d", "e"])
     assert tuned["repeat_penalty"] == tuned["repetition_penalty"] == 1.1 and tuned["min_p"] == 0.0
     assert tuned["stop"] == ["a", "b", "c", "d"]  # the API's limit; the fifth is applied client-side
@@ -167,18 +196,35 @@ def test_the_reply_deadline_grows_with_timeout_and_max_tokens():
 def test_chunks_are_checked_and_reports_keep_only_numbers():
     from llmcli.engine.openai_chunks import BadChunk, check_chunk
 
-    chunk = check_chunk({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi\ud800"},
-                                                 "finish_reason": None}],
-                         "usage": {"completion_tokens": 3.0, "prompt_tokens": None, "note": KEY,
-                                   "prompt_tokens_details": {"cached_tokens": 2}, "extra": {"n": 1, "s": KEY}},
-                         "timings": {"prompt_ms": 1.5, "who": KEY}})
-    assert chunk == {"choices": [{"delta": {"content": "hi\ufffd"}, "finish_reason": None}],
-                     "usage": {"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2},
-                               "extra": {"n": 1}},
-                     "timings": {"prompt_ms": 1.5}}
+    chunk = check_chunk(
+        {
+            "id": "x",
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": "hi\ud800"}, "finish_reason": None}
+            ],
+            "usage": {
+                "completion_tokens": 3.0,
+                "prompt_tokens": None,
+                "note": KEY,
+                "prompt_tokens_details": {"cached_tokens": 2},
+                "extra": {"n": 1, "s": KEY},
+            },
+            "timings": {"prompt_ms": 1.5, "who": KEY},
+        }
+    )
+    assert chunk == {
+        "choices": [{"delta": {"content": "hi\ufffd"}, "finish_reason": None}],
+        "usage": {"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}, "extra": {"n": 1}},
+        "timings": {"prompt_ms": 1.5},
+    }
     assert check_chunk({"choices": None, "usage": None}) == {}
-    for bad in ({"choices": {}}, {"choices": [{"delta": "x"}]}, {"usage": {"total_tokens": True}},
-                {"timings": {"predicted_n": 1.5}}, 7):
+    for bad in (
+        {"choices": {}},
+        {"choices": [{"delta": "x"}]},
+        {"usage": {"total_tokens": True}},
+        {"timings": {"predicted_n": 1.5}},
+        7,
+    ):
         with pytest.raises(BadChunk):
             check_chunk(bad)
 
@@ -191,7 +237,9 @@ def test_the_token_budget_counts_chunks_usage_and_length():
 
     budget = TokenBudget(3, 10)
     assert [budget.spent(text("a")) for _ in range(4)] == [False, False, False, True]
-    assert not TokenBudget(3, 10).spent({"choices": [], "usage": {"completion_tokens": 9}})  # no text: not cut
+    assert not TokenBudget(3, 10).spent(
+        {"choices": [], "usage": {"completion_tokens": 9}}
+    )  # no text: not cut
     assert TokenBudget(3, 10).spent(text("a", usage={"completion_tokens": 4}))
     assert TokenBudget(3, 10).spent(text("a" * 31))  # far more text than 3 tokens hold
     assert not TokenBudget(None, 10).spent(text("a" * 1000))

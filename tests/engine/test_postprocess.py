@@ -14,7 +14,7 @@ def feed_all(obj, chunks) -> str:
 @pytest.mark.parametrize("split", range(1, 9))
 def test_filter_masks_a_word_at_every_split_point(split):
     text = "the Darkness falls"
-    chunks = [text[:4 + split], text[4 + split:]]
+    chunks = [text[: 4 + split], text[4 + split :]]
     assert feed_all(WordFilter(["darkness"]), chunks) == "the *** falls"
 
 
@@ -48,7 +48,7 @@ def test_stop_string_split_across_tokens_is_trimmed():
 def test_utf8_bytes_split_mid_character_wait_for_the_rest():
     data = "你好🙂".encode()
     s = Utf8Stream()
-    outs = [s.feed(data[i:i + 1]) for i in range(len(data))]
+    outs = [s.feed(data[i : i + 1]) for i in range(len(data))]
     assert "".join(outs) == "你好🙂"
     assert all("\ufffd" not in o for o in outs)
 

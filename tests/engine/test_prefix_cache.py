@@ -22,8 +22,10 @@ from llmcli.engine.prefix_cache import (
 )
 from llmcli.engine.sampling import SamplingParams
 
-DOC = "\n".join(f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}."
-                for i in range(14))
+DOC = "\n".join(
+    f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}."
+    for i in range(14)
+)
 
 
 def greedy() -> SamplingParams:
@@ -97,8 +99,11 @@ def test_entries_round_trip_and_damage_is_detected(tmp_path, runtime):
     info, state = cache.load(match.entry)
     assert info.tokens == tokens and len(state) == info.state_size
     data = bytearray(path.read_bytes())
-    for broken, reason in [(data[:-1], "promises"), (data[:100], "truncated"),
-                           (data[:-10] + bytes([data[-10] ^ 1]) + data[-9:], "checksum")]:
+    for broken, reason in [
+        (data[:-1], "promises"),
+        (data[:100], "truncated"),
+        (data[:-10] + bytes([data[-10] ^ 1]) + data[-9:], "checksum"),
+    ]:
         with pytest.raises(CorruptEntry, match=reason):
             parse_entry(broken)
 
@@ -114,6 +119,7 @@ def test_a_longer_entry_supersedes_its_prefix_and_the_cap_evicts_the_least_recen
     assert {p.name for p in tmp_path.iterdir()} == {longer.name, other.name}
     # A cap of two entries: a third evicts the one used least recently (the `longer`, once `other` is read).
     import os
+
     os.utime(longer, (1, 1))
     small = PrefixCache(tmp_path, 2 * other.stat().st_size + 10)
     third = small.write(key, "m", list(range(200, 250)), state)
@@ -136,8 +142,18 @@ def test_the_key_holds_the_version_and_context_parameters(runtime):
     key = cache_key(runtime)
     assert key.llama_cpp and key.n_ctx == runtime.n_ctx and key.n_batch == runtime.n_batch
     from dataclasses import replace
-    assert len({key.id, replace(key, llama_cpp="0.0.1").id, replace(key, n_ctx=512).id,
-                replace(key, flash_attn=0).id}) == 4
+
+    assert (
+        len(
+            {
+                key.id,
+                replace(key, llama_cpp="0.0.1").id,
+                replace(key, n_ctx=512).id,
+                replace(key, flash_attn=0).id,
+            }
+        )
+        == 4
+    )
     assert isinstance(key, CacheKey)
 
 
@@ -219,8 +235,11 @@ def test_files_that_can_never_be_entries_are_removed_by_a_session_once_with_one_
     (entry,) = tmp_path.glob("*.kv")
     key_id = cache_key(runtime).id
     data = entry.read_bytes()
-    broken = {f"{key_id}-{'a' * 24}.kv": data[: len(data) // 2],  # truncated
-              f"{key_id}-{'b' * 24}.kv": b"garbage" * 100, f"{key_id}-{'c' * 24}.kv": b""}
+    broken = {
+        f"{key_id}-{'a' * 24}.kv": data[: len(data) // 2],  # truncated
+        f"{key_id}-{'b' * 24}.kv": b"garbage" * 100,
+        f"{key_id}-{'c' * 24}.kv": b"",
+    }
     for name, content in broken.items():
         (tmp_path / name).write_bytes(content)
     temp = tmp_path / f".tmp-{key_id}.kv"  # a writer's file, still being written
@@ -254,7 +273,9 @@ def test_an_entry_larger_than_the_cap_is_not_saved_and_says_so_in_the_stats(tmp_
     _, stats, events = ask(session_on(runtime, tmp_path, max_bytes=100_000), f"{DOC}\n\nSummarize.")
     assert list(tmp_path.glob("*.kv")) == []
     assert stats.cache_note is not None and stats.cache_note.startswith("the prompt's KV state (")
-    assert stats.cache_note.endswith("is larger than LLMCLI_CACHE_MAX (100.0 kB); not saved"), stats.cache_note
+    assert stats.cache_note.endswith("is larger than LLMCLI_CACHE_MAX (100.0 kB); not saved"), (
+        stats.cache_note
+    )
     schedule = next(s for s in stats.stages if s.name == "schedule")
     assert "not saved" not in schedule.detail  # the schedule did not save: the note is the panel's own line
     assert not [e for e in events if isinstance(e, Notice)]  # a note in the stats, not a warning

@@ -22,7 +22,7 @@ def as_regex(gbnf: str) -> re.Pattern:
         ch = gbnf[i]
         if ch == '"':
             end = gbnf.index('"', i + 1)
-            out.append(re.escape(gbnf[i + 1:end]))
+            out.append(re.escape(gbnf[i + 1 : end]))
             i = end + 1
             continue
         if ch != " ":
@@ -35,8 +35,24 @@ def allowed(rule: str, text: str) -> bool:
     return as_regex(rule).fullmatch(text) is not None
 
 
-@pytest.mark.parametrize("lo, hi", [(0, 0), (1, 9), (0, 100), (7, 1234), (-15, 15), (-300, -7), (95, 205),
-                                    (10, 99), (100, 999), (-1, 0), (0, None), (None, -3), (None, None)])
+@pytest.mark.parametrize(
+    "lo, hi",
+    [
+        (0, 0),
+        (1, 9),
+        (0, 100),
+        (7, 1234),
+        (-15, 15),
+        (-300, -7),
+        (95, 205),
+        (10, 99),
+        (100, 999),
+        (-1, 0),
+        (0, None),
+        (None, -3),
+        (None, None),
+    ],
+)
 def test_the_integer_grammar_allows_exactly_the_integers_in_range(lo, hi):
     rule = integer_range(lo, hi)
     for n in range(-1500, 1500):
@@ -59,28 +75,32 @@ def decimal_spellings(limit: int = 40):
                 yield "-" + body
 
 
-@pytest.mark.parametrize("schema", [
-    {"minimum": 0, "maximum": 1},
-    {"minimum": 0.5, "maximum": 2.25},
-    {"exclusiveMinimum": 0, "exclusiveMaximum": 1},
-    {"minimum": -1.5, "exclusiveMaximum": 3},
-    {"exclusiveMinimum": -2.75, "maximum": -0.125},
-    {"minimum": 1.05, "maximum": 1.3},
-    {"exclusiveMinimum": 1.05, "exclusiveMaximum": 1.3},
-    {"minimum": 3.3, "maximum": 3.3},
-    {"exclusiveMaximum": 0},
-    {"minimum": 0},
-    {"exclusiveMinimum": 9.99},
-    {"minimum": -10, "maximum": 38.5},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"minimum": 0, "maximum": 1},
+        {"minimum": 0.5, "maximum": 2.25},
+        {"exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        {"minimum": -1.5, "exclusiveMaximum": 3},
+        {"exclusiveMinimum": -2.75, "maximum": -0.125},
+        {"minimum": 1.05, "maximum": 1.3},
+        {"exclusiveMinimum": 1.05, "exclusiveMaximum": 1.3},
+        {"minimum": 3.3, "maximum": 3.3},
+        {"exclusiveMaximum": 0},
+        {"minimum": 0},
+        {"exclusiveMinimum": 9.99},
+        {"minimum": -10, "maximum": 38.5},
+    ],
+)
 def test_the_number_grammar_allows_exactly_the_decimals_in_range(schema):
     rule = bounded_rule({"type": "number", **schema})
     lo = max([Decimal(repr(v)) for k, v in schema.items() if "inimum" in k], default=None)
     hi = min([Decimal(repr(v)) for k, v in schema.items() if "aximum" in k], default=None)
 
     def inside(x: Decimal) -> bool:
-        return ((lo is None or (x > lo if "exclusiveMinimum" in schema else x >= lo))
-                and (hi is None or (x < hi if "exclusiveMaximum" in schema else x <= hi)))
+        return (lo is None or (x > lo if "exclusiveMinimum" in schema else x >= lo)) and (
+            hi is None or (x < hi if "exclusiveMaximum" in schema else x <= hi)
+        )
 
     pattern = as_regex(rule)
     for text in decimal_spellings():
@@ -91,31 +111,41 @@ def test_the_number_grammar_allows_exactly_the_decimals_in_range(schema):
         assert matched == inside(Decimal(text)), (schema, text, rule)
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "integer", "minimum": 2.5, "maximum": 3.5},  # only 3
-    {"type": "integer", "exclusiveMinimum": 2, "exclusiveMaximum": 4},  # only 3
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "minimum": 2.5, "maximum": 3.5},  # only 3
+        {"type": "integer", "exclusiveMinimum": 2, "exclusiveMaximum": 4},  # only 3
+    ],
+)
 def test_fractional_or_exclusive_integer_bounds_round_inwards(schema):
     rule = bounded_rule(schema)
     assert [n for n in range(-10, 10) if allowed(rule, str(n))] == [3]
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "integer", "minimum": 5, "maximum": 4},
-    {"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 4},
-    {"type": "number", "exclusiveMinimum": 1, "maximum": 1},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "minimum": 5, "maximum": 4},
+        {"type": "integer", "exclusiveMinimum": 3, "exclusiveMaximum": 4},
+        {"type": "number", "exclusiveMinimum": 1, "maximum": 1},
+    ],
+)
 def test_an_empty_range_is_refused(schema):
     with pytest.raises(EmptyRange):
         bounded_rule(schema)
 
 
 def test_bounded_fields_in_a_schema_become_a_grammar_llama_cpp_parses():
-    schema = {"type": "object", "properties": {
-        "age": {"type": "integer", "minimum": 0, "maximum": 130},
-        "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-        "items": {"type": "array", "items": {"type": "integer", "minimum": -5}, "maxItems": 3},
-    }, "required": ["age", "score"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "age": {"type": "integer", "minimum": 0, "maximum": 130},
+            "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "items": {"type": "array", "items": {"type": "integer", "minimum": -5}, "maxItems": 3},
+        },
+        "required": ["age", "score"],
+    }
     gbnf = schema_to_gbnf(schema)
     check_gbnf(gbnf, "converted")
     assert "age ::= " in gbnf and "integer" not in gbnf.split("age ::= ")[1].split("\n")[0]
@@ -136,8 +166,9 @@ def test_a_sampled_value_from_a_random_range_is_inside_it():
         pattern = as_regex(rule)
         for text in (f"{x / 100:.2f}" for x in range(int(a * 100) - 300, int(b * 100) + 300)):
             x = Decimal(text)
-            ok = (x > Decimal(repr(a)) if keys[0].startswith("ex") else x >= Decimal(repr(a))) and \
-                 (x < Decimal(repr(b)) if keys[1].startswith("ex") else x <= Decimal(repr(b)))
+            ok = (x > Decimal(repr(a)) if keys[0].startswith("ex") else x >= Decimal(repr(a))) and (
+                x < Decimal(repr(b)) if keys[1].startswith("ex") else x <= Decimal(repr(b))
+            )
             assert (pattern.fullmatch(text) is not None) == ok, (schema, text)
 
 

@@ -23,8 +23,11 @@ from llmcli.engine.structured import (
 )
 from llmcli.errors import RuntimeFailure, UsageError
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-          "required": ["name", "age"]}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
 
 
 def test_a_supported_schema_becomes_a_grammar_llama_cpp_parses():
@@ -33,22 +36,34 @@ def test_a_supported_schema_becomes_a_grammar_llama_cpp_parses():
     check_gbnf(constraint.gbnf, "converted")  # raises if llama.cpp refuses it
 
 
-@pytest.mark.parametrize("schema, words", [
-    ({"type": "integer", "multipleOf": 2}, "unsupported keyword 'multipleOf'"),
-    ({"type": "string", "minimum": 0}, "minimum needs type integer or number"),
-    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "minimum": 0,
-      "exclusiveMinimum": True}, "exclusiveMinimum must be a finite number (draft 2020-12), not True"),
-    ({"type": "number", "maximum": float("inf")}, "maximum must be a finite number"),
-    ({"type": "integer", "minimum": 3, "maximum": 2}, "no integer is between 3 and 2; widen the bounds"),
-    ({"type": "string", "format": "email"}, "format 'email' has no grammar"),
-    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$", "minLength": 2}}},
-     "at /properties/a"),
-    ({"type": "object", "required": ["a"]}, "required names 'a'"),
-    ({"typ": "string"}, "unknown keyword 'typ'"),
-    ({"anyOf": [{"type": "string"}], "properties": {}}, "anyOf beside properties"),
-    ({"type": "array", "minItems": 2}, "minItems/maxItems need items"),
-    ({"$ref": "https://example.com/s.json"}, "is not local"),
-])
+@pytest.mark.parametrize(
+    "schema, words",
+    [
+        ({"type": "integer", "multipleOf": 2}, "unsupported keyword 'multipleOf'"),
+        ({"type": "string", "minimum": 0}, "minimum needs type integer or number"),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-04/schema#",
+                "type": "integer",
+                "minimum": 0,
+                "exclusiveMinimum": True,
+            },
+            "exclusiveMinimum must be a finite number (draft 2020-12), not True",
+        ),
+        ({"type": "number", "maximum": float("inf")}, "maximum must be a finite number"),
+        ({"type": "integer", "minimum": 3, "maximum": 2}, "no integer is between 3 and 2; widen the bounds"),
+        ({"type": "string", "format": "email"}, "format 'email' has no grammar"),
+        (
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$", "minLength": 2}}},
+            "at /properties/a",
+        ),
+        ({"type": "object", "required": ["a"]}, "required names 'a'"),
+        ({"typ": "string"}, "unknown keyword 'typ'"),
+        ({"anyOf": [{"type": "string"}], "properties": {}}, "anyOf beside properties"),
+        ({"type": "array", "minItems": 2}, "minItems/maxItems need items"),
+        ({"$ref": "https://example.com/s.json"}, "is not local"),
+    ],
+)
 def test_an_unsupported_schema_is_refused_naming_the_keyword_and_place(schema, words):
     with pytest.raises(UsageError) as err:
         constraint_from_schema(schema)
@@ -83,24 +98,34 @@ def test_format_json_accepts_any_value_and_refuses_other_formats():
 
 def test_a_malformed_or_empty_grammar_is_refused(tmp_path):
     bad = tmp_path / "bad.gbnf"
-    for text, words in [('root ::= "a', "is not a valid GBNF grammar (unexpected end of input)"),
-                        ('root ::= ("a" | "b"\n', "(expecting ')' at the end of the grammar (line 1));"),
-                        ('root ::= "a"\nx ::= ( "b" \ny ::= "c"\n', "(expecting ')' at line 3, column 3: ::= \"c\");"),
-                        ('item ::= "a"', "root"), ("", "is empty")]:
+    for text, words in [
+        ('root ::= "a', "is not a valid GBNF grammar (unexpected end of input)"),
+        ('root ::= ("a" | "b"\n', "(expecting ')' at the end of the grammar (line 1));"),
+        ('root ::= "a"\nx ::= ( "b" \ny ::= "c"\n', "(expecting ')' at line 3, column 3: ::= \"c\");"),
+        ('item ::= "a"', "root"),
+        ("", "is empty"),
+    ]:
         bad.write_text(text)
         with pytest.raises(UsageError, match=None) as err:
             parse_constraint(grammar=bad)
         assert words in str(err.value), err.value
 
 
-@pytest.mark.parametrize("reply, finish_reason, words", [
-    ('{"name": "Ann"', "length", "incomplete JSON (max tokens reached: raise -n): {\"name\": \"Ann\""),
-    ('{"nickname": "Annabel", "name": "Ann", "ag', "length", '-n): …ickname": "Annabel", "name": "Ann", "ag'),  # cut: "…"
-    ("", "stop", "incomplete JSON"),
-    ('{"name": "Ann", "age": "31"}', "stop", "at $.age"),
-    ('{"name": "Ann"}', "stop", "'age' is a required property"),
-    ('{"name": "Ann", "age": 31} and more', "stop", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "reply, finish_reason, words",
+    [
+        ('{"name": "Ann"', "length", 'incomplete JSON (max tokens reached: raise -n): {"name": "Ann"'),
+        (
+            '{"nickname": "Annabel", "name": "Ann", "ag',
+            "length",
+            '-n): …ickname": "Annabel", "name": "Ann", "ag',
+        ),  # cut: "…"
+        ("", "stop", "incomplete JSON"),
+        ('{"name": "Ann", "age": "31"}', "stop", "at $.age"),
+        ('{"name": "Ann"}', "stop", "'age' is a required property"),
+        ('{"name": "Ann", "age": 31} and more', "stop", "not JSON"),
+    ],
+)
 def test_a_reply_that_fails_is_a_runtime_failure_naming_the_path(reply, finish_reason, words):
     with pytest.raises(RuntimeFailure) as err:
         finish(constraint_from_schema(PERSON), reply, finish_reason)
@@ -134,10 +159,13 @@ def test_strip_thinking_cuts_only_a_leading_block():
 def test_the_request_body_carries_response_format_and_refuses_a_grammar(tmp_path):
     params = SamplingParams()
     body = request_body("m", [], params, [], constraint_from_schema(PERSON))
-    assert body["response_format"] == {"type": "json_schema",
-                                       "json_schema": {"name": "reply", "schema": PERSON, "strict": True}}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "reply", "schema": PERSON, "strict": True},
+    }
     assert request_body("m", [], params, [], parse_constraint(fmt="json"))["response_format"] == {
-        "type": "json_object"}
+        "type": "json_object"
+    }
     grammar = tmp_path / "yes.gbnf"
     grammar.write_text('root ::= "yes" | "no"')
     with pytest.raises(UsageError, match="--grammar needs the local engine"):
@@ -149,7 +177,11 @@ KEYS = [*SCHEMA_KEYWORDS, "x", "name", ""]
 
 
 def random_value(rng: random.Random, depth: int):
-    kinds = ["int", "str", "bool", "null", "type", "list", "dict", "dict"] if depth < 4 else ["int", "str", "type"]
+    kinds = (
+        ["int", "str", "bool", "null", "type", "list", "dict", "dict"]
+        if depth < 4
+        else ["int", "str", "type"]
+    )
     kind = rng.choice(kinds)
     if kind == "int":
         return rng.choice([0, 1, -1, 5, 2**40])
@@ -160,7 +192,9 @@ def random_value(rng: random.Random, depth: int):
     if kind == "null":
         return None
     if kind == "type":
-        return rng.choice(["object", "array", "string", "integer", "number", "boolean", "null", ["string", "null"]])
+        return rng.choice(
+            ["object", "array", "string", "integer", "number", "boolean", "null", ["string", "null"]]
+        )
     if kind == "list":
         return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
     return {rng.choice(KEYS): random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
@@ -172,16 +206,21 @@ def random_schema(rng: random.Random, depth: int):
         return random_value(rng, depth)
     shaped = {
         "type": lambda: rng.choice(["object", "array", "string", "integer", "number", "boolean", "null"]),
-        "properties": lambda: {rng.choice(["a", "b", "c"]): random_schema(rng, depth + 1)
-                               for _ in range(rng.randint(0, 3))},
+        "properties": lambda: {
+            rng.choice(["a", "b", "c"]): random_schema(rng, depth + 1) for _ in range(rng.randint(0, 3))
+        },
         "required": lambda: rng.sample(["a", "b", "c"], rng.randint(0, 2)),
         "items": lambda: random_schema(rng, depth + 1),
         "anyOf": lambda: [random_schema(rng, depth + 1) for _ in range(rng.randint(1, 3))],
         "enum": lambda: [random_value(rng, 3) for _ in range(rng.randint(1, 3))],
-        "minItems": lambda: rng.randint(0, 3), "maxItems": lambda: rng.randint(0, 5),
-        "maxLength": lambda: rng.randint(0, 8), "minLength": lambda: rng.randint(0, 3),
-        "minimum": lambda: rng.choice([0, -3, 2.5, 10**20]), "maximum": lambda: rng.choice([0, 7, 99.75, -1]),
-        "exclusiveMinimum": lambda: rng.choice([0, -0.5]), "exclusiveMaximum": lambda: rng.choice([1, 1e-3]),
+        "minItems": lambda: rng.randint(0, 3),
+        "maxItems": lambda: rng.randint(0, 5),
+        "maxLength": lambda: rng.randint(0, 8),
+        "minLength": lambda: rng.randint(0, 3),
+        "minimum": lambda: rng.choice([0, -3, 2.5, 10**20]),
+        "maximum": lambda: rng.choice([0, 7, 99.75, -1]),
+        "exclusiveMinimum": lambda: rng.choice([0, -0.5]),
+        "exclusiveMaximum": lambda: rng.choice([1, 1e-3]),
         "pattern": lambda: rng.choice(["^a+$", "^[0-9]{2,4}$", "^(x|y)$", "(", "^(?=a)$"]),
         "format": lambda: rng.choice(["date", "uuid", "email"]),
         "additionalProperties": lambda: rng.choice([True, False, {"type": "string"}]),

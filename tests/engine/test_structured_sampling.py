@@ -21,29 +21,58 @@ NAME = {"type": "string", "maxLength": 8}
 
 SCHEMAS = {
     "nested objects": {
-        "type": "object", "required": ["person"],
-        "properties": {"person": {"type": "object", "required": ["name", "home"], "properties": {
-            "name": NAME,
-            "home": {"type": "object", "required": ["city"], "properties": {"city": NAME}}}}}},
+        "type": "object",
+        "required": ["person"],
+        "properties": {
+            "person": {
+                "type": "object",
+                "required": ["name", "home"],
+                "properties": {
+                    "name": NAME,
+                    "home": {"type": "object", "required": ["city"], "properties": {"city": NAME}},
+                },
+            }
+        },
+    },
     "arrays with minItems/maxItems": {
-        "type": "object", "required": ["tags"],
-        "properties": {"tags": {"type": "array", "items": NAME, "minItems": 2, "maxItems": 3}}},
+        "type": "object",
+        "required": ["tags"],
+        "properties": {"tags": {"type": "array", "items": NAME, "minItems": 2, "maxItems": 3}},
+    },
     "enums": {
-        "type": "object", "required": ["color", "size"],
-        "properties": {"color": {"enum": ["red", "green", "blue"]}, "size": {"enum": ["S", "M", "L", 42, None]}}},
+        "type": "object",
+        "required": ["color", "size"],
+        "properties": {
+            "color": {"enum": ["red", "green", "blue"]},
+            "size": {"enum": ["S", "M", "L", 42, None]},
+        },
+    },
     "integers and numbers with bounds": {
-        "type": "object", "required": ["age", "score", "delta"],
-        "properties": {"age": {"type": "integer", "minimum": 0, "maximum": 130},
-                       "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-                       "delta": {"type": "number", "minimum": -2.5, "exclusiveMaximum": 2.5}}},
+        "type": "object",
+        "required": ["age", "score", "delta"],
+        "properties": {
+            "age": {"type": "integer", "minimum": 0, "maximum": 130},
+            "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "delta": {"type": "number", "minimum": -2.5, "exclusiveMaximum": 2.5},
+        },
+    },
     "strings with maxLength": {
-        "type": "object", "required": ["title", "code"],
-        "properties": {"title": {"type": "string", "maxLength": 5},
-                       "code": {"type": "string", "minLength": 2, "maxLength": 4}}},
+        "type": "object",
+        "required": ["title", "code"],
+        "properties": {
+            "title": {"type": "string", "maxLength": 5},
+            "code": {"type": "string", "minLength": 2, "maxLength": 4},
+        },
+    },
     "required and optional fields": {
-        "type": "object", "required": ["id"],
-        "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 999}, "note": NAME,
-                       "done": {"type": "boolean"}}},
+        "type": "object",
+        "required": ["id"],
+        "properties": {
+            "id": {"type": "integer", "minimum": 1, "maximum": 999},
+            "note": NAME,
+            "done": {"type": "boolean"},
+        },
+    },
 }
 PROMPT = "Describe a person as JSON: name, home city, tags, color, age, score."
 

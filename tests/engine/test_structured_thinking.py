@@ -23,8 +23,14 @@ from tests.corpus import corpus_templates
 
 R1_DISTILL = "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"  # its generation prompt ends in <think>
 THINKS_THEN_ANYTHING = r'root ::= [a-z ]{4,24} "\n</think>" [^\x00]*'  # then the schema decides
-PERSON = {"type": "object", "required": ["name", "age"], "properties": {
-    "name": {"type": "string", "maxLength": 10}, "age": {"type": "integer", "minimum": 0, "maximum": 130}}}
+PERSON = {
+    "type": "object",
+    "required": ["name", "age"],
+    "properties": {
+        "name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 130},
+    },
+}
 
 
 class ThinkingShapedSampler(Sampler):
@@ -35,8 +41,9 @@ class ThinkingShapedSampler(Sampler):
         ll = self.ll
         ll.llama_sampler_free(self._chain)
         self._chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-        ll.llama_sampler_chain_add(self._chain, ll.llama_sampler_init_grammar(
-            runtime.vocab, THINKS_THEN_ANYTHING.encode(), b"root"))
+        ll.llama_sampler_chain_add(
+            self._chain, ll.llama_sampler_init_grammar(runtime.vocab, THINKS_THEN_ANYTHING.encode(), b"root")
+        )
         ll.llama_sampler_chain_add(self._chain, ll.llama_sampler_init_greedy())
         self._stateful = True  # the shape grammar follows every token, the resampled ones too
 
@@ -44,9 +51,12 @@ class ThinkingShapedSampler(Sampler):
 def test_the_schema_applies_from_the_end_of_the_thinking(runtime, monkeypatch):
     monkeypatch.setattr(chat_module, "Sampler", ThinkingShapedSampler)
     runtime.clear()
-    session = ChatSession(runtime, params=SamplingParams(temperature=0, max_tokens=80),
-                          chat_template=TemplateChoice(corpus_templates()[R1_DISTILL], "file", R1_DISTILL),
-                          constraint=constraint_from_schema(PERSON))
+    session = ChatSession(
+        runtime,
+        params=SamplingParams(temperature=0, max_tokens=80),
+        chat_template=TemplateChoice(corpus_templates()[R1_DISTILL], "file", R1_DISTILL),
+        constraint=constraint_from_schema(PERSON),
+    )
     reply = drain(session.ask("Ann is 31. Give her name and age as JSON."))
     assert opens_thinking(session.last_prompt.text)
     # The thinking was free: words the JSON grammar would never have allowed at the start.

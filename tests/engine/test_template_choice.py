@@ -13,9 +13,17 @@ from llmcli.errors import UsageError
 
 CONVERSATIONS = [
     [{"role": "user", "content": "What is the capital of France?"}],
-    [{"role": "system", "content": "  Be brief.  "}, {"role": "user", "content": " Hi there \n"},
-     {"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Tell me — über café."}],
-    [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}, {"role": "user", "content": "three"}],
+    [
+        {"role": "system", "content": "  Be brief.  "},
+        {"role": "user", "content": " Hi there \n"},
+        {"role": "assistant", "content": "Hello! How can I help?"},
+        {"role": "user", "content": "Tell me — über café."},
+    ],
+    [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"},
+    ],
 ]
 
 

@@ -69,17 +69,23 @@ def session(runtime, name: str, grammar: str, monkeypatch, **params) -> ChatSess
     monkeypatch.setattr(chat_module, "Sampler", grammar_sampler(grammar))
     runtime.clear()
     source = corpus_templates()[name]
-    return ChatSession(runtime, params=SamplingParams(temperature=0, max_tokens=40, **params),
-                       chat_template=TemplateChoice(source, "file", name))
+    return ChatSession(
+        runtime,
+        params=SamplingParams(temperature=0, max_tokens=40, **params),
+        chat_template=TemplateChoice(source, "file", name),
+    )
 
 
 def test_a_thinking_reply_streams_its_reasoning_apart_and_history_keeps_what_the_template_keeps(
-        runtime, monkeypatch):
+    runtime, monkeypatch
+):
     s = session(runtime, QWEN3, THINK_THEN_ANSWER, monkeypatch)
     events = list(s.ask("What is two plus two?"))
     reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
     answer = "".join(e.text for e in events if isinstance(e, TextDelta))
-    assert reasoning and answer and "<think>" not in reasoning + answer and "</think>" not in reasoning + answer
+    assert (
+        reasoning and answer and "<think>" not in reasoning + answer and "</think>" not in reasoning + answer
+    )
     stats = s.last_stats
     assert 0 < stats.reasoning_tokens < stats.completion_tokens
     assert stats.ttft_ms < stats.ttfa_ms and stats.reasoning_ms > 0
@@ -113,7 +119,7 @@ def test_a_prompt_that_opens_think_is_recognised_and_the_reply_only_closes_it(ru
 
 
 def test_no_think_passes_enable_thinking_false_to_a_template_that_reads_it(runtime, monkeypatch):
-    s = session(runtime, QWEN3, 'root ::= [A-Za-z ]{1,8}', monkeypatch)
+    s = session(runtime, QWEN3, "root ::= [A-Za-z ]{1,8}", monkeypatch)
     s.think = False
     reply = drain(s.ask("What is two plus two?"))
     assert s.last_prompt.text.endswith("<think>\n\n</think>\n\n")  # Qwen3's no-think form

@@ -14,8 +14,19 @@ from pathlib import Path
 from typing import Any
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
-FORMATS = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f", BOOL: "<?",
-           U64: "<Q", I64: "<q", F64: "<d"}
+FORMATS = {
+    U8: "<B",
+    I8: "<b",
+    U16: "<H",
+    I16: "<h",
+    U32: "<I",
+    I32: "<i",
+    F32: "<f",
+    BOOL: "<?",
+    U64: "<Q",
+    I64: "<q",
+    F64: "<d",
+}
 DROP = object()  # rewrite(..., {"key": DROP}) removes the key
 
 
@@ -59,9 +70,12 @@ class TensorInfo:
     offset: int
 
     def encode(self) -> bytes:
-        return (encode_string(self.name) + struct.pack("<I", len(self.dims))
-                + b"".join(struct.pack("<Q", d % 2**64) for d in self.dims)
-                + struct.pack("<IQ", self.ggml_type % 2**32, self.offset % 2**64))
+        return (
+            encode_string(self.name)
+            + struct.pack("<I", len(self.dims))
+            + b"".join(struct.pack("<Q", d % 2**64) for d in self.dims)
+            + struct.pack("<IQ", self.ggml_type % 2**32, self.offset % 2**64)
+        )
 
 
 def layout(src: str | Path) -> Layout:
@@ -90,7 +104,7 @@ def layout(src: str | Path) -> Layout:
     for _ in range(n_kv):
         start = pos
         length = struct.unpack_from("<Q", data, pos)[0]
-        key = data[pos + 8:pos + 8 + length].decode()
+        key = data[pos + 8 : pos + 8 + length].decode()
         pos += 8 + length
         vtype = struct.unpack_from("<I", data, pos)[0]
         pos += 4
@@ -99,7 +113,7 @@ def layout(src: str | Path) -> Layout:
     tensors = []
     for _ in range(n_tensors):
         length = struct.unpack_from("<Q", data, pos)[0]
-        name = data[pos + 8:pos + 8 + length]
+        name = data[pos + 8 : pos + 8 + length]
         pos += 8 + length
         n_dims = struct.unpack_from("<I", data, pos)[0]
         dims = list(struct.unpack_from(f"<{n_dims}Q", data, pos + 4))
@@ -110,11 +124,20 @@ def layout(src: str | Path) -> Layout:
     return Layout(kvs, tensors, pos + (-pos % alignment))
 
 
-def assemble(kvs: list[bytes], tensors: list[TensorInfo], data: bytes, alignment: int = 32,
-             counts: tuple[int, int] | None = None) -> bytes:
+def assemble(
+    kvs: list[bytes],
+    tensors: list[TensorInfo],
+    data: bytes,
+    alignment: int = 32,
+    counts: tuple[int, int] | None = None,
+) -> bytes:
     n_tensors, n_kv = counts or (len(tensors), len(kvs))
-    header = (b"GGUF" + struct.pack("<IQQ", 3, n_tensors % 2**64, n_kv % 2**64) + b"".join(kvs)
-              + b"".join(t.encode() for t in tensors))
+    header = (
+        b"GGUF"
+        + struct.pack("<IQQ", 3, n_tensors % 2**64, n_kv % 2**64)
+        + b"".join(kvs)
+        + b"".join(t.encode() for t in tensors)
+    )
     return header + b"\0" * (-len(header) % alignment) + data
 
 
@@ -126,11 +149,19 @@ def rewrite(src: str | Path, dst: str | Path, changes: dict[str, Any] | None = N
     """
     changes = dict(changes or {})
     source = layout(src)
-    kvs = [encode_kv(key, *changes[key]) if key in changes else raw
-           for key, raw in source.kvs.items() if changes.get(key) is not DROP]
-    kvs += [encode_kv(key, *change) for key, change in changes.items()
-            if key not in source.kvs and change is not DROP]
-    header = b"GGUF" + struct.pack("<IQQ", 3, len(source.tensors), len(kvs)) + b"".join(kvs) + source.tensor_infos
+    kvs = [
+        encode_kv(key, *changes[key]) if key in changes else raw
+        for key, raw in source.kvs.items()
+        if changes.get(key) is not DROP
+    ]
+    kvs += [
+        encode_kv(key, *change)
+        for key, change in changes.items()
+        if key not in source.kvs and change is not DROP
+    ]
+    header = (
+        b"GGUF" + struct.pack("<IQQ", 3, len(source.tensors), len(kvs)) + b"".join(kvs) + source.tensor_infos
+    )
     header += b"\0" * (-len(header) % (_alignment_of(kvs) or 32))
     with open(dst, "wb") as out, open(src, "rb") as data:
         out.write(header)
@@ -150,8 +181,11 @@ def _alignment_of(kvs: list[bytes]) -> int | None:
 
 def _byte_tokens() -> list[str]:
     """GPT-2's byte-to-unicode table: the 256 single-byte tokens of a byte-level BPE vocabulary."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, extra = {}, 0
     for b in range(256):
         if b in printable:
@@ -163,8 +197,10 @@ def _byte_tokens() -> list[str]:
 
 
 TINY = dict(n_embd=16, n_head=2, n_head_kv=1, n_ff=32, n_layer=2, n_ctx=256)
-CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
-          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+CHATML = (
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
 
 
 def build_tiny(path: str | Path, seed: int = 0) -> Path:
@@ -173,8 +209,9 @@ def build_tiny(path: str | Path, seed: int = 0) -> Path:
     from gguf import GGUFWriter, TokenType
 
     rng = np.random.default_rng(seed)
-    n_embd, n_head, n_head_kv, n_ff, n_layer, n_ctx = (TINY[k] for k in
-                                                       ("n_embd", "n_head", "n_head_kv", "n_ff", "n_layer", "n_ctx"))
+    n_embd, n_head, n_head_kv, n_ff, n_layer, n_ctx = (
+        TINY[k] for k in ("n_embd", "n_head", "n_head_kv", "n_ff", "n_layer", "n_ctx")
+    )
     head_dim = n_embd // n_head
     tokens = _byte_tokens() + ["hi", "Ġh", "Ġhi", "<|im_start|>", "<|im_end|>"]
     types = [TokenType.NORMAL] * (len(tokens) - 2) + [TokenType.CONTROL] * 2

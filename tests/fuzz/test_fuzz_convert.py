@@ -49,11 +49,58 @@ class Hang(BaseException):
 
 # Values a hostile file puts where a number, a name or an object belongs.
 POOL: list[Any] = [
-    0, 1, -1, 2, 3, 7, 8, 15, 16, 17, 32, 64, 259, 260, 261, 1024, 1025, 10**7, 10**12, 2**31, 2**32, 2**63,
-    2**64, -(2**63), 0.5, 1.5, 1e-9, 1e308, -0.0, float("nan"), float("inf"), "16", "", "x" * 1000, "F32",
-    "a\nb", "\u202e", None, True, False, [], [1], [[[]]], ["t h"], {}, {"a": 1}, {"type": "ByteLevel"},
-    {"rope_type": "linear"}, {"rope_type": "yarn", "factor": 2}, {"rope_type": "llama3", "factor": 8},
-    {"type": "dynamic", "factor": 0}, {"type": "longrope", "long_factor": [1] * 4, "short_factor": [1] * 4},
+    0,
+    1,
+    -1,
+    2,
+    3,
+    7,
+    8,
+    15,
+    16,
+    17,
+    32,
+    64,
+    259,
+    260,
+    261,
+    1024,
+    1025,
+    10**7,
+    10**12,
+    2**31,
+    2**32,
+    2**63,
+    2**64,
+    -(2**63),
+    0.5,
+    1.5,
+    1e-9,
+    1e308,
+    -0.0,
+    float("nan"),
+    float("inf"),
+    "16",
+    "",
+    "x" * 1000,
+    "F32",
+    "a\nb",
+    "\u202e",
+    None,
+    True,
+    False,
+    [],
+    [1],
+    [[[]]],
+    ["t h"],
+    {},
+    {"a": 1},
+    {"type": "ByteLevel"},
+    {"rope_type": "linear"},
+    {"rope_type": "yarn", "factor": 2},
+    {"rope_type": "llama3", "factor": 8},
+    {"type": "dynamic", "factor": 0},
+    {"type": "longrope", "long_factor": [1] * 4, "short_factor": [1] * 4},
 ]
 
 
@@ -63,10 +110,11 @@ def pick(rng: random.Random) -> Any:
 
 # -- mutations: each changes the checkpoint in `src` and returns what it did ------------------------
 
+
 def _read_st(src: Path) -> tuple[dict, bytes]:
     data = (src / "model.safetensors").read_bytes()
     (n,) = struct.unpack("<Q", data[:8])
-    return json.loads(data[8:8 + n]), data[8 + n:]
+    return json.loads(data[8 : 8 + n]), data[8 + n :]
 
 
 def _write_st(src: Path, header: Any, body: bytes, raw: bytes | None = None) -> None:
@@ -76,9 +124,19 @@ def _write_st(src: Path, header: Any, body: bytes, raw: bytes | None = None) -> 
 
 def _shape_value(rng: random.Random, shape: list[int]) -> Any:
     ops: list[Callable[[], Any]] = [
-        lambda: shape[::-1], lambda: shape[:-1], lambda: [*shape, 1], lambda: [1, *shape],
-        lambda: [d * 2 for d in shape], lambda: [0, *shape[1:]], lambda: [10**8, 0], lambda: [2**64, 0],
-        lambda: [-1, *shape[1:]], lambda: [1] * 9, lambda: [str(d) for d in shape], lambda: [1.5], lambda: pick(rng),
+        lambda: shape[::-1],
+        lambda: shape[:-1],
+        lambda: [*shape, 1],
+        lambda: [1, *shape],
+        lambda: [d * 2 for d in shape],
+        lambda: [0, *shape[1:]],
+        lambda: [10**8, 0],
+        lambda: [2**64, 0],
+        lambda: [-1, *shape[1:]],
+        lambda: [1] * 9,
+        lambda: [str(d) for d in shape],
+        lambda: [1.5],
+        lambda: pick(rng),
     ]
     return rng.choice(ops)()
 
@@ -86,15 +144,35 @@ def _shape_value(rng: random.Random, shape: list[int]) -> Any:
 def _offsets_value(rng: random.Random, offsets: list[int]) -> Any:
     a, b = offsets
     ops: list[Callable[[], Any]] = [
-        lambda: [a + 4, b + 4], lambda: [a - 4, b - 4], lambda: [b, a], lambda: [a, b + 4], lambda: [0, 0],
-        lambda: [a, 2**64], lambda: [-8, b], lambda: [a, b, 0], lambda: [a], lambda: [float(a), b], lambda: pick(rng),
+        lambda: [a + 4, b + 4],
+        lambda: [a - 4, b - 4],
+        lambda: [b, a],
+        lambda: [a, b + 4],
+        lambda: [0, 0],
+        lambda: [a, 2**64],
+        lambda: [-8, b],
+        lambda: [a, b, 0],
+        lambda: [a],
+        lambda: [float(a), b],
+        lambda: pick(rng),
     ]
     return rng.choice(ops)()
 
 
-NAMES = ["model.layers.0.mlp.foo.weight", "model.layers.99.mlp.up_proj.weight", "x", "", "a.1.b", "a.b.1",
-         "model.layers.01.mlp.up_proj.weight", "model.layers.0.\n.weight", "lm_head.bias", "model.norm.bias",
-         "model.layers.1e3.mlp.up_proj.weight", "model.layers.0.self_attn.rotary_emb.inv_freq"]
+NAMES = [
+    "model.layers.0.mlp.foo.weight",
+    "model.layers.99.mlp.up_proj.weight",
+    "x",
+    "",
+    "a.1.b",
+    "a.b.1",
+    "model.layers.01.mlp.up_proj.weight",
+    "model.layers.0.\n.weight",
+    "lm_head.bias",
+    "model.norm.bias",
+    "model.layers.1e3.mlp.up_proj.weight",
+    "model.layers.0.self_attn.rotary_emb.inv_freq",
+]
 
 
 def header_field(rng: random.Random, src: Path) -> str:
@@ -151,18 +229,25 @@ def header_bytes(rng: random.Random, src: Path) -> str:
             data[rng.randrange(8, 8 + n)] ^= 1 << rng.randrange(8)
         detail = ""
     elif kind == "truncate":
-        data = data[:rng.randrange(len(data))]
+        data = data[: rng.randrange(len(data))]
         detail = str(len(data))
     else:
         blob = rng.choice([b"\xff\xfe{}", b"{" * 10_000, b'{"a": 1e999999}', b'{"a": ' + b"9" * 5000 + b"}"])
-        data = bytearray(struct.pack("<Q", len(blob)) + blob + bytes(data[8 + n:]))
+        data = bytearray(struct.pack("<Q", len(blob)) + blob + bytes(data[8 + n :]))
         detail = blob[:10].decode("latin-1")
     path.write_bytes(bytes(data))
     return f"header bytes {kind} {detail}"
 
 
-CONFIG_KEYS = [*CONFIG, "head_dim", "rope_scaling", "rope_parameters", "text_config", "partial_rotary_factor",
-               "sliding_window"]
+CONFIG_KEYS = [
+    *CONFIG,
+    "head_dim",
+    "rope_scaling",
+    "rope_parameters",
+    "text_config",
+    "partial_rotary_factor",
+    "sliding_window",
+]
 
 
 def config_value(rng: random.Random, src: Path) -> str:
@@ -183,14 +268,31 @@ def config_value(rng: random.Random, src: Path) -> str:
 def tokenizer_value(rng: random.Random, src: Path) -> str:
     tj = json.loads((src / "tokenizer.json").read_text())
     model = tj["model"]
-    kind = rng.choice(["model", "vocab", "token id", "merges", "merge", "added", "added field", "pre_tokenizer",
-                       "normalizer", "post_processor", "decoder", "whole", "truncate"])
+    kind = rng.choice(
+        [
+            "model",
+            "vocab",
+            "token id",
+            "merges",
+            "merge",
+            "added",
+            "added field",
+            "pre_tokenizer",
+            "normalizer",
+            "post_processor",
+            "decoder",
+            "whole",
+            "truncate",
+        ]
+    )
     if kind == "model":
         tj["model"] = pick(rng)
     elif kind == "vocab":
         model["vocab"] = pick(rng)
     elif kind == "token id":
-        model["vocab"][rng.choice(sorted(model["vocab"]))] = rng.choice([-1, 259, 260, 10**6, 2**63, "1", None, 1.0])
+        model["vocab"][rng.choice(sorted(model["vocab"]))] = rng.choice(
+            [-1, 259, 260, 10**6, 2**63, "1", None, 1.0]
+        )
     elif kind == "merges":
         model["merges"] = rng.choice(["t h", [1, 2], [["t"]], [["t", "h", "x"]], [" th"], ["th"], pick(rng)])
     elif kind == "merge":
@@ -198,15 +300,23 @@ def tokenizer_value(rng: random.Random, src: Path) -> str:
     elif kind == "added":
         tj["added_tokens"] = pick(rng)
     elif kind == "added field":
-        tj["added_tokens"][rng.randrange(len(tj["added_tokens"]))][rng.choice(["id", "content", "special"])] = pick(rng)
+        tj["added_tokens"][rng.randrange(len(tj["added_tokens"]))][
+            rng.choice(["id", "content", "special"])
+        ] = pick(rng)
     elif kind == "post_processor":
-        tj[kind] = rng.choice([{"type": "TemplateProcessing", "single": [5]}, {"type": "Sequence", "processors": 5},
-                               {"type": "TemplateProcessing", "single": [{"SpecialToken": 5}, 1]}, pick(rng)])
+        tj[kind] = rng.choice(
+            [
+                {"type": "TemplateProcessing", "single": [5]},
+                {"type": "Sequence", "processors": 5},
+                {"type": "TemplateProcessing", "single": [{"SpecialToken": 5}, 1]},
+                pick(rng),
+            ]
+        )
     elif kind == "whole":
         tj = pick(rng)
     elif kind == "truncate":
         text = dumps(tj)
-        (src / "tokenizer.json").write_text(text[:rng.randrange(len(text))])
+        (src / "tokenizer.json").write_text(text[: rng.randrange(len(text))])
         return "tokenizer.json truncated"
     else:
         tj[kind] = pick(rng)
@@ -215,13 +325,17 @@ def tokenizer_value(rng: random.Random, src: Path) -> str:
 
 
 def tokenizer_config_value(rng: random.Random, src: Path) -> str:
-    kind = rng.choice(["chat_template", "bos_token", "eos_token", "add_bos_token", "whole", "jinja", "generation"])
+    kind = rng.choice(
+        ["chat_template", "bos_token", "eos_token", "add_bos_token", "whole", "jinja", "generation"]
+    )
     if kind == "jinja":
         (src / "tokenizer_config.json").write_text("{}")
         (src / "chat_template.jinja").write_bytes(bytes(rng.randrange(256) for _ in range(64)))
         return "chat_template.jinja random bytes"
     if kind == "generation":
-        (src / "generation_config.json").write_text(dumps({"eos_token_id": pick(rng), "bos_token_id": pick(rng)}))
+        (src / "generation_config.json").write_text(
+            dumps({"eos_token_id": pick(rng), "bos_token_id": pick(rng)})
+        )
         return "generation_config.json ids"
     tc = json.loads((src / "tokenizer_config.json").read_text())
     if kind == "whole":
@@ -234,15 +348,33 @@ def tokenizer_config_value(rng: random.Random, src: Path) -> str:
 
 def index_file(rng: random.Random, src: Path) -> str:
     outside = os.path.relpath(src.parent.parent.parent / "outside" / "x.safetensors", src)
-    weight_map = rng.choice([{"a": "model.safetensors"}, {"a": outside}, {"a": "/etc/hostname"},
-                             {"a": "missing.safetensors"}, {"a": ""}, {"a": "."}, {"a": 5}, pick(rng)])
+    weight_map = rng.choice(
+        [
+            {"a": "model.safetensors"},
+            {"a": outside},
+            {"a": "/etc/hostname"},
+            {"a": "missing.safetensors"},
+            {"a": ""},
+            {"a": "."},
+            {"a": 5},
+            pick(rng),
+        ]
+    )
     (src / "model.safetensors.index.json").write_text(dumps({"weight_map": weight_map}))
     return f"index weight_map={str(weight_map)[:40]}"
 
 
 def file_kind(rng: random.Random, src: Path) -> str:
-    name = rng.choice(["model.safetensors", "tokenizer.json", "config.json", "tokenizer_config.json",
-                       "tokenizer.model", "chat_template.jinja"])
+    name = rng.choice(
+        [
+            "model.safetensors",
+            "tokenizer.json",
+            "config.json",
+            "tokenizer_config.json",
+            "tokenizer.model",
+            "chat_template.jinja",
+        ]
+    )
     kind = rng.choice(["fifo", "symlink out", "dev zero", "folder", "empty"])
     path = src / name
     if path.exists() or path.is_symlink():
@@ -261,19 +393,38 @@ def file_kind(rng: random.Random, src: Path) -> str:
 
 
 MUTATIONS: list[Callable[[random.Random, Path], str]] = [
-    header_field, header_field, header_structure, header_bytes, config_value, config_value, tokenizer_value,
-    tokenizer_value, tokenizer_config_value, index_file, file_kind,
+    header_field,
+    header_field,
+    header_structure,
+    header_bytes,
+    config_value,
+    config_value,
+    tokenizer_value,
+    tokenizer_value,
+    tokenizer_config_value,
+    index_file,
+    file_kind,
 ]
 
 
 def mutate(mutation: Callable[[random.Random, Path], str], rng: random.Random, src: Path) -> str:
     try:
         return mutation(rng, src)
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, struct.error, RecursionError):
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        IndexError,
+        AttributeError,
+        OSError,
+        struct.error,
+        RecursionError,
+    ):
         return f"{mutation.__name__} skipped (an earlier mutation broke its file)"
 
 
 # -- running a case ----------------------------------------------------------------------------
+
 
 @dataclass
 class Outcome:
@@ -370,11 +521,17 @@ def test_fuzz_convert(tmp_path, capsys):
         outcomes.append(Outcome("the folder around the temporary root", 0, "", "", "written to"))
 
     failures = [o for o in outcomes if o.problem]
-    counts = Counter("failure" if o.problem else "success" if o.code == 0 else f"clean error (exit {o.code})"
-                     for o in outcomes[:N_CASES])
+    counts = Counter(
+        "failure" if o.problem else "success" if o.code == 0 else f"clean error (exit {o.code})"
+        for o in outcomes[:N_CASES]
+    )
     with capsys.disabled():
-        print(f"\nfuzz convert (seed {SEED}): {N_CASES} cases, "
-              + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
-    assert not failures, "\n".join(f"{o.what} -> {o.problem}: {o.stderr.strip()[:300]}" for o in failures[:20])
+        print(
+            f"\nfuzz convert (seed {SEED}): {N_CASES} cases, "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+        )
+    assert not failures, "\n".join(
+        f"{o.what} -> {o.problem}: {o.stderr.strip()[:300]}" for o in failures[:20]
+    )
     # The generator must reach both sides: conversions that still succeed and inputs that are refused.
     assert counts["success"] and sum(v for k, v in counts.items() if k.startswith("clean")), counts

@@ -42,24 +42,90 @@ LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
 N_CASES = 1000 if LONG else 40
 SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "14"))
 
-INTS = [0, 1, 2, 3, 7, 8, 16, 31, 32, 33, 64, 255, 256, 261, 511, 512, 513, 1024, 1025, 65535, 65536,
-        2**31 - 1, 2**31, 2**32 - 1]
+INTS = [
+    0,
+    1,
+    2,
+    3,
+    7,
+    8,
+    16,
+    31,
+    32,
+    33,
+    64,
+    255,
+    256,
+    261,
+    511,
+    512,
+    513,
+    1024,
+    1025,
+    65535,
+    65536,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+]
 SIGNED = [-1, -2, -201, -(2**31)]
 FLOATS = [0.0, -1.0, 1e-30, 1e30, math.nan, math.inf, -math.inf, 0.5]
-STRINGS = ["", "llama", "none", "no_vocab", "gpt2", "bert", "t5", "rwkv", "test", "gemma4", "yarn", "warp",
-           "\x1b[31mred\x1b[0m", "line\nbreak", "é" * 300, "{{ 1/0 }}", "{{ bos_token }}", "x" * 70]
+STRINGS = [
+    "",
+    "llama",
+    "none",
+    "no_vocab",
+    "gpt2",
+    "bert",
+    "t5",
+    "rwkv",
+    "test",
+    "gemma4",
+    "yarn",
+    "warp",
+    "\x1b[31mred\x1b[0m",
+    "line\nbreak",
+    "é" * 300,
+    "{{ 1/0 }}",
+    "{{ bos_token }}",
+    "x" * 70,
+]
 # Keys llama.cpp reads (some absent from the tiny model): `add` brings them in with a random value.
 KNOWN_KEYS = [
-    "general.alignment", "general.architecture", "general.file_type", "general.name",
-    "llama.block_count", "llama.context_length", "llama.embedding_length", "llama.feed_forward_length",
-    "llama.attention.head_count", "llama.attention.head_count_kv", "llama.attention.key_length",
-    "llama.attention.value_length", "llama.rope.dimension_count", "llama.rope.freq_base",
-    "llama.rope.scaling.type", "llama.rope.scaling.factor", "llama.expert_count", "llama.expert_used_count",
-    "llama.expert_group_count", "llama.nextn_predict_layers", "llama.vocab_size",
-    "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.scores",
-    "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
-    "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id", "tokenizer.ggml.add_bos_token",
-    "tokenizer.chat_template", "split.count", "split.no",
+    "general.alignment",
+    "general.architecture",
+    "general.file_type",
+    "general.name",
+    "llama.block_count",
+    "llama.context_length",
+    "llama.embedding_length",
+    "llama.feed_forward_length",
+    "llama.attention.head_count",
+    "llama.attention.head_count_kv",
+    "llama.attention.key_length",
+    "llama.attention.value_length",
+    "llama.rope.dimension_count",
+    "llama.rope.freq_base",
+    "llama.rope.scaling.type",
+    "llama.rope.scaling.factor",
+    "llama.expert_count",
+    "llama.expert_used_count",
+    "llama.expert_group_count",
+    "llama.nextn_predict_layers",
+    "llama.vocab_size",
+    "tokenizer.ggml.model",
+    "tokenizer.ggml.pre",
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.scores",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges",
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.padding_token_id",
+    "tokenizer.ggml.add_bos_token",
+    "tokenizer.chat_template",
+    "split.count",
+    "split.no",
 ]
 
 
@@ -146,8 +212,11 @@ def m_add(rng, src, data):
 def m_counts(rng, src, data):
     n_tensors, n_kv = len(src.tensors), len(src.kvs)
     which = rng.choice(["tensors", "kv"])
-    value = rng.choice(INTS + [2**64 - 1, 2**63]) if rng.random() < 0.7 else \
-        (n_tensors if which == "tensors" else n_kv) + rng.choice([-1, 1])
+    value = (
+        rng.choice(INTS + [2**64 - 1, 2**63])
+        if rng.random() < 0.7
+        else (n_tensors if which == "tensors" else n_kv) + rng.choice([-1, 1])
+    )
     counts = (value, n_kv) if which == "tensors" else (n_tensors, value)
     return f"n_{which} = {value}", assemble(list(src.kvs.values()), src.tensors, data, counts=counts)
 
@@ -209,8 +278,14 @@ def m_byteflip(rng, src, whole: bytes):
 
 
 MUTATIONS = {
-    "retype": m_retype, "revalue": m_revalue, "drop": m_drop, "add": m_add, "counts": m_counts,
-    "string_length": m_string_length, "value_bytes": m_value_bytes, "tensor": m_tensor,
+    "retype": m_retype,
+    "revalue": m_revalue,
+    "drop": m_drop,
+    "add": m_add,
+    "counts": m_counts,
+    "string_length": m_string_length,
+    "value_bytes": m_value_bytes,
+    "tensor": m_tensor,
 }
 WHOLE_FILE_MUTATIONS = {"truncate": m_truncate, "byteflip": m_byteflip}
 
@@ -218,7 +293,7 @@ WHOLE_FILE_MUTATIONS = {"truncate": m_truncate, "byteflip": m_byteflip}
 def make_cases(tiny: Path, n: int, seed: int) -> list[Case]:
     src = layout(tiny)
     whole = tiny.read_bytes()
-    data = whole[src.data_offset:]
+    data = whole[src.data_offset :]
     names = list(MUTATIONS) + list(WHOLE_FILE_MUTATIONS)
     cases = []
     for i in range(n):
@@ -232,8 +307,12 @@ def make_cases(tiny: Path, n: int, seed: int) -> list[Case]:
     return cases
 
 
-ERROR_KINDS = {"gguf_check": "is not a valid GGUF", "llama.cpp": "llama.cpp could not load",
-               "not a GGUF": "is not a GGUF file", "truncated": "truncated GGUF"}
+ERROR_KINDS = {
+    "gguf_check": "is not a valid GGUF",
+    "llama.cpp": "llama.cpp could not load",
+    "not a GGUF": "is not a GGUF file",
+    "truncated": "truncated GGUF",
+}
 
 
 def snapshot(*dirs: Path) -> set[tuple[str, int, int]]:
@@ -250,11 +329,25 @@ def snapshot(*dirs: Path) -> set[tuple[str, int, int]]:
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMCLI_", "HF_", "XDG_"))}
-    env.update(HOME=str(root / "home"), LLMCLI_HOME=str(root / "llmcli"), HF_HOME=str(root / "hf"),
-               XDG_DATA_HOME=str(root / "xdg"), XDG_CACHE_HOME=str(root / "xdg-cache"), TMPDIR=str(root / "tmp"),
-               PYTHONPATH=os.environ.get("PYTHONPATH", ""), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "llmcli", *args], capture_output=True, text=True,
-                          errors="replace", env=env, cwd=root / "cwd", timeout=120)
+    env.update(
+        HOME=str(root / "home"),
+        LLMCLI_HOME=str(root / "llmcli"),
+        HF_HOME=str(root / "hf"),
+        XDG_DATA_HOME=str(root / "xdg"),
+        XDG_CACHE_HOME=str(root / "xdg-cache"),
+        TMPDIR=str(root / "tmp"),
+        PYTHONPATH=os.environ.get("PYTHONPATH", ""),
+        NO_COLOR="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "llmcli", *args],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        env=env,
+        cwd=root / "cwd",
+        timeout=120,
+    )
 
 
 def judge(result: subprocess.CompletedProcess) -> str | None:
@@ -279,8 +372,12 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory):
         (root / d).mkdir()
     tiny = build_tiny(root / "tiny.gguf")
     real_home = Path(os.path.expanduser("~"))
-    watched = [real_home / ".local/share/llmcli", real_home / ".cache/llmcli", real_home / ".cache/huggingface",
-               root.parent]
+    watched = [
+        real_home / ".local/share/llmcli",
+        real_home / ".cache/llmcli",
+        real_home / ".cache/huggingface",
+        root.parent,
+    ]
     before = snapshot(*watched)
     outcomes: Counter[str] = Counter()
     errors: Counter[str] = Counter()
@@ -312,9 +409,11 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory):
             print(f"  {case.index + 1} cases: {dict(outcomes)}", flush=True)
     after = snapshot(*watched)
     outside = sorted(p for p, *_ in after - before if not p.startswith(str(root)))
-    print(f"\nGGUF fuzz (seed {SEED}): {N_CASES} cases, {sum(outcomes.values())} runs: "
-          f"{outcomes['clean error']} clean errors ({dict(errors)}), {outcomes['success']} successes, "
-          f"{outcomes['failure']} failures")
+    print(
+        f"\nGGUF fuzz (seed {SEED}): {N_CASES} cases, {sum(outcomes.values())} runs: "
+        f"{outcomes['clean error']} clean errors ({dict(errors)}), {outcomes['success']} successes, "
+        f"{outcomes['failure']} failures"
+    )
     for kind, example in examples.items():
         print(f"  e.g. {kind}: {example}")
     assert not outside, f"written outside the temporary root: {outside[:10]}"

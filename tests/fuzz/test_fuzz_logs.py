@@ -29,23 +29,66 @@ from tests.support.cli import cli
 LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
 CASES = 1000 if LONG else 100
 SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20250611"))
-COLUMNS = ["id", "conversation_id", "model", "system", "messages", "prompt", "reply", "reasoning", "options",
-           "usage", "timings", "finish_reason", "datetime_utc"]
-TEXTS = ["", "x", "中文 🙂", "\x1b[2J\x1b]0;t\x07", "\u202e", "{", "[]", "{}", "null", '"s"', "[1,2]",
-         '[{"role": "user", "content": "hi"}]', '[{"role": "system", "content": 1}]', "[" * 5000,
-         "01j0000000000000000000000a", "a" * 100_000]
+COLUMNS = [
+    "id",
+    "conversation_id",
+    "model",
+    "system",
+    "messages",
+    "prompt",
+    "reply",
+    "reasoning",
+    "options",
+    "usage",
+    "timings",
+    "finish_reason",
+    "datetime_utc",
+]
+TEXTS = [
+    "",
+    "x",
+    "中文 🙂",
+    "\x1b[2J\x1b]0;t\x07",
+    "\u202e",
+    "{",
+    "[]",
+    "{}",
+    "null",
+    '"s"',
+    "[1,2]",
+    '[{"role": "user", "content": "hi"}]',
+    '[{"role": "system", "content": 1}]',
+    "[" * 5000,
+    "01j0000000000000000000000a",
+    "a" * 100_000,
+]
 ESCAPES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _value(rng: random.Random):
     kind = rng.choice(["text", "blob", "int", "float", "null", "json"])
     if kind == "json":
-        shapes = [[], {}, [{"role": rng.choice(["user", "assistant", "tool", 3]),
-                            "content": rng.choice(["x", 1, None, ["a"]])}], {"a": [1, {"b": None}]}, "str", 5]
+        shapes = [
+            [],
+            {},
+            [
+                {
+                    "role": rng.choice(["user", "assistant", "tool", 3]),
+                    "content": rng.choice(["x", 1, None, ["a"]]),
+                }
+            ],
+            {"a": [1, {"b": None}]},
+            "str",
+            5,
+        ]
         return json.dumps(rng.choice(shapes))
-    return {"text": lambda: rng.choice(TEXTS), "blob": lambda: rng.randbytes(rng.randint(0, 64)),
-            "int": lambda: rng.randint(-2**63, 2**63 - 1), "float": lambda: rng.uniform(-1e300, 1e300),
-            "null": lambda: None}[kind]()
+    return {
+        "text": lambda: rng.choice(TEXTS),
+        "blob": lambda: rng.randbytes(rng.randint(0, 64)),
+        "int": lambda: rng.randint(-(2**63), 2**63 - 1),
+        "float": lambda: rng.uniform(-1e300, 1e300),
+        "null": lambda: None,
+    }[kind]()
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +96,15 @@ def good_log(tmp_path_factory):
     path = tmp_path_factory.mktemp("good") / "logs.db"
     log = ChatLog(path)
     first = log.add(Exchange("", "m", "apples are red", "yes", system="s"))
-    log.add(Exchange(first.conversation_id, "m", "and pears?", "green",
-                     messages=[{"role": "user", "content": "apples are red"}, {"role": "assistant", "content": "yes"}]))
+    log.add(
+        Exchange(
+            first.conversation_id,
+            "m",
+            "and pears?",
+            "green",
+            messages=[{"role": "user", "content": "apples are red"}, {"role": "assistant", "content": "yes"}],
+        )
+    )
     log.add(Exchange("", "m2", "cherries are red", "indeed", finish_reason="cancelled"))
     log.close()
     return path
@@ -73,9 +123,17 @@ def _tamper(rng: random.Random, path) -> str:
         return how
     with sqlite3.connect(path) as db:
         if how == "drop":
-            db.execute(rng.choice(["DROP TABLE exchanges_fts", "DROP TABLE conversations",
-                                   "DELETE FROM conversations", "PRAGMA user_version = 99",
-                                   "ALTER TABLE exchanges DROP COLUMN reasoning"]))
+            db.execute(
+                rng.choice(
+                    [
+                        "DROP TABLE exchanges_fts",
+                        "DROP TABLE conversations",
+                        "DELETE FROM conversations",
+                        "PRAGMA user_version = 99",
+                        "ALTER TABLE exchanges DROP COLUMN reasoning",
+                    ]
+                )
+            )
             return how
         for _ in range(rng.randint(1, 3)):
             column = rng.choice(COLUMNS)
@@ -88,7 +146,12 @@ def _tamper(rng: random.Random, path) -> str:
 
 def _reads(path, home):
     """Every way llmcli reads the log; each yields a description for the failure report."""
-    for args in (["logs"], ["logs", "--json", "-n", "0"], ["logs", "-q", "red"], ["logs", "-q", "red", "--json"]):
+    for args in (
+        ["logs"],
+        ["logs", "--json", "-n", "0"],
+        ["logs", "-q", "red"],
+        ["logs", "-q", "red", "--json"],
+    ):
         yield " ".join(args), lambda a=args: _cli(a, home)
     try:
         cids = [r[0] for r in sqlite3.connect(path).execute("SELECT conversation_id FROM exchanges LIMIT 2")]
@@ -145,6 +208,8 @@ def test_a_tampered_log_is_read_or_refused_in_one_line(good_log, tmp_path):
             except Exception:  # noqa: BLE001 - the fuzz target: anything but a clean answer is a failure
                 failures.append(f"case {case} ({how}), {what}: {traceback.format_exc(limit=3)}")
         shutil.rmtree(home)
-    print(f"\nfuzz logs.db: {CASES} cases, {counts['ok']} reads worked, {counts['refused']} refused cleanly, "
-          f"{len(failures)} failures (seed {SEED})")
+    print(
+        f"\nfuzz logs.db: {CASES} cases, {counts['ok']} reads worked, {counts['refused']} refused cleanly, "
+        f"{len(failures)} failures (seed {SEED})"
+    )
     assert not failures, "\n".join(failures[:5])

@@ -30,8 +30,19 @@ CASES = 400 if LONG else 40
 SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240615"))
 COMMANDS = ("list", "rm", "chat")
 WEIRD: list[object] = [None, 0, -1, 1.5, "", [], {}, True, [1, {"a": None}], 10**30, "x" * 5000, {"path": 1}]
-NASTY_TEXT = ["\x1b[2J\x1b[31mred", "a\nb\r\nc", "\x00nul", "\u202eevil", "[bold]x[/]", "é日本🙂",
-              "\x07\x08\x7f\x9b", "-", "..", "../..", "x" * 100_000]
+NASTY_TEXT = [
+    "\x1b[2J\x1b[31mred",
+    "a\nb\r\nc",
+    "\x00nul",
+    "\u202eevil",
+    "[bold]x[/]",
+    "é日本🙂",
+    "\x07\x08\x7f\x9b",
+    "-",
+    "..",
+    "../..",
+    "x" * 100_000,
+]
 
 
 def digest_tree(root: Path) -> dict[str, str]:
@@ -55,11 +66,25 @@ def _paths(rng: random.Random, root: Path, beyond: Path, embedded: str) -> list[
     """File paths a manifest might list: the store's own, traversals, links and absolute paths out."""
     blobs = root / "home" / "blobs"
     return [
-        str(blobs / "own.gguf"), str(blobs / "own2.gguf"),
-        f"{blobs}/../../canary/a.gguf", f"{blobs}/../../../{beyond.name}/keep.txt",
-        f"{blobs}/link/b.txt", str(blobs / "filelink.gguf"), f"{blobs}/link/sub/c.txt",
-        str(root / "canary" / "a.gguf"), str(beyond / "keep.txt"), str(blobs), f"{blobs}/.", f"{blobs}/..",
-        "blobs/own.gguf", "../canary/a.gguf", "", "/", "~/x", embedded, str(blobs / "missing.gguf"),
+        str(blobs / "own.gguf"),
+        str(blobs / "own2.gguf"),
+        f"{blobs}/../../canary/a.gguf",
+        f"{blobs}/../../../{beyond.name}/keep.txt",
+        f"{blobs}/link/b.txt",
+        str(blobs / "filelink.gguf"),
+        f"{blobs}/link/sub/c.txt",
+        str(root / "canary" / "a.gguf"),
+        str(beyond / "keep.txt"),
+        str(blobs),
+        f"{blobs}/.",
+        f"{blobs}/..",
+        "blobs/own.gguf",
+        "../canary/a.gguf",
+        "",
+        "/",
+        "~/x",
+        embedded,
+        str(blobs / "missing.gguf"),
         rng.choice(NASTY_TEXT),
     ]
 
@@ -76,7 +101,9 @@ def _entry(rng: random.Random, paths: list[str], malformed: bool) -> object:
         "created": rng.choice(["2024-06-15T00:00:00+00:00", rng.choice(NASTY_TEXT)]),
     }
     for _ in range(rng.choice([0, 1, 2]) if malformed else 0):  # a field of the wrong type
-        entry[rng.choice(["path", "files", "size", "n_params", "quant", "builtin", "name", "arch"])] = rng.choice(WEIRD)
+        entry[rng.choice(["path", "files", "size", "n_params", "quant", "builtin", "name", "arch"])] = (
+            rng.choice(WEIRD)
+        )
     if malformed and rng.random() < 0.2:
         del entry["path"]
     return entry
@@ -107,9 +134,13 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
     elif shape < 0.15:
         manifest = {"version": 1, "models": rng.choice(WEIRD)}
     else:
-        manifest = {"version": rng.choice([1, 2, "x"]),
-                    "models": {name: _named(name, _entry(rng, paths, malformed))
-                               for name in rng.sample(names, rng.randint(1, len(names)))}}
+        manifest = {
+            "version": rng.choice([1, 2, "x"]),
+            "models": {
+                name: _named(name, _entry(rng, paths, malformed))
+                for name in rng.sample(names, rng.randint(1, len(names)))
+            },
+        }
     text = json.dumps(manifest)
     if malformed and rng.random() < 0.1:
         text = text[: rng.randint(0, len(text))]  # truncated
@@ -118,22 +149,41 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
     (root / "home" / "manifest.json").write_text(text, encoding="utf-8", errors="surrogatepass")
     command = COMMANDS[index % len(COMMANDS)]
     target = rng.choice([n for n in names if "\x00" not in n])  # a NUL cannot be an argument
-    argv = {"list": ["list"], "rm": ["rm", target], "chat": ["chat", target, "hi", "-n", "1", "-t", "1"]}[command]
+    argv = {"list": ["list"], "rm": ["rm", target], "chat": ["chat", target, "hi", "-n", "1", "-t", "1"]}[
+        command
+    ]
     return Case(index, command, root, argv)
 
 
 def run_case(case: Case) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LLMCLI_HOME": str(case.root / "home"), "HOME": str(case.root / "userhome"),
-           "XDG_DATA_HOME": str(case.root / "xdg"), "HF_HUB_OFFLINE": "1", "HF_HOME": str(case.root / "hf")}
+    env = {
+        **os.environ,
+        "LLMCLI_HOME": str(case.root / "home"),
+        "HOME": str(case.root / "userhome"),
+        "XDG_DATA_HOME": str(case.root / "xdg"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(case.root / "hf"),
+    }
     for var in ("LLMCLI_MODEL", "LLMCLI_DEBUG", "LLMCLI_ENDPOINT", "LLMCLI_API_KEY"):
         env.pop(var, None)
     argv = [a.encode("utf-8", "surrogatepass") for a in case.argv]
-    return subprocess.run([sys.executable.encode(), b"-m", b"llmcli", *argv], capture_output=True,
-                          stdin=subprocess.DEVNULL, env=env, timeout=120, cwd=case.root)
+    return subprocess.run(
+        [sys.executable.encode(), b"-m", b"llmcli", *argv],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        timeout=120,
+        cwd=case.root,
+    )
 
 
-def judge(case: Case, r: subprocess.CompletedProcess, canary: dict[str, str], beyond_before: dict[str, str],
-          beyond: Path) -> tuple[str, str]:
+def judge(
+    case: Case,
+    r: subprocess.CompletedProcess,
+    canary: dict[str, str],
+    beyond_before: dict[str, str],
+    beyond: Path,
+) -> tuple[str, str]:
     """('clean' | 'success' | 'failure', why)."""
     err = r.stderr.decode("utf-8", "replace")
     if r.returncode >= 128 or r.returncode < 0:
@@ -174,8 +224,10 @@ def test_hostile_manifests_through_list_rm_and_chat(tmp_path: Path, embedded_pat
         if verdict == "failure":
             failures.append(f"case {case.index} ({case.command}, seed {SEED}): {why}")
     by_command = {cmd: sum(1 for c in cases if c.command == cmd) for cmd in COMMANDS}
-    print(f"\nmanifest fuzz: {len(cases)} cases {by_command}, {counts['clean']} clean errors, "
-          f"{counts['success']} successes, {counts['failure']} failures")
+    print(
+        f"\nmanifest fuzz: {len(cases)} cases {by_command}, {counts['clean']} clean errors, "
+        f"{counts['success']} successes, {counts['failure']} failures"
+    )
     assert not failures, "\n".join(failures[:5])
     assert counts["clean"] and counts["success"], counts  # the generator reaches both outcomes
 
@@ -185,5 +237,6 @@ def test_the_generator_is_seeded(tmp_path: Path, embedded_path: str, unused: Non
     a, b = (tmp_path / "a", tmp_path / "b")
     for where in (a, b):
         make_case(0, random.Random(SEED), where, tmp_path, embedded_path)
-    assert (a / "case000/home/manifest.json").read_text() == (b / "case000/home/manifest.json").read_text().replace(
-        str(b), str(a))
+    assert (a / "case000/home/manifest.json").read_text() == (
+        b / "case000/home/manifest.json"
+    ).read_text().replace(str(b), str(a))

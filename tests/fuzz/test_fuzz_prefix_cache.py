@@ -29,8 +29,9 @@ from llmcli.engine.prefix_cache import (
 LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
 CASES = 50_000 if LONG else 2_000
 SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240615"))
-KEY = CacheKey(model="1:ab", llama_cpp="0.3.36", n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=-1,
-               type_k=1, type_v=1)
+KEY = CacheKey(
+    model="1:ab", llama_cpp="0.3.36", n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=-1, type_k=1, type_v=1
+)
 WEIRD = [None, -1, 2**64, 1.5, "x", [], {}, True, [1.5], ["a"], [-1], [2**40], "\u202e", {"a": [None]}]
 
 
@@ -62,7 +63,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     for _ in range(rng.randint(1, 4)):
         kind = rng.randrange(7)
         if kind == 0 and data:
-            del data[rng.randrange(len(data)):]  # truncated
+            del data[rng.randrange(len(data)) :]  # truncated
         elif kind == 1 and data:
             data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
         elif kind == 2:
@@ -94,7 +95,10 @@ def test_damaged_entries_raise_only_corrupt_entry(tmp_path: Path) -> None:
                 counts["corrupt"] += 1
                 continue
             info = result[0] if isinstance(result, tuple) else result
-            assert len(info.tokens) == json.loads(data[16:16 + struct.unpack_from("<I", data, 12)[0]])["n_tokens"]
+            assert (
+                len(info.tokens)
+                == json.loads(data[16 : 16 + struct.unpack_from("<I", data, 12)[0]])["n_tokens"]
+            )
             assert info.state_offset + info.state_size + 4 == len(data)
             counts["accepted"] += 1
     print(f"\nprefix-cache entry fuzz (seed {SEED}): {CASES} cases, {counts}")

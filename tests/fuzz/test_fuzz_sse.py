@@ -33,9 +33,34 @@ SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240614"))
 WORDS = ["Hello", " world", " 中文", " 🙂", ".", "\n", " the", " end", "é", " a\tb", " <b>", " \\"]
 TIMEOUT = 2  # --timeout of each run: a stalled case ends after this much silence
 # Values of the wrong type or range, as JSON text (Python's json reads NaN and 1e400 as floats).
-WEIRD = ["null", "0", "-1", "1.5", '"s"', "[]", "{}", "true", '[1, {"a": null}]', "NaN", "1e400", "1" + "0" * 30]
-GARBAGE = [b"data: {", b"data: {\"choices\": [", b"retry: 100", b"id: 7", b"event: ", b"event: ping",
-           b"nonsense", b"data", b"data:", b"\xff\xfe\x00garbage", b": " + b"c" * 5000, b"data: [DONE] no"]
+WEIRD = [
+    "null",
+    "0",
+    "-1",
+    "1.5",
+    '"s"',
+    "[]",
+    "{}",
+    "true",
+    '[1, {"a": null}]',
+    "NaN",
+    "1e400",
+    "1" + "0" * 30,
+]
+GARBAGE = [
+    b"data: {",
+    b'data: {"choices": [',
+    b"retry: 100",
+    b"id: 7",
+    b"event: ",
+    b"event: ping",
+    b"nonsense",
+    b"data",
+    b"data:",
+    b"\xff\xfe\x00garbage",
+    b": " + b"c" * 5000,
+    b"data: [DONE] no",
+]
 
 
 @dataclass
@@ -53,20 +78,42 @@ class Case:
 
 def _chunk(content: str | None = None, finish: str | None = None, **extra) -> dict:
     delta = {"content": content} if content is not None else {"role": "assistant"}
-    return {"id": "f", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta,
-                                                                       "finish_reason": finish}], **extra}
+    return {
+        "id": "f",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
 
 
 def _mutate_shape(rng: random.Random, chunk: dict) -> str:
     """A chunk's JSON with one field set to something of the wrong type (as raw JSON text)."""
     raw = rng.choice(WEIRD)
-    where = rng.choice(["choices", "choice", "delta", "content", "finish", "usage", "usage.completion_tokens",
-                        "timings", "timings.prompt_ms", "whole"])
+    where = rng.choice(
+        [
+            "choices",
+            "choice",
+            "delta",
+            "content",
+            "finish",
+            "usage",
+            "usage.completion_tokens",
+            "timings",
+            "timings.prompt_ms",
+            "whole",
+        ]
+    )
     marker = '"@@"'
     doc = json.loads(json.dumps(chunk))
-    target = {"choices": (doc, "choices"), "choice": (doc["choices"], 0), "delta": (doc["choices"][0], "delta"),
-              "content": (doc["choices"][0]["delta"], "content"), "finish": (doc["choices"][0], "finish_reason"),
-              "usage": (doc, "usage"), "timings": (doc, "timings")}
+    target = {
+        "choices": (doc, "choices"),
+        "choice": (doc["choices"], 0),
+        "delta": (doc["choices"][0], "delta"),
+        "content": (doc["choices"][0]["delta"], "content"),
+        "finish": (doc["choices"][0], "finish_reason"),
+        "usage": (doc, "usage"),
+        "timings": (doc, "timings"),
+    }
     if where == "whole":
         return raw
     if where == "usage.completion_tokens":
@@ -96,8 +143,9 @@ def make_case(index: int) -> Case:
     if did("http-error", 0.08):
         case.status = rng.choice([400, 401, 404, 429, 500, 503])
         case.reason = rng.choice(["Bad", f"Nope {KEY}", f"x\x1b[2J{KEY}"])
-        body = rng.choice([json.dumps({"error": {"message": "e" * rng.randint(0, 400) + KEY}}), KEY * 20,
-                           "[" * 5000, ""])
+        body = rng.choice(
+            [json.dumps({"error": {"message": "e" * rng.randint(0, 400) + KEY}}), KEY * 20, "[" * 5000, ""]
+        )
         case.writes = [body.encode()]
         case.chunked = False
         return case
@@ -130,11 +178,17 @@ def make_case(index: int) -> Case:
             lines.insert(rng.randrange(len(lines) + 1), rng.choice(GARBAGE))
     if did("invalid-utf8", 0.08):
         harmful = True
-        lines.insert(rng.randrange(len(lines) + 1), b'data: {"choices": [{"delta": {"content": "\xc3\x28\xff"}}]}')
+        lines.insert(
+            rng.randrange(len(lines) + 1), b'data: {"choices": [{"delta": {"content": "\xc3\x28\xff"}}]}'
+        )
     if did("error-event", 0.1):
         harmful = True
-        lines.insert(rng.randrange(len(lines) + 1), b"event: error\ndata: " + json.dumps(
-            {"error": {"message": "m" * rng.randint(0, 400) + KEY}}).encode() + b"\n")
+        lines.insert(
+            rng.randrange(len(lines) + 1),
+            b"event: error\ndata: "
+            + json.dumps({"error": {"message": "m" * rng.randint(0, 400) + KEY}}).encode()
+            + b"\n",
+        )
     if did("not-json-with-key", 0.08):
         harmful = True
         lines.insert(rng.randrange(len(lines) + 1), ("data: " + "z" * rng.randint(0, 90) + KEY).encode())
@@ -162,12 +216,16 @@ def make_case(index: int) -> Case:
         after = end
     if did("early-close", 0.12):
         harmful = True
-        stream = stream[:rng.randrange(len(stream) + 1)]
+        stream = stream[: rng.randrange(len(stream) + 1)]
     case.stall = did("stall", 0.05)
     harmful = harmful or case.stall or "ignores-max-tokens" in case.mutations
     case.chunked = rng.random() < 0.8
     # Random write boundaries: anywhere, including inside a UTF-8 character or a \r\n.
-    cuts = sorted(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(0, 60)))) if len(stream) > 1 else []
+    cuts = (
+        sorted(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(0, 60))))
+        if len(stream) > 1
+        else []
+    )
     bounds = [0, *cuts, len(stream)]
     case.writes = [stream[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
     text = "".join(shown)  # chat ends the reply with a newline unless it has one (or is empty)
@@ -209,8 +267,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Connection", "close")
             self.end_headers()
             for piece in case.writes:
-                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" if case.chunked and case.status == 200
-                                 else piece)
+                self.wfile.write(
+                    f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+                    if case.chunked and case.status == 200
+                    else piece
+                )
                 self.wfile.flush()
             if case.stall:
                 self.server.release.wait(TIMEOUT * 5)
@@ -233,7 +294,7 @@ class FuzzServer(ThreadingHTTPServer):
 
 
 def leaks(text: str) -> list[str]:
-    pieces = {KEY[:4]} | {KEY[i:i + 6] for i in range(len(KEY) - 5)}
+    pieces = {KEY[:4]} | {KEY[i : i + 6] for i in range(len(KEY) - 5)}
     return [p for p in pieces if p in text]
 
 
@@ -285,8 +346,10 @@ def test_fuzz_sse_streams_end_cleanly():
         server.shutdown()
         server.server_close()
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
-    print(f"\nfuzz sse (seed {SEED}): {CASES} cases, {counts['error']} clean errors, {counts['ok']} successes, "
-          f"{counts['failure']} failures")
+    print(
+        f"\nfuzz sse (seed {SEED}): {CASES} cases, {counts['error']} clean errors, {counts['ok']} successes, "
+        f"{counts['failure']} failures"
+    )
     failures = [f"case {i}: {what}" for i, (kind, what) in enumerate(outcomes) if kind == "failure"]
     assert not failures, "\n".join(failures)
     # The mutations did reach the client: both outcomes occur.

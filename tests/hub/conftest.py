@@ -23,7 +23,11 @@ ST_REPO = "llmcli-test/SmolLM2-135M-Instruct"
 GRANTED_TOKEN = "hf_granted_test_token"
 STEM = "SmolLM2-135M-Instruct"
 # quant name -> llama.cpp file type; the embedded model is Q4_1, requantized (quality is beside the point).
-QUANTS = {"Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}
+QUANTS = {
+    "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
+    "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
+    "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
+}
 SPLIT_QUANT, SPLIT_PARTS = "Q4_0", 3
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,8 +84,11 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
     huge.write_bytes(b"GGUF" + b"\0" * 1000)
     pickle = root / "pytorch_model.bin"
     pickle.write_bytes(b"\x80\x04 a pickle: pull must never fetch this")
-    return Fixtures(quants=quants, split=split,
-                    small={"README.md": readme, "huge.gguf": huge, "pytorch_model.bin": pickle})
+    return Fixtures(
+        quants=quants,
+        split=split,
+        small={"README.md": readme, "huge.gguf": huge, "pytorch_model.bin": pickle},
+    )
 
 
 @pytest.fixture(scope="session")
@@ -89,16 +96,21 @@ def repos(fixtures: Fixtures) -> list[FakeRepo]:
     readme = FakeFile.from_path("README.md", fixtures.small["README.md"])
     single = {p.name: FakeFile.from_path(p.name, p) for q, p in fixtures.quants.items() if q != SPLIT_QUANT}
     parts = {p.name: FakeFile.from_path(p.name, p) for p in fixtures.split}
-    no_default = {p.name: FakeFile.from_path(p.name, p)
-                  for q, p in fixtures.quants.items() if q in ("Q8_0", "Q4_0")}
+    no_default = {
+        p.name: FakeFile.from_path(p.name, p) for q, p in fixtures.quants.items() if q in ("Q8_0", "Q4_0")
+    }
     q4km = fixtures.quants["Q4_K_M"]
     huge = FakeFile.from_path("Huge-Q4_K_M.gguf", fixtures.small["huge.gguf"])
     huge.size = 10**15  # the hub claims a petabyte: the space check must refuse before fetching a byte
     return [
         FakeRepo(GGUF_REPO, {"README.md": readme, **single, **parts}),
         FakeRepo(NO_DEFAULT_REPO, {"README.md": readme, **no_default}),
-        FakeRepo(GATED_REPO, {q4km.name: FakeFile.from_path(q4km.name, q4km)}, gated=True,
-                 allowed_tokens={GRANTED_TOKEN}),
+        FakeRepo(
+            GATED_REPO,
+            {q4km.name: FakeFile.from_path(q4km.name, q4km)},
+            gated=True,
+            allowed_tokens={GRANTED_TOKEN},
+        ),
         FakeRepo(HUGE_REPO, {huge.name: huge}),
     ]
 

@@ -60,7 +60,9 @@ class FakeFile:
         lfs = size > 10_000 or name.endswith((".gguf", ".safetensors")) if lfs is None else lfs
         f = cls(name=name, path=path, lfs=lfs, size=size, sha256=sha256)
         if lfs:
-            pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{f.sha256}\nsize {size}\n".encode()
+            pointer = (
+                f"version https://git-lfs.github.com/spec/v1\noid sha256:{f.sha256}\nsize {size}\n".encode()
+            )
             f.oid = hashlib.sha1(f"blob {len(pointer)}\0".encode() + pointer).hexdigest()
         else:
             f.oid = git_sha1
@@ -82,8 +84,9 @@ class FakeRepo:
 
     def __post_init__(self) -> None:
         if not self.sha:
-            self.sha = hashlib.sha1(self.repo_id.encode() + b"".join(
-                f.sha256.encode() for f in self.files.values())).hexdigest()
+            self.sha = hashlib.sha1(
+                self.repo_id.encode() + b"".join(f.sha256.encode() for f in self.files.values())
+            ).hexdigest()
         self.branches.setdefault("main", self.sha)
 
     def commit_for(self, rev: str) -> str | None:
@@ -92,16 +95,28 @@ class FakeRepo:
         return rev if rev == self.sha else None
 
 
-def hostile(repo: FakeRepo, *, sha: str | None = None, names: dict[str, str] | None = None,
-            sha256s: dict[str, str] | None = None, oids: dict[str, str] | None = None,
-            sizes: dict[str, object] | None = None) -> FakeRepo:
+def hostile(
+    repo: FakeRepo,
+    *,
+    sha: str | None = None,
+    names: dict[str, str] | None = None,
+    sha256s: dict[str, str] | None = None,
+    oids: dict[str, str] | None = None,
+    sizes: dict[str, object] | None = None,
+) -> FakeRepo:
     """A copy of `repo` as a malicious hub would describe it: a commit sha, file names, LFS oids or git
     ids replaced by any text (a traversal, an absolute path), sizes by any JSON value. The bytes served
     stay the real ones."""
     files = {}
     for name, f in repo.files.items():
-        new = FakeFile(name=(names or {}).get(name, name), path=f.path, lfs=f.lfs, size=f.size,
-                       sha256=(sha256s or {}).get(name, f.sha256), oid=(oids or {}).get(name, f.oid))
+        new = FakeFile(
+            name=(names or {}).get(name, name),
+            path=f.path,
+            lfs=f.lfs,
+            size=f.size,
+            sha256=(sha256s or {}).get(name, f.sha256),
+            oid=(oids or {}).get(name, f.oid),
+        )
         new.size = (sizes or {}).get(name, f.size)  # type: ignore[assignment]  # any JSON value
         files[new.name] = new
     return FakeRepo(repo.repo_id, files, sha=sha or repo.sha)
@@ -190,7 +205,9 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def _json(self, data: object, headers: dict[str, str] | None = None) -> None:
-            self._send(200, {"Content-Type": "application/json", **(headers or {})}, json.dumps(data).encode())
+            self._send(
+                200, {"Content-Type": "application/json", **(headers or {})}, json.dumps(data).encode()
+            )
 
         def _error(self, status: int, code: str | None, message: str) -> None:
             headers = {"X-Error-Message": message}
@@ -210,7 +227,9 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             path = unquote(url.path)
             m = RANGE_RE.match(self.headers.get("Range", ""))
             # Logged on arrival, so a test sees a request whose body is still streaming (or never ends).
-            entry = Logged(self.command, path, 0, int(m.group(1)) if m else None, self.headers.get("Authorization"))
+            entry = Logged(
+                self.command, path, 0, int(m.group(1)) if m else None, self.headers.get("Authorization")
+            )
             hub.record(entry)
             try:
                 forced = next((s for sub, s in hub.faults.status.items() if sub in path), None)
@@ -221,9 +240,9 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                     code = {401: "RepoNotFound", 404: "RepoNotFound"}.get(forced)
                     self._error(forced, code, f"forced {forced}")
                 elif path.startswith("/api/models/"):
-                    self._api(path[len("/api/models/"):], parse_qs(url.query))
+                    self._api(path[len("/api/models/") :], parse_qs(url.query))
                 elif path.startswith("/cdn/"):
-                    self._cdn(path[len("/cdn/"):])
+                    self._cdn(path[len("/cdn/") :])
                 elif "/resolve/" in path:
                     self._resolve(path.lstrip("/"))
                 else:
@@ -267,9 +286,19 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                     if f.lfs:
                         s["lfs"] = {"sha256": f.sha256, "size": f.size, "pointerSize": 134}
                 siblings.append(s)
-            self._json({"_id": "x", "id": repo.repo_id, "modelId": repo.repo_id, "sha": sha, "private": False,
-                        "gated": "manual" if repo.gated else False, "disabled": False, "tags": [],
-                        "siblings": siblings})
+            self._json(
+                {
+                    "_id": "x",
+                    "id": repo.repo_id,
+                    "modelId": repo.repo_id,
+                    "sha": sha,
+                    "private": False,
+                    "gated": "manual" if repo.gated else False,
+                    "disabled": False,
+                    "tags": [],
+                    "siblings": siblings,
+                }
+            )
 
         def _tree(self, repo: FakeRepo, rev: str, under: str, query: dict[str, list[str]]) -> None:
             sha = repo.commit_for(rev)
@@ -281,7 +310,7 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             for f in repo.files.values():
                 if not f.name.startswith(prefix):
                     continue
-                rel = f.name[len(prefix):]
+                rel = f.name[len(prefix) :]
                 if "/" in rel:
                     top = prefix + rel.split("/")[0]
                     if top not in dirs:
@@ -307,17 +336,34 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
             if repo.gated and self._token() not in repo.allowed_tokens:
                 status = 403 if self._token() else 401
-                return self._error(status, "GatedRepo", f"Access to model {repo.repo_id} is restricted. "
-                                   "You must have access to it and be authenticated to access it. Please log in.")
+                return self._error(
+                    status,
+                    "GatedRepo",
+                    f"Access to model {repo.repo_id} is restricted. "
+                    "You must have access to it and be authenticated to access it. Please log in.",
+                )
             f = repo.files.get(name)
             if f is None:
-                return self._send(404, {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": sha,
-                                        "X-Error-Message": "Entry not found"})
+                return self._send(
+                    404,
+                    {
+                        "X-Error-Code": "EntryNotFound",
+                        "X-Repo-Commit": sha,
+                        "X-Error-Message": "Entry not found",
+                    },
+                )
             common = {"X-Repo-Commit": sha, "ETag": f'"{f.etag}"', "Accept-Ranges": "bytes"}
             if f.lfs:
                 # As huggingface.co does: LFS content lives elsewhere (a CDN); the Hub redirects there.
-                self._send(302, {**common, "Location": f"{hub.url}/cdn/{f.sha256}", "X-Linked-Etag": f'"{f.sha256}"',
-                                 "X-Linked-Size": str(f.size)})
+                self._send(
+                    302,
+                    {
+                        **common,
+                        "Location": f"{hub.url}/cdn/{f.sha256}",
+                        "X-Linked-Etag": f'"{f.sha256}"',
+                        "X-Linked-Size": str(f.size),
+                    },
+                )
             else:
                 self._file(f, common)
 

@@ -14,28 +14,37 @@ def files(*names: str) -> list[RemoteFile]:
     return [RemoteFile(name=n, size=100) for n in names]
 
 
-@pytest.mark.parametrize(("filename", "tag"), [
-    ("qwen2.5-0.5b-instruct-q4_k_m.gguf", "Q4_K_M"),
-    ("Llama-3.2-1B-Instruct-Q8_0.gguf", "Q8_0"),
-    ("SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1"),
-    ("gemma-3-4b-it-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
-    ("Phi-3-mini-4k-instruct-IQ4_XS.gguf", "IQ4_XS"),
-    ("model-bf16.gguf", "BF16"),
-    ("model-fp16.gguf", "F16"),
-    ("Qwen2.5-7B-Instruct-Q4_K_M-00001-of-00002.gguf", "Q4_K_M"),
-    ("Q8_0/Big-Model-Q8_0-00002-of-00003.gguf", "Q8_0"),
-    ("Qwen2.5-7B-Instruct.gguf", None),
-])
+@pytest.mark.parametrize(
+    ("filename", "tag"),
+    [
+        ("qwen2.5-0.5b-instruct-q4_k_m.gguf", "Q4_K_M"),
+        ("Llama-3.2-1B-Instruct-Q8_0.gguf", "Q8_0"),
+        ("SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1"),
+        ("gemma-3-4b-it-UD-Q4_K_XL.gguf", "UD-Q4_K_XL"),
+        ("Phi-3-mini-4k-instruct-IQ4_XS.gguf", "IQ4_XS"),
+        ("model-bf16.gguf", "BF16"),
+        ("model-fp16.gguf", "F16"),
+        ("Qwen2.5-7B-Instruct-Q4_K_M-00001-of-00002.gguf", "Q4_K_M"),
+        ("Q8_0/Big-Model-Q8_0-00002-of-00003.gguf", "Q8_0"),
+        ("Qwen2.5-7B-Instruct.gguf", None),
+    ],
+)
 def test_quant_tag_is_read_from_the_file_name(filename: str, tag: str | None) -> None:
     assert quant_tag(filename) == tag
 
 
-@pytest.mark.parametrize(("spec", "expected"), [
-    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", None)),
-    ("Qwen/Qwen2.5-0.5B-Instruct-GGUF:q4_k_m", ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "q4_k_m")),
-    ("hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q8_0", ("bartowski/Llama-3.2-1B-Instruct-GGUF", "Q8_0")),
-    ("https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct", ("HuggingFaceTB/SmolLM2-135M-Instruct", None)),
-])
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", None)),
+        ("Qwen/Qwen2.5-0.5B-Instruct-GGUF:q4_k_m", ("Qwen/Qwen2.5-0.5B-Instruct-GGUF", "q4_k_m")),
+        ("hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q8_0", ("bartowski/Llama-3.2-1B-Instruct-GGUF", "Q8_0")),
+        (
+            "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct",
+            ("HuggingFaceTB/SmolLM2-135M-Instruct", None),
+        ),
+    ],
+)
 def test_spec_parses_repo_and_optional_quant(spec: str, expected: tuple[str, str | None]) -> None:
     assert parse_spec(spec) == expected
 
@@ -81,8 +90,12 @@ def test_vision_projectors_are_never_chosen_as_the_model() -> None:
 
 
 def test_every_part_of_a_split_gguf_is_chosen_in_order() -> None:
-    listing = files("m-Q4_K_M.gguf", "Q8_0/m-Q8_0-00002-of-00003.gguf", "Q8_0/m-Q8_0-00001-of-00003.gguf",
-                    "Q8_0/m-Q8_0-00003-of-00003.gguf")
+    listing = files(
+        "m-Q4_K_M.gguf",
+        "Q8_0/m-Q8_0-00002-of-00003.gguf",
+        "Q8_0/m-Q8_0-00001-of-00003.gguf",
+        "Q8_0/m-Q8_0-00003-of-00003.gguf",
+    )
     tag, parts, _ = choose_gguf(listing, "Q8_0")
     assert tag == "Q8_0"
     assert [p.name for p in parts] == [f"Q8_0/m-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
@@ -102,15 +115,33 @@ def test_unsloth_dynamic_quants_match_with_or_without_ud_prefix() -> None:
 
 def test_safetensors_selection_takes_what_conversion_needs_and_never_pickles() -> None:
     listing = files(
-        "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
-        "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json",
-        "consolidated.safetensors", "pytorch_model.bin", "training_args.bin", "model.pt", "README.md",
-        "onnx/model.onnx", "original/model.safetensors", ".gitattributes",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+        "consolidated.safetensors",
+        "pytorch_model.bin",
+        "training_args.bin",
+        "model.pt",
+        "README.md",
+        "onnx/model.onnx",
+        "original/model.safetensors",
+        ".gitattributes",
     )
     chosen = [f.name for f in choose_safetensors(listing)]
     assert chosen == [
-        "config.json", "generation_config.json", "chat_template.jinja", "tokenizer.json", "tokenizer_config.json",
-        "model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+        "config.json",
+        "generation_config.json",
+        "chat_template.jinja",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
     ]
 
 

@@ -11,7 +11,9 @@ def test_pull_then_chat_answers(hub: FakeHub) -> None:
     pulled = cli("pull", f"{GGUF_REPO}:Q4_K_M")
     assert pulled.exit_code == 0, pulled.stderr
     name = pulled.stdout.strip()
-    r = cli_process("chat", name, "What is the capital of France? One word.", "--temp", "0", "-n", "12", "--no-stats")
+    r = cli_process(
+        "chat", name, "What is the capital of France? One word.", "--temp", "0", "-n", "12", "--no-stats"
+    )
     assert r.exit_code == 0, r.stderr
     assert r.stdout.strip(), "the model said nothing"
 
@@ -25,7 +27,9 @@ def test_a_pulled_split_gguf_loads_from_its_first_part(hub: FakeHub) -> None:
     # llama.cpp finds parts 2..N next to part 1 by name: the snapshot folder must hold them all.
     model = llama_cpp.Llama(entry.path, n_ctx=256, verbose=False)
     try:
-        text = model.create_completion("The capital of France is", max_tokens=6, temperature=0)["choices"][0]["text"]
+        text = model.create_completion("The capital of France is", max_tokens=6, temperature=0)["choices"][0][
+            "text"
+        ]
     finally:
         model.close()
     assert text.strip()

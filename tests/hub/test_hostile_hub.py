@@ -43,9 +43,21 @@ def test_an_absolute_file_name_is_refused(hub: FakeHub, tmp_path: Path) -> None:
     assert_confined(tmp_path)
 
 
-@pytest.mark.parametrize("name", [f"../../../../escaped-{Q4}", f"sub/../../{Q4}", f"a\\..\\{Q4}", f"x\x00{Q4}",
-                                  f"line\n{Q4}", f"{'d' * 300}/{Q4}", f"./{Q4}"])
-def test_file_names_that_are_not_plain_relative_paths_are_refused(hub: FakeHub, tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"../../../../escaped-{Q4}",
+        f"sub/../../{Q4}",
+        f"a\\..\\{Q4}",
+        f"x\x00{Q4}",
+        f"line\n{Q4}",
+        f"{'d' * 300}/{Q4}",
+        f"./{Q4}",
+    ],
+)
+def test_file_names_that_are_not_plain_relative_paths_are_refused(
+    hub: FakeHub, tmp_path: Path, name: str
+) -> None:
     hub.add(hostile(hub.repos[GGUF_REPO.lower()], names={Q4: name}))
     r = cli("pull", f"{GGUF_REPO}:Q4_K_M")
     refused(r, "sent a file name")
@@ -54,7 +66,9 @@ def test_file_names_that_are_not_plain_relative_paths_are_refused(hub: FakeHub, 
 
 
 @pytest.mark.parametrize("sha", ["../../../../x", "/tmp/x", "ABCDEF" + "0" * 34, "0" * 39, "0" * 40 + "\n"])
-def test_a_commit_sha_that_is_not_40_hex_is_refused_before_any_path(hub: FakeHub, tmp_path: Path, sha: str) -> None:
+def test_a_commit_sha_that_is_not_40_hex_is_refused_before_any_path(
+    hub: FakeHub, tmp_path: Path, sha: str
+) -> None:
     hub.add(hostile(hub.repos[GGUF_REPO.lower()], sha=sha))
     r = cli("pull", GGUF_REPO)
     refused(r, f"sent a commit sha for {GGUF_REPO} that is not in the hub's format")
@@ -63,10 +77,18 @@ def test_a_commit_sha_that_is_not_40_hex_is_refused_before_any_path(hub: FakeHub
     assert_confined(tmp_path)
 
 
-@pytest.mark.parametrize(("field", "value"), [("sha256s", "../../../../../escaped"), ("sha256s", "f" * 63),
-                                              ("oids", "../../x"), ("oids", "0" * 40 + "/x")])
-def test_object_ids_that_are_not_hex_of_the_right_length_are_refused(hub: FakeHub, tmp_path: Path, field: str,
-                                                                      value: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sha256s", "../../../../../escaped"),
+        ("sha256s", "f" * 63),
+        ("oids", "../../x"),
+        ("oids", "0" * 40 + "/x"),
+    ],
+)
+def test_object_ids_that_are_not_hex_of_the_right_length_are_refused(
+    hub: FakeHub, tmp_path: Path, field: str, value: str
+) -> None:
     name = Q4 if field == "sha256s" else README
     hub.add(hostile(hub.repos[GGUF_REPO.lower()], **{field: {name: value}}))
     r = cli("pull", GGUF_REPO)

@@ -40,7 +40,12 @@ def test_pull_picks_q4_k_m_by_default_and_prints_only_the_name(hub: FakeHub) -> 
     entry = entries()[f"{GGUF_REPO}:Q4_K_M"]
     repo = hub.repos[GGUF_REPO.lower()]
     remote = repo.files[f"{STEM}-Q4_K_M.gguf"]
-    assert (entry.source, entry.revision, entry.quant, entry.arch) == (f"hf:{GGUF_REPO}", repo.sha, "Q4_K_M", "llama")
+    assert (entry.source, entry.revision, entry.quant, entry.arch) == (
+        f"hf:{GGUF_REPO}",
+        repo.sha,
+        "Q4_K_M",
+        "llama",
+    )
     assert entry.size == remote.size and entry.created and entry.n_params and entry.n_params > 100_000_000
     # Laid out as huggingface_hub lays out its cache, so other HF tools share the file.
     cache = hf_repo_dir(GGUF_REPO)
@@ -94,7 +99,9 @@ def test_pulling_again_is_a_quick_no_op(hub: FakeHub) -> None:
     assert not hub.requests("HEAD")
 
 
-def test_files_already_in_the_hf_cache_are_registered_without_downloading(hub: FakeHub, tmp_path: Path) -> None:
+def test_files_already_in_the_hf_cache_are_registered_without_downloading(
+    hub: FakeHub, tmp_path: Path
+) -> None:
     assert cli("pull", GGUF_REPO).exit_code == 0
     os.environ["LLMCLI_HOME"] = str(tmp_path / "another-store")  # the hub fixture restores it
     fetched = len(hub.requests("GET", "/cdn/"))
@@ -108,7 +115,9 @@ def test_dry_run_lists_files_and_sizes_and_touches_nothing(hub: FakeHub) -> None
     assert r.exit_code == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"{GGUF_REPO} @ {hub.repos[GGUF_REPO.lower()].sha[:12]} (main): Q4_0, 3 files")
-    assert [line.split("  ")[-2] for line in lines[1:]] == [f"{STEM}-Q4_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    assert [line.split("  ")[-2] for line in lines[1:]] == [
+        f"{STEM}-Q4_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)
+    ]
     assert all(line.endswith("(to fetch)") and "MB" in line for line in lines[1:])
     assert not hub.requests("GET", "/cdn/") and not entries()
 
@@ -151,15 +160,19 @@ def test_corrupt_bytes_are_caught_by_sha256_and_nothing_is_registered(hub: FakeH
 def test_a_missing_repo_is_one_line_and_exit_2(hub: FakeHub) -> None:
     r = cli("pull", "nobody/no-such-model-GGUF")
     assert (r.exit_code, r.stdout) == (2, "")
-    assert r.stderr == (f"llmcli: error: no model repo nobody/no-such-model-GGUF on {hub.url}; check the name "
-                        "(if it is private, set HF_TOKEN to a read token from https://huggingface.co/settings/tokens)\n")
+    assert r.stderr == (
+        f"llmcli: error: no model repo nobody/no-such-model-GGUF on {hub.url}; check the name "
+        "(if it is private, set HF_TOKEN to a read token from https://huggingface.co/settings/tokens)\n"
+    )
 
 
 def test_a_gated_repo_says_how_to_get_access(hub: FakeHub, monkeypatch) -> None:
     r = cli("pull", GATED_REPO)
     assert (r.exit_code, r.stdout) == (1, "")
-    assert error_line(r) == (f"llmcli: error: {GATED_REPO} is gated: accept its terms at {hub.url}/{GATED_REPO} "
-                             "while logged in, then set HF_TOKEN to a read token from https://huggingface.co/settings/tokens")
+    assert error_line(r) == (
+        f"llmcli: error: {GATED_REPO} is gated: accept its terms at {hub.url}/{GATED_REPO} "
+        "while logged in, then set HF_TOKEN to a read token from https://huggingface.co/settings/tokens"
+    )
     monkeypatch.setenv("HF_TOKEN", "hf_not_granted")
     r = cli("pull", GATED_REPO)
     assert r.exit_code == 1 and "the token in HF_TOKEN has no access yet" in r.stderr
@@ -201,7 +214,11 @@ def test_an_unreachable_hub_falls_back_to_the_cache(hub: FakeHub, monkeypatch) -
     assert (r.exit_code, r.stdout) == (0, "from-cache\n"), r.stderr
     assert "cannot reach http://127.0.0.1:9 (ConnectError); using the cached" in r.stderr
     r = cli("pull", NO_DEFAULT_REPO)
-    assert r.exit_code == 1 and "cannot reach http://127.0.0.1:9" in r.stderr and "not in the local cache" in r.stderr
+    assert (
+        r.exit_code == 1
+        and "cannot reach http://127.0.0.1:9" in r.stderr
+        and "not in the local cache" in r.stderr
+    )
 
 
 def test_a_hub_answering_5xx_falls_back_to_the_cache(hub: FakeHub) -> None:
@@ -256,8 +273,14 @@ def test_pull_json_is_one_record_with_the_hubs_sha256_and_rm_json_names_the_same
     r = cli("pull", spec, "--json")
     assert r.exit_code == 0, r.stderr
     entry = entries()[spec]
-    expected = {"name": spec, "path": entry.path, "size": remote.size, "sha256": remote.sha256, "quant": "Q8_0",
-                "source": f"hf:{GGUF_REPO}"}
+    expected = {
+        "name": spec,
+        "path": entry.path,
+        "size": remote.size,
+        "sha256": remote.sha256,
+        "quant": "Q8_0",
+        "source": f"hf:{GGUF_REPO}",
+    }
     assert json.loads(r.stdout) == expected
     assert sha256(Path(entry.path)) == remote.sha256
     again = cli("pull", spec, "--json")  # up to date: the same record, no download

@@ -68,7 +68,10 @@ def test_ctrl_c_exits_130_and_the_pull_resumes(hub: FakeHub) -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert out == "" and "Traceback" not in err
-    assert err.splitlines()[-1] == "llmcli: pull interrupted; run the same command again to resume where it stopped"
+    assert (
+        err.splitlines()[-1]
+        == "llmcli: pull interrupted; run the same command again to resume where it stopped"
+    )
     on_disk = partial.stat().st_size
     assert on_disk > 0 and SPEC not in pulled_entries()
 
@@ -91,11 +94,14 @@ def test_offline_reuses_the_cache_and_says_what_is_missing(hub: FakeHub) -> None
 
     r = cli_process("pull", f"{GGUF_REPO}:Q8_0", vars=offline, timeout=60)
     assert r.exit_code == 1 and r.stdout == ""
-    assert r.stderr.splitlines()[-1] == (f"llmcli: error: {GGUF_REPO}:Q8_0 is not in the local cache (it has: Q4_K_M); "
-                                    "connect and unset HF_HUB_OFFLINE to download it")
+    assert r.stderr.splitlines()[-1] == (
+        f"llmcli: error: {GGUF_REPO}:Q8_0 is not in the local cache (it has: Q4_K_M); "
+        "connect and unset HF_HUB_OFFLINE to download it"
+    )
 
     r = cli_process("pull", NO_DEFAULT_REPO, vars=offline, timeout=60)
     assert r.exit_code == 1
-    assert r.stderr.splitlines()[-1].startswith(f"llmcli: error: HF_HUB_OFFLINE is set and {NO_DEFAULT_REPO}@main is "
-                                           "not in the Hugging Face cache")
+    assert r.stderr.splitlines()[-1].startswith(
+        f"llmcli: error: HF_HUB_OFFLINE is set and {NO_DEFAULT_REPO}@main is not in the Hugging Face cache"
+    )
     assert len(hub.log) == seen  # offline means not one request

@@ -46,14 +46,20 @@ def test_the_outtype_is_read_once_in_any_case_from_the_option_or_the_tag(st_hub:
     r = cli("pull", f"{ST_REPO}:Q5_K_M", "--dry-run")
     assert r.exit_code == 0 and "convert to q5_k_m" in r.stdout, r.stderr
     r = cli("pull", f"{ST_REPO}:q8_0", "--outtype", "f16", "--dry-run")
-    assert r.exit_code == 2 and r.stderr == f"llmcli: error: {ST_REPO}:q8_0 asks for q8_0 but --outtype says f16; give one of them\n"
+    assert (
+        r.exit_code == 2
+        and r.stderr
+        == f"llmcli: error: {ST_REPO}:q8_0 asks for q8_0 but --outtype says f16; give one of them\n"
+    )
 
 
 def test_an_unknown_outtype_is_the_converters_usage_error_before_any_request(st_hub: FakeHub) -> None:
     r = cli("pull", ST_REPO, "--outtype", "q3_xs")
     assert (r.exit_code, r.stdout) == (2, "")
-    assert r.stderr == ("llmcli: error: unknown outtype 'q3_xs'; choose one of "
-                        "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k\n")
+    assert r.stderr == (
+        "llmcli: error: unknown outtype 'q3_xs'; choose one of "
+        "f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k\n"
+    )
     assert not st_hub.log
     r = cli("pull", f"{ST_REPO}:Q3_XS", "--dry-run")  # a tag the converter cannot write
     assert r.exit_code == 2 and "unknown outtype 'Q3_XS'" in r.stderr

@@ -39,15 +39,36 @@ def _ready(url: str, timeout: float = 1.0) -> bool:
 @pytest.fixture(scope="session")
 def llama_server(embedded_path, tmp_path_factory) -> str:
     """`python -m llama_cpp.server` on the embedded model, one thread, with an API key; its /v1 URL."""
-    pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]: pip install -e '.[test]'")
+    pytest.importorskip(
+        "llama_cpp.server.app", reason="needs llama-cpp-python[server]: pip install -e '.[test]'"
+    )
     port = free_port()
     log = Path(tmp_path_factory.mktemp("llama-server")) / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", embedded_path, "--model_alias", ALIAS,
-           "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
-           "--n_ctx", "2048", "--api_key", API_KEY,
-           # llama-cpp-python's server cancels the running request when another arrives (its default);
-           # a serving benchmark needs them queued instead.
-           "--interrupt_requests", "False"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        embedded_path,
+        "--model_alias",
+        ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        "--n_threads_batch",
+        "1",
+        "--n_ctx",
+        "2048",
+        "--api_key",
+        API_KEY,
+        # llama-cpp-python's server cancels the running request when another arrives (its default);
+        # a serving benchmark needs them queued instead.
+        "--interrupt_requests",
+        "False",
+    ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
@@ -83,5 +104,3 @@ def hostile_server():
 
 def no_key_anywhere(*texts: str) -> bool:
     return all(API_KEY not in (t or "") for t in texts)
-
-

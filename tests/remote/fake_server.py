@@ -61,8 +61,14 @@ class Handler(BaseHTTPRequestHandler):
     # -- helpers ------------------------------------------------------------------------------
     def _record(self, body: dict | None) -> None:
         with self.server.lock:
-            self.server.requests.append({"method": self.command, "path": self.path,
-                                         "authorization": self.headers.get("Authorization"), "body": body})
+            self.server.requests.append(
+                {
+                    "method": self.command,
+                    "path": self.path,
+                    "authorization": self.headers.get("Authorization"),
+                    "body": body,
+                }
+            )
 
     def _json(self, status: int, data: object) -> None:
         payload = json.dumps(data).encode()
@@ -81,8 +87,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def _delta(self, text: str | None = None, finish: str | None = None, **extra) -> dict:
         delta = {"content": text} if text is not None else {}
-        return {"id": "c1", "object": "chat.completion.chunk", "model": MODEL,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        return {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
 
     def _scenario(self) -> tuple[str, str]:
         parts = self.path.strip("/").split("/")
@@ -104,8 +115,10 @@ class Handler(BaseHTTPRequestHandler):
         if rest != "/v1/models" or scenario == "missing":  # "missing": no API at this address
             return self._json(404, {"detail": "Not Found"})
         models = [MODEL, "other-model"] if scenario == "two" else [MODEL]
-        self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"}
-                                                    for m in models]})
+        self._json(
+            200,
+            {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"} for m in models]},
+        )
 
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
@@ -126,7 +139,9 @@ class Handler(BaseHTTPRequestHandler):
         if scenario == "flaky" and nth % 2 == 0:  # every other request fails (the first one works)
             scenario = "500"
         if scenario == "strict" and "stream_options" in body:  # an older server with a strict schema
-            return self._json(422, {"detail": [{"loc": ["body", "stream_options"], "msg": "extra fields not permitted"}]})
+            return self._json(
+                422, {"detail": [{"loc": ["body", "stream_options"], "msg": "extra fields not permitted"}]}
+            )
         if scenario == "500":
             return self._json(500, {"error": {"message": "the engine is on fire", "code": 500}})
         if body.get("model") not in (MODEL, "other-model"):
@@ -157,19 +172,38 @@ class Handler(BaseHTTPRequestHandler):
         finish = "length" if max_tokens < len(REPLY) else "stop"
         self._event(self._delta(None, finish))
         # The last chunk: usage (OpenAI/vLLM) and timings (llama.cpp's server).
-        self._event({"id": "c1", "object": "chat.completion.chunk", "model": MODEL, "choices": [],
-                     "usage": {"prompt_tokens": 42, "completion_tokens": len(pieces), "total_tokens": 42 + len(pieces),
-                               "prompt_tokens_details": {"cached_tokens": 10}},
-                     "timings": {"prompt_n": 32, "prompt_ms": 12.5, "prompt_per_second": 2560.0, "cache_n": 10,
-                                 "predicted_n": len(pieces), "predicted_ms": 50.0,
-                                 "predicted_per_second": len(pieces) / 0.05}})
+        self._event(
+            {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "model": MODEL,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": 42,
+                    "completion_tokens": len(pieces),
+                    "total_tokens": 42 + len(pieces),
+                    "prompt_tokens_details": {"cached_tokens": 10},
+                },
+                "timings": {
+                    "prompt_n": 32,
+                    "prompt_ms": 12.5,
+                    "prompt_per_second": 2560.0,
+                    "cache_n": 10,
+                    "predicted_n": len(pieces),
+                    "predicted_ms": 50.0,
+                    "predicted_per_second": len(pieces) / 0.05,
+                },
+            }
+        )
         self._chunk(b"data: [DONE]\r\n\r\n")
         self._chunk(b"")
 
     def _fail(self, scenario: str) -> None:
         if scenario == "midfail":
             # What vLLM sends when the engine dies mid-generation: an error event, then [DONE].
-            self._event({"error": {"message": "CUDA out of memory", "type": "InternalServerError", "code": 500}})
+            self._event(
+                {"error": {"message": "CUDA out of memory", "type": "InternalServerError", "code": 500}}
+            )
             self._chunk(b"data: [DONE]\r\n\r\n")
             self._chunk(b"")
         elif scenario == "drop":

@@ -41,8 +41,20 @@ class HostileHandler(Handler):
         key = self._key()
         if scenario == "echo-models":
             ids = [f"\x1b[31m{key}\x1b[0m", f"evil\nmodel {key}\r", "\u202eplain\x07", "x" * EDGE + key]
-            return self._json(200, {"data": [{"id": i, "owned_by": f"\x1b]0;{key}\x07", "created": "soon",
-                                              "max_model_len": {"a": key}} for i in ids]})
+            return self._json(
+                200,
+                {
+                    "data": [
+                        {
+                            "id": i,
+                            "owned_by": f"\x1b]0;{key}\x07",
+                            "created": "soon",
+                            "max_model_len": {"a": key},
+                        }
+                        for i in ids
+                    ]
+                },
+            )
         if scenario == "slowlist":  # a byte of the model list every 0.2 s, forever: never silent
             self.send_response(200)
             self.send_header("Content-Length", str(1 << 30))
@@ -55,7 +67,9 @@ class HostileHandler(Handler):
                     return
             return
         if scenario == "echo-list-reason":
-            return self._raw(500, f"Broken \x1b[2J{key}", json.dumps({"error": {"message": "x" * EDGE + key}}).encode())
+            return self._raw(
+                500, f"Broken \x1b[2J{key}", json.dumps({"error": {"message": "x" * EDGE + key}}).encode()
+            )
         return self._json(200, {"data": [{"id": MODEL, "owned_by": "tests"}]})
 
     def do_POST(self) -> None:  # noqa: N802
@@ -76,7 +90,9 @@ class HostileHandler(Handler):
 
     # -- the key, echoed --------------------------------------------------------------------------
     def echo_reason(self, key: str, body: dict) -> None:
-        self._raw(500, f"Oops {key} \x1b[31mred", json.dumps({"error": {"message": "x" * EDGE + key}}).encode())
+        self._raw(
+            500, f"Oops {key} \x1b[31mred", json.dumps({"error": {"message": "x" * EDGE + key}}).encode()
+        )
 
     def echo_401(self, key: str, body: dict) -> None:
         self._raw(401, f"Unauthorized {key}", json.dumps({"error": {"message": f"bad key {key}"}}).encode())
@@ -90,8 +106,11 @@ class HostileHandler(Handler):
     def echo_sse(self, key: str, body: dict) -> None:
         self._stream_head()
         self._event(self._delta("Hi"))
-        self._chunk(b"event: error\r\ndata: " + json.dumps({"error": {"message": "y" * EDGE + key}}).encode()
-                    + b"\r\n\r\n")
+        self._chunk(
+            b"event: error\r\ndata: "
+            + json.dumps({"error": {"message": "y" * EDGE + key}}).encode()
+            + b"\r\n\r\n"
+        )
         self._chunk(b"")
 
     def echo_notjson(self, key: str, body: dict) -> None:
@@ -103,9 +122,13 @@ class HostileHandler(Handler):
         """A good reply whose reports carry the key in fields the client does not read."""
         self._stream_head()
         self._event({**self._delta("Hi"), "model": key, "system_fingerprint": key})
-        self._event({**self._delta(None, key), "usage": {"prompt_tokens": 3, "completion_tokens": 1,
-                                                         "echo": key, "details": {"k": key}},
-                     "timings": {"prompt_ms": 1.0, "note": key}})
+        self._event(
+            {
+                **self._delta(None, key),
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "echo": key, "details": {"k": key}},
+                "timings": {"prompt_ms": 1.0, "note": key},
+            }
+        )
         self._chunk(b"data: [DONE]\n\n")
         self._chunk(b"")
 
@@ -160,16 +183,22 @@ SHAPES = {
     "shape-usage-list": '{"choices": [], "usage": [1, 2]}',
     "shape-timings": '{"choices": [], "timings": {"prompt_ms": 1e400}}',
     "shape-details": '{"choices": [], "usage": {"prompt_tokens_details": {"cached_tokens": -1}}}',
-    "shape-list": '[1, 2, 3]',
+    "shape-list": "[1, 2, 3]",
     "shape-nested": "[" * 100000 + "]" * 100000,
     "shape-bigint": '{"choices": [], "usage": {"completion_tokens": 1' + "0" * 400 + "}}",
 }
 POSTS = {
-    "echo-reason": HostileHandler.echo_reason, "echo-401": HostileHandler.echo_401,
-    "echo-404": HostileHandler.echo_404, "echo-400": HostileHandler.echo_400,
-    "echo-sse": HostileHandler.echo_sse, "echo-notjson": HostileHandler.echo_notjson,
-    "echo-usage": HostileHandler.echo_usage, "pings": HostileHandler.pings, "trickle": HostileHandler.trickle,
-    "hugeline": HostileHandler.hugeline, "nostop": HostileHandler.nostop,
+    "echo-reason": HostileHandler.echo_reason,
+    "echo-401": HostileHandler.echo_401,
+    "echo-404": HostileHandler.echo_404,
+    "echo-400": HostileHandler.echo_400,
+    "echo-sse": HostileHandler.echo_sse,
+    "echo-notjson": HostileHandler.echo_notjson,
+    "echo-usage": HostileHandler.echo_usage,
+    "pings": HostileHandler.pings,
+    "trickle": HostileHandler.trickle,
+    "hugeline": HostileHandler.hugeline,
+    "nostop": HostileHandler.nostop,
     **{name: HostileHandler.shape for name in SHAPES},
 }
 

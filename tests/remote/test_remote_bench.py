@@ -14,8 +14,17 @@ SMALL = ["-p", "16", "-n", "8", "--num-requests", "4"]
 
 
 def test_concurrency_1_and_4_on_a_real_server(llama_server):
-    result = cli_process("bench", "--endpoint", llama_server, *SMALL, "--concurrency", "1,4", "-f", "json",
-                     vars={"LLMCLI_API_KEY": API_KEY})
+    result = cli_process(
+        "bench",
+        "--endpoint",
+        llama_server,
+        *SMALL,
+        "--concurrency",
+        "1,4",
+        "-f",
+        "json",
+        vars={"LLMCLI_API_KEY": API_KEY},
+    )
     assert result.exit_code == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [r["max_concurrency"] for r in rows] == [1, 4] and [r["test"] for r in rows] == ["c1", "c4"]
@@ -38,10 +47,19 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
     md = cli_process("bench", "--endpoint", url, *SMALL, "--concurrency", "2", "--no-chart")
     assert md.exit_code == 0, md.stderr
     head = md.stdout.splitlines()[0]
-    for title in ("backend", "req/s", "out tok/s", "decode t/s", "TTFT ms p50/p90/p99", "latency ms p50/p90/p99"):
+    for title in (
+        "backend",
+        "req/s",
+        "out tok/s",
+        "decode t/s",
+        "TTFT ms p50/p90/p99",
+        "latency ms p50/p90/p99",
+    ):
         assert title in head
     assert url in md.stdout and "c2" in md.stdout
-    rows = list(csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "-f", "csv").stdout)))
+    rows = list(
+        csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "-f", "csv").stdout))
+    )
     assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
     # the fake server reports usage: input tokens are the server's count, output too
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
@@ -49,8 +67,21 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
 
 def test_a_level_is_bounded_by_its_duration(fake_server):
     start = time.monotonic()
-    result = cli_process("bench", "--endpoint", fake_server.endpoint("slow"), "-n", "4", "--num-requests", "100000",
-                     "--duration", "1", "--concurrency", "2", "-f", "json")
+    result = cli_process(
+        "bench",
+        "--endpoint",
+        fake_server.endpoint("slow"),
+        "-n",
+        "4",
+        "--num-requests",
+        "100000",
+        "--duration",
+        "1",
+        "--concurrency",
+        "2",
+        "-f",
+        "json",
+    )
     elapsed = time.monotonic() - start
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
@@ -73,7 +104,9 @@ def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
 
 
 def test_model_arguments_pick_among_the_servers(fake_server):
-    result = cli_process("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-f", "json")
+    result = cli_process(
+        "bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-f", "json"
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
     unpicked = cli_process("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
     assert unpicked.exit_code == 2 and "pick one with -m MODEL" in unpicked.stderr
@@ -81,12 +114,14 @@ def test_model_arguments_pick_among_the_servers(fake_server):
 
 def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
     url = fake_server.endpoint()
-    for args, message in ((["-t", "2"], "-t measure the local engine"),
-                          (["--chat"], "--chat measure the local engine"),
-                          (["--concurrency", "0"], "bad --concurrency list"),
-                          (["--concurrency", "1,x"], "bad --concurrency list"),
-                          (["-p", "16,32"], "give one -p"),
-                          (["--num-requests", "0"], "--num-requests 0"),
-                          (["--duration", "0"], "--duration 0")):
+    for args, message in (
+        (["-t", "2"], "-t measure the local engine"),
+        (["--chat"], "--chat measure the local engine"),
+        (["--concurrency", "0"], "bad --concurrency list"),
+        (["--concurrency", "1,x"], "bad --concurrency list"),
+        (["-p", "16,32"], "give one -p"),
+        (["--num-requests", "0"], "--num-requests 0"),
+        (["--duration", "0"], "--duration 0"),
+    ):
         result = cli_process("bench", "--endpoint", url, *args)
         assert result.exit_code == 2 and message in result.stderr, (args, result.stderr)

@@ -24,14 +24,17 @@ def one_error_line(result) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("scenario,args,words,within", [
-    # Keep-alive comments are not a reply: silence is timed from the last event.
-    ("pings", ["--timeout", "1"], "sent no complete event for 1 s, only keep-alive comments", 6),
-    # Events, but never an end: --timeout 1 with -n 2 allows 1 x (1 + 2/100) s in all.
-    ("trickle", ["--timeout", "1", "-n", "2"], "took longer than 1.02 s in all", 6),
-    # A 100 MiB line is refused at its first MiB, not parsed for minutes.
-    ("hugeline", [], "sent a line over 1 MiB in its stream", 10),
-])
+@pytest.mark.parametrize(
+    "scenario,args,words,within",
+    [
+        # Keep-alive comments are not a reply: silence is timed from the last event.
+        ("pings", ["--timeout", "1"], "sent no complete event for 1 s, only keep-alive comments", 6),
+        # Events, but never an end: --timeout 1 with -n 2 allows 1 x (1 + 2/100) s in all.
+        ("trickle", ["--timeout", "1", "-n", "2"], "took longer than 1.02 s in all", 6),
+        # A 100 MiB line is refused at its first MiB, not parsed for minutes.
+        ("hugeline", [], "sent a line over 1 MiB in its stream", 10),
+    ],
+)
 def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, words, within):
     start = time.monotonic()
     result = chat(hostile_server.endpoint(scenario), *args, "hi")
@@ -42,7 +45,9 @@ def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, 
 
 def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server):
     start = time.monotonic()
-    result = cli_process("list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", timeout=60)
+    result = cli_process(
+        "list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", timeout=60
+    )
     assert result.exit_code == 1
     assert "GET /models at" in one_error_line(result) and "took longer than 2 s in all" in result.stderr
     assert time.monotonic() - start < 8
@@ -61,28 +66,41 @@ def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
 
 
 def test_bench_counts_no_more_than_max_tokens_from_a_server_that_ignores_it(hostile_server):
-    result = cli_process("bench", "--endpoint", hostile_server.endpoint("nostop"), "-n", "4", "--num-requests", "2",
-                     "-f", "json", timeout=60)
+    result = cli_process(
+        "bench",
+        "--endpoint",
+        hostile_server.endpoint("nostop"),
+        "-n",
+        "4",
+        "--num-requests",
+        "2",
+        "-f",
+        "json",
+        timeout=60,
+    )
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["completed"] == 2 and row["total_output_tokens"] == 8
 
 
-@pytest.mark.parametrize("scenario,words", [
-    ("shape-choices", "'choices' is a string, not a list"),
-    ("shape-choice", "'choices[0]' is a number, not an object"),
-    ("shape-delta", "'choices[0].delta' is a list, not an object"),
-    ("shape-content", "'choices[0].delta.content' is an object, not a string"),
-    ("shape-finish", "'choices[0].finish_reason' is a number, not a string"),
-    ("shape-usage", "'usage.completion_tokens' is a string, not a whole number"),
-    ("shape-usage-nan", "'usage.completion_tokens' is the number nan, not a whole number"),
-    ("shape-usage-list", "'usage' is a list, not an object"),
-    ("shape-timings", "'timings.prompt_ms' is the number inf, not a number"),
-    ("shape-details", "'usage.prompt_tokens_details.cached_tokens' is the number -1, not a whole number"),
-    ("shape-list", "a stream event is a list, not a JSON object"),
-    ("shape-nested", "sent a stream event that is not JSON"),
-    ("shape-bigint", "'usage.completion_tokens' is a number past 2^53, not a whole number"),
-])
+@pytest.mark.parametrize(
+    "scenario,words",
+    [
+        ("shape-choices", "'choices' is a string, not a list"),
+        ("shape-choice", "'choices[0]' is a number, not an object"),
+        ("shape-delta", "'choices[0].delta' is a list, not an object"),
+        ("shape-content", "'choices[0].delta.content' is an object, not a string"),
+        ("shape-finish", "'choices[0].finish_reason' is a number, not a string"),
+        ("shape-usage", "'usage.completion_tokens' is a string, not a whole number"),
+        ("shape-usage-nan", "'usage.completion_tokens' is the number nan, not a whole number"),
+        ("shape-usage-list", "'usage' is a list, not an object"),
+        ("shape-timings", "'timings.prompt_ms' is the number inf, not a number"),
+        ("shape-details", "'usage.prompt_tokens_details.cached_tokens' is the number -1, not a whole number"),
+        ("shape-list", "a stream event is a list, not a JSON object"),
+        ("shape-nested", "sent a stream event that is not JSON"),
+        ("shape-bigint", "'usage.completion_tokens' is a number past 2^53, not a whole number"),
+    ],
+)
 def test_a_chunk_of_the_wrong_shape_is_one_line_naming_the_field(hostile_server, scenario, words):
     assert scenario in SHAPES
     url = hostile_server.endpoint(scenario)

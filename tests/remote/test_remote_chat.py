@@ -44,11 +44,19 @@ def test_the_key_is_sent_as_a_bearer_token_and_never_shown(llama_server, tmp_pat
     by_option = cli_process(*remote(llama_server, "--api-key", API_KEY, "--stats", "Say hi."))
     assert by_option.exit_code == 0 and by_option.stdout.strip()
     assert "TTFT" in by_option.stderr
-    debug = cli_process(*remote(llama_server, "-m", "nope", "Say hi."), vars={"LLMCLI_API_KEY": API_KEY,
-                                                                         "LLMCLI_DEBUG": "1"})
+    debug = cli_process(
+        *remote(llama_server, "-m", "nope", "Say hi."), vars={"LLMCLI_API_KEY": API_KEY, "LLMCLI_DEBUG": "1"}
+    )
     helped = cli_process("chat", "--help", vars={"LLMCLI_API_KEY": API_KEY})
-    assert no_key_anywhere(without.stderr, wrong.stderr, by_option.stdout, by_option.stderr,
-                           debug.stdout, debug.stderr, helped.stdout)
+    assert no_key_anywhere(
+        without.stderr,
+        wrong.stderr,
+        by_option.stdout,
+        by_option.stderr,
+        debug.stdout,
+        debug.stderr,
+        helped.stdout,
+    )
 
 
 def test_list_shows_the_servers_models(llama_server):
@@ -79,7 +87,7 @@ def test_stop_and_filter_work_on_remote_replies(llama_server, tmp_path):
     full = json.loads(cli_process(*remote(llama_server, "--json", prompt), vars=env).stdout)["text"]
     stop = full.split()[2]  # a string the greedy reply is known to hold
     cut = json.loads(cli_process(*remote(llama_server, "--json", "--stop", stop, prompt), vars=env).stdout)
-    assert cut["text"] == full[:full.index(stop)] and cut["finish_reason"] == "stop"
+    assert cut["text"] == full[: full.index(stop)] and cut["finish_reason"] == "stop"
     word = max(re.findall(r"[A-Za-z]{3,}|\d+", full), key=len)
     words = tmp_path / "words.txt"
     words.write_text(f"{word}\n")

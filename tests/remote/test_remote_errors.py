@@ -17,17 +17,25 @@ def chat(url: str, *args: str, **kw):
     return cli_process("chat", "--endpoint", url, "--api-key", API_KEY, *args, **kw)
 
 
-@pytest.mark.parametrize("scenario,args,code,message", [
-    ("401", [], 2, "failed with 401 Unauthorized: the server rejected the API key; check --api-key"),
-    ("500", [], 1, "POST /chat/completions at {url} failed with 500 Internal Server Error: the engine is on fire"),
-    ("midfail", [], 1, "the server at {url} failed mid-reply: CUDA out of memory"),
-    ("drop", [], 1, "the server at {url} closed the connection before the reply was complete"),
-    ("stall", ["--timeout", "1"], 1, "the server at {url} sent nothing for 1 s"),
-    ("two", [], 2, "serves 2 models (fake-model, other-model); pick one with -m MODEL"),
-    ("ok", ["-m", "missing"], 2, "has no model 'missing'; it serves: fake-model"),
-    ("notjson", [], 1, "did not answer with JSON"),
-    ("missing", [], 2, "no OpenAI-compatible API there"),
-])
+@pytest.mark.parametrize(
+    "scenario,args,code,message",
+    [
+        ("401", [], 2, "failed with 401 Unauthorized: the server rejected the API key; check --api-key"),
+        (
+            "500",
+            [],
+            1,
+            "POST /chat/completions at {url} failed with 500 Internal Server Error: the engine is on fire",
+        ),
+        ("midfail", [], 1, "the server at {url} failed mid-reply: CUDA out of memory"),
+        ("drop", [], 1, "the server at {url} closed the connection before the reply was complete"),
+        ("stall", ["--timeout", "1"], 1, "the server at {url} sent nothing for 1 s"),
+        ("two", [], 2, "serves 2 models (fake-model, other-model); pick one with -m MODEL"),
+        ("ok", ["-m", "missing"], 2, "has no model 'missing'; it serves: fake-model"),
+        ("notjson", [], 1, "did not answer with JSON"),
+        ("missing", [], 2, "no OpenAI-compatible API there"),
+    ],
+)
 def test_a_failing_server_gives_one_line_and_the_exit_code(fake_server, scenario, args, code, message):
     url = fake_server.endpoint(scenario)
     start = time.monotonic()
@@ -65,8 +73,13 @@ def test_local_only_options_are_refused_with_an_endpoint(fake_server):
 def test_server_usage_and_timings_reach_json_and_the_panel(fake_server):
     doc = json.loads(chat(fake_server.endpoint(), "--json", "Say hi.").stdout)
     assert doc["text"] == "".join(REPLY)  # a character split across TCP reads arrives whole
-    assert doc["usage"] == {"prompt_tokens": 42, "cached_tokens": 10, "cache_source": None,
-                            "completion_tokens": len(REPLY), "reasoning_tokens": 0}
+    assert doc["usage"] == {
+        "prompt_tokens": 42,
+        "cached_tokens": 10,
+        "cache_source": None,
+        "completion_tokens": len(REPLY),
+        "reasoning_tokens": 0,
+    }
     assert doc["server"]["timings"]["prompt_ms"] == 12.5
     assert doc["timings"]["prefill_ms"] == 12.5 and doc["timings"]["prefill_tps"] == 2560.0
     assert doc["timings"]["tokenize_ms"] is None  # ran on the server: not invented
@@ -76,14 +89,32 @@ def test_server_usage_and_timings_reach_json_and_the_panel(fake_server):
 
 def test_the_request_carries_the_bearer_header_and_the_sampling_fields(fake_server):
     fake_server.requests.clear()
-    result = chat(fake_server.endpoint(), "--temp", "0.3", "--top-k", "5", "--seed", "7", "-n", "4",
-                  "--stop", "END", "Say hi.")
+    result = chat(
+        fake_server.endpoint(),
+        "--temp",
+        "0.3",
+        "--top-k",
+        "5",
+        "--seed",
+        "7",
+        "-n",
+        "4",
+        "--stop",
+        "END",
+        "Say hi.",
+    )
     assert result.exit_code == 0
     post = [r for r in fake_server.requests if r["method"] == "POST"][-1]
     assert all(r["authorization"] == f"Bearer {API_KEY}" for r in fake_server.requests)
     body = post["body"]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert (body["temperature"], body["max_tokens"], body["seed"], body["top_k"], body["stop"]) == (0.3, 4, 7, 5, ["END"])
+    assert (body["temperature"], body["max_tokens"], body["seed"], body["top_k"], body["stop"]) == (
+        0.3,
+        4,
+        7,
+        5,
+        ["END"],
+    )
     assert "min_p" not in body and "repeat_penalty" not in body  # left at llmcli's defaults: not sent
     assert result.stdout == "".join(REPLY[:4]) + "\n"
 
@@ -105,8 +136,10 @@ def test_the_remote_client_is_not_imported_for_help():
     import subprocess
     import sys
 
-    code = ("import sys, llmcli.cli\n"
-            "print([m for m in ('http.client', 'ssl', 'llmcli.engine.openai_http', 'llmcli.bench.serve') "
-            "if m in sys.modules])")
+    code = (
+        "import sys, llmcli.cli\n"
+        "print([m for m in ('http.client', 'ssl', 'llmcli.engine.openai_http', 'llmcli.bench.serve') "
+        "if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -20,8 +20,15 @@ PROMPT = REPL_PROMPT
 
 @pytest.fixture
 def repl(private_store, fake_server):
-    child = cli_pty("chat", "--endpoint", fake_server.endpoint(), "--timeout", "30",
-                    vars={"LLMCLI_API_KEY": API_KEY}, timeout=20)
+    child = cli_pty(
+        "chat",
+        "--endpoint",
+        fake_server.endpoint(),
+        "--timeout",
+        "30",
+        vars={"LLMCLI_API_KEY": API_KEY},
+        timeout=20,
+    )
     child.logfile_read = io.StringIO()  # the whole transcript, to prove the key never shows
     child.expect_exact(PROMPT)
     yield child

@@ -17,7 +17,7 @@ ESCAPES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # a terminal control other th
 
 def leaks(text: str) -> list[str]:
     """Pieces of the key in the text: its start (4 characters or more) or any 6 characters of it."""
-    pieces = {KEY[:4]} | {KEY[i:i + 6] for i in range(len(KEY) - 5)}
+    pieces = {KEY[:4]} | {KEY[i : i + 6] for i in range(len(KEY) - 5)}
     return sorted(p for p in pieces if p in text)
 
 
@@ -46,10 +46,12 @@ RUNS = [
 ]
 
 
-@pytest.mark.parametrize("command,scenario,args,code,words", RUNS,
-                         ids=[f"{c}-{s}-{i}" for i, (c, s, *_rest) in enumerate(RUNS)])
-def test_the_key_never_shows_whatever_the_server_echoes(hostile_server, tmp_path, command, scenario, args,
-                                                        code, words):
+@pytest.mark.parametrize(
+    "command,scenario,args,code,words", RUNS, ids=[f"{c}-{s}-{i}" for i, (c, s, *_rest) in enumerate(RUNS)]
+)
+def test_the_key_never_shows_whatever_the_server_echoes(
+    hostile_server, tmp_path, command, scenario, args, code, words
+):
     url = hostile_server.endpoint(scenario)
     result = cli_process(command, "--endpoint", url, *args, vars={"LLMCLI_API_KEY": KEY}, timeout=60)
     assert result.exit_code == code, result.stderr
@@ -80,13 +82,19 @@ pexpect = pytest.importorskip("pexpect")
 
 
 def test_a_repl_session_and_its_saved_files_never_hold_the_key(hostile_server, private_store, tmp_path):
-    child = cli_pty("chat", "--endpoint", hostile_server.endpoint("echo-repl"),
-                    vars={"LLMCLI_API_KEY": KEY}, timeout=20)
+    child = cli_pty(
+        "chat", "--endpoint", hostile_server.endpoint("echo-repl"), vars={"LLMCLI_API_KEY": KEY}, timeout=20
+    )
     child.logfile_read = io.StringIO()
     try:
         child.expect_exact(REPL_PROMPT)
-        for turn, shows in (("hello", "Hi"), ("and [echo-sse]", "failed mid-reply"),
-                            ("then [echo-reason]", "Oops ***"), ("/stats", "remote"), ("/show", "API key")):
+        for turn, shows in (
+            ("hello", "Hi"),
+            ("and [echo-sse]", "failed mid-reply"),
+            ("then [echo-reason]", "Oops ***"),
+            ("/stats", "remote"),
+            ("/show", "API key"),
+        ):
             child.sendline(turn)
             child.expect_exact(shows)
             child.expect_exact(REPL_PROMPT)

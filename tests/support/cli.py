@@ -83,27 +83,46 @@ class CliProcess(subprocess.Popen):
         return Result(self.returncode, stdout, stderr)
 
 
-def spawn_cli(*args: str, vars: Mapping[str, str | None] | None = None, stdin: int | None = None) -> CliProcess:
+def spawn_cli(
+    *args: str, vars: Mapping[str, str | None] | None = None, stdin: int | None = None
+) -> CliProcess:
     """Start `python -m llmcli ARGS` with stdout and stderr piped apart."""
-    return CliProcess([*LLMCLI, *args], stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                      encoding="utf-8", errors="replace",
-                      env=environment_vars(vars), preexec_fn=_default_sigint)
+    return CliProcess(
+        [*LLMCLI, *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        encoding="utf-8",
+        errors="replace",
+        env=environment_vars(vars),
+        preexec_fn=_default_sigint,
+    )
 
 
-def cli_process(*args: str, input: str | None = None, vars: Mapping[str, str | None] | None = None,
-                timeout: float = 120) -> Result:
+def cli_process(
+    *args: str, input: str | None = None, vars: Mapping[str, str | None] | None = None, timeout: float = 120
+) -> Result:
     """Run `python -m llmcli ARGS` to its end as a script would (stdin inherited unless `input` is given)."""
     child = spawn_cli(*args, vars=vars, stdin=subprocess.PIPE if input is not None else None)
     return child.result(input, timeout)
 
 
-def cli_pty(*args: str, vars: Mapping[str, str | None] | None = None, timeout: float = 60, columns: int = 120):
+def cli_pty(
+    *args: str, vars: Mapping[str, str | None] | None = None, timeout: float = 60, columns: int = 120
+):
     """`python -m llmcli ARGS` on a 40-line pseudo-terminal (a pexpect child), as a person would start it."""
     import pexpect
 
     terminal = {"TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": str(columns), "LINES": "40"}
-    return pexpect.spawn(sys.executable, [*LLMCLI[1:], *args], env=environment_vars({**terminal, **(vars or {})}),
-                         encoding="utf-8", timeout=timeout, dimensions=(40, columns), preexec_fn=_default_sigint)
+    return pexpect.spawn(
+        sys.executable,
+        [*LLMCLI[1:], *args],
+        env=environment_vars({**terminal, **(vars or {})}),
+        encoding="utf-8",
+        timeout=timeout,
+        dimensions=(40, columns),
+        preexec_fn=_default_sigint,
+    )
 
 
 def cli_store():

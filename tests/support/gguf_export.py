@@ -67,7 +67,9 @@ def export_gguf_to_hf(gguf_path: Path, out_dir: Path, dtype: str = "f32") -> Exp
     kv = {name: _value(field) for name, field in reader.fields.items()}
     arch = kv.get("general.architecture")
     if arch != "llama":
-        raise UnsupportedArchitecture(f"{gguf_path.name} is a {arch} model; export supports llama-architecture GGUFs")
+        raise UnsupportedArchitecture(
+            f"{gguf_path.name} is a {arch} model; export supports llama-architecture GGUFs"
+        )
 
     n_layers = kv["llama.block_count"]
     n_head = kv["llama.attention.head_count"]
@@ -93,12 +95,18 @@ def export_gguf_to_hf(gguf_path: Path, out_dir: Path, dtype: str = "f32") -> Exp
     tokens = kv["tokenizer.ggml.tokens"]
     special = {k: kv.get(f"tokenizer.ggml.{k}_token_id") for k in ("bos", "eos", "unknown", "padding")}
     _write_json(out_dir / "config.json", _config(kv, tied, special, len(tokens), dtype))
-    _write_json(out_dir / "generation_config.json", {
-        "bos_token_id": special["bos"], "eos_token_id": special["eos"], "pad_token_id": special["padding"],
-    })
+    _write_json(
+        out_dir / "generation_config.json",
+        {
+            "bos_token_id": special["bos"],
+            "eos_token_id": special["eos"],
+            "pad_token_id": special["padding"],
+        },
+    )
     _write_tokenizer(out_dir, kv, special)
-    return ExportResult(path=out_dir, n_tensors=len(tensors), n_params=sum(int(a.size) for a in tensors.values()),
-                        dtype=dtype)
+    return ExportResult(
+        path=out_dir, n_tensors=len(tensors), n_params=sum(int(a.size) for a in tensors.values()), dtype=dtype
+    )
 
 
 def _value(field: Any) -> Any:
@@ -139,7 +147,9 @@ def _config(kv: dict, tied: bool, special: dict, n_vocab: int, dtype: str) -> di
 
 def _write_tokenizer(out_dir: Path, kv: dict, special: dict) -> None:
     if kv.get("tokenizer.ggml.model") != "gpt2":
-        raise UnsupportedTokenizer("export writes byte-level BPE tokenizers only (tokenizer.ggml.model = gpt2)")
+        raise UnsupportedTokenizer(
+            "export writes byte-level BPE tokenizers only (tokenizer.ggml.model = gpt2)"
+        )
     pre = pretokenizers.by_name(kv.get("tokenizer.ggml.pre") or "")
     if pre is None:
         raise UnsupportedTokenizer(
@@ -152,9 +162,17 @@ def _write_tokenizer(out_dir: Path, kv: dict, special: dict) -> None:
     add_bos = bool(kv.get("tokenizer.ggml.add_bos_token", False))
     add_eos = bool(kv.get("tokenizer.ggml.add_eos_token", False))
     added = [
-        {"id": i, "content": tok, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": types[i] == CONTROL}
-        for i, tok in enumerate(tokens) if types[i] in (CONTROL, USER_DEFINED)
+        {
+            "id": i,
+            "content": tok,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": types[i] == CONTROL,
+        }
+        for i, tok in enumerate(tokens)
+        if types[i] in (CONTROL, USER_DEFINED)
     ]
     text = lambda tid: tokens[tid] if tid is not None else None  # noqa: E731
     bos, eos = text(special["bos"]), text(special["eos"])
@@ -164,9 +182,11 @@ def _write_tokenizer(out_dir: Path, kv: dict, special: dict) -> None:
     if add_eos and eos:
         single.append({"SpecialToken": {"id": eos, "type_id": 0}})
     specials = {t: {"id": t, "ids": [tokens.index(t)], "tokens": [t]} for t in {bos, eos} if t}
-    post = ({"type": "TemplateProcessing", "single": single, "pair": single, "special_tokens": specials}
-            if len(single) > 1 else
-            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True})
+    post = (
+        {"type": "TemplateProcessing", "single": single, "pair": single, "special_tokens": specials}
+        if len(single) > 1
+        else {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
+    )
     tokenizer = {
         "version": "1.0",
         "truncation": None,
@@ -177,8 +197,13 @@ def _write_tokenizer(out_dir: Path, kv: dict, special: dict) -> None:
         "post_processor": post,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-            "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
             "ignore_merges": pre.ignore_merges,
             "vocab": {tok: i for i, tok in enumerate(tokens)},
             "merges": [m.split(" ", 1) for m in merges],
@@ -187,9 +212,12 @@ def _write_tokenizer(out_dir: Path, kv: dict, special: dict) -> None:
     _write_json(out_dir / "tokenizer.json", tokenizer, indent=None)
     config: dict[str, Any] = {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": bos, "eos_token": eos,
-        "unk_token": text(special["unknown"]), "pad_token": text(special["padding"]),
-        "add_bos_token": add_bos, "add_eos_token": add_eos,
+        "bos_token": bos,
+        "eos_token": eos,
+        "unk_token": text(special["unknown"]),
+        "pad_token": text(special["padding"]),
+        "add_bos_token": add_bos,
+        "add_eos_token": add_eos,
         "clean_up_tokenization_spaces": False,
         "model_max_length": kv.get("llama.context_length", 2048),
     }
@@ -225,8 +253,11 @@ def save_safetensors(path: Path, tensors: dict[str, np.ndarray], dtype: str = "f
     for name in sorted(tensors):
         raw = encode(tensors[name])
         encoded[name] = raw
-        header[name] = {"dtype": st_dtype, "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + raw.nbytes]}
+        header[name] = {
+            "dtype": st_dtype,
+            "shape": list(tensors[name].shape),
+            "data_offsets": [offset, offset + raw.nbytes],
+        }
         offset += raw.nbytes
     blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
     blob += b" " * (-len(blob) % 8)  # the format aligns the data to 8 bytes

@@ -5,7 +5,7 @@ not do by itself."""
 from __future__ import annotations
 
 # Shaped as Qwen3 writes it: `<think>\n…\n</think>\n\n` then an answer that starts and ends with a letter.
-ANSWER = '[A-Z] [a-z ]{1,16} [a-z]'
+ANSWER = "[A-Z] [a-z ]{1,16} [a-z]"
 THINK_THEN_ANSWER = f'root ::= "<think>\\n" [a-z ]{{1,16}} "\\n</think>\\n\\n" {ANSWER}'
 CLOSE_THEN_ANSWER = f'root ::= [a-z ]{{1,16}} "\\n</think>\\n\\n" {ANSWER}'  # the prompt opened <think>
 
@@ -18,8 +18,9 @@ def grammar_sampler(grammar: str):
             ll = self.ll = runtime.ll
             self._ctx = runtime.ctx_ptr
             self._chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-            ll.llama_sampler_chain_add(self._chain, ll.llama_sampler_init_grammar(
-                runtime.vocab, grammar.encode(), b"root"))
+            ll.llama_sampler_chain_add(
+                self._chain, ll.llama_sampler_init_grammar(runtime.vocab, grammar.encode(), b"root")
+            )
             ll.llama_sampler_chain_add(self._chain, ll.llama_sampler_init_greedy())
 
         def sample(self, idx: int = -1) -> int:

@@ -27,16 +27,19 @@ def test_help_lists_every_command(state):
     assert all(name in text for name in SLASH_COMMANDS)
 
 
-@pytest.mark.parametrize("line,attr,value", [
-    ("/set temperature 0.2", "temperature", 0.2),
-    ("/set temp 0", "temperature", 0.0),
-    ("/set top_p 0.5", "top_p", 0.5),
-    ("/set top_k 7", "top_k", 7),
-    ("/set min_p 0.1", "min_p", 0.1),
-    ("/set repeat_penalty 1.2", "repeat_penalty", 1.2),
-    ("/set max_tokens 33", "max_tokens", 33),
-    ("/set seed 9", "seed", 9),
-])
+@pytest.mark.parametrize(
+    "line,attr,value",
+    [
+        ("/set temperature 0.2", "temperature", 0.2),
+        ("/set temp 0", "temperature", 0.0),
+        ("/set top_p 0.5", "top_p", 0.5),
+        ("/set top_k 7", "top_k", 7),
+        ("/set min_p 0.1", "min_p", 0.1),
+        ("/set repeat_penalty 1.2", "repeat_penalty", 1.2),
+        ("/set max_tokens 33", "max_tokens", 33),
+        ("/set seed 9", "seed", 9),
+    ],
+)
 def test_set_changes_the_sampling_parameters(state, line, attr, value):
     dispatch(state, line)
     assert getattr(state.session.params, attr) == value
@@ -49,22 +52,25 @@ def test_set_markdown(state):
     assert not state.markdown
 
 
-@pytest.mark.parametrize("line,message", [
-    ("/frobnicate", "unknown command /frobnicate"),
-    ("/set", "usage: /set PARAM VALUE"),
-    ("/set temperature", "usage: /set PARAM VALUE"),
-    ("/set colour blue", "usage: /set PARAM VALUE"),
-    ("/set temperature warm", "temperature must be a number in 0..10, not 'warm'"),
-    ("/set top_k 1.5", "top_k must be an integer in"),
-    ("/set top_p 2", "top_p must be in 0..1, not 2"),
-    ("/set temp -1", "temperature must be in 0..10, not -1"),
-    ("/set seed 4294967296", "seed must be in 0..4294967295, not 4294967296"),
-    ("/set n 0", "max_tokens must be in 1..2147483647, not 0"),
-    ("/set markdown maybe", "not on or off"),
-    ("/save", "usage: /save FILE"),
-    ("/load", "usage: /load FILE"),
-    ("/load /nonexistent/conv.json", "no such conversation file"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("/frobnicate", "unknown command /frobnicate"),
+        ("/set", "usage: /set PARAM VALUE"),
+        ("/set temperature", "usage: /set PARAM VALUE"),
+        ("/set colour blue", "usage: /set PARAM VALUE"),
+        ("/set temperature warm", "temperature must be a number in 0..10, not 'warm'"),
+        ("/set top_k 1.5", "top_k must be an integer in"),
+        ("/set top_p 2", "top_p must be in 0..1, not 2"),
+        ("/set temp -1", "temperature must be in 0..10, not -1"),
+        ("/set seed 4294967296", "seed must be in 0..4294967295, not 4294967296"),
+        ("/set n 0", "max_tokens must be in 1..2147483647, not 0"),
+        ("/set markdown maybe", "not on or off"),
+        ("/save", "usage: /save FILE"),
+        ("/load", "usage: /load FILE"),
+        ("/load /nonexistent/conv.json", "no such conversation file"),
+    ],
+)
 def test_bad_slash_input(state, line, message):
     with pytest.raises(UsageError, match=message):
         dispatch(state, line)
@@ -91,17 +97,22 @@ def test_save_then_load_round_trips(state, tmp_path):
     state.session.messages, state.session.system = [], None
     dispatch(state, f"/load {path}")
     assert [(m.role, m.content, m.cancelled) for m in state.session.messages] == [
-        ("user", "hi", False), ("assistant", "hello", True)]
+        ("user", "hi", False),
+        ("assistant", "hello", True),
+    ]
     assert state.session.system == "sys"
 
 
-@pytest.mark.parametrize("content", [
-    "not json at all",
-    '["a", "list"]',
-    '{"messages": "nope"}',
-    '{"messages": [{"role": "wizard", "content": "x"}]}',
-    '{"messages": [{"role": "user", "content": 5}]}',
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json at all",
+        '["a", "list"]',
+        '{"messages": "nope"}',
+        '{"messages": [{"role": "wizard", "content": "x"}]}',
+        '{"messages": [{"role": "user", "content": 5}]}',
+    ],
+)
 def test_load_refuses_what_is_not_a_conversation(state, tmp_path, content):
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -144,10 +155,11 @@ def test_set_schema_constrains_the_next_reply_and_off_lifts_it(state, tmp_path):
     dispatch(state, "/set schema off")
     assert state.session.constraint is None
     with pytest.raises(UsageError, match="unsupported keyword 'multipleOf'"):
-        dispatch(state, "/set schema {\"type\": \"integer\", \"multipleOf\": 2}")
+        dispatch(state, '/set schema {"type": "integer", "multipleOf": 2}')
 
 
 # -- hostile /load files and /save's atomicity ------------------------------------------------------
+
 
 def _conversation_before(state) -> tuple:
     state.session.system = "keep me"
@@ -155,19 +167,25 @@ def _conversation_before(state) -> tuple:
     return state.session.system, list(state.session.messages)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
-    (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "message 1 holds a lone surrogate"),
-    (b'{"system": "\\udfff", "messages": []}', "system prompt holds a lone surrogate"),
-    (b'{"messages": [{"role": "user", "content": "caf\xe9"}]}', "not UTF-8 text (a bad byte at offset"),
-    (b'{"messages": [{"role": "user", "content": "hi"}', "not JSON"),
-    (b'{"messages": [{"role": "system", "content": "x"}]}', "message 1 needs a role user/assistant"),
-    (b'[{"role": "user", "content": ["nested"]}]', "message 1 needs a role user/assistant and text"),
-    (b'{"messages": [{"role": "user", "content": "x", "cancelled": "yes"}]}', "cancelled is not true or false"),
-    (b'{"format": "something-else", "messages": []}', "format is not llmcli-conversation"),
-    (b'{"messages": [], "system": {"a": 1}}', "system is not text"),
-    (b"[" + b",".join([b'{"role":"user","content":""}'] * 100_001) + b"]", "100,001 messages, over the"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "message 1 holds a lone surrogate"),
+        (b'{"system": "\\udfff", "messages": []}', "system prompt holds a lone surrogate"),
+        (b'{"messages": [{"role": "user", "content": "caf\xe9"}]}', "not UTF-8 text (a bad byte at offset"),
+        (b'{"messages": [{"role": "user", "content": "hi"}', "not JSON"),
+        (b'{"messages": [{"role": "system", "content": "x"}]}', "message 1 needs a role user/assistant"),
+        (b'[{"role": "user", "content": ["nested"]}]', "message 1 needs a role user/assistant and text"),
+        (
+            b'{"messages": [{"role": "user", "content": "x", "cancelled": "yes"}]}',
+            "cancelled is not true or false",
+        ),
+        (b'{"format": "something-else", "messages": []}', "format is not llmcli-conversation"),
+        (b'{"messages": [], "system": {"a": 1}}', "system is not text"),
+        (b"[" + b",".join([b'{"role":"user","content":""}'] * 100_001) + b"]", "100,001 messages, over the"),
+    ],
+)
 def test_a_bad_load_file_is_one_line_and_leaves_the_conversation(state, tmp_path, content, message):
     before = _conversation_before(state)
     path = tmp_path / "bad.json"
@@ -187,8 +205,11 @@ def test_load_refuses_an_oversized_file_a_folder_and_a_fifo_without_reading_them
         fh.truncate(MAX_FILE_BYTES + 1)  # sparse: nothing is really written
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    for path, message in [(huge, "-byte limit for a conversation"), (tmp_path, "is a folder"),
-                          (fifo, "is not a regular file")]:
+    for path, message in [
+        (huge, "-byte limit for a conversation"),
+        (tmp_path, "is a folder"),
+        (fifo, "is not a regular file"),
+    ]:
         with pytest.raises(UsageError, match=message):
             dispatch(state, f"/load {path}")  # a FIFO would block a plain open() forever
         assert (state.session.system, state.session.messages) == before
@@ -196,8 +217,15 @@ def test_load_refuses_an_oversized_file_a_folder_and_a_fifo_without_reading_them
 
 def test_load_takes_a_plain_list_of_messages_with_a_system_one_first(state, tmp_path):
     path = tmp_path / "list.json"
-    path.write_text(json.dumps([{"role": "system", "content": "be kind"}, {"role": "user", "content": "hi"},
-                                {"role": "assistant", "content": "hello"}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "system", "content": "be kind"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
+            ]
+        )
+    )
     assert dispatch(state, f"/load {path}").text == f"loaded 2 messages from {path}"
     assert state.session.system == "be kind"
     assert [(m.role, m.content) for m in state.session.messages] == [("user", "hi"), ("assistant", "hello")]
@@ -222,7 +250,9 @@ def test_save_replaces_atomically_keeps_the_mode_and_writes_through_a_symlink(st
     link.symlink_to(target)
     state.session.messages = [Message("user", "hi")]
     dispatch(state, f"/save {link}")
-    assert link.is_symlink() and json.loads(target.read_text())["messages"] == [{"role": "user", "content": "hi"}]
+    assert link.is_symlink() and json.loads(target.read_text())["messages"] == [
+        {"role": "user", "content": "hi"}
+    ]
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["conv.json", "link.json"]
 

@@ -50,16 +50,23 @@ def test_save_keeps_the_conversation_id_and_load_continues_it(state, tmp_path):
 
 def test_a_file_from_elsewhere_starts_a_new_logged_conversation(state, tmp_path):
     turn(state, "hello")
-    (tmp_path / "c.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
-                                                              {"role": "assistant", "content": "yo"}],
-                                                 "conversation_id": "01j0000000000000000000000a"}))
+    (tmp_path / "c.json").write_text(
+        json.dumps(
+            {
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                "conversation_id": "01j0000000000000000000000a",
+            }
+        )
+    )
     result = dispatch(state, f"/load {tmp_path / 'c.json'}")
     assert "the next reply starts a new conversation in the log" in result.text
     turn(state, "more")
     first, second = conversations(state)
     assert first != second
-    assert state.recorder.log.recent(1)[0].messages == [{"role": "user", "content": "hi"},
-                                                       {"role": "assistant", "content": "yo"}]
+    assert state.recorder.log.recent(1)[0].messages == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yo"},
+    ]
 
 
 @pytest.mark.parametrize("cid", [7, "../../etc", "01J0000000000000000000000A\n", ["x"]])

@@ -125,8 +125,15 @@ def run_chat(name: str, path: str, plan: BenchPlan, max_tokens: int) -> Iterator
 
     reset_peak_rss()
     yield Progress(model=name, backend=LLAMA, stage="load")
-    rt = Runtime(path, RuntimeConfig(n_ctx=plan.n_ctx or CHAT_CTX, n_threads=plan.threads[0],
-                                     n_batch=plan.n_batch, flash_attn=plan.flash_attn))
+    rt = Runtime(
+        path,
+        RuntimeConfig(
+            n_ctx=plan.n_ctx or CHAT_CTX,
+            n_threads=plan.threads[0],
+            n_batch=plan.n_batch,
+            flash_attn=plan.flash_attn,
+        ),
+    )
     # Greedy: both passes see the same replies, so the cold pass replays the reuse pass's history.
     reply = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     first_token = SamplingParams(temperature=0.0, max_tokens=1)
@@ -165,21 +172,36 @@ def run_chat(name: str, path: str, plan: BenchPlan, max_tokens: int) -> Iterator
             raws = []
             for i, t in enumerate(turns, start=1):
                 steps = max(8, min(t.completion_tokens, rt.n_ctx - t.prompt_tokens - 1))
-                yield Progress(name, LLAMA, "run", f"raw tg{steps} @ depth {t.prompt_tokens} (turn {i})", n_threads)
+                yield Progress(
+                    name, LLAMA, "run", f"raw tg{steps} @ depth {t.prompt_tokens} (turn {i})", n_threads
+                )
                 raws.append(_raw_tg_tps(rt, t.prompt_tokens, steps, plan.repetitions, plan.seed))
             rss = peak_rss_bytes()
             for i, (t, raw) in enumerate(zip(turns, raws, strict=True), start=1):
                 e2e = t.decode_steps / t.decode_ms * 1000 if t.decode_ms else 0.0
                 yield ChatRow(
-                    model=name, model_filename=path, n_threads=n_threads, turn=i,
-                    prompt_tokens=t.prompt_tokens, cached_tokens=t.cached_tokens,
+                    model=name,
+                    model_filename=path,
+                    n_threads=n_threads,
+                    turn=i,
+                    prompt_tokens=t.prompt_tokens,
+                    cached_tokens=t.cached_tokens,
                     prefilled_tokens=t.prompt_tokens - t.cached_tokens,
-                    ttft_cold_ms=mean(t.cold_ms), ttft_cold_stddev_ms=stdev(t.cold_ms),
-                    ttft_reused_ms=mean(t.reused_ms), ttft_reused_stddev_ms=stdev(t.reused_ms),
-                    completion_tokens=t.completion_tokens, decode_tps=e2e, decode_stddev_tps=stdev(t.decode_tps),
-                    raw_tg_tps=raw, overhead_pct=(raw / e2e - 1) * 100 if e2e else 0.0, n_ctx=rt.n_ctx,
-                    cpu_info=cpu_info(), peak_rss_bytes=rss, samples_ttft_cold_ms=t.cold_ms,
-                    samples_ttft_reused_ms=t.reused_ms, samples_decode_tps=t.decode_tps,
+                    ttft_cold_ms=mean(t.cold_ms),
+                    ttft_cold_stddev_ms=stdev(t.cold_ms),
+                    ttft_reused_ms=mean(t.reused_ms),
+                    ttft_reused_stddev_ms=stdev(t.reused_ms),
+                    completion_tokens=t.completion_tokens,
+                    decode_tps=e2e,
+                    decode_stddev_tps=stdev(t.decode_tps),
+                    raw_tg_tps=raw,
+                    overhead_pct=(raw / e2e - 1) * 100 if e2e else 0.0,
+                    n_ctx=rt.n_ctx,
+                    cpu_info=cpu_info(),
+                    peak_rss_bytes=rss,
+                    samples_ttft_cold_ms=t.cold_ms,
+                    samples_ttft_reused_ms=t.reused_ms,
+                    samples_decode_tps=t.decode_tps,
                 )
     finally:
         rt.close()

@@ -41,8 +41,15 @@ def run_copy(target: LlamaTarget, plan: BenchPlan, draft: str) -> Iterator[Progr
 
     facts = model_facts(target.path)
     gens = [t.n_gen for t in plan.tests if t.n_gen]
-    rt = Runtime(target.path, RuntimeConfig(n_ctx=PROMPT_ROOM + max(gens), n_threads=plan.threads[0],
-                                            n_batch=plan.n_batch, flash_attn=plan.flash_attn))
+    rt = Runtime(
+        target.path,
+        RuntimeConfig(
+            n_ctx=PROMPT_ROOM + max(gens),
+            n_threads=plan.threads[0],
+            n_batch=plan.n_batch,
+            flash_attn=plan.flash_attn,
+        ),
+    )
     modes = ("none", draft)
     try:
         common = row_fields(target, rt, plan, facts)
@@ -62,17 +69,31 @@ def run_copy(target: LlamaTarget, plan: BenchPlan, draft: str) -> Iterator[Progr
                 samples: dict[str, list[int]] = {mode: [] for mode in modes}
                 last = {}
                 for rep in range(plan.repetitions):
-                    yield Progress(target.name, LLAMA, "run", copy_test_name(n_gen, draft), n_threads, rep + 1,
-                                   plan.repetitions)
+                    yield Progress(
+                        target.name,
+                        LLAMA,
+                        "run",
+                        copy_test_name(n_gen, draft),
+                        n_threads,
+                        rep + 1,
+                        plan.repetitions,
+                    )
                     for mode in modes:
                         stats = last[mode] = ask(mode)
                         samples[mode].append(max(1, round((stats.decode_ms or 0.0) * 1e6)))
                 for mode in modes:
                     stats = last[mode]
-                    row = BenchRow.measured(samples[mode], stats.decode_steps, n_threads=n_threads, n_prompt=0,
-                                            n_gen=stats.decode_steps, n_depth=stats.prompt_tokens,
-                                            test=copy_test_name(n_gen, mode), peak_rss_bytes=peak_rss_bytes(),
-                                            **common)
+                    row = BenchRow.measured(
+                        samples[mode],
+                        stats.decode_steps,
+                        n_threads=n_threads,
+                        n_prompt=0,
+                        n_gen=stats.decode_steps,
+                        n_depth=stats.prompt_tokens,
+                        test=copy_test_name(n_gen, mode),
+                        peak_rss_bytes=peak_rss_bytes(),
+                        **common,
+                    )
                     if stats.draft is not None:
                         row.draft_acceptance = stats.draft.acceptance_rate
                     yield row

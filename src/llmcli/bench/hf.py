@@ -38,7 +38,9 @@ def _load(hf_dir: str):
     try:
         model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=getattr(torch, DTYPE))
     except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"transformers cannot load {hf_dir} ({exc}); give a causal-LM Hugging Face folder") from None
+        raise UsageError(
+            f"transformers cannot load {hf_dir} ({exc}); give a causal-LM Hugging Face folder"
+        ) from None
     model.eval()
     return model
 
@@ -55,12 +57,20 @@ def _facts(model) -> dict:
     elem = next(model.parameters()).element_size()
     per_token = 2 * n_layer * n_kv * head_dim * elem if None not in (n_layer, n_kv, head_dim) else None
     # the size label llama.cpp's model_type carries ("135M", "1.5B"), for tiny test models "140K"
-    label = next(f"{n_params / scale:.{digits}f}{unit}" for unit, scale, digits in
-                 (("B", 1e9, 1), ("M", 1e6, 0), ("K", 1e3, 0), ("", 1, 0)) if n_params >= scale or unit == "")
+    label = next(
+        f"{n_params / scale:.{digits}f}{unit}"
+        for unit, scale, digits in (("B", 1e9, 1), ("M", 1e6, 0), ("K", 1e3, 0), ("", 1, 0))
+        if n_params >= scale or unit == ""
+    )
     return dict(
         model_type=f"{getattr(cfg, 'model_type', 'hf')} {label} {DTYPE_LABEL.get(DTYPE, DTYPE)}",
-        model_size=size, model_n_params=n_params, type_k=DTYPE, type_v=DTYPE, kv_per_token=per_token,
-        bos=getattr(text_cfg, "bos_token_id", None), vocab=getattr(text_cfg, "vocab_size", None),
+        model_size=size,
+        model_n_params=n_params,
+        type_k=DTYPE,
+        type_v=DTYPE,
+        kv_per_token=per_token,
+        bos=getattr(text_cfg, "bos_token_id", None),
+        vocab=getattr(text_cfg, "vocab_size", None),
         eos=getattr(text_cfg, "eos_token_id", None),
     )
 
@@ -89,8 +99,14 @@ class _Runner:
         t0 = time.perf_counter_ns()
         with torch.inference_mode():
             # min = max new tokens: an EOS must not end a tg run early.
-            self.model.generate(ids, attention_mask=mask, max_new_tokens=n_new, min_new_tokens=n_new,
-                                do_sample=False, pad_token_id=self.pad)
+            self.model.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=n_new,
+                min_new_tokens=n_new,
+                do_sample=False,
+                pad_token_id=self.pad,
+            )
         return time.perf_counter_ns() - t0
 
     def run(self, test: BenchTest) -> int:
@@ -121,9 +137,17 @@ def run_transformers(name: str, hf_dir: str, plan: BenchPlan) -> Iterator[Progre
     for key in ("bos", "vocab", "eos"):
         facts.pop(key)
     common = dict(
-        model_filename=hf_dir, n_batch=plan.n_batch, n_ubatch=plan.n_batch, flash_attn=0, cpu_info=cpu_info(),
-        backends="CPU", backend=TRANSFORMERS, model=name, n_ctx=plan.ctx_size,
-        kv_cache_bytes=per_token * plan.ctx_size if per_token else None, **facts,
+        model_filename=hf_dir,
+        n_batch=plan.n_batch,
+        n_ubatch=plan.n_batch,
+        flash_attn=0,
+        cpu_info=cpu_info(),
+        backends="CPU",
+        backend=TRANSFORMERS,
+        model=name,
+        n_ctx=plan.ctx_size,
+        kv_cache_bytes=per_token * plan.ctx_size if per_token else None,
+        **facts,
     )
     previous_threads = torch.get_num_threads()
     try:
@@ -137,9 +161,16 @@ def run_transformers(name: str, hf_dir: str, plan: BenchPlan) -> Iterator[Progre
                 for rep in range(plan.repetitions):
                     yield Progress(name, TRANSFORMERS, "run", test.name, n_threads, rep + 1, plan.repetitions)
                     samples.append(runner.run(test))
-                row = BenchRow.measured(samples, test.n_tokens, n_threads=n_threads, n_prompt=test.n_prompt,
-                                        n_gen=test.n_gen, test=test.name, peak_rss_bytes=peak_rss_bytes(),
-                                        **common)
+                row = BenchRow.measured(
+                    samples,
+                    test.n_tokens,
+                    n_threads=n_threads,
+                    n_prompt=test.n_prompt,
+                    n_gen=test.n_gen,
+                    test=test.name,
+                    peak_rss_bytes=peak_rss_bytes(),
+                    **common,
+                )
                 if test.n_prompt and not test.n_gen:
                     row.ttft_ms = row.avg_ns / 1e6
                 yield row

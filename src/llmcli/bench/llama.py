@@ -100,11 +100,20 @@ def row_fields(target: LlamaTarget, rt, plan: BenchPlan, facts) -> dict:
     """The BenchRow fields every row of one loaded model shares."""
     per_token = facts.kv_bytes_per_token(KV_BYTES_PER_ELEMENT)
     return dict(
-        model_filename=target.path, model_type=rt.description, model_size=rt.model_size,
-        model_n_params=rt.n_params, n_batch=plan.n_batch, n_ubatch=plan.n_batch,  # as asked, like llama-bench
+        model_filename=target.path,
+        model_type=rt.description,
+        model_size=rt.model_size,
+        model_n_params=rt.n_params,
+        n_batch=plan.n_batch,
+        n_ubatch=plan.n_batch,  # as asked, like llama-bench
         # llama-bench's encoding: -1 auto (the Runtime's "on": wherever the backend supports it), 0 off
-        flash_attn=-1 if plan.flash_attn else 0, type_k=KV_TYPE, type_v=KV_TYPE, cpu_info=cpu_info(),
-        backend=LLAMA, model=target.name, n_ctx=rt.n_ctx,
+        flash_attn=-1 if plan.flash_attn else 0,
+        type_k=KV_TYPE,
+        type_v=KV_TYPE,
+        cpu_info=cpu_info(),
+        backend=LLAMA,
+        model=target.name,
+        n_ctx=rt.n_ctx,
         kv_cache_bytes=per_token * rt.n_ctx if per_token is not None else None,
     )
 
@@ -117,8 +126,12 @@ def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | Bench
     facts = model_facts(target.path)  # validates the file before llama.cpp opens it
     reset_peak_rss()
     yield Progress(model=target.name, backend=LLAMA, stage="load")
-    rt = Runtime(target.path, RuntimeConfig(n_ctx=plan.ctx_size, n_threads=plan.threads[0],
-                                            n_batch=plan.n_batch, flash_attn=plan.flash_attn))
+    rt = Runtime(
+        target.path,
+        RuntimeConfig(
+            n_ctx=plan.ctx_size, n_threads=plan.threads[0], n_batch=plan.n_batch, flash_attn=plan.flash_attn
+        ),
+    )
     try:
         runner = _Runner(rt, plan.seed)
         common = row_fields(target, rt, plan, facts)
@@ -133,12 +146,18 @@ def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | Bench
                 for rep in range(plan.repetitions):
                     yield Progress(target.name, LLAMA, "run", test.name, n_threads, rep + 1, plan.repetitions)
                     samples.append(runner.run(test))
-                row = BenchRow.measured(samples, test.n_tokens, n_threads=n_threads, n_prompt=test.n_prompt,
-                                        n_gen=test.n_gen, test=test.name, peak_rss_bytes=peak_rss_bytes(),
-                                        **common)
+                row = BenchRow.measured(
+                    samples,
+                    test.n_tokens,
+                    n_threads=n_threads,
+                    n_prompt=test.n_prompt,
+                    n_gen=test.n_gen,
+                    test=test.name,
+                    peak_rss_bytes=peak_rss_bytes(),
+                    **common,
+                )
                 if test.n_prompt and not test.n_gen:
                     row.ttft_ms = row.avg_ns / 1e6  # prefill ends with the first token's logits
                 yield row
     finally:
         rt.close()
-

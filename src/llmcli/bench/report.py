@@ -48,13 +48,29 @@ COLUMNS: list[Column] = [
     Column("n_batch", True, lambda r: str(r.n_batch), lambda rows: len({r.n_batch for r in rows}) > 1),
     Column("test", True, lambda r: r.test),
     Column("t/s", True, lambda r: f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}"),
-    Column("speedup", True, lambda r: f"{r.speedup:.2f}x" if r.speedup is not None else "-",
-           lambda rows: any(r.speedup is not None for r in rows)),
-    Column("accepted", True, lambda r: f"{r.draft_acceptance:.0%}" if r.draft_acceptance is not None else "-",
-           lambda rows: any(r.draft_acceptance is not None for r in rows)),
-    Column("TTFT ms", True, lambda r: f"{r.ttft_ms:.1f}" if r.ttft_ms is not None else "-",
-           lambda rows: any(r.ttft_ms is not None for r in rows)),
-    Column("KV cache", True, lambda r: f"{human_bytes(r.kv_cache_bytes)} @ {r.n_ctx}" if r.kv_cache_bytes else "-"),
+    Column(
+        "speedup",
+        True,
+        lambda r: f"{r.speedup:.2f}x" if r.speedup is not None else "-",
+        lambda rows: any(r.speedup is not None for r in rows),
+    ),
+    Column(
+        "accepted",
+        True,
+        lambda r: f"{r.draft_acceptance:.0%}" if r.draft_acceptance is not None else "-",
+        lambda rows: any(r.draft_acceptance is not None for r in rows),
+    ),
+    Column(
+        "TTFT ms",
+        True,
+        lambda r: f"{r.ttft_ms:.1f}" if r.ttft_ms is not None else "-",
+        lambda rows: any(r.ttft_ms is not None for r in rows),
+    ),
+    Column(
+        "KV cache",
+        True,
+        lambda r: f"{human_bytes(r.kv_cache_bytes)} @ {r.n_ctx}" if r.kv_cache_bytes else "-",
+    ),
     Column("peak RSS", True, lambda r: human_bytes(r.peak_rss_bytes)),
 ]
 
@@ -115,11 +131,21 @@ def _table(rows: list[Row], columns: list[Column]) -> str:
     widths = [max([len(c.title)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
 
     def line(values: list[str]) -> str:
-        return "| " + " | ".join(v.rjust(w) if c.right else v.ljust(w)
-                                 for v, w, c in zip(values, widths, columns, strict=True)) + " |"
+        return (
+            "| "
+            + " | ".join(
+                v.rjust(w) if c.right else v.ljust(w) for v, w, c in zip(values, widths, columns, strict=True)
+            )
+            + " |"
+        )
 
-    rule = "| " + " | ".join(("-" * (w - 1) + ":") if c.right else "-" * w
-                             for w, c in zip(widths, columns, strict=True)) + " |"
+    rule = (
+        "| "
+        + " | ".join(
+            ("-" * (w - 1) + ":") if c.right else "-" * w for w, c in zip(widths, columns, strict=True)
+        )
+        + " |"
+    )
     return "\n".join([line([c.title for c in columns]), rule] + [line(r) for r in cells]) + "\n"
 
 
@@ -140,8 +166,12 @@ def to_csv(rows: list[Row]) -> str:
     writer.writerow(names)
     for d in dicts:
         # lists (samples) become one cell; None becomes an empty cell
-        writer.writerow([";".join(str(x) for x in v) if isinstance(v, list) else ("" if v is None else v)
-                         for v in (d[n] for n in names)])
+        writer.writerow(
+            [
+                ";".join(str(x) for x in v) if isinstance(v, list) else ("" if v is None else v)
+                for v in (d[n] for n in names)
+            ]
+        )
     return buf.getvalue()
 
 
@@ -204,5 +234,7 @@ def _serve_chart(rows: list[ServeRow], width: int) -> str:
     label_w = max(len(s) for s in labels)
     out = ["output tokens/s by concurrency"]
     for label, r in zip(labels, rows, strict=True):
-        out.append(f"  {label.ljust(label_w)} {_bar(r.output_throughput, top, width)} {r.output_throughput:9.2f}")
+        out.append(
+            f"  {label.ljust(label_w)} {_bar(r.output_throughput, top, width)} {r.output_throughput:9.2f}"
+        )
     return "\n".join(out) + "\n"

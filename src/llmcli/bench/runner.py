@@ -62,14 +62,26 @@ def parse_backends(values: Iterable[str] | None) -> list[str]:
         for part in value.split(","):
             key = part.strip().lower()
             if key not in BACKEND_ALIASES:
-                raise UsageError(f"unknown backend '{part}'; choose llama or transformers (or both: llama,transformers)")
+                raise UsageError(
+                    f"unknown backend '{part}'; choose llama or transformers (or both: llama,transformers)"
+                )
             names.append(BACKEND_ALIASES[key])
     return list(dict.fromkeys(names))
 
 
-def make_plan(*, n_prompt: str, n_gen: str, repetitions: int, threads: str | None, n_batch: int,
-              n_ctx: int | None, default_threads: int, flash_attn: bool = True, warmup: bool = True,
-              draft: str = "none") -> BenchPlan:
+def make_plan(
+    *,
+    n_prompt: str,
+    n_gen: str,
+    repetitions: int,
+    threads: str | None,
+    n_batch: int,
+    n_ctx: int | None,
+    default_threads: int,
+    flash_attn: bool = True,
+    warmup: bool = True,
+    draft: str = "none",
+) -> BenchPlan:
     prompts = parse_int_list(n_prompt, "-p", 0)
     gens = parse_int_list(n_gen, "-n", 0)
     # llama-bench's shape: every non-zero -p is a pp test, every non-zero -n a tg test.
@@ -80,9 +92,16 @@ def make_plan(*, n_prompt: str, n_gen: str, repetitions: int, threads: str | Non
         raise UsageError(f"-r {repetitions}: give at least 1 repetition")
     if n_batch < 1:
         raise UsageError(f"-b {n_batch}: the batch size must be at least 1")
-    plan = BenchPlan(tests=tests, threads=parse_threads(threads, default_threads), repetitions=repetitions,
-                     n_batch=n_batch, n_ctx=n_ctx, flash_attn=flash_attn, warmup=warmup,
-                     draft=parse_draft(draft))
+    plan = BenchPlan(
+        tests=tests,
+        threads=parse_threads(threads, default_threads),
+        repetitions=repetitions,
+        n_batch=n_batch,
+        n_ctx=n_ctx,
+        flash_attn=flash_attn,
+        warmup=warmup,
+        draft=parse_draft(draft),
+    )
     if plan.draft != "none" and not any(t.n_gen for t in tests):
         raise UsageError(f"--draft {plan.draft} adds a copy task of -n tokens; give -n N > 0")
     if n_ctx is not None and n_ctx < plan.ctx_needed:
@@ -106,7 +125,9 @@ def _is_hf_dir(path: Path) -> bool:
     return path.is_dir() and (path / "config.json").is_file()
 
 
-def resolve_target(spec: str | None, backends: list[str], store: Store, default_model: str | None = None) -> Target:
+def resolve_target(
+    spec: str | None, backends: list[str], store: Store, default_model: str | None = None
+) -> Target:
     """MODEL -> what to load for each backend; a missing piece is a UsageError that says what to do.
 
     `default_model` is $LLMCLI_MODEL, read by the command: the model when MODEL is not given.
@@ -114,14 +135,19 @@ def resolve_target(spec: str | None, backends: list[str], store: Store, default_
     if spec and _is_hf_dir(Path(spec).expanduser()):
         hf_dir = str(Path(spec).expanduser().resolve())
         # A GGUF converted from this folder lets the two backends sit side by side.
-        converted = next((m for m in store.list() if m.hf_dir and Path(m.hf_dir).resolve() == Path(hf_dir)), None)
+        converted = next(
+            (m for m in store.list() if m.hf_dir and Path(m.hf_dir).resolve() == Path(hf_dir)), None
+        )
         if LLAMA in backends and converted is None:
             raise UsageError(
                 f"{spec} is a Hugging Face folder and llama.cpp needs a GGUF: run `llmcli convert {spec}` first, "
                 "or measure it alone with --backend transformers"
             )
-        return Target(name=converted.name if converted else Path(hf_dir).name,
-                      gguf=converted.path if converted else None, hf_dir=hf_dir)
+        return Target(
+            name=converted.name if converted else Path(hf_dir).name,
+            gguf=converted.path if converted else None,
+            hf_dir=hf_dir,
+        )
     from llmcli.models import chosen_model_ref
 
     entry = store.resolve(chosen_model_ref(spec, default_model))  # ModelNotFound (exit 2) names the fix
@@ -136,7 +162,9 @@ def resolve_target(spec: str | None, backends: list[str], store: Store, default_
 def check_save_path(path: Path | None) -> None:
     """--save FILE must be writable before minutes of measuring, not after."""
     if path is not None and not path.expanduser().parent.is_dir():
-        raise UsageError(f"--save {path}: the folder {path.expanduser().parent} does not exist; create it first")
+        raise UsageError(
+            f"--save {path}: the folder {path.expanduser().parent} does not exist; create it first"
+        )
 
 
 def check_backend_installed(backends: list[str]) -> None:

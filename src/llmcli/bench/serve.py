@@ -31,12 +31,14 @@ from llmcli.bench.records import Progress, mean, stdev
 from llmcli.engine.openai_http import ChatStream, Endpoint
 from llmcli.errors import LlmcliError, UsageError
 
-WORDS = ("time year people way day man thing woman life child world school state family student group "
-         "country problem hand part place case week company system program question work government number "
-         "night point home water room mother area money story fact month lot right study book eye job word "
-         "business issue side kind head house service friend father power hour game line end member law car "
-         "city name team minute idea kid body information back parent face level office door health person "
-         "art war history party result change morning reason research girl guy moment air teacher force").split()
+WORDS = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work government number "
+    "night point home water room mother area money story fact month lot right study book eye job word "
+    "business issue side kind head house service friend father power hour game line end member law car "
+    "city name team minute idea kid body information back parent face level office door health person "
+    "art war history party result change morning reason research girl guy moment air teacher force"
+).split()
 INSTRUCTION = "Write a short story that uses these words:"
 PERCENTILES = (50, 90, 99)
 
@@ -59,20 +61,28 @@ def parse_concurrency(text: str) -> list[int]:
     LIMIT = 1024
     levels = parse_int_list(text, "--concurrency", 1)
     if max(levels) > LIMIT:
-        raise UsageError(f"bad --concurrency list '{text}': {max(levels)} parallel requests is more than {LIMIT}")
+        raise UsageError(
+            f"bad --concurrency list '{text}': {max(levels)} parallel requests is more than {LIMIT}"
+        )
     return levels
 
 
-def make_serve_plan(*, concurrency: str, num_requests: int, duration: float, n_prompt: int, n_gen: int
-                    ) -> ServePlan:
+def make_serve_plan(
+    *, concurrency: str, num_requests: int, duration: float, n_prompt: int, n_gen: int
+) -> ServePlan:
     if num_requests < 1:
         raise UsageError(f"--num-requests {num_requests}: give at least 1")
     if duration <= 0:
         raise UsageError(f"--duration {duration}: give a number of seconds above 0")
     if n_gen < 1:
         raise UsageError(f"-n {n_gen}: a serving benchmark needs -n N > 0 tokens per reply")
-    return ServePlan(concurrency=parse_concurrency(concurrency), num_requests=num_requests, duration_s=duration,
-                     n_prompt=n_prompt, n_gen=n_gen)
+    return ServePlan(
+        concurrency=parse_concurrency(concurrency),
+        num_requests=num_requests,
+        duration_s=duration,
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+    )
 
 
 def random_prompt(seed: int, level: int, index: int, n_words: int) -> str:
@@ -97,11 +107,17 @@ class RequestResult:
         return (self.latency_ms - self.ttft_ms) / (self.output_tokens - 1) if self.output_tokens > 1 else None
 
 
-def run_request(ep: Endpoint, model: str, prompt: str, plan: ServePlan,
-                register: callable | None = None) -> RequestResult:
-    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "stream": True,
-            "stream_options": {"include_usage": True}, "max_tokens": plan.n_gen,
-            "temperature": plan.temperature}
+def run_request(
+    ep: Endpoint, model: str, prompt: str, plan: ServePlan, register: callable | None = None
+) -> RequestResult:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": plan.n_gen,
+        "temperature": plan.temperature,
+    }
     stream = ChatStream(ep, body)
     if register is not None:
         register(stream)
@@ -119,11 +135,17 @@ def run_request(ep: Endpoint, model: str, prompt: str, plan: ServePlan,
     t_end = time.perf_counter()
     if stream.aborted:
         return RequestResult(False, error="cancelled")
-    out_tokens = int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else chunks
+    out_tokens = (
+        int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else chunks
+    )
     return RequestResult(
-        ok=True, ttft_ms=((t_first or t_end) - t0) * 1000, latency_ms=(t_end - t0) * 1000,
-        output_tokens=out_tokens, prompt_tokens=usage.get("prompt_tokens") if usage else None,
-        usage_reported=usage is not None)
+        ok=True,
+        ttft_ms=((t_first or t_end) - t0) * 1000,
+        latency_ms=(t_end - t0) * 1000,
+        output_tokens=out_tokens,
+        prompt_tokens=usage.get("prompt_tokens") if usage else None,
+        usage_reported=usage is not None,
+    )
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -188,24 +210,39 @@ class ServeRow:
         out_tokens = sum(r.output_tokens for r in ok)
         reported = bool(ok) and all(r.usage_reported and r.prompt_tokens is not None for r in ok)
         in_tokens = sum(r.prompt_tokens or 0 for r in ok) if reported else None
-        per = {f"p{p}_{name}_ms": percentile(vals, p) for name, vals in (("ttft", ttft), ("tpot", tpot),
-                                                                           ("e2el", e2el)) for p in PERCENTILES}
+        per = {
+            f"p{p}_{name}_ms": percentile(vals, p)
+            for name, vals in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el))
+            for p in PERCENTILES
+        }
         errors = [r.error for r in results if not r.ok and r.error != "cancelled"]
         return cls(
-            num_requests=len(results), completed=len(ok), failed=len(results) - len(ok), duration=duration_s,
-            total_input_tokens=in_tokens, total_output_tokens=out_tokens,
+            num_requests=len(results),
+            completed=len(ok),
+            failed=len(results) - len(ok),
+            duration=duration_s,
+            total_input_tokens=in_tokens,
+            total_output_tokens=out_tokens,
             request_throughput=len(ok) / duration_s if duration_s else 0.0,
             output_throughput=out_tokens / duration_s if duration_s else 0.0,
-            total_token_throughput=(in_tokens + out_tokens) / duration_s if in_tokens is not None and duration_s
+            total_token_throughput=(in_tokens + out_tokens) / duration_s
+            if in_tokens is not None and duration_s
             else None,
             # population deviation (ddof=0), as vLLM's benchmark reports std_*_ms
-            mean_ttft_ms=mean(ttft), std_ttft_ms=stdev(ttft, ddof=0), mean_tpot_ms=mean(tpot),
-            mean_e2el_ms=mean(e2el), std_e2el_ms=stdev(e2el, ddof=0),
-            decode_tps=mean([1000 / t for t in tpot if t > 0]), usage_reported=reported,
+            mean_ttft_ms=mean(ttft),
+            std_ttft_ms=stdev(ttft, ddof=0),
+            mean_tpot_ms=mean(tpot),
+            mean_e2el_ms=mean(e2el),
+            std_e2el_ms=stdev(e2el, ddof=0),
+            decode_tps=mean([1000 / t for t in tpot if t > 0]),
+            usage_reported=reported,
             first_error=errors[0] if errors else "",
             test_time=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            samples_ttft_ms=[round(x, 3) for x in ttft], samples_e2el_ms=[round(x, 3) for x in e2el],
-            **per, **fields)
+            samples_ttft_ms=[round(x, 3) for x in ttft],
+            samples_e2el_ms=[round(x, 3) for x in e2el],
+            **per,
+            **fields,
+        )
 
 
 class _Level:
@@ -223,7 +260,11 @@ class _Level:
 
     def _next(self) -> int | None:
         with self.lock:
-            if self.stop.is_set() or self.issued >= self.plan.num_requests or time.perf_counter() >= self.deadline:
+            if (
+                self.stop.is_set()
+                or self.issued >= self.plan.num_requests
+                or time.perf_counter() >= self.deadline
+            ):
                 return None
             self.issued += 1
             return self.issued - 1
@@ -288,5 +329,13 @@ def run_serve(ep: Endpoint, model: str, plan: ServePlan) -> Iterator[Progress | 
         yield Progress(model, backend, "run", test=test, rep=0, reps=plan.num_requests)
         for done in level.run():
             yield Progress(model, backend, "run", test=test, rep=done, reps=plan.num_requests)
-        yield ServeRow.from_results(level.results, level.elapsed, backend=backend, model=model, test=test,
-                                    max_concurrency=c, n_prompt=plan.n_prompt, n_gen=plan.n_gen)
+        yield ServeRow.from_results(
+            level.results,
+            level.elapsed,
+            backend=backend,
+            model=model,
+            test=test,
+            max_concurrency=c,
+            n_prompt=plan.n_prompt,
+            n_gen=plan.n_gen,
+        )

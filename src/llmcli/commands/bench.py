@@ -70,44 +70,99 @@ Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
 
 
 def bench(
-    models: Annotated[Optional[list[str]], typer.Argument(
-        metavar="MODEL", show_default=False, autocompletion=complete_model_names,
-        help="GGUF paths, store names or HF folders. Default: $LLMCLI_MODEL, else the embedded model.")] = None,
-    n_prompt: Annotated[str, typer.Option("-p", "--n-prompt", help="Prompt tokens of the pp tests; a list: 128,512.")
-                        ] = "512",
-    n_gen: Annotated[str, typer.Option("-n", "--n-gen", help="Generated tokens of the tg tests; a list: 64,128. "
-                                       "With --chat: the longest reply per turn.")] = "128",
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Repetitions of each test.")] = 5,
-    threads: Annotated[Optional[str], typer.Option(
-        "-t", "--threads", show_default=False, help="Thread counts, e.g. 1,2,4. Default: every usable core.")] = None,
-    n_batch: Annotated[int, typer.Option("-b", "--batch-size", help="Tokens per llama_decode call in pp.")] = 512,
-    n_ctx: Annotated[Optional[int], typer.Option(
-        "-c", "--ctx", show_default=False, help="Context size. Default: -p + -n (--chat: 2048).")] = None,
-    # -f, not llama-bench's -o: in llmcli, -o is always an output path (convert -o FILE).
-    out_format: Annotated[str, typer.Option("-f", "--format", metavar="FORMAT", help="md, json, jsonl or csv.")
-                          ] = "md",
-    old_output: Annotated[Optional[str], renamed_option("-o", "--output", now="-f/--format")] = None,
-    save: Annotated[Optional[Path], typer.Option(
-        "--save", show_default=False, help="Also append the rows to this JSONL file.")] = None,
-    backend: Annotated[Optional[list[str]], typer.Option(
-        "--backend", show_default=False, help="llama (default), transformers, or both: llama,transformers.")] = None,
-    chat: Annotated[bool, typer.Option(
-        "--chat", help="Scripted multi-turn chat: TTFT cold vs reused, pipeline vs raw tg.")] = False,
-    chart: Annotated[Optional[bool], typer.Option(
-        "--chart/--no-chart", show_default=False, help="Bar chart of the rows. Default: when stdout is a terminal.")
+    models: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            metavar="MODEL",
+            show_default=False,
+            autocompletion=complete_model_names,
+            help="GGUF paths, store names or HF folders. Default: $LLMCLI_MODEL, else the embedded model.",
+        ),
     ] = None,
-    flash_attn: Annotated[bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
-                          ] = True,
+    n_prompt: Annotated[
+        str, typer.Option("-p", "--n-prompt", help="Prompt tokens of the pp tests; a list: 128,512.")
+    ] = "512",
+    n_gen: Annotated[
+        str,
+        typer.Option(
+            "-n",
+            "--n-gen",
+            help="Generated tokens of the tg tests; a list: 64,128. With --chat: the longest reply per turn.",
+        ),
+    ] = "128",
+    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Repetitions of each test.")] = 5,
+    threads: Annotated[
+        Optional[str],
+        typer.Option(
+            "-t",
+            "--threads",
+            show_default=False,
+            help="Thread counts, e.g. 1,2,4. Default: every usable core.",
+        ),
+    ] = None,
+    n_batch: Annotated[
+        int, typer.Option("-b", "--batch-size", help="Tokens per llama_decode call in pp.")
+    ] = 512,
+    n_ctx: Annotated[
+        Optional[int],
+        typer.Option(
+            "-c", "--ctx", show_default=False, help="Context size. Default: -p + -n (--chat: 2048)."
+        ),
+    ] = None,
+    # -f, not llama-bench's -o: in llmcli, -o is always an output path (convert -o FILE).
+    out_format: Annotated[
+        str, typer.Option("-f", "--format", metavar="FORMAT", help="md, json, jsonl or csv.")
+    ] = "md",
+    old_output: Annotated[Optional[str], renamed_option("-o", "--output", now="-f/--format")] = None,
+    save: Annotated[
+        Optional[Path],
+        typer.Option("--save", show_default=False, help="Also append the rows to this JSONL file."),
+    ] = None,
+    backend: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--backend",
+            show_default=False,
+            help="llama (default), transformers, or both: llama,transformers.",
+        ),
+    ] = None,
+    chat: Annotated[
+        bool,
+        typer.Option("--chat", help="Scripted multi-turn chat: TTFT cold vs reused, pipeline vs raw tg."),
+    ] = False,
+    chart: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--chart/--no-chart",
+            show_default=False,
+            help="Bar chart of the rows. Default: when stdout is a terminal.",
+        ),
+    ] = None,
+    flash_attn: Annotated[
+        bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
+    ] = True,
     draft: DraftOpt = None,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
-    concurrency: Annotated[str, typer.Option(
-        "--concurrency", help="With --endpoint: requests in flight at once, a list: 1,4,16.")] = "1",
-    num_requests: Annotated[int, typer.Option(
-        "--num-requests", help="With --endpoint: at most this many requests per concurrency level.")] = 64,
-    duration: Annotated[float, typer.Option(
-        "--duration", metavar="SECONDS", help="With --endpoint: no new request after this long, per level.")] = 60.0,
+    concurrency: Annotated[
+        str,
+        typer.Option("--concurrency", help="With --endpoint: requests in flight at once, a list: 1,4,16."),
+    ] = "1",
+    num_requests: Annotated[
+        int,
+        typer.Option(
+            "--num-requests", help="With --endpoint: at most this many requests per concurrency level."
+        ),
+    ] = 64,
+    duration: Annotated[
+        float,
+        typer.Option(
+            "--duration",
+            metavar="SECONDS",
+            help="With --endpoint: no new request after this long, per level.",
+        ),
+    ] = 60.0,
 ) -> None:
     from llmcli.bench import report, runner
     from llmcli.bench.chat import ChatRow
@@ -121,8 +176,13 @@ def bench(
     env = current()
     server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
     if server is not None:
-        local_only = {"-t": threads, "-c": n_ctx, "--backend": backend, "--chat": chat or None,
-                      "--draft": draft}
+        local_only = {
+            "-t": threads,
+            "-c": n_ctx,
+            "--backend": backend,
+            "--chat": chat or None,
+            "--draft": draft,
+        }
         given = [name for name, value in local_only.items() if value is not None]
         if given:
             raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
@@ -130,9 +190,17 @@ def bench(
         rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
         _emit(env, rows, out_format, save, chart)
         return
-    plan = runner.make_plan(n_prompt=n_prompt, n_gen=n_gen, repetitions=repetitions, threads=threads,
-                            n_batch=n_batch, n_ctx=n_ctx, default_threads=runner.usable_cores(),
-                            flash_attn=flash_attn, draft=draft or "none")
+    plan = runner.make_plan(
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        repetitions=repetitions,
+        threads=threads,
+        n_batch=n_batch,
+        n_ctx=n_ctx,
+        default_threads=runner.usable_cores(),
+        flash_attn=flash_attn,
+        draft=draft or "none",
+    )
     runner.check_save_path(save)
     backends = runner.parse_backends(backend)
     if chat and backends != [LLAMA]:
@@ -175,8 +243,15 @@ def _emit(env: Environment, rows: list, out_format: str, save: Path | None, char
         stream.flush()
 
 
-def _bench_remote(server, models: list[str] | None, n_prompt: str, n_gen: str, concurrency: str,
-                  num_requests: int, duration: float) -> list:
+def _bench_remote(
+    server,
+    models: list[str] | None,
+    n_prompt: str,
+    n_gen: str,
+    concurrency: str,
+    num_requests: int,
+    duration: float,
+) -> list:
     from llmcli.bench.runner import parse_int_list
     from llmcli.bench.serve import ServeRow, make_serve_plan, run_serve
     from llmcli.engine.openai_http import list_models, pick_model
@@ -184,10 +259,17 @@ def _bench_remote(server, models: list[str] | None, n_prompt: str, n_gen: str, c
 
     prompts, gens = parse_int_list(n_prompt, "-p", 1), parse_int_list(n_gen, "-n", 1)
     if len(prompts) > 1 or len(gens) > 1:
-        raise UsageError("with --endpoint give one -p (prompt words) and one -n (reply tokens); "
-                         "sweep --concurrency instead")
-    plan = make_serve_plan(concurrency=concurrency, num_requests=num_requests, duration=duration,
-                           n_prompt=prompts[0], n_gen=gens[0])
+        raise UsageError(
+            "with --endpoint give one -p (prompt words) and one -n (reply tokens); "
+            "sweep --concurrency instead"
+        )
+    plan = make_serve_plan(
+        concurrency=concurrency,
+        num_requests=num_requests,
+        duration=duration,
+        n_prompt=prompts[0],
+        n_gen=gens[0],
+    )
     available = list_models(server)
     targets = [pick_model(server, available, spec) for spec in (models or [None])]
     progress = _ProgressPrinter(current())

@@ -49,12 +49,30 @@ REPO[:QUANT]); otherwise it is the prompt.
 
 
 def chat(
-    model: Annotated[Optional[str], typer.Argument(metavar="MODEL", help="Model (see `llmcli list`), or the prompt.",
-                                                   autocompletion=complete_model_names, show_default=False)] = None,
-    prompt: Annotated[Optional[str], typer.Argument(metavar="PROMPT", help="The prompt: a one-shot answer.",
-                                                    show_default=False)] = None,
-    model_opt: Annotated[Optional[str], typer.Option("-m", "--model", metavar="MODEL", help="The model, by option.",
-                                                     autocompletion=complete_model_names, show_default=False)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="MODEL",
+            help="Model (see `llmcli list`), or the prompt.",
+            autocompletion=complete_model_names,
+            show_default=False,
+        ),
+    ] = None,
+    prompt: Annotated[
+        Optional[str],
+        typer.Argument(metavar="PROMPT", help="The prompt: a one-shot answer.", show_default=False),
+    ] = None,
+    model_opt: Annotated[
+        Optional[str],
+        typer.Option(
+            "-m",
+            "--model",
+            metavar="MODEL",
+            help="The model, by option.",
+            autocompletion=complete_model_names,
+            show_default=False,
+        ),
+    ] = None,
     system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
     temp: param_option("temperature") = None,
     top_p: param_option("top_p") = None,
@@ -66,54 +84,136 @@ def chat(
     ctx: LongCtxOpt = None,
     threads: ThreadsOpt = None,
     draft: DraftOpt = None,
-    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop at this string (repeatable); "
-                                                      "it is trimmed from the reply.", show_default=False)] = None,
-    filter_file: Annotated[Optional[Path], typer.Option("--filter", help="Mask the words/phrases in FILE "
-                                                        "(one a line, case-insensitive) with ***.",
-                                                        show_default=False)] = None,
+    stop: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--stop",
+            help="Stop at this string (repeatable); it is trimmed from the reply.",
+            show_default=False,
+        ),
+    ] = None,
+    filter_file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--filter",
+            help="Mask the words/phrases in FILE (one a line, case-insensitive) with ***.",
+            show_default=False,
+        ),
+    ] = None,
     json_out: JsonOpt = False,
-    stats: Annotated[Optional[bool], typer.Option("--stats/--no-stats", help="Show the timing panel on stderr. "
-                                                  "\\[on in the REPL and when stderr is a terminal]",
-                                                  show_default=False)] = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams "
-                                           "(REPL only).")] = False,
-    schema: Annotated[Optional[str], typer.Option("--schema", metavar="SCHEMA", show_default=False,
-                                                  help="The reply is JSON valid against this JSON Schema "
-                                                  "(inline JSON or a file); stdout is exactly the JSON.")] = None,
-    fmt: Annotated[Optional[str], typer.Option("--format", metavar="json", show_default=False,
-                                               help="The reply is one JSON value; stdout is exactly the JSON.")] = None,
-    grammar: Annotated[Optional[Path], typer.Option("--grammar", metavar="FILE", show_default=False,
-                                                    help="The reply follows this GBNF grammar.")] = None,
+    stats: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--stats/--no-stats",
+            help="Show the timing panel on stderr. \\[on in the REPL and when stderr is a terminal]",
+            show_default=False,
+        ),
+    ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Render the reply as Markdown while it streams (REPL only).")
+    ] = False,
+    schema: Annotated[
+        Optional[str],
+        typer.Option(
+            "--schema",
+            metavar="SCHEMA",
+            show_default=False,
+            help="The reply is JSON valid against this JSON Schema "
+            "(inline JSON or a file); stdout is exactly the JSON.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        Optional[str],
+        typer.Option(
+            "--format",
+            metavar="json",
+            show_default=False,
+            help="The reply is one JSON value; stdout is exactly the JSON.",
+        ),
+    ] = None,
+    grammar: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--grammar", metavar="FILE", show_default=False, help="The reply follows this GBNF grammar."
+        ),
+    ] = None,
     chat_template: ChatTemplateOpt = None,
     think: ThinkOpt = None,
-    show_thinking: Annotated[bool, typer.Option("--show-thinking", help="Stream a thinking model's reasoning "
-                                                "on stderr (stdout carries only the answer).")] = False,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither reuse nor save the KV state of the "
-                                           "prompt's start in the disk prefix cache (`llmcli cache`).")] = False,
+    show_thinking: Annotated[
+        bool,
+        typer.Option(
+            "--show-thinking",
+            help="Stream a thinking model's reasoning on stderr (stdout carries only the answer).",
+        ),
+    ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Neither reuse nor save the KV state of the "
+            "prompt's start in the disk prefix cache (`llmcli cache`).",
+        ),
+    ] = False,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
     timeout: TimeoutOpt = None,
-    continue_latest: Annotated[bool, typer.Option("-c", "--continue", help="Continue the most recent logged "
-                                                  "conversation (its model and system prompt unless given).")] = False,
+    continue_latest: Annotated[
+        bool,
+        typer.Option(
+            "-c",
+            "--continue",
+            help="Continue the most recent logged conversation (its model and system prompt unless given).",
+        ),
+    ] = False,
     cid: cid_option("Continue the logged conversation ID (see `llmcli logs`).") = None,
-    no_log: Annotated[bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")] = False,
+    no_log: Annotated[
+        bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")
+    ] = False,
 ) -> None:
     from llmcli.engine.sampling import SamplingParams
     from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
 
-    overrides = {"temperature": temp, "top_p": top_p, "top_k": top_k, "min_p": min_p,
-                 "repeat_penalty": repeat_penalty, "seed": seed, "max_tokens": max_tokens}
+    overrides = {
+        "temperature": temp,
+        "top_p": top_p,
+        "top_k": top_k,
+        "min_p": min_p,
+        "repeat_penalty": repeat_penalty,
+        "seed": seed,
+        "max_tokens": max_tokens,
+    }
     params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
     constraint = parse_constraint(schema, fmt, grammar)  # checked before any model loads
     _refuse_old_ctx_flag(continue_latest, model, prompt)
-    run_chat(ChatOptions(
-        model=model, prompt=prompt, model_opt=model_opt, system=system, params=params, ctx=ctx,
-        threads=threads, draft=draft, stops=stop or [], filter_file=filter_file, json_out=json_out, stats=stats,
-        markdown=markdown, endpoint=endpoint, api_key=api_key, timeout=timeout, constraint=constraint,
-        chat_template=chat_template, think=think, show_thinking=show_thinking, no_cache=no_cache,
-        continue_latest=continue_latest, cid=cid, no_log=no_log,
-    ))
+    run_chat(
+        ChatOptions(
+            model=model,
+            prompt=prompt,
+            model_opt=model_opt,
+            system=system,
+            params=params,
+            ctx=ctx,
+            threads=threads,
+            draft=draft,
+            stops=stop or [],
+            filter_file=filter_file,
+            json_out=json_out,
+            stats=stats,
+            markdown=markdown,
+            endpoint=endpoint,
+            api_key=api_key,
+            timeout=timeout,
+            constraint=constraint,
+            chat_template=chat_template,
+            think=think,
+            show_thinking=show_thinking,
+            no_cache=no_cache,
+            continue_latest=continue_latest,
+            cid=cid,
+            no_log=no_log,
+        )
+    )
 
 
 chat.__doc__ = HELP
@@ -137,21 +237,32 @@ def run_chat(opts: ChatOptions) -> None:
 
     env = current()
     store = Store(env.store_root)
-    endpoint = Endpoint.from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout,
-                                     default_api_key=env.api_key)
-    inputs = ChatInputs(piped=None if env.stdin_isatty else env.stdin.read(),
-                        interactive=env.stdin_isatty and env.stdout_isatty,
-                        default_model=env.default_model,
-                        cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max)
+    endpoint = Endpoint.from_options(
+        opts.endpoint or env.endpoint, opts.api_key, opts.timeout, default_api_key=env.api_key
+    )
+    inputs = ChatInputs(
+        piped=None if env.stdin_isatty else env.stdin.read(),
+        interactive=env.stdin_isatty and env.stdout_isatty,
+        default_model=env.default_model,
+        cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
+    )
     chat_log = open_log_for(opts, env)
     try:
-        opened = open_chat(store, opts, inputs, endpoint=endpoint,
-                           pulling=lambda: pull_report(env.stderr, env.stderr_isatty), resumed=chat_log.resumed)
+        opened = open_chat(
+            store,
+            opts,
+            inputs,
+            endpoint=endpoint,
+            pulling=lambda: pull_report(env.stderr, env.stderr_isatty),
+            resumed=chat_log.resumed,
+        )
         recorder = recorder_for(opts, opened, chat_log)
         if opened.prompt is None:
             from llmcli.ui.repl import Repl
 
-            Repl(opened.session, opened.model_name, store, opts, recorder=recorder, resumed=chat_log.resumed).run()
+            Repl(
+                opened.session, opened.model_name, store, opts, recorder=recorder, resumed=chat_log.resumed
+            ).run()
         else:
             from llmcli.ui.chat_flow import one_shot
 
@@ -175,7 +286,15 @@ def open_log_for(opts: ChatOptions, env):
 def recorder_for(opts: ChatOptions, opened, chat_log):
     from llmcli.usecases.conversation import Recorder
 
-    settings = {"ctx": opts.ctx, "threads": opts.threads, "draft": opts.draft,
-                "chat_template": str(opts.chat_template) if opts.chat_template else None}
-    return Recorder(chat_log.log, opened.model_id or opened.model_name, settings,
-                    conversation_id=chat_log.resumed.id if chat_log.resumed else None)
+    settings = {
+        "ctx": opts.ctx,
+        "threads": opts.threads,
+        "draft": opts.draft,
+        "chat_template": str(opts.chat_template) if opts.chat_template else None,
+    }
+    return Recorder(
+        chat_log.log,
+        opened.model_id or opened.model_name,
+        settings,
+        conversation_id=chat_log.resumed.id if chat_log.resumed else None,
+    )

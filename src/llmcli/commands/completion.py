@@ -23,16 +23,18 @@ HELP = """Print the completion script for SHELL: commands, options and the model
 """
 
 
-def completion(shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.",
-                                                      show_default=False)]) -> None:
+def completion(
+    shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
+) -> None:
     from typer.completion import get_completion_script
 
     from llmcli.environment import current
 
     # The script calls `llmcli` back with $_LLMCLI_COMPLETE set; typer answers that before parsing.
     env = current()
-    env.stdout.write(get_completion_script(prog_name="llmcli", complete_var="_LLMCLI_COMPLETE",
-                                           shell=shell.value) + "\n")
+    env.stdout.write(
+        get_completion_script(prog_name="llmcli", complete_var="_LLMCLI_COMPLETE", shell=shell.value) + "\n"
+    )
     env.stdout.flush()
 
 

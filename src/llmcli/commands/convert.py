@@ -21,15 +21,35 @@ OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m,
 
 
 def convert(
-    src: Annotated[str, typer.Argument(metavar="SRC", show_default=False,
-                                       help="A Hugging Face model folder, or a repo id already in the HF cache.")],
+    src: Annotated[
+        str,
+        typer.Argument(
+            metavar="SRC",
+            show_default=False,
+            help="A Hugging Face model folder, or a repo id already in the HF cache.",
+        ),
+    ],
     # --outfile and --outtype: the names llama.cpp's convert_hf_to_gguf.py uses
-    output: Annotated[Optional[Path], typer.Option(  # noqa: UP045 (typer reads the annotation)
-        "-o", "--output", "--outfile", metavar="PATH", show_default=False,
-        help="Where to write the GGUF (default: the store).")] = None,
-    outtype: Annotated[str, typer.Option("-q", "--outtype", metavar="TYPE", help=OUTTYPE_HELP)] = CONVERT_DEFAULT,
-    name: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--name", help="The name to register (default: folder name + outtype).")] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option(  # noqa: UP045 (typer reads the annotation)
+            "-o",
+            "--output",
+            "--outfile",
+            metavar="PATH",
+            show_default=False,
+            help="Where to write the GGUF (default: the store).",
+        ),
+    ] = None,
+    outtype: Annotated[
+        str, typer.Option("-q", "--outtype", metavar="TYPE", help=OUTTYPE_HELP)
+    ] = CONVERT_DEFAULT,
+    name: Annotated[
+        Optional[str],
+        typer.Option(  # noqa: UP045
+            "--name", help="The name to register (default: folder name + outtype)."
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
     json_out: JsonOpt = False,
     old_t: Annotated[Optional[str], renamed_option("-t", now="-q/--outtype")] = None,  # noqa: UP045
@@ -82,8 +102,10 @@ def _print_plan(out, plan) -> None:
     out.write(f"architecture:  {plan.hf_arch} -> {plan.arch}\n")
     out.write(f"parameters:    {plan.n_params:,}\n")
     out.write(f"source dtypes: {', '.join(plan.source_dtypes)} ({mb(plan.source_bytes)})\n")
-    out.write(f"tokenizer:     {vocab.model}/{vocab.pre}, {len(vocab.tokens)} tokens, "
-              f"chat template: {'yes' if vocab.chat_template else 'no'}\n")
+    out.write(
+        f"tokenizer:     {vocab.model}/{vocab.pre}, {len(vocab.tokens)} tokens, "
+        f"chat template: {'yes' if vocab.chat_template else 'no'}\n"
+    )
     out.write(f"outtype:       {plan.outtype.name}\n")
     for note in plan.notes:
         out.write(f"note:          {note}\n")
@@ -93,6 +115,7 @@ def _print_plan(out, plan) -> None:
         src = f"{t.source.dtype:>4} {t.hf_name}" if t.source else "made by the converter"
         shape = "x".join(str(d) for d in t.shape)
         out.write(f"  {t.name:<{width}}  {t.qtype:<5} {shape:<14} {mb(t.nbytes):>11}  <- {src}\n")
-    size = f"{mb(plan.estimated_size)}" + ("" if plan.outtype.qtype else
-                                          f" (estimated; via a {mb(plan.intermediate_size)} intermediate)")
+    size = f"{mb(plan.estimated_size)}" + (
+        "" if plan.outtype.qtype else f" (estimated; via a {mb(plan.intermediate_size)} intermediate)"
+    )
     out.write(f"output size:   {size}\n")

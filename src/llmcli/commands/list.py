@@ -13,8 +13,12 @@ def human_params(n: int | None) -> str:
     return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
-def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key: ApiKeyOpt = None,
-                timeout: TimeoutOpt = None) -> None:
+def list_models(
+    json_out: JsonOpt = False,
+    endpoint: EndpointOpt = None,
+    api_key: ApiKeyOpt = None,
+    timeout: TimeoutOpt = None,
+) -> None:
     """List the models in the store: name, size, quantization, architecture, parameters, source.
 
     With --endpoint (or $LLMCLI_ENDPOINT): the models the server serves (its /v1/models).
@@ -27,8 +31,9 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
     from llmcli.units import format_bytes
 
     out = Output()
-    server = Endpoint.from_options(endpoint or out.env.endpoint, api_key, timeout,
-                                   default_api_key=out.env.api_key)
+    server = Endpoint.from_options(
+        endpoint or out.env.endpoint, api_key, timeout, default_api_key=out.env.api_key
+    )
     if server is not None:
         list_remote(server, out, json_out)
         return
@@ -50,10 +55,21 @@ def list_models(json_out: JsonOpt = False, endpoint: EndpointOpt = None, api_key
         out.info(f"no models in {store.root}; get one with `llmcli pull REPO[:QUANT]`")
         return
     # Every string here comes from the manifest or a file's header: shown escaped, never raw.
-    out.table(["NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "SOURCE", "ADDED"],
-              [[printable(e.name), format_bytes(e.size), printable(e.quant or "-", 40), printable(e.arch or "-", 40),
-                human_params(e.n_params), printable(e.source or "-"),
-                "built in" if e.builtin else printable(e.created[:10] if e.created else "-")] for e in rows])
+    out.table(
+        ["NAME", "SIZE", "QUANT", "ARCH", "PARAMS", "SOURCE", "ADDED"],
+        [
+            [
+                printable(e.name),
+                format_bytes(e.size),
+                printable(e.quant or "-", 40),
+                printable(e.arch or "-", 40),
+                human_params(e.n_params),
+                printable(e.source or "-"),
+                "built in" if e.builtin else printable(e.created[:10] if e.created else "-"),
+            ]
+            for e in rows
+        ],
+    )
 
 
 def list_remote(server, out, json_out: bool) -> None:
@@ -66,7 +82,11 @@ def list_remote(server, out, json_out: bool) -> None:
     if not models:
         out.info(f"the server at {server} lists no models")
         return
-    out.table(["MODEL", "OWNED BY", "CONTEXT"],
-              [[m.id, m.owned_by or "-", str(m.max_model_len) if m.max_model_len else "-"] for m in models])
-    out.info(f"{len(models)} model{'s' if len(models) != 1 else ''} at {server}; "
-             f"chat with one: llmcli chat --endpoint {server} -m MODEL")
+    out.table(
+        ["MODEL", "OWNED BY", "CONTEXT"],
+        [[m.id, m.owned_by or "-", str(m.max_model_len) if m.max_model_len else "-"] for m in models],
+    )
+    out.info(
+        f"{len(models)} model{'s' if len(models) != 1 else ''} at {server}; "
+        f"chat with one: llmcli chat --endpoint {server} -m MODEL"
+    )

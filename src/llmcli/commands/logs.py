@@ -29,17 +29,35 @@ def _parse_count(text: str) -> int:
 
 
 # -n is parsed here, so a bad count is refused in the CLI's own words (not the option parser's).
-CountOpt = Annotated[Optional[int], typer.Option(
-    "-n", "--count", metavar="N", parser=_parse_count, show_default=False,
-    help="How many exchanges, 0 for all. \\[3; all with --cid]")]
+CountOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "-n",
+        "--count",
+        metavar="N",
+        parser=_parse_count,
+        show_default=False,
+        help="How many exchanges, 0 for all. \\[3; all with --cid]",
+    ),
+]
 
 
 def logs(
-    action: Annotated[Optional[str], typer.Argument(metavar="ACTION", show_default=False,
-                                                    help="`path`: print where the log is.")] = None,
+    action: Annotated[
+        Optional[str],
+        typer.Argument(metavar="ACTION", show_default=False, help="`path`: print where the log is."),
+    ] = None,
     count: CountOpt = None,
-    query: Annotated[Optional[str], typer.Option("-q", "--query", metavar="TEXT", show_default=False,
-                                                 help="Only exchanges whose prompt or reply holds every word.")] = None,
+    query: Annotated[
+        Optional[str],
+        typer.Option(
+            "-q",
+            "--query",
+            metavar="TEXT",
+            show_default=False,
+            help="Only exchanges whose prompt or reply holds every word.",
+        ),
+    ] = None,
     cid: cid_option("Only this conversation.") = None,
     json_out: JsonOpt = False,
 ) -> None:

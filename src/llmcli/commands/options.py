@@ -32,49 +32,105 @@ def complete_model_names(incomplete: str) -> list[str]:
 
 def renamed_option(*old: str, now: str) -> Any:
     """A hidden option for a flag renamed before 1.0: giving it is a usage error that names the new flag."""
+
     def refuse(value: Optional[str]) -> None:  # noqa: UP045 (typer reads the annotation)
         if value is not None:
             from llmcli.errors import UsageError
 
-            raise UsageError(f"{old[0]} {value} is now {now.split('/')[0]} {value}: "
-                             f"{'/'.join(old)} was renamed {now} before 1.0")
+            raise UsageError(
+                f"{old[0]} {value} is now {now.split('/')[0]} {value}: "
+                f"{'/'.join(old)} was renamed {now} before 1.0"
+            )
 
     return typer.Option(*old, hidden=True, callback=refuse, show_default=False)
 
 
-RequiredModelArg = Annotated[str, typer.Argument(
-    metavar="MODEL", autocompletion=complete_model_names, show_default=False,
-    help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.")]
-CtxOpt = Annotated[Optional[int], typer.Option(
-    "-c", "--ctx", min=16, help="Context size in tokens. Default: min(trained context, 4096).", show_default=False)]
+RequiredModelArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODEL",
+        autocompletion=complete_model_names,
+        show_default=False,
+        help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.",
+    ),
+]
+CtxOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "-c",
+        "--ctx",
+        min=16,
+        help="Context size in tokens. Default: min(trained context, 4096).",
+        show_default=False,
+    ),
+]
 # chat's -c is -c/--continue (as in `llm`), so there the context size is --ctx only.
-LongCtxOpt = Annotated[Optional[int], typer.Option(
-    "--ctx", min=16, help="Context size in tokens. Default: min(trained context, 4096).", show_default=False)]
-ThreadsOpt = Annotated[Optional[int], typer.Option(
-    "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False)]
-ChatTemplateOpt = Annotated[Optional[Path], typer.Option(
-    "--chat-template", metavar="FILE", show_default=False,
-    help="A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.")]
-ThinkOpt = Annotated[Optional[bool], typer.Option(
-    "--think/--no-think", show_default=False,
-    help="Turn a thinking model's reasoning on or off (enable_thinking), where its template can. "
-         "\\[the template's default]")]
+LongCtxOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--ctx",
+        min=16,
+        help="Context size in tokens. Default: min(trained context, 4096).",
+        show_default=False,
+    ),
+]
+ThreadsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False
+    ),
+]
+ChatTemplateOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--chat-template",
+        metavar="FILE",
+        show_default=False,
+        help="A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.",
+    ),
+]
+ThinkOpt = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--think/--no-think",
+        show_default=False,
+        help="Turn a thinking model's reasoning on or off (enable_thinking), where its template can. "
+        "\\[the template's default]",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 # A server instead of the local engine. The environment variables are read by Environment, not
 # bound here, so `--help` can never show a key's value.
-EndpointOpt = Annotated[Optional[str], typer.Option(
-    "--endpoint", metavar="URL", show_default=False,
-    help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), e.g. http://localhost:8000/v1. "
-         "Default: $LLMCLI_ENDPOINT.")]
-ApiKeyOpt = Annotated[Optional[str], typer.Option(
-    "--api-key", metavar="KEY", show_default=False,
-    help="The server's API key, sent as a bearer token; never printed or saved. "
-         "Prefer $LLMCLI_API_KEY (a command line is visible to other users).")]
-TimeoutOpt = Annotated[Optional[float], typer.Option(
-    "--timeout", metavar="SECONDS", show_default=False,
-    help="With --endpoint: give up after this long without a stream event (pings do not count); "
-         "a whole reply gets this much for every 100 tokens of max_tokens, plus once. \\[120]")]
-
+EndpointOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--endpoint",
+        metavar="URL",
+        show_default=False,
+        help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), e.g. http://localhost:8000/v1. "
+        "Default: $LLMCLI_ENDPOINT.",
+    ),
+]
+ApiKeyOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--api-key",
+        metavar="KEY",
+        show_default=False,
+        help="The server's API key, sent as a bearer token; never printed or saved. "
+        "Prefer $LLMCLI_API_KEY (a command line is visible to other users).",
+    ),
+]
+TimeoutOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        show_default=False,
+        help="With --endpoint: give up after this long without a stream event (pings do not count); "
+        "a whole reply gets this much for every 100 tokens of max_tokens, plus once. \\[120]",
+    ),
+]
 
 
 def _parse_cid(text: str) -> str:
@@ -85,8 +141,9 @@ def _parse_cid(text: str) -> str:
 
 def cid_option(help: str) -> Any:
     """--cid ID (chat and logs), parsed once here: stripped, lowercase, never empty."""
-    return Annotated[Optional[str], typer.Option("--cid", metavar="ID", parser=_parse_cid, show_default=False,
-                                                 help=help)]
+    return Annotated[
+        Optional[str], typer.Option("--cid", metavar="ID", parser=_parse_cid, show_default=False, help=help)
+    ]
 
 
 def param_option(name: str) -> Any:
@@ -102,10 +159,16 @@ def param_option(name: str) -> Any:
         except UsageError as exc:
             raise typer.BadParameter(str(exc)) from None
 
-    return Annotated[Optional[row.kind], typer.Option(
-        *row.flags, callback=check, show_default=False,
-        # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
-        help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]")]
+    return Annotated[
+        Optional[row.kind],
+        typer.Option(
+            *row.flags,
+            callback=check,
+            show_default=False,
+            # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
+            help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]",
+        ),
+    ]
 
 
 def _check_draft(value: str | None) -> str | None:
@@ -117,7 +180,14 @@ def _check_draft(value: str | None) -> str | None:
         raise typer.BadParameter(str(exc)) from None
 
 
-DraftOpt = Annotated[Optional[str], typer.Option(
-    "--draft", metavar="none|lookup", callback=_check_draft, show_default=False,
-    help="Speculative decoding: 'lookup' drafts tokens from n-gram matches in the prompt and the reply "
-         "and verifies them in one batch (same output, faster on copy-heavy jobs). \\[none]")]
+DraftOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--draft",
+        metavar="none|lookup",
+        callback=_check_draft,
+        show_default=False,
+        help="Speculative decoding: 'lookup' drafts tokens from n-gram matches in the prompt and the reply "
+        "and verifies them in one batch (same output, faster on copy-heavy jobs). \\[none]",
+    ),
+]

@@ -17,19 +17,42 @@ if TYPE_CHECKING:
 
 
 def pull(
-    spec: Annotated[str, typer.Argument(
-        metavar="REPO[:QUANT]", show_default=False,
-        help="A Hugging Face repo, with an optional quant tag: Org/Model-GGUF:Q4_K_M")],
-    revision: Annotated[Optional[str], typer.Option(  # noqa: UP045 (typer reads the annotation)
-        "--revision", metavar="REF", show_default=False,
-        help="Branch, tag or commit sha to pull (default: main).")] = None,
-    outtype: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "-q", "--outtype", metavar="TYPE", show_default=False,
-        help=f"For safetensors repos: the GGUF type to convert to (default: {PULL_DEFAULT}).")] = None,
-    name: Annotated[Optional[str], typer.Option(  # noqa: UP045
-        "--name", show_default=False, help="The model's name in the store (default: REPO:QUANT).")] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="List the files and sizes it would fetch, and stop.")] = False,
+    spec: Annotated[
+        str,
+        typer.Argument(
+            metavar="REPO[:QUANT]",
+            show_default=False,
+            help="A Hugging Face repo, with an optional quant tag: Org/Model-GGUF:Q4_K_M",
+        ),
+    ],
+    revision: Annotated[
+        Optional[str],
+        typer.Option(  # noqa: UP045 (typer reads the annotation)
+            "--revision",
+            metavar="REF",
+            show_default=False,
+            help="Branch, tag or commit sha to pull (default: main).",
+        ),
+    ] = None,
+    outtype: Annotated[
+        Optional[str],
+        typer.Option(  # noqa: UP045
+            "-q",
+            "--outtype",
+            metavar="TYPE",
+            show_default=False,
+            help=f"For safetensors repos: the GGUF type to convert to (default: {PULL_DEFAULT}).",
+        ),
+    ] = None,
+    name: Annotated[
+        Optional[str],
+        typer.Option(  # noqa: UP045
+            "--name", show_default=False, help="The model's name in the store (default: REPO:QUANT)."
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the files and sizes it would fetch, and stop.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
@@ -47,8 +70,9 @@ def pull(
         return
     try:
         with pull_report(env.stderr, env.stderr_isatty) as report:
-            pulled = usecase.pull(ref, Store(env.store_root), revision=revision, outtype=outtype, name=name,
-                                  progress=report)
+            pulled = usecase.pull(
+                ref, Store(env.store_root), revision=revision, outtype=outtype, name=name, progress=report
+            )
     except KeyboardInterrupt:
         # The bytes fetched so far stay on disk; the boundary says so and exits with 130.
         raise Interrupted("pull interrupted; run the same command again to resume where it stopped") from None
@@ -74,10 +98,15 @@ def _show_plan(env: Environment, plan: PullPlan) -> None:
     action = f"convert to {plan.outtype}" if plan.kind == "safetensors" else plan.quant
     out = env.stdout
     files = f"{len(plan.files)} file{'s' if len(plan.files) != 1 else ''}"
-    out.write(f"{plan.repo_id} @ {plan.sha[:12]} ({plan.revision}): {action}, {files}, "
-              f"{format_bytes(plan.total_bytes)}, {format_bytes(plan.bytes_to_fetch)} to fetch\n")
+    out.write(
+        f"{plan.repo_id} @ {plan.sha[:12]} ({plan.revision}): {action}, {files}, "
+        f"{format_bytes(plan.total_bytes)}, {format_bytes(plan.bytes_to_fetch)} to fetch\n"
+    )
     for f in plan.files:
-        state = "cached" if f.cached or f.have == f.remote.size else (
-            f"partial, {format_bytes(f.have)} on disk" if f.have else "to fetch")
+        state = (
+            "cached"
+            if f.cached or f.have == f.remote.size
+            else (f"partial, {format_bytes(f.have)} on disk" if f.have else "to fetch")
+        )
         out.write(f"{format_bytes(f.remote.size):>10}  {f.remote.name}  ({state})\n")
     out.flush()

@@ -12,13 +12,21 @@ from llmcli.errors import UsageError
 
 def render(
     model: RequiredModelArg,
-    messages: Annotated[Optional[str], typer.Option(
-        "--messages", metavar="FILE", show_default=False,
-        help='OpenAI-style JSON: [{"role": "user", "content": "..."}]; \'-\' reads stdin. '
-             "\\[stdin when it is piped]")] = None,
+    messages: Annotated[
+        Optional[str],
+        typer.Option(
+            "--messages",
+            metavar="FILE",
+            show_default=False,
+            help='OpenAI-style JSON: [{"role": "user", "content": "..."}]; \'-\' reads stdin. '
+            "\\[stdin when it is piped]",
+        ),
+    ] = None,
     chat_template: ChatTemplateOpt = None,
     think: ThinkOpt = None,
-    ids: Annotated[bool, typer.Option("--ids", help="Print the token ids and their pieces, not the text.")] = False,
+    ids: Annotated[
+        bool, typer.Option("--ids", help="Print the token ids and their pieces, not the text.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Print exactly the prompt `chat` would feed the model for these messages: text, or ids."""
@@ -39,9 +47,17 @@ def render(
     view = render_prompt(Store(env.store_root), RenderOptions(model, text, source, chat_template, think))
     out = Output(env)
     if json_out:
-        out.json({"model": view.model_name, "template": {"origin": view.template.origin, "why": view.template.why},
-                  "thinking": view.thinking, "text": view.text, "n_tokens": len(view.ids), "ids": view.ids,
-                  "pieces": view.pieces})
+        out.json(
+            {
+                "model": view.model_name,
+                "template": {"origin": view.template.origin, "why": view.template.why},
+                "thinking": view.thinking,
+                "text": view.text,
+                "n_tokens": len(view.ids),
+                "ids": view.ids,
+                "pieces": view.pieces,
+            }
+        )
     elif ids:
         from rich.table import Table
 
@@ -59,5 +75,9 @@ def render(
 def _read(path) -> str:
     from llmcli.fsutil import read_text_file
 
-    return read_text_file(path, what="messages file", fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
-                          limit=64 << 20)
+    return read_text_file(
+        path,
+        what="messages file",
+        fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
+        limit=64 << 20,
+    )

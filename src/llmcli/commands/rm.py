@@ -22,8 +22,10 @@ def rm(model: RequiredModelArg, json_out: JsonOpt = False) -> None:
     if removed.left_alone:
         shown = ", ".join(printable(f, 120) for f in removed.left_alone[:3])
         more = f" and {len(removed.left_alone) - 3} more" if len(removed.left_alone) > 3 else ""
-        out.warn(f"left {len(removed.left_alone)} listed file(s) alone: they lie outside {store.blobs_dir} "
-                 f"({shown}{more}); delete them yourself if they are really this model's")
+        out.warn(
+            f"left {len(removed.left_alone)} listed file(s) alone: they lie outside {store.blobs_dir} "
+            f"({shown}{more}); delete them yourself if they are really this model's"
+        )
     out.info(f"removed {printable(removed.entry.name)}")
     if json_out:
         from llmcli.usecases.record import ModelRecord, cached_blob_sha256

@@ -14,8 +14,9 @@ def show(
     model: RequiredModelArg,
     ctx: CtxOpt = None,
     json_out: JsonOpt = False,
-    template: Annotated[Optional[bool], typer.Option("--template/--no-template",
-                                                     help="Print the whole chat template.")] = False,
+    template: Annotated[
+        Optional[bool], typer.Option("--template/--no-template", help="Print the whole chat template.")
+    ] = False,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
     from llmcli.commands.list import human_params
@@ -36,8 +37,13 @@ def show(
     if json_out:
         data = asdict(facts)
         data["template_used"] = {"origin": choice.origin, "why": choice.why}
-        data.update(name=entry.name, source=entry.source, kv_bytes_per_token=per_token, n_ctx=n_ctx,
-                    kv_bytes_for_ctx=per_token * n_ctx if per_token else None)
+        data.update(
+            name=entry.name,
+            source=entry.source,
+            kv_bytes_per_token=per_token,
+            n_ctx=n_ctx,
+            kv_bytes_for_ctx=per_token * n_ctx if per_token else None,
+        )
         out.json(data)
         return
     rows = [
@@ -54,8 +60,13 @@ def show(
         ("heads / KV heads", f"{facts.n_head} / {facts.n_head_kv}"),
         ("head dim", facts.head_dim_k),
         ("vocabulary", f"{facts.vocab_size:,}" if facts.vocab_size else "-"),
-        ("KV cache / token", f"{per_token:,} B (f16: 2 × {facts.n_layer} layers × {facts.n_head_kv} KV heads × "
-                             f"{facts.head_dim_k} head dim × 2 B)" if per_token else "-"),
+        (
+            "KV cache / token",
+            f"{per_token:,} B (f16: 2 × {facts.n_layer} layers × {facts.n_head_kv} KV heads × "
+            f"{facts.head_dim_k} head dim × 2 B)"
+            if per_token
+            else "-",
+        ),
         (f"KV cache @ {n_ctx:,}", format_bytes(per_token * n_ctx) if per_token else "-"),
     ]
     from rich.table import Table

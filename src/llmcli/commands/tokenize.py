@@ -11,9 +11,16 @@ from llmcli.commands.options import JsonOpt, RequiredModelArg
 
 def tokenize(
     model: RequiredModelArg,
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="The text; '-' reads stdin.", show_default=False)],
-    special: Annotated[bool, typer.Option("--special", help="Parse control tokens such as <|im_end|> "
-                                          "(as a chat template does; user text never is).")] = False,
+    text: Annotated[
+        str, typer.Argument(metavar="TEXT", help="The text; '-' reads stdin.", show_default=False)
+    ],
+    special: Annotated[
+        bool,
+        typer.Option(
+            "--special",
+            help="Parse control tokens such as <|im_end|> (as a chat template does; user text never is).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Show the token ids and pieces a model's tokenizer makes of TEXT."""
@@ -32,8 +39,14 @@ def tokenize(
         ids = rt.tokenize(text, parse_special=special)
         pieces = [rt.piece(i, special=True) for i in ids]
     if json_out:
-        out.json({"model": entry.name, "n_tokens": len(ids), "ids": ids,
-                  "pieces": [p.decode("utf-8", "replace") for p in pieces]})
+        out.json(
+            {
+                "model": entry.name,
+                "n_tokens": len(ids),
+                "ids": ids,
+                "pieces": [p.decode("utf-8", "replace") for p in pieces],
+            }
+        )
         return
     from rich.table import Table
 

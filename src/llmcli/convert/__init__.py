@@ -17,14 +17,23 @@ if TYPE_CHECKING:  # names for type checkers; __getattr__ loads them on first us
     from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 
 _HOME = {
-    "ConversionPlan": "plan", "ConvertResult": "core", "PlannedTensor": "plan",
-    "convert_checkpoint": "core", "plan_conversion": "plan",
-    "ARCHITECTURES": "families", "OUTTYPES": "outtypes",
+    "ConversionPlan": "plan",
+    "ConvertResult": "core",
+    "PlannedTensor": "plan",
+    "convert_checkpoint": "core",
+    "plan_conversion": "plan",
+    "ARCHITECTURES": "families",
+    "OUTTYPES": "outtypes",
 }
 
 __all__ = [  # noqa: PLE0605 (listed so the names under TYPE_CHECKING count as exported)
-    "ARCHITECTURES", "OUTTYPES", "ConversionPlan", "ConvertResult", "PlannedTensor",
-    "convert_checkpoint", "plan_conversion",
+    "ARCHITECTURES",
+    "OUTTYPES",
+    "ConversionPlan",
+    "ConvertResult",
+    "PlannedTensor",
+    "convert_checkpoint",
+    "plan_conversion",
 ]
 
 

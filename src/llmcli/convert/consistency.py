@@ -75,12 +75,16 @@ def vocab_rows(hf_name: str, embedding_shape: tuple[int, ...], h: HParams, where
             "the config and the weights do not match"
         )
     if not 1 <= rows <= MAX_VOCAB:
-        raise BadCheckpoint(f"{hf_name} has {rows} rows; a vocabulary has 1 to {MAX_VOCAB} tokens, "
-                            "so the checkpoint is corrupt")
+        raise BadCheckpoint(
+            f"{hf_name} has {rows} rows; a vocabulary has 1 to {MAX_VOCAB} tokens, "
+            "so the checkpoint is corrupt"
+        )
     return rows
 
 
-def expected_shape(shapes: Shapes, kind: str, suffix: str, dims: dict[str, int]) -> tuple[tuple[int, ...], str] | None:
+def expected_shape(
+    shapes: Shapes, kind: str, suffix: str, dims: dict[str, int]
+) -> tuple[tuple[int, ...], str] | None:
     """(shape, how it is named) for a tensor kind and suffix ("weight" or "bias"), or None if unknown."""
     names = shapes.get(kind)
     if names is None:
@@ -90,8 +94,15 @@ def expected_shape(shapes: Shapes, kind: str, suffix: str, dims: dict[str, int])
     return tuple(dims[n] for n in names), ", ".join(names)
 
 
-def check_shape(hf_name: str, shape: tuple[int, ...], shapes: Shapes, kind: str, suffix: str,
-                dims: dict[str, int], arch: str) -> None:
+def check_shape(
+    hf_name: str,
+    shape: tuple[int, ...],
+    shapes: Shapes,
+    kind: str,
+    suffix: str,
+    dims: dict[str, int],
+    arch: str,
+) -> None:
     found = expected_shape(shapes, kind, suffix, dims)
     if found is None:
         raise BadCheckpoint(

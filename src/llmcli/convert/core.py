@@ -57,8 +57,10 @@ class ConvertResult:
 
 # -- writing -------------------------------------------------------------------------------------
 
-def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = CONVERT_DEFAULT,
-                       progress: Progress | None = None) -> ConvertResult:
+
+def convert_checkpoint(
+    src_dir: Path, out_path: Path, outtype: str = CONVERT_DEFAULT, progress: Progress | None = None
+) -> ConvertResult:
     """Convert an HF safetensors checkpoint folder to one GGUF file at `out_path`.
 
     The file appears only when complete: it is written under a temporary name in the same
@@ -96,16 +98,26 @@ def convert_checkpoint(src_dir: Path, out_path: Path, outtype: str = CONVERT_DEF
                 f"the disk filled up while writing {out_path} (nothing was left behind); "
                 f"free at least {format_bytes(plan.estimated_size + plan.intermediate_size)} and run it again"
             ) from exc
-        raise ConversionFailed(f"writing {out_path} failed: {exc.strerror or exc}; nothing was left behind") from exc
+        raise ConversionFailed(
+            f"writing {out_path} failed: {exc.strerror or exc}; nothing was left behind"
+        ) from exc
     except BaseException:
         _remove(temps)
         raise
     vocab = plan.vocab
     return ConvertResult(
-        path=out_path, arch=plan.arch, n_params=plan.n_params, outtype=plan.outtype.name,
-        n_tensors=len(plan.tensors), size=out_path.stat().st_size, hf_arch=plan.hf_arch,
-        seconds=time.monotonic() - started, tokenizer=f"{vocab.model}/{vocab.pre}",
-        n_vocab=len(vocab.tokens), has_chat_template=bool(vocab.chat_template), pre_check=vocab.pre_check,
+        path=out_path,
+        arch=plan.arch,
+        n_params=plan.n_params,
+        outtype=plan.outtype.name,
+        n_tensors=len(plan.tensors),
+        size=out_path.stat().st_size,
+        hf_arch=plan.hf_arch,
+        seconds=time.monotonic() - started,
+        tokenizer=f"{vocab.model}/{vocab.pre}",
+        n_vocab=len(vocab.tokens),
+        has_chat_template=bool(vocab.chat_template),
+        pre_check=vocab.pre_check,
     )
 
 
@@ -156,8 +168,11 @@ def _write_gguf(plan: ConversionPlan, path: Path, progress: Progress | None) -> 
     import gguf
     import numpy as np
 
-    ftype = plan.outtype.ftype if plan.outtype.qtype else (
-        "MOSTLY_BF16" if plan.source_dtypes == ["BF16"] else "MOSTLY_F16")
+    ftype = (
+        plan.outtype.ftype
+        if plan.outtype.qtype
+        else ("MOSTLY_BF16" if plan.source_dtypes == ["BF16"] else "MOSTLY_F16")
+    )
     writer = gguf.GGUFWriter(path=None, arch=plan.arch)
     try:
         writer.add_type(gguf.GGUFType.MODEL)
@@ -169,11 +184,21 @@ def _write_gguf(plan: ConversionPlan, path: Path, progress: Progress | None) -> 
         for t in plan.tensors:
             qtype = gguf.GGMLQuantizationType[t.qtype]
             if t.qtype in ("F32", "F16"):
-                writer.add_tensor_info(t.name, t.shape, np.dtype(np.float32 if t.qtype == "F32" else np.float16),
-                                       t.nbytes, raw_dtype=qtype)
+                writer.add_tensor_info(
+                    t.name,
+                    t.shape,
+                    np.dtype(np.float32 if t.qtype == "F32" else np.float16),
+                    t.nbytes,
+                    raw_dtype=qtype,
+                )
             else:
-                writer.add_tensor_info(t.name, gguf.quant_shape_to_byte_shape(t.shape, qtype), np.dtype(np.uint8),
-                                       t.nbytes, raw_dtype=qtype)
+                writer.add_tensor_info(
+                    t.name,
+                    gguf.quant_shape_to_byte_shape(t.shape, qtype),
+                    np.dtype(np.uint8),
+                    t.nbytes,
+                    raw_dtype=qtype,
+                )
         writer.write_header_to_file(path=path)
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
@@ -218,7 +243,7 @@ def _tensor_data(t: PlannedTensor) -> np.ndarray:
         out = np.empty(gguf.quant_shape_to_byte_shape(rows.shape, qtype), dtype=np.uint8)
         step = max(1, QUANT_CHUNK_ELEMENTS // rows.shape[1])
         for i in range(0, rows.shape[0], step):
-            out[i:i + step] = gguf.quants.quantize(rows[i:i + step], qtype)
+            out[i : i + step] = gguf.quants.quantize(rows[i : i + step], qtype)
     return out.reshape(gguf.quant_shape_to_byte_shape(t.shape, qtype))
 
 
@@ -233,6 +258,6 @@ def _llama_quantize(src: Path, dst: Path, out: OutType) -> None:
     with suppress_stdout_stderr(disable=False):
         rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     if rc != 0:
-        raise ConversionFailed(f"llama.cpp's quantizer failed on {out.name} (code {rc}); try --outtype f16 or q8_0")
-
-
+        raise ConversionFailed(
+            f"llama.cpp's quantizer failed on {out.name} (code {rc}); try --outtype f16 or q8_0"
+        )

@@ -61,7 +61,9 @@ def open_regular(path: Path, root: Path, what: str | None = None) -> int:
         raise BadCheckpoint(f"cannot read {name}: {exc.strerror or exc}; check the file") from exc
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise BadCheckpoint(f"{name} is not a regular file (a pipe, device or socket); replace it with the real file")
+        raise BadCheckpoint(
+            f"{name} is not a regular file (a pipe, device or socket); replace it with the real file"
+        )
     os.set_blocking(fd, True)
     return fd
 
@@ -78,7 +80,9 @@ def read_bytes(path: Path, root: Path, limit: int, what: str | None = None) -> b
     with os.fdopen(fd, "rb") as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise BadCheckpoint(f"{name} is larger than {limit // (1024 * 1024)} MB; it is not a real checkpoint file")
+        raise BadCheckpoint(
+            f"{name} is larger than {limit // (1024 * 1024)} MB; it is not a real checkpoint file"
+        )
     return data
 
 
@@ -87,7 +91,9 @@ def read_text(path: Path, root: Path, limit: int = MAX_TEXT_BYTES, what: str | N
     try:
         return read_bytes(path, root, limit, what).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadCheckpoint(f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}); fix or re-download it") from exc
+        raise BadCheckpoint(
+            f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start}); fix or re-download it"
+        ) from exc
 
 
 def parse_json(raw: bytes | str, name: str) -> Any:
@@ -95,9 +101,13 @@ def parse_json(raw: bytes | str, name: str) -> Any:
     try:
         return json.loads(raw)
     except RecursionError as exc:
-        raise BadCheckpoint(f"{name} is nested too deeply to be a real checkpoint file; download it again") from exc
+        raise BadCheckpoint(
+            f"{name} is nested too deeply to be a real checkpoint file; download it again"
+        ) from exc
     except UnicodeDecodeError as exc:
-        raise BadCheckpoint(f"{name} is not UTF-8 ({exc.reason} at byte {exc.start}); download it again") from exc
+        raise BadCheckpoint(
+            f"{name} is not UTF-8 ({exc.reason} at byte {exc.start}); download it again"
+        ) from exc
     except ValueError as exc:
         raise BadCheckpoint(f"{name} is not valid JSON ({exc}); download it again") from exc
 

@@ -127,7 +127,9 @@ def _check(f: Field, value: Any, where: str) -> Any:
         low_ok = f.low is None or (value > f.low if f.above_low else value >= f.low)
         ok = low_ok and (f.high is None or value <= f.high)
     if not ok:
-        raise BadCheckpoint(f"{where}: {f.name} is {shown(repr(value))}; it must be {_expected(f)} (fix config.json)")
+        raise BadCheckpoint(
+            f"{where}: {f.name} is {shown(repr(value))}; it must be {_expected(f)} (fix config.json)"
+        )
     return float(value) if f.kind == FLOAT else value
 
 
@@ -148,7 +150,9 @@ def fields(table: tuple[Field, ...], source: dict, where: str) -> dict[str, Any]
         value = source.get(f.name)
         if value is None:
             if f.required:
-                raise BadCheckpoint(f"{where} has no {f.name}, which the converter needs; the checkpoint is incomplete")
+                raise BadCheckpoint(
+                    f"{where} has no {f.name}, which the converter needs; the checkpoint is incomplete"
+                )
             continue
         out[f.name] = _check(f, value, where)
     return out
@@ -169,32 +173,49 @@ def parse_hparams(config: dict, where: str = "config.json") -> HParams:
     hidden, heads = v["hidden_size"], v["num_attention_heads"]
     kv_heads = v.get("num_key_value_heads", heads)
     if heads % kv_heads:
-        raise BadCheckpoint(f"{where}: num_key_value_heads {kv_heads} does not divide num_attention_heads {heads} "
-                            "(fix config.json)")
+        raise BadCheckpoint(
+            f"{where}: num_key_value_heads {kv_heads} does not divide num_attention_heads {heads} "
+            "(fix config.json)"
+        )
     head_dim = v.get("head_dim")
     if head_dim is None:
         if hidden % heads or (hidden // heads) % 2:
-            raise BadCheckpoint(f"{where}: hidden_size {hidden} is not an even multiple of num_attention_heads "
-                                f"{heads}, and no head_dim is given (fix config.json)")
+            raise BadCheckpoint(
+                f"{where}: hidden_size {hidden} is not an even multiple of num_attention_heads "
+                f"{heads}, and no head_dim is given (fix config.json)"
+            )
         head_dim = hidden // heads
     elif head_dim % 2:
-        raise BadCheckpoint(f"{where}: head_dim {head_dim} is odd; rotary embeddings need an even one "
-                            "(fix config.json)")
+        raise BadCheckpoint(
+            f"{where}: head_dim {head_dim} is odd; rotary embeddings need an even one (fix config.json)"
+        )
     layer_types = _layer_types(config.get("layer_types"), v["num_hidden_layers"], where)
     rope_by_type = _rope_by_layer_type(config, v, where)
     rope = rope_by_type.get("full_attention") or _rope(config, v, where)
     partial = v.get("partial_rotary_factor", rope.get("partial_rotary_factor", 1.0))
     if int(head_dim * partial) % 2 or int(head_dim * partial) == 0:
-        raise BadCheckpoint(f"{where}: partial_rotary_factor {partial:g} leaves an odd or empty rotary part of "
-                            f"head_dim {head_dim} (fix config.json)")
+        raise BadCheckpoint(
+            f"{where}: partial_rotary_factor {partial:g} leaves an odd or empty rotary part of "
+            f"head_dim {head_dim} (fix config.json)"
+        )
     return HParams(
-        n_layers=v["num_hidden_layers"], hidden=hidden, intermediate=v["intermediate_size"], n_heads=heads,
-        n_kv_heads=kv_heads, head_dim=head_dim, head_dim_explicit="head_dim" in v,
-        max_positions=v["max_position_embeddings"], rms_eps=v["rms_norm_eps"], vocab_size=v.get("vocab_size"),
-        tied=v.get("tie_word_embeddings", False), rope=rope, partial_rotary_factor=partial,
+        n_layers=v["num_hidden_layers"],
+        hidden=hidden,
+        intermediate=v["intermediate_size"],
+        n_heads=heads,
+        n_kv_heads=kv_heads,
+        head_dim=head_dim,
+        head_dim_explicit="head_dim" in v,
+        max_positions=v["max_position_embeddings"],
+        rms_eps=v["rms_norm_eps"],
+        vocab_size=v.get("vocab_size"),
+        tied=v.get("tie_word_embeddings", False),
+        rope=rope,
+        partial_rotary_factor=partial,
         sliding_window=v.get("sliding_window"),
         original_max_positions=v.get("original_max_position_embeddings"),
-        layer_types=layer_types, rope_by_layer_type=rope_by_type,
+        layer_types=layer_types,
+        rope_by_layer_type=rope_by_type,
     )
 
 
@@ -206,12 +227,16 @@ def _layer_types(raw: Any, n_layers: int, where: str) -> tuple[str, ...] | None:
     if raw is None:
         return None
     if not isinstance(raw, list) or len(raw) != n_layers or not all(isinstance(t, str) for t in raw):
-        raise BadCheckpoint(f"{where}: layer_types must be a list of {n_layers} names, one per layer "
-                            "(num_hidden_layers); fix config.json")
+        raise BadCheckpoint(
+            f"{where}: layer_types must be a list of {n_layers} names, one per layer "
+            "(num_hidden_layers); fix config.json"
+        )
     unknown = next((t for t in raw if t not in LAYER_TYPES), None)
     if unknown is not None:
-        raise BadCheckpoint(f"{where}: layer_types names {shown(repr(unknown))}; each must be one of "
-                            f"{', '.join(LAYER_TYPES)} (fix config.json)")
+        raise BadCheckpoint(
+            f"{where}: layer_types names {shown(repr(unknown))}; each must be one of "
+            f"{', '.join(LAYER_TYPES)} (fix config.json)"
+        )
     return tuple(raw)
 
 
@@ -222,11 +247,17 @@ def _rope_by_layer_type(config: dict, top: dict[str, Any], where: str) -> dict[s
         return {}
     unknown = next((k for k in raw if k not in LAYER_TYPES), None)
     if unknown is not None:
-        raise BadCheckpoint(f"{where}: rope_parameters mixes layer types with {shown(repr(unknown))}; "
-                            f"key it by {', '.join(LAYER_TYPES)} or give one rope (fix config.json)")
+        raise BadCheckpoint(
+            f"{where}: rope_parameters mixes layer types with {shown(repr(unknown))}; "
+            f"key it by {', '.join(LAYER_TYPES)} or give one rope (fix config.json)"
+        )
     if "full_attention" not in raw:
         raise BadCheckpoint(f"{where}: rope_parameters has no full_attention entry (fix config.json)")
-    return {kind: _rope_object(raw[kind], top, f"{where} rope_parameters.{kind}") for kind in LAYER_TYPES if kind in raw}
+    return {
+        kind: _rope_object(raw[kind], top, f"{where} rope_parameters.{kind}")
+        for kind in LAYER_TYPES
+        if kind in raw
+    }
 
 
 def _rope(config: dict, top: dict[str, Any], where: str) -> Rope:
@@ -243,24 +274,36 @@ def _rope_object(raw: Any, top: dict[str, Any], here: str) -> Rope:
     values = fields(ROPE_FIELDS, raw, here)
     kind = raw.get("rope_type", raw.get("type", "default"))
     if not isinstance(kind, str) or not kind:
-        raise BadCheckpoint(f"{here}: rope_type is {shown(repr(kind))}; it must be a name such as 'linear' (fix config.json)")
+        raise BadCheckpoint(
+            f"{here}: rope_type is {shown(repr(kind))}; it must be a name such as 'linear' (fix config.json)"
+        )
     kind = kind.lower()
     missing = [name for name in ROPE_NEEDS.get(kind, ()) if name not in values]
     if missing:
-        raise BadCheckpoint(f"{here}: rope_type {kind!r} needs {', '.join(missing)}, which is missing (fix config.json)")
+        raise BadCheckpoint(
+            f"{here}: rope_type {kind!r} needs {', '.join(missing)}, which is missing (fix config.json)"
+        )
     if kind == "llama3" and values.get("high_freq_factor", 4.0) <= values.get("low_freq_factor", 1.0):
-        raise BadCheckpoint(f"{here}: high_freq_factor must be above low_freq_factor for llama3 rope "
-                            "(fix config.json)")
+        raise BadCheckpoint(
+            f"{here}: high_freq_factor must be above low_freq_factor for llama3 rope (fix config.json)"
+        )
     theta = values.get("rope_theta", top.get("rope_theta", 10000.0))
-    factors = {name: _factor_list(raw.get(name), f"{here}: {name}") for name in ("long_factor", "short_factor")}
+    factors = {
+        name: _factor_list(raw.get(name), f"{here}: {name}") for name in ("long_factor", "short_factor")
+    }
     return Rope(kind=kind, theta=theta, values=values, **factors)
 
 
 def _factor_list(value: Any, where: str) -> tuple[float, ...] | None:
     if value is None:
         return None
-    if (not isinstance(value, list) or len(value) > 1 << 16
-            or not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-                       for x in value)):
+    if (
+        not isinstance(value, list)
+        or len(value) > 1 << 16
+        or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+            for x in value
+        )
+    ):
         raise BadCheckpoint(f"{where} must be a list of positive numbers (fix config.json)")
     return tuple(float(x) for x in value)

@@ -122,8 +122,18 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
             continue
         key, gguf_name = mapped  # gguf keeps the .weight/.bias suffix it matched
         ref = refs[hf_name]
-        planned.append(PlannedTensor(name=gguf_name, shape=ref.shape, qtype="", nbytes=0, source=ref,
-                                     hf_name=hf_name, transform=family.transform(key, hf_name), kind=key.name))
+        planned.append(
+            PlannedTensor(
+                name=gguf_name,
+                shape=ref.shape,
+                qtype="",
+                nbytes=0,
+                source=ref,
+                hf_name=hf_name,
+                transform=family.transform(key, hf_name),
+                kind=key.name,
+            )
+        )
     if unmapped:
         more = f" and {len(unmapped) - 3} more" if len(unmapped) > 3 else ""
         raise UnsupportedArchitecture(
@@ -147,8 +157,15 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
     n_vocab = vocab_rows(embd.hf_name or embd.name, embd.shape, family.hp, where)
     dims = dimensions(family.hp, n_vocab)
     for t in planned:
-        check_shape(t.hf_name or t.name, t.shape, family.shapes, t.kind, t.name.rsplit(".", 1)[-1], dims,
-                    family.arch_name)
+        check_shape(
+            t.hf_name or t.name,
+            t.shape,
+            family.shapes,
+            t.kind,
+            t.name.rsplit(".", 1)[-1],
+            dims,
+            family.arch_name,
+        )
     for name, data in family.extra_tensors():
         planned.append(PlannedTensor(name=name, shape=tuple(data.shape), qtype="F32", nbytes=0, data=data))
 
@@ -180,10 +197,20 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
     if tied:
         notes.append("tied embeddings: llama.cpp reuses token_embd for the output")
     return ConversionPlan(
-        src=src, hf_arch=family.hf_arch, arch=family.arch_name, outtype=out, family=family, vocab=vocab,
-        tensors=planned, source_bytes=sum(t.source.nbytes for t in planned if t.source),
-        source_dtypes=source_dtypes, n_params=n_params, tied_embeddings=tied,
-        estimated_size=estimate, intermediate_size=intermediate, notes=notes,
+        src=src,
+        hf_arch=family.hf_arch,
+        arch=family.arch_name,
+        outtype=out,
+        family=family,
+        vocab=vocab,
+        tensors=planned,
+        source_bytes=sum(t.source.nbytes for t in planned if t.source),
+        source_dtypes=source_dtypes,
+        n_params=n_params,
+        tied_embeddings=tied,
+        estimated_size=estimate,
+        intermediate_size=intermediate,
+        notes=notes,
     )
 
 
@@ -192,8 +219,15 @@ def _choose_pre_tokenizer(vocab: Vocab, family: Family, src: Path) -> None:
     from llmcli.convert.vocab_verify import choose_by_behaviour
 
     assert vocab.hf_json is not None
-    check = choose_by_behaviour(vocab, vocab.hf_json, vocab.pre_candidates, arch=family.arch_name, name=src.name,
-                                write_header=family.hparams, where=f"{src.name}/tokenizer.json")
+    check = choose_by_behaviour(
+        vocab,
+        vocab.hf_json,
+        vocab.pre_candidates,
+        arch=family.arch_name,
+        name=src.name,
+        write_header=family.hparams,
+        where=f"{src.name}/tokenizer.json",
+    )
     vocab.pre, vocab.pre_check = check.pre, check
 
 

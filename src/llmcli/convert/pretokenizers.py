@@ -47,12 +47,25 @@ class PreTokenizer:
 
 
 PRE_TOKENIZERS: tuple[PreTokenizer, ...] = (
-    PreTokenizer("llama-bpe", {"type": "Sequence", "pretokenizers": [_split(LLAMA3_REGEX), _byte_level(False)]},
-                 ignore_merges=True, example="Llama 3"),
-    PreTokenizer("qwen2", {"type": "Sequence", "pretokenizers": [_split(QWEN2_REGEX), _byte_level(False)]},
-                 example="Qwen2.5, Qwen3"),
-    PreTokenizer("smollm", {"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": True}, _byte_level(True)]}, example="SmolLM, StarCoder"),
+    PreTokenizer(
+        "llama-bpe",
+        {"type": "Sequence", "pretokenizers": [_split(LLAMA3_REGEX), _byte_level(False)]},
+        ignore_merges=True,
+        example="Llama 3",
+    ),
+    PreTokenizer(
+        "qwen2",
+        {"type": "Sequence", "pretokenizers": [_split(QWEN2_REGEX), _byte_level(False)]},
+        example="Qwen2.5, Qwen3",
+    ),
+    PreTokenizer(
+        "smollm",
+        {
+            "type": "Sequence",
+            "pretokenizers": [{"type": "Digits", "individual_digits": True}, _byte_level(True)],
+        },
+        example="SmolLM, StarCoder",
+    ),
     PreTokenizer("gpt-2", _byte_level(True), example="GPT-2, Phi-2"),
 )
 
@@ -74,7 +87,12 @@ def signature(node: Any) -> Any:
         return ("ByteLevel", bool(node.get("add_prefix_space", True)), bool(node.get("use_regex", True)))
     if kind == "Split":
         pattern = node.get("pattern") or {}
-        return ("Split", tuple(sorted(pattern.items())), node.get("behavior"), bool(node.get("invert", False)))
+        return (
+            "Split",
+            tuple(sorted(pattern.items())),
+            node.get("behavior"),
+            bool(node.get("invert", False)),
+        )
     if kind == "Digits":
         return ("Digits", bool(node.get("individual_digits", False)))
     return (kind, tuple(sorted((k, repr(v)) for k, v in node.items() if k != "type")))

@@ -92,7 +92,9 @@ def read_header(path: Path, root: Path | None = None) -> tuple[dict[str, TensorR
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(8)
             if len(head) < 8:
-                raise BadCheckpoint(f"{name} is not a safetensors file (only {size} bytes); download it again")
+                raise BadCheckpoint(
+                    f"{name} is not a safetensors file (only {size} bytes); download it again"
+                )
             (n,) = struct.unpack("<Q", head)
             if n == 0 or n > MAX_HEADER_BYTES or 8 + n > size:
                 raise BadCheckpoint(
@@ -108,13 +110,19 @@ def read_header(path: Path, root: Path | None = None) -> tuple[dict[str, TensorR
     try:
         raw_text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadCheckpoint(f"{name} has a corrupt safetensors header (not UTF-8); download it again") from exc
+        raise BadCheckpoint(
+            f"{name} has a corrupt safetensors header (not UTF-8); download it again"
+        ) from exc
     try:
         header = json.loads(raw_text)
     except RecursionError as exc:
-        raise BadCheckpoint(f"{name} has a corrupt safetensors header (nested too deeply); download it again") from exc
+        raise BadCheckpoint(
+            f"{name} has a corrupt safetensors header (nested too deeply); download it again"
+        ) from exc
     except ValueError as exc:
-        raise BadCheckpoint(f"{name} has a corrupt safetensors header (not JSON: {exc}); download it again") from exc
+        raise BadCheckpoint(
+            f"{name} has a corrupt safetensors header (not JSON: {exc}); download it again"
+        ) from exc
     if not isinstance(header, dict):
         raise BadCheckpoint(f"{name} has a corrupt safetensors header (not a JSON object); download it again")
 
@@ -131,7 +139,9 @@ def read_header(path: Path, root: Path | None = None) -> tuple[dict[str, TensorR
     spans = sorted((t.start, t.end, t.name) for t in tensors.values() if t.nbytes)
     for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
         if start_b < end_a:
-            raise BadCheckpoint(f"{name}: tensors {shown(repr(a))} and {shown(repr(b))} overlap; the file is corrupt, download it again")
+            raise BadCheckpoint(
+                f"{name}: tensors {shown(repr(a))} and {shown(repr(b))} overlap; the file is corrupt, download it again"
+            )
     return tensors, {k: v for k, v in meta.items() if isinstance(v, str)}
 
 
@@ -146,12 +156,22 @@ def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size
                 f"{bad} is {dtype}; llmcli converts BF16, F16 and F32 weights only "
                 "(dequantize the checkpoint first)"
             )
-        raise BadCheckpoint(f"{bad} has an unknown dtype {shown(repr(dtype))}; the file is corrupt, download it again")
-    if (not isinstance(shape, list) or len(shape) > 8
-            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape)):
-        raise BadCheckpoint(f"{bad} has an invalid shape {shown(repr(shape))}; the file is corrupt, download it again")
-    if (not isinstance(offsets, list) or len(offsets) != 2
-            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        raise BadCheckpoint(
+            f"{bad} has an unknown dtype {shown(repr(dtype))}; the file is corrupt, download it again"
+        )
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 8
+        or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape)
+    ):
+        raise BadCheckpoint(
+            f"{bad} has an invalid shape {shown(repr(shape))}; the file is corrupt, download it again"
+        )
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+    ):
         raise BadCheckpoint(f"{bad} has invalid data_offsets; the file is corrupt, download it again")
     begin, end = offsets
     itemsize = DTYPES[dtype][0]
@@ -169,8 +189,11 @@ def weight_files(src: Path) -> list[Path]:
     if files.is_present(index):
         weight_map = files.read_json(index, root)
         weight_map = weight_map.get("weight_map")
-        if (not isinstance(weight_map, dict) or not weight_map
-                or not all(isinstance(v, str) and v.endswith(".safetensors") for v in weight_map.values())):
+        if (
+            not isinstance(weight_map, dict)
+            or not weight_map
+            or not all(isinstance(v, str) and v.endswith(".safetensors") for v in weight_map.values())
+        ):
             raise BadCheckpoint(
                 f"{index.name} has no weight_map of tensor names to .safetensors shard names; download it again"
             )
@@ -180,7 +203,9 @@ def weight_files(src: Path) -> list[Path]:
             # A shard name like "../../etc/passwd" must not lead us out of the checkpoint.
             files.resolve_inside(p, root, what=f"shard {shown(repr(n))} listed in {index.name}")
             if not files.is_present(p):
-                raise BadCheckpoint(f"shard {shown(repr(n))} listed in {index.name} is missing; download it again")
+                raise BadCheckpoint(
+                    f"shard {shown(repr(n))} listed in {index.name} is missing; download it again"
+                )
             found.append(p)
         return found
     single = src / "model.safetensors"
@@ -196,8 +221,8 @@ def index_tensors(paths: list[Path], root: Path | None = None) -> dict[str, Tens
         found, _ = read_header(f, root)
         for name, ref in found.items():
             if name in tensors:
-                raise BadCheckpoint(f"tensor {shown(repr(name))} appears in both {tensors[name].file.name} and {f.name}")
+                raise BadCheckpoint(
+                    f"tensor {shown(repr(name))} appears in both {tensors[name].file.name} and {f.name}"
+                )
             tensors[name] = ref
     return tensors
-
-

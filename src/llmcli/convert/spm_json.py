@@ -41,7 +41,12 @@ class SpmJsonForm:
 
 _SPACE_TO_META = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
 # After the normalizer has replaced every space, splitting on spaces is a no-op.
-_SPLIT_ON_SPACE = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
+_SPLIT_ON_SPACE = {
+    "type": "Split",
+    "pattern": {"String": " "},
+    "behavior": "MergedWithPrevious",
+    "invert": False,
+}
 
 FORMS: tuple[SpmJsonForm, ...] = (
     # Gemma 2/3: spaces become "▁", no dummy prefix, the whole text goes to BPE.
@@ -73,7 +78,9 @@ def _merge_pairs(raw: Any, where: str) -> list[tuple[str, str]]:
     for m in raw:
         pair = m.split(" ") if isinstance(m, str) else m
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) and x for x in pair)):
-            raise BadCheckpoint(f"{where}: merge {shown(repr(m))} is not a pair of pieces; download the tokenizer again")
+            raise BadCheckpoint(
+                f"{where}: merge {shown(repr(m))} is not a pair of pieces; download the tokenizer again"
+            )
         pairs.append((pair[0], pair[1]))
     return pairs
 
@@ -89,15 +96,19 @@ def spm_vocab_from_json(src: Path, tj: dict, form: SpmJsonForm, n_rows: int):
     # no answer if one is missing; a byte-fallback vocabulary has all 256.
     n_bytes = sum(1 for text in vocab_map if BYTE_TOKEN.fullmatch(text))
     if n_bytes != 256:
-        raise BadCheckpoint(f"{where} uses byte fallback but has {n_bytes} of the 256 byte tokens <0x00>..<0xFF>; "
-                            "download the tokenizer again")
+        raise BadCheckpoint(
+            f"{where} uses byte fallback but has {n_bytes} of the 256 byte tokens <0x00>..<0xFF>; "
+            "download the tokenizer again"
+        )
 
     merges = _merge_pairs(model.get("merges"), where)
     first_rank: dict[str, int] = {}
     for rank, (a, b) in enumerate(merges):
         if a not in vocab_map or b not in vocab_map or a + b not in vocab_map:
-            raise BadCheckpoint(f"{where}: merge {shown(repr(a + ' ' + b))} joins pieces that are not in the "
-                                "vocabulary; download the tokenizer again")
+            raise BadCheckpoint(
+                f"{where}: merge {shown(repr(a + ' ' + b))} joins pieces that are not in the "
+                "vocabulary; download the tokenizer again"
+            )
         first_rank.setdefault(a + b, rank)
     unmade = float(-len(merges) - 1)  # single characters: the starting pieces, never a merge's result
 
@@ -115,5 +126,12 @@ def spm_vocab_from_json(src: Path, tj: dict, form: SpmJsonForm, n_rows: int):
         tid = t["id"]
         tokens[tid], scores[tid] = t["content"], ADDED_SCORE
         types[tid] = CONTROL if t.get("special") else USER_DEFINED
-    return Vocab(model="llama", pre="default", tokens=tokens, types=types, scores=scores,
-                 add_space_prefix=form.add_space_prefix, n_padding=types.count(UNUSED))
+    return Vocab(
+        model="llama",
+        pre="default",
+        tokens=tokens,
+        types=types,
+        scores=scores,
+        add_space_prefix=form.add_space_prefix,
+        n_padding=types.count(UNUSED),
+    )

@@ -67,9 +67,13 @@ class Vocab:
             writer.add_token_scores(self.scores)
         if self.merges:
             writer.add_token_merges(self.merges)
-        adders = {"bos": writer.add_bos_token_id, "eos": writer.add_eos_token_id,
-                  "unk": writer.add_unk_token_id, "pad": writer.add_pad_token_id,
-                  "eot": writer.add_eot_token_id}
+        adders = {
+            "bos": writer.add_bos_token_id,
+            "eos": writer.add_eos_token_id,
+            "unk": writer.add_unk_token_id,
+            "pad": writer.add_pad_token_id,
+            "eot": writer.add_eot_token_id,
+        }
         for kind, tid in self.special.items():
             adders[kind](tid)
         if self.add_bos is not None:
@@ -163,10 +167,17 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
         if tok is None:
             tokens[i] = f"[PAD{i}]"
             n_padding += 1
-    return Vocab(model="gpt2", pre=pre.name if pre else None, tokens=tokens, types=types,  # type: ignore[arg-type]
-                 merges=_merges(model.get("merges"), where), n_padding=n_padding,
-                 pre_candidates=candidates, hf_json=tj if candidates else None,
-                 pre_check=_by_definition(pre.name) if pre else None)
+    return Vocab(
+        model="gpt2",
+        pre=pre.name if pre else None,
+        tokens=tokens,
+        types=types,  # type: ignore[arg-type]
+        merges=_merges(model.get("merges"), where),
+        n_padding=n_padding,
+        pre_candidates=candidates,
+        hf_json=tj if candidates else None,
+        pre_check=_by_definition(pre.name) if pre else None,
+    )
 
 
 def _by_definition(name: str) -> PreCheck:
@@ -178,7 +189,9 @@ def _by_definition(name: str) -> PreCheck:
 def _looks_special(text: str) -> bool:
     # Some checkpoints mark control tokens such as <|im_start|> as not special; llama.cpp must still
     # treat them as control tokens, or it renders them as text.
-    return (text.startswith("<|") and text.endswith("|>")) or (text.startswith("<｜") and text.endswith("｜>"))
+    return (text.startswith("<|") and text.endswith("|>")) or (
+        text.startswith("<｜") and text.endswith("｜>")
+    )
 
 
 def _merges(raw: Any, where: str) -> list[str]:
@@ -187,16 +200,21 @@ def _merges(raw: Any, where: str) -> list[str]:
     if isinstance(raw, list) and all(isinstance(m, str) and " " in m[1:] for m in raw):
         return list(raw)
     if not isinstance(raw, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in raw):
-        raise BadCheckpoint(f"{where}: model.merges must be a list of \"a b\" strings or of [a, b] pairs; "
-                            "download the tokenizer again")
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in raw
+    ):
+        raise BadCheckpoint(
+            f'{where}: model.merges must be a list of "a b" strings or of [a, b] pairs; '
+            "download the tokenizer again"
+        )
     # transformers >= 4.45 writes pairs; a space inside a part is encoded as U+0120 + 256 offset,
     # the convention llama.cpp reads.
-    return [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in pair)
-            for pair in raw]
+    return [
+        " ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in pair) for pair in raw
+    ]
 
 
 # -- SentencePiece -------------------------------------------------------------------------------
+
 
 def _spm_vocab(src: Path, root: Path, tj: dict | None, n_rows: int) -> Vocab:
     pieces, add_dummy_prefix = read_sentencepiece_model(src / "tokenizer.model", root)
@@ -211,18 +229,29 @@ def _spm_vocab(src: Path, root: Path, tj: dict | None, n_rows: int) -> Vocab:
         tokens[i], scores[i], types[i] = piece, score, kind
     # Tokens added on top of the SentencePiece model (chat markers), as the HF tokenizer lists them.
     added = checked_added((tj or {}).get("added_tokens"), n_rows, f"{src.name}/tokenizer.json")
-    added_file = checked_vocab(_read_json(src / "added_tokens.json", root), n_rows, f"{src.name}/added_tokens.json")
+    added_file = checked_vocab(
+        _read_json(src / "added_tokens.json", root), n_rows, f"{src.name}/added_tokens.json"
+    )
     added += [{"id": tid, "content": text, "special": False} for text, tid in added_file.items()]
     for t in added:
         tid = t["id"]
         tokens[tid], scores[tid] = t["content"], -1000.0
         types[tid] = CONTROL if t.get("special") else USER_DEFINED
     n_padding = sum(1 for t in types if t == UNUSED)
-    return Vocab(model="llama", pre="default", tokens=tokens, types=types, scores=scores,
-                 add_space_prefix=add_dummy_prefix, n_padding=n_padding)
+    return Vocab(
+        model="llama",
+        pre="default",
+        tokens=tokens,
+        types=types,
+        scores=scores,
+        add_space_prefix=add_dummy_prefix,
+        n_padding=n_padding,
+    )
 
 
-def read_sentencepiece_model(path: Path, root: Path | None = None) -> tuple[list[tuple[str, float, int]], bool]:
+def read_sentencepiece_model(
+    path: Path, root: Path | None = None
+) -> tuple[list[tuple[str, float, int]], bool]:
     """(piece, score, type) for each piece, and add_dummy_prefix, from a tokenizer.model.
 
     A minimal reader of the protobuf wire format, for the three fields we need, so that converting
@@ -248,7 +277,9 @@ def read_sentencepiece_model(path: Path, root: Path | None = None) -> tuple[list
                     if f == 3 and isinstance(v, int):  # NormalizerSpec.add_dummy_prefix
                         add_dummy_prefix = bool(v)
     except (ValueError, UnicodeDecodeError, struct.error) as exc:
-        raise BadCheckpoint(f"{path.name} is not a valid SentencePiece model ({exc}); download it again") from exc
+        raise BadCheckpoint(
+            f"{path.name} is not a valid SentencePiece model ({exc}); download it again"
+        ) from exc
     if not pieces:
         raise BadCheckpoint(f"{path.name} has no pieces; download it again")
     if any(not 1 <= kind <= 6 for _, _, kind in pieces):
@@ -286,18 +317,19 @@ def _fields(data: bytes):
             n, pos = _varint(data, pos)
             if pos + n > len(data):
                 raise ValueError("length past the end")
-            yield fnum, data[pos:pos + n]
+            yield fnum, data[pos : pos + n]
             pos += n
         elif wire == 5:
             if pos + 4 > len(data):
                 raise ValueError("truncated 32-bit field")
-            yield fnum, struct.unpack("<f", data[pos:pos + 4])[0]
+            yield fnum, struct.unpack("<f", data[pos : pos + 4])[0]
             pos += 4
         else:
             raise ValueError(f"unknown wire type {wire}")
 
 
 # -- special tokens and the chat template -------------------------------------------------------
+
 
 def _content(entry: Any) -> str | None:
     if isinstance(entry, str):
@@ -369,8 +401,9 @@ def chat_template(src: Path, root: Path | None = None) -> str | None:
     config = _read_json(src / "tokenizer_config.json", root)
     template = config.get("chat_template")
     if isinstance(template, list):  # named templates: llama.cpp takes the default one
-        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"),
-                        None)
+        template = next(
+            (t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None
+        )
     if isinstance(template, str):
         return template
     if template is not None:

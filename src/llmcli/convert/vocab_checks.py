@@ -27,11 +27,14 @@ def checked_vocab(raw: Any, n_rows: int, where: str) -> dict[str, int]:
     seen: dict[int, str] = {}
     for text, tid in raw.items():
         if not _valid_id(tid, n_rows):
-            raise BadCheckpoint(f"{where}: token {shown(repr(text))} has id {shown(repr(tid))}, "
-                                f"not one of the embedding's {n_rows} rows; {FIX}")
+            raise BadCheckpoint(
+                f"{where}: token {shown(repr(text))} has id {shown(repr(tid))}, "
+                f"not one of the embedding's {n_rows} rows; {FIX}"
+            )
         if tid in seen:
-            raise BadCheckpoint(f"{where}: tokens {shown(repr(seen[tid]))} and {shown(repr(text))} share id {tid}; "
-                                f"{FIX}")
+            raise BadCheckpoint(
+                f"{where}: tokens {shown(repr(seen[tid]))} and {shown(repr(text))} share id {tid}; {FIX}"
+            )
         seen[tid] = text
     return raw
 
@@ -44,10 +47,14 @@ def checked_added(raw: Any, n_rows: int, where: str) -> list[dict[str, Any]]:
         raise BadCheckpoint(f"{where}: added_tokens is not a list; download it again")
     for t in raw:
         if not isinstance(t, dict) or not isinstance(t.get("content"), str):
-            raise BadCheckpoint(f"{where}: an added token {shown(repr(t))} has no text (content); download it again")
+            raise BadCheckpoint(
+                f"{where}: an added token {shown(repr(t))} has no text (content); download it again"
+            )
         if not _valid_id(t.get("id"), n_rows):
-            raise BadCheckpoint(f"{where}: added token {shown(repr(t['content']))} has id {shown(repr(t.get('id')))}, "
-                                f"not one of the embedding's {n_rows} rows; {FIX}")
+            raise BadCheckpoint(
+                f"{where}: added token {shown(repr(t['content']))} has id {shown(repr(t.get('id')))}, "
+                f"not one of the embedding's {n_rows} rows; {FIX}"
+            )
     return raw
 
 

@@ -42,8 +42,10 @@ class PreCheck:
         if self.verified_by == "definition":
             return f"{self.pre}, its definition matches exactly"
         rejected = f"; {', '.join(self.tried)} differed" if self.tried else ""
-        return (f"{self.pre}, verified by behaviour: identical ids on {self.check_strings} check strings "
-                f"({self.check_tokens} tokens, corpus {self.corpus}){rejected}")
+        return (
+            f"{self.pre}, verified by behaviour: identical ids on {self.check_strings} check strings "
+            f"({self.check_tokens} tokens, corpus {self.corpus}){rejected}"
+        )
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,13 @@ def hf_ids(tokenizer_json: dict, texts: Sequence[str], where: str) -> list[list[
         return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:  # plain Exceptions on bad definitions, and pyo3's PanicException (a BaseException)
-        raise BadCheckpoint(f"{where}: the tokenizers library cannot load or run it ({shown(str(exc), 120)}); "
-                            "download the tokenizer again") from exc
+    except (
+        BaseException
+    ) as exc:  # plain Exceptions on bad definitions, and pyo3's PanicException (a BaseException)
+        raise BadCheckpoint(
+            f"{where}: the tokenizers library cannot load or run it ({shown(str(exc), 120)}); "
+            "download the tokenizer again"
+        ) from exc
 
 
 def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
@@ -78,8 +84,9 @@ def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
     with suppress_stdout_stderr(disable=False):  # llama.cpp logs every key it reads on stderr
         model = C.llama_model_load_from_file(str(gguf_path).encode(), params)
     if not model:
-        raise UnsupportedTokenizer("llama.cpp cannot load the converted vocabulary; this tokenizer is not one "
-                                   "llmcli can convert")
+        raise UnsupportedTokenizer(
+            "llama.cpp cannot load the converted vocabulary; this tokenizer is not one llmcli can convert"
+        )
     try:
         vocab = C.llama_model_get_vocab(model)
         out = []
@@ -88,7 +95,9 @@ def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
             n_max = len(data) + 8  # byte-level BPE gives at most one token per byte
             buf = (C.llama_token * n_max)()
             n = C.llama_tokenize(vocab, data, len(data), buf, n_max, False, False)
-            if n < 0:  # cannot happen for byte-level BPE; kept so a change upstream fails loudly, not silently
+            if (
+                n < 0
+            ):  # cannot happen for byte-level BPE; kept so a change upstream fails loudly, not silently
                 raise UnsupportedTokenizer(f"llama.cpp needs {-n} tokens for a {len(data)}-byte check string")
             out.append(list(buf[:n]))
         return out
@@ -120,8 +129,16 @@ def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader
         writer.close()
 
 
-def choose_by_behaviour(vocab: Vocab, tokenizer_json: dict, candidates: Sequence[str], *, arch: str, name: str,
-                        write_header: WriteHeader, where: str) -> PreCheck:
+def choose_by_behaviour(
+    vocab: Vocab,
+    tokenizer_json: dict,
+    candidates: Sequence[str],
+    *,
+    arch: str,
+    name: str,
+    write_header: WriteHeader,
+    where: str,
+) -> PreCheck:
     """The first candidate under which llama.cpp gives the HF ids on the whole corpus; refused if none does."""
     texts = check_corpus()
     want = hf_ids(tokenizer_json, texts, where)
@@ -135,8 +152,14 @@ def choose_by_behaviour(vocab: Vocab, tokenizer_json: dict, candidates: Sequence
             mismatch = first_mismatch(texts, want, llama_ids(path, texts))
             path.unlink()
             if mismatch is None:
-                return PreCheck(pre=pre, verified_by="behaviour", check_strings=len(texts),
-                                check_tokens=sum(map(len, want)), corpus=corpus_digest(), tried=tuple(tried))
+                return PreCheck(
+                    pre=pre,
+                    verified_by="behaviour",
+                    check_strings=len(texts),
+                    check_tokens=sum(map(len, want)),
+                    corpus=corpus_digest(),
+                    tried=tuple(tried),
+                )
             tried.append(pre)
             first = first or (pre, mismatch)
     vocab.pre = None

@@ -31,14 +31,23 @@ def _ms(start: float, end: float | None = None) -> float:
 
 
 class ChatSession:
-    def __init__(self, runtime: Runtime, *, system: str | None = None, params: SamplingParams | None = None,
-                 stops: list[str] | None = None, word_filter: WordFilter | None = None,
-                 constraint: OutputConstraint | None = None, chat_template: TemplateChoice | None = None,
-                 draft: str = "none") -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        system: str | None = None,
+        params: SamplingParams | None = None,
+        stops: list[str] | None = None,
+        word_filter: WordFilter | None = None,
+        constraint: OutputConstraint | None = None,
+        chat_template: TemplateChoice | None = None,
+        draft: str = "none",
+    ) -> None:
         self.runtime = runtime
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
-        self.template_choice = choose_template(runtime.chat_template, runtime.arch, runtime.has_token,
-                                               override=chat_template)
+        self.template_choice = choose_template(
+            runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
+        )
         self.template = ChatTemplate(
             self.template_choice.source,
             bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
@@ -81,9 +90,15 @@ class ChatSession:
         rt = self.runtime
         return SessionInfo(
             banner=f"{rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads · loaded in {rt.load_ms:.0f} ms",
-            details=[("file", f"{rt.path} ({rt.description})"),
-                     ("context", f"{len(rt.kv_tokens)}/{rt.n_ctx} tokens in the KV cache (trained {rt.n_ctx_train})"),
-                     ("threads", str(rt.n_threads))])
+            details=[
+                ("file", f"{rt.path} ({rt.description})"),
+                (
+                    "context",
+                    f"{len(rt.kv_tokens)}/{rt.n_ctx} tokens in the KV cache (trained {rt.n_ctx_train})",
+                ),
+                ("threads", str(rt.n_threads)),
+            ],
+        )
 
     def close(self) -> None:
         # What the KV cache still holds (the REPL's conversation) goes to the disk prefix cache, so a
@@ -93,19 +108,28 @@ class ChatSession:
             self.cache_warning = self.disk_cache.save_tip(self.runtime).warning
         self.runtime.close()
 
-    def _tokenize_within_context(self, user: Message, start: int = 0, limit: int | None = None,
-                                 ) -> RenderedPrompt | None:
+    def _tokenize_within_context(
+        self,
+        user: Message,
+        start: int = 0,
+        limit: int | None = None,
+    ) -> RenderedPrompt | None:
         """The prompt with the history from `start` on, or None once it is known not to fit `limit`
         (it is not tokenized to the end). A long history that runs the template past its budget
         does not fit either, while there is history left to drop."""
         if self._cancel:
-            raise Interrupted("stopped while fitting the conversation into the context; the conversation is unchanged")
+            raise Interrupted(
+                "stopped while fitting the conversation into the context; the conversation is unchanged"
+            )
         messages = self.messages[start:]
         head = [Message("system", self.system)] if self.system else []
         try:
-            return self.template.tokenize(self.runtime, head + messages + [user],
-                                          limit=self.runtime.n_ctx if limit is None else limit,
-                                          **self.thinking.variables(self.think))
+            return self.template.tokenize(
+                self.runtime,
+                head + messages + [user],
+                limit=self.runtime.n_ctx if limit is None else limit,
+                **self.thinking.variables(self.think),
+            )
         except PromptTooLong:
             return None
         except TemplateLimit:
@@ -122,8 +146,11 @@ class ChatSession:
         the system prompt is never dropped.
         """
         # starts[k]: where the history begins when k turns are kept; starts[0] is no history.
-        starts = [len(self.messages)] + [i for i in range(len(self.messages) - 1, 0, -1)
-                                         if self.messages[i].role == "user"] + [0]
+        starts = (
+            [len(self.messages)]
+            + [i for i in range(len(self.messages) - 1, 0, -1) if self.messages[i].role == "user"]
+            + [0]
+        )
         fits: dict[int, RenderedPrompt] = {}
 
         def probe(k: int) -> bool:
@@ -196,13 +223,16 @@ class ChatSession:
             size = f"over {rt.n_ctx}" if prompt is None else str(len(prompt.tokens))
             raise ContextOverflow(
                 f"the prompt is {size} tokens and the context holds {rt.n_ctx}; "
-                f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})")
+                f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})"
+            )
         note = self.thinking.note(self.think)
         if note and note != self._noted:
             yield Notice(note)
         self._noted = note
         if stats.dropped_messages:
-            yield Notice(f"dropped the {stats.dropped_messages} oldest messages to fit the {rt.n_ctx}-token context")
+            yield Notice(
+                f"dropped the {stats.dropped_messages} oldest messages to fit the {rt.n_ctx}-token context"
+            )
         if len(prompt.tokens) + max_tokens > rt.n_ctx:
             max_tokens = rt.n_ctx - len(prompt.tokens)
             yield Notice(f"the reply is capped at {max_tokens} tokens by the {rt.n_ctx}-token context")
@@ -231,14 +261,17 @@ class ChatSession:
         # hence its output, identical to an uncached one.
         if reuse < stable:
             rt.prefill(prompt.tokens[reuse:stable])
-        rt.prefill(prompt.tokens[max(reuse, stable):])
+        rt.prefill(prompt.tokens[max(reuse, stable) :])
         rt.synchronize()
         ms["prefill"] = _ms(t2)
         sampler = Sampler(rt, params, self._grammar_check(prompt))
         # Drafting needs a KV cache that can drop rejected positions (recurrent models decode plainly),
         # and a grammar checks one token at a time, so constrained replies decode plainly too.
-        decoder = (LookupDecoder(rt, sampler, prompt.tokens)
-                   if self.draft == "lookup" and rt.can_trim and self.constraint is None else None)
+        decoder = (
+            LookupDecoder(rt, sampler, prompt.tokens)
+            if self.draft == "lookup" and rt.can_trim and self.constraint is None
+            else None
+        )
         kv_base = len(rt.kv_tokens)
         token = sampler.sample()
         t_first = t_last = time.perf_counter()
@@ -248,7 +281,9 @@ class ChatSession:
         # The loop is what runs between two llama_decode calls, so it does no more than it must:
         # one clock read per stage boundary (postprocess, return, decode), sums kept in locals.
         post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
-        split = _Split(ReasoningSplitter(self.thinking.parses, opens_thinking(prompt.text)), stats, t0, t_first)
+        split = _Split(
+            ReasoningSplitter(self.thinking.parses, opens_thinking(prompt.text)), stats, t0, t_first
+        )
         generated: list[int] = []
         parts: list[str] = []
         finish = "stop"
@@ -306,8 +341,12 @@ class ChatSession:
         # says; a trimmed or masked reply is re-tokenized from its text next turn.
         reply = "".join(parts)
         exact = not post.stopped and not post.filter.masked
-        self.messages += [user, Message("assistant", reply, token_ids=generated if exact else None,
-                                        cancelled=finish == "cancelled")]
+        self.messages += [
+            user,
+            Message(
+                "assistant", reply, token_ids=generated if exact else None, cancelled=finish == "cancelled"
+            ),
+        ]
 
         # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
         stats.ctx_used = len(rt.kv_tokens)  # what this request occupied, before any release
@@ -315,8 +354,12 @@ class ChatSession:
         save_note = None  # why the tip was not saved (larger than the cap), shown with --stats
         if not keep_cache:
             if self.disk_cache is not None:  # the tip: a follow-up (`chat -c`) prefills only its new turn
-                if exact and finish == "length" and rt.kv_tokens == prompt.tokens + generated[:-1] \
-                        and len(rt.kv_tokens) < rt.n_ctx:
+                if (
+                    exact
+                    and finish == "length"
+                    and rt.kv_tokens == prompt.tokens + generated[:-1]
+                    and len(rt.kv_tokens) < rt.n_ctx
+                ):
                     rt.step(generated[-1])  # a reply cut by max tokens never decoded its last token
                 saved = self.disk_cache.save_tip(rt)
                 if saved.warning:
@@ -327,8 +370,10 @@ class ChatSession:
         ms["release"] = _ms(t7)
         stats.total_ms = _ms(t0)
         details = _details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)
-        stats.stages = [StageRecord(stage.key, ms[stage.key], "local", details.get(stage.key, stage.covers))
-                        for stage in STAGES]
+        stats.stages = [
+            StageRecord(stage.key, ms[stage.key], "local", details.get(stage.key, stage.covers))
+            for stage in STAGES
+        ]
         if save_note:  # after the details: the schedule stage's detail tells only what it loaded
             stats.cache_note = "; ".join(filter(None, [stats.cache_note, save_note]))
         self.last_stats = stats
@@ -375,13 +420,19 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
     dropped = f", {stats.dropped_messages} old messages dropped" if stats.dropped_messages else ""
     details = {
         "tokenize": f"{stats.prompt_tokens} prompt tokens",
-        "schedule": (f"{stats.cached_tokens} reused from cache{_source(stats)}, {stats.prefill_tokens} to prefill"
-                     f"{dropped}" + (f" ({stats.cache_note})" if stats.cache_note else "")),
+        "schedule": (
+            f"{stats.cached_tokens} reused from cache{_source(stats)}, {stats.prefill_tokens} to prefill"
+            f"{dropped}" + (f" ({stats.cache_note})" if stats.cache_note else "")
+        ),
         "prefill": f"{num(prefill_tps)} tok/s · TTFT {num(stats.ttft_ms)} ms",
-        "decode": (f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
-                   f"{num(stats.ms_per_token, 2)} ms/tok" + _draft_detail(stats)),
-        "release": (f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
-                    + ("kept for the next turn" if keep_cache else "freed")),
+        "decode": (
+            f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
+            f"{num(stats.ms_per_token, 2)} ms/tok" + _draft_detail(stats)
+        ),
+        "release": (
+            f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
+            + ("kept for the next turn" if keep_cache else "freed")
+        ),
     }
     if stats.reasoning_tokens:
         details["decode"] += f" · {stats.reasoning_tokens} thinking, {num(stats.reasoning_ms)} ms"
@@ -391,7 +442,11 @@ def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[
 
 
 def _source(stats: Stats) -> str:
-    return f" ({'the disk prefix cache' if stats.cache_source == 'disk' else 'RAM'})" if stats.cache_source else ""
+    return (
+        f" ({'the disk prefix cache' if stats.cache_source == 'disk' else 'RAM'})"
+        if stats.cache_source
+        else ""
+    )
 
 
 def _draft_detail(stats: Stats) -> str:

@@ -76,8 +76,12 @@ class DraftStats:
 
     def as_dict(self) -> dict:
         rate_ = self.acceptance_rate
-        return {"drafted_tokens": self.drafted, "accepted_tokens": self.accepted, "verify_passes": self.passes,
-                "acceptance_rate": None if rate_ is None else round(rate_, 4)}
+        return {
+            "drafted_tokens": self.drafted,
+            "accepted_tokens": self.accepted,
+            "verify_passes": self.passes,
+            "acceptance_rate": None if rate_ is None else round(rate_, 4),
+        }
 
 
 @dataclass
@@ -137,27 +141,45 @@ class Stats:
         return 1000 / tps if tps else None
 
     def usage(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "cache_source": self.cache_source, "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_source": self.cache_source,
+            "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
 
     def timings(self) -> dict:
         r = lambda x: None if x is None else round(x, 3)  # noqa: E731
-        return {"load_ms": r(self.load_ms), "tokenize_ms": r(self.stage_ms("tokenize")),
-                "prefill_ms": r(self.prefill_ms), "ttft_ms": r(self.ttft_ms),
-                "ttfa_ms": r(self.ttfa_ms), "reasoning_ms": r(self.reasoning_ms), "decode_ms": r(self.decode_ms),
-                "total_ms": r(self.total_ms), "prefill_tps": r(self.prefill_tps),
-                "decode_tps": r(self.decode_tps)}
+        return {
+            "load_ms": r(self.load_ms),
+            "tokenize_ms": r(self.stage_ms("tokenize")),
+            "prefill_ms": r(self.prefill_ms),
+            "ttft_ms": r(self.ttft_ms),
+            "ttfa_ms": r(self.ttfa_ms),
+            "reasoning_ms": r(self.reasoning_ms),
+            "decode_ms": r(self.decode_ms),
+            "total_ms": r(self.total_ms),
+            "prefill_tps": r(self.prefill_tps),
+            "decode_tps": r(self.decode_tps),
+        }
 
 
 def json_document(text: str, model: str, stats: Stats, reasoning: str | None = None) -> dict:
     """`chat --json`: the same keys for every backend; what only a server has is null locally."""
     remote = stats.remote
-    return {"text": text, "reasoning": reasoning or None, "model": model, "finish_reason": stats.finish_reason, "usage": stats.usage(),
-            "timings": stats.timings(),
-            "endpoint": remote.endpoint if remote else None,
-            "server": {"usage": remote.usage, "timings": remote.timings} if remote else None,
-            "stages": [record.as_dict() for record in stats.stages],
-            "draft": stats.draft.as_dict() if stats.draft else None}
+    return {
+        "text": text,
+        "reasoning": reasoning or None,
+        "model": model,
+        "finish_reason": stats.finish_reason,
+        "usage": stats.usage(),
+        "timings": stats.timings(),
+        "endpoint": remote.endpoint if remote else None,
+        "server": {"usage": remote.usage, "timings": remote.timings} if remote else None,
+        "stages": [record.as_dict() for record in stats.stages],
+        "draft": stats.draft.as_dict() if stats.draft else None,
+    }
 
 
 Event = TextDelta | ReasoningDelta | Notice | Stats
@@ -172,9 +194,12 @@ class Reply:
     reasoning: str = ""  # what the reply thought before answering, if it did
 
 
-def drain(events: Iterable[Event], on_text: Callable[[str], object] | None = None,
-          on_notice: Callable[[str], object] | None = None,
-          on_reasoning: Callable[[str], object] | None = None) -> Reply:
+def drain(
+    events: Iterable[Event],
+    on_text: Callable[[str], object] | None = None,
+    on_notice: Callable[[str], object] | None = None,
+    on_reasoning: Callable[[str], object] | None = None,
+) -> Reply:
     """Consume one request's events, as every caller does: stream text, pass notices, keep the stats.
 
     Reasoning goes to `on_reasoning` only; without one it is kept in the Reply, never shown as text.

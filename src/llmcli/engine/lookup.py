@@ -113,7 +113,7 @@ class NgramIndex:
     def push(self, token: int) -> None:
         toks, p = self.tokens, len(self.tokens)
         for n in range(1, min(self.max_n, p) + 1):
-            self._next[n][tuple(toks[p - n:p])] = p
+            self._next[n][tuple(toks[p - n : p])] = p
         toks.append(token)
 
     def extend(self, tokens: list[int]) -> None:
@@ -178,7 +178,7 @@ class LookupDrafter:
         for n in range(config.max_ngram, config.min_ngram - 1, -1):
             start = index.continuation(n)
             if start is not None:
-                self._shadow = index.tokens[start:start + config.max_len]
+                self._shadow = index.tokens[start : start + config.max_len]
                 self._shadow_order, self._shadow_fresh = n, True
                 return
         self._shadow = []

@@ -15,14 +15,25 @@ COUNT, SECONDS = "a whole number", "a number"  # what a field must be, as the me
 # The reports a server may add to a chunk: the fields llmcli reads, and what each must be.
 # usage: OpenAI, vLLM, SGLang (the last chunk); timings: llama.cpp's server.
 REPORTS: dict[str, dict[str, str | dict[str, str]]] = {
-    "usage": {"prompt_tokens": COUNT, "completion_tokens": COUNT, "total_tokens": COUNT,
-              "prompt_tokens_details": {"cached_tokens": COUNT}},
-    "timings": {"prompt_n": COUNT, "cache_n": COUNT, "predicted_n": COUNT,
-                "prompt_ms": SECONDS, "predicted_ms": SECONDS, "prompt_per_second": SECONDS,
-                "predicted_per_second": SECONDS, "prompt_per_token_ms": SECONDS,
-                "predicted_per_token_ms": SECONDS},
+    "usage": {
+        "prompt_tokens": COUNT,
+        "completion_tokens": COUNT,
+        "total_tokens": COUNT,
+        "prompt_tokens_details": {"cached_tokens": COUNT},
+    },
+    "timings": {
+        "prompt_n": COUNT,
+        "cache_n": COUNT,
+        "predicted_n": COUNT,
+        "prompt_ms": SECONDS,
+        "predicted_ms": SECONDS,
+        "prompt_per_second": SECONDS,
+        "predicted_per_second": SECONDS,
+        "prompt_per_token_ms": SECONDS,
+        "predicted_per_token_ms": SECONDS,
+    },
 }
-LARGEST = 2 ** 53  # past this a count is not a count (and float() of 10**400 overflows)
+LARGEST = 2**53  # past this a count is not a count (and float() of 10**400 overflows)
 
 
 class BadChunk(ValueError):
@@ -106,8 +117,15 @@ def _encodable(text: str) -> str:
 
 
 def _kind(value: object) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
-             dict: "an object", type(None): "null"}
+    names = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= LARGEST:
         return "a number past 2^53"
     if isinstance(value, int | float) and not isinstance(value, bool) and not _number(value, whole=False):

@@ -34,7 +34,9 @@ from urllib.parse import urlsplit
 
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
 
-DEFAULT_TIMEOUT = 120.0  # seconds of silence before a read gives up; prefill of a long prompt on a CPU is slow
+DEFAULT_TIMEOUT = (
+    120.0  # seconds of silence before a read gives up; prefill of a long prompt on a CPU is slow
+)
 CONNECT_TIMEOUT = 10.0
 MAX_TIMEOUT = 1e6  # seconds (11 days); a socket cannot wait past about 1e10
 # A user may paste the URL of an endpoint rather than the API's base; these tails are cut off.
@@ -101,16 +103,21 @@ class Endpoint:
     def parse(cls, url: str, api_key: str | None = None, timeout: float | None = None) -> Endpoint:
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(f"--endpoint '{url}' is not an http(s) URL; give the server's base URL, "
-                             "e.g. http://localhost:8000/v1")
+            raise UsageError(
+                f"--endpoint '{url}' is not an http(s) URL; give the server's base URL, "
+                "e.g. http://localhost:8000/v1"
+            )
         if parts.username or parts.password:
             # It would be shown in every message that names the server; keys go in a header.
-            raise UsageError("--endpoint should not carry credentials; give the key with --api-key or "
-                             "LLMCLI_API_KEY")
+            raise UsageError(
+                "--endpoint should not carry credentials; give the key with --api-key or LLMCLI_API_KEY"
+            )
         try:
             parts.port  # noqa: B018  (raises on a port that is not a number)
         except ValueError:
-            raise UsageError(f"--endpoint '{url}' has a bad port; give e.g. http://localhost:8000/v1") from None
+            raise UsageError(
+                f"--endpoint '{url}' has a bad port; give e.g. http://localhost:8000/v1"
+            ) from None
         path = parts.path.rstrip("/")
         for tail in ENDPOINT_TAILS:
             if path.endswith(tail):
@@ -119,13 +126,23 @@ class Endpoint:
         # A bare host means the usual place of the API; any other path is taken as the base.
         path = path or "/v1"
         if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:  # NaN fails this too
-            raise UsageError(f"--timeout {timeout}: give a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
-        return cls(f"{parts.scheme}://{parts.netloc}{path}", api_key or None,
-                   timeout if timeout is not None else DEFAULT_TIMEOUT)
+            raise UsageError(
+                f"--timeout {timeout}: give a number of seconds above 0 and at most {MAX_TIMEOUT:g}"
+            )
+        return cls(
+            f"{parts.scheme}://{parts.netloc}{path}",
+            api_key or None,
+            timeout if timeout is not None else DEFAULT_TIMEOUT,
+        )
 
     @classmethod
-    def from_options(cls, url: str | None, api_key: str | None = None, timeout: float | None = None,
-                     default_api_key: str | None = None) -> Endpoint | None:
+    def from_options(
+        cls,
+        url: str | None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        default_api_key: str | None = None,
+    ) -> Endpoint | None:
         """--endpoint (or $LLMCLI_ENDPOINT) and --api-key; None when no endpoint is set.
 
         `default_api_key` ($LLMCLI_API_KEY, read by the command) is used only when there is a
@@ -133,7 +150,9 @@ class Endpoint:
         """
         if not url:
             if api_key:
-                raise UsageError("--api-key is for a server: give --endpoint URL (or set LLMCLI_ENDPOINT) too")
+                raise UsageError(
+                    "--api-key is for a server: give --endpoint URL (or set LLMCLI_ENDPOINT) too"
+                )
             return None
         return cls.parse(url, api_key or default_api_key or None, timeout)
 
@@ -222,30 +241,40 @@ class Watchdog:
 def _connect_error(ep: Endpoint, exc: OSError) -> LlmcliError:
     # What went wrong -> what to tell the user; the first matching type wins.
     table: list[tuple[type, str]] = [
-        (ConnectionRefusedError, "connection refused; is the server running there? "
-                                 "(check --endpoint or LLMCLI_ENDPOINT)"),
+        (
+            ConnectionRefusedError,
+            "connection refused; is the server running there? (check --endpoint or LLMCLI_ENDPOINT)",
+        ),
         (socket.gaierror, "the host name does not resolve; check --endpoint or LLMCLI_ENDPOINT"),
         (TimeoutError, f"no answer within {ep.connect_timeout:g} s; check the address and the network"),
         (ssl.SSLError, f"TLS failed ({exc}); check the URL's scheme (http or https)"),
     ]
-    what = next((text for kind, text in table if isinstance(exc, kind)),
-                f"{exc.strerror or exc}; check --endpoint or LLMCLI_ENDPOINT")
+    what = next(
+        (text for kind, text in table if isinstance(exc, kind)),
+        f"{exc.strerror or exc}; check --endpoint or LLMCLI_ENDPOINT",
+    )
     return RemoteError(f"cannot connect to {ep.base_url}: {what}")
 
 
 def _read_timeout(ep: Endpoint) -> RemoteTimeout:
-    return RemoteTimeout(f"the server at {ep.base_url} sent nothing for {ep.timeout:g} s; it may be overloaded "
-                         "or stuck (raise --timeout if it is only slow)")
+    return RemoteTimeout(
+        f"the server at {ep.base_url} sent nothing for {ep.timeout:g} s; it may be overloaded "
+        "or stuck (raise --timeout if it is only slow)"
+    )
 
 
 def _too_slow(ep: Endpoint, what: str, seconds: float) -> RemoteTimeout:
-    return RemoteTimeout(f"{what} at {ep.base_url} took longer than {seconds:g} s in all; the server is "
-                         "stuck or far too slow (raise --timeout if it is only slow)")
+    return RemoteTimeout(
+        f"{what} at {ep.base_url} took longer than {seconds:g} s in all; the server is "
+        "stuck or far too slow (raise --timeout if it is only slow)"
+    )
 
 
 def _dropped(ep: Endpoint, detail: str = "") -> RemoteDropped:
-    return RemoteDropped(f"the server at {ep.base_url} closed the connection before the reply was complete"
-                         + (f" ({detail})" if detail else ""))
+    return RemoteDropped(
+        f"the server at {ep.base_url} closed the connection before the reply was complete"
+        + (f" ({detail})" if detail else "")
+    )
 
 
 def server_message(body: bytes, ep: Endpoint | None = None) -> str:
@@ -265,22 +294,29 @@ def server_message(body: bytes, ep: Endpoint | None = None) -> str:
     return (ep or Endpoint("")).shown(" ".join(printable(text).split()))
 
 
-def http_error(ep: Endpoint, status: int, reason: str, body: bytes, *, what: str, model: str | None = None
-               ) -> LlmcliError:
+def http_error(
+    ep: Endpoint, status: int, reason: str, body: bytes, *, what: str, model: str | None = None
+) -> LlmcliError:
     """An HTTP error status -> one line that says what to do (refusals exit 2, failures exit 1)."""
     reason = ep.shown(reason, NAME_LIMIT)
     detail = server_message(body, ep) or reason
     head = f"{what} at {ep.base_url} failed with {status} {reason}".rstrip()
     if status in (401, 403):
-        fix = ("the server rejected the API key; check --api-key or LLMCLI_API_KEY" if ep.api_key else
-               "the server wants an API key; give it with --api-key or LLMCLI_API_KEY")
+        fix = (
+            "the server rejected the API key; check --api-key or LLMCLI_API_KEY"
+            if ep.api_key
+            else "the server wants an API key; give it with --api-key or LLMCLI_API_KEY"
+        )
         return RemoteRefused(f"{head}: {fix}")
     if status == 404 and model is not None:
-        return RemoteRefused(f"{head}: {detail}; is '{ep.shown(model, NAME_LIMIT)}' one of the server's "
-                             f"models? (`llmcli list --endpoint {ep.base_url}`)")
+        return RemoteRefused(
+            f"{head}: {detail}; is '{ep.shown(model, NAME_LIMIT)}' one of the server's "
+            f"models? (`llmcli list --endpoint {ep.base_url}`)"
+        )
     if status == 404:
-        return RemoteRefused(f"{head}: no OpenAI-compatible API there; give the API's base URL, "
-                             "e.g. http://localhost:8000/v1")
+        return RemoteRefused(
+            f"{head}: no OpenAI-compatible API there; give the API's base URL, e.g. http://localhost:8000/v1"
+        )
     if status in (400, 413, 422):
         return RemoteRefused(f"{head}: {detail}")
     if status == 429:
@@ -308,13 +344,17 @@ def _get_json(ep: Endpoint, path: str, what: str) -> object:
         if resp.status != 200:
             raise http_error(ep, resp.status, resp.reason, body, what=what)
         if len(body) > MAX_JSON:
-            raise RemoteError(f"{what} at {ep.base_url} answered with over {MAX_JSON >> 20} MiB; "
-                              "is it an OpenAI-compatible server?")
+            raise RemoteError(
+                f"{what} at {ep.base_url} answered with over {MAX_JSON >> 20} MiB; "
+                "is it an OpenAI-compatible server?"
+            )
         try:
             return json.loads(body)
         except (ValueError, RecursionError):
-            raise RemoteError(f"{what} at {ep.base_url} did not answer with JSON; is it an OpenAI-compatible "
-                              "server? (give the API's base URL, e.g. http://localhost:8000/v1)") from None
+            raise RemoteError(
+                f"{what} at {ep.base_url} did not answer with JSON; is it an OpenAI-compatible "
+                "server? (give the API's base URL, e.g. http://localhost:8000/v1)"
+            ) from None
     finally:
         dog.cancel()
         conn.close()
@@ -332,8 +372,9 @@ def list_models(ep: Endpoint) -> list[RemoteModel]:
     data = _get_json(ep, "/models", "GET /models")
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        raise RemoteError(f"GET /models at {ep.base_url} did not return a model list; "
-                          "is it an OpenAI-compatible server?")
+        raise RemoteError(
+            f"GET /models at {ep.base_url} did not return a model list; is it an OpenAI-compatible server?"
+        )
     return [model for m in items if (model := _model(ep, m)) is not None]
 
 
@@ -345,12 +386,16 @@ def _model(ep: Endpoint, item: object) -> RemoteModel | None:
     if not ident:
         return None
     owner = item.get("owned_by")
-    return RemoteModel(ident, ep.shown(owner, NAME_LIMIT) if isinstance(owner, str) else "",
-                       _whole(item.get("created")), _whole(item.get("max_model_len")))
+    return RemoteModel(
+        ident,
+        ep.shown(owner, NAME_LIMIT) if isinstance(owner, str) else "",
+        _whole(item.get("created")),
+        _whole(item.get("max_model_len")),
+    )
 
 
 def _whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 53 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53 else None
 
 
 def _some(names: list[str]) -> str:
@@ -367,16 +412,19 @@ def pick_model(ep: Endpoint, models: list[RemoteModel], spec: str | None) -> str
     if spec is None:
         if len(ids) == 1:
             return ids[0]
-        raise UsageError(f"the server at {ep.base_url} serves {len(ids)} models ({_some(ids)}); "
-                         "pick one with -m MODEL")
+        raise UsageError(
+            f"the server at {ep.base_url} serves {len(ids)} models ({_some(ids)}); pick one with -m MODEL"
+        )
     if spec in ids:
         return spec
     matches = [i for i in ids if i.startswith(spec)]
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise UsageError(f"'{spec}' matches {len(matches)} of the server's models ({_some(matches)}); "
-                         "give more of the name")
+        raise UsageError(
+            f"'{spec}' matches {len(matches)} of the server's models ({_some(matches)}); "
+            "give more of the name"
+        )
     raise UsageError(f"the server at {ep.base_url} has no model '{spec}'; it serves: {_some(ids)}")
 
 

@@ -70,8 +70,12 @@ class ChatStream:
         self._dog.watch(self._conn)
         headers = {**ep.headers(), "Content-Type": "application/json", "Accept": "text/event-stream"}
         # Timeouts and broken connections propagate to __iter__, which knows whether we aborted.
-        self._conn.request("POST", ep.parts.path + "/chat/completions",
-                           body=json.dumps(self.body).encode("utf-8"), headers=headers)
+        self._conn.request(
+            "POST",
+            ep.parts.path + "/chat/completions",
+            body=json.dumps(self.body).encode("utf-8"),
+            headers=headers,
+        )
         resp = self._conn.getresponse()
         if resp.status == 200:
             return resp
@@ -91,8 +95,9 @@ class ChatStream:
                         self.body = again
                         self._rewritten.add(field)
                         return self._open()
-        raise http_error(ep, resp.status, resp.reason, body, what="POST /chat/completions",
-                         model=self.body.get("model"))
+        raise http_error(
+            ep, resp.status, resp.reason, body, what="POST /chat/completions", model=self.body.get("model")
+        )
 
     def _read(self) -> bytes:
         """The next bytes of the body, waiting no longer than the silence left since the last event."""
@@ -129,8 +134,9 @@ class ChatStream:
             if not (self.aborted or self._dog.expired):
                 raise _dropped(ep, "the stream ended without [DONE]")
         except EventTooLong as exc:
-            raise RemoteError(f"the server at {ep.base_url} sent {exc} in its stream; "
-                              "is it an OpenAI-compatible server?") from None
+            raise RemoteError(
+                f"the server at {ep.base_url} sent {exc} in its stream; is it an OpenAI-compatible server?"
+            ) from None
         except (http.client.HTTPException, OSError) as exc:
             # After abort() a read fails or ends: that is the cancel working, not an error.
             if not self.aborted:
@@ -145,9 +151,11 @@ class ChatStream:
         if self._dog.expired:
             return _too_slow(ep, "the reply from the server", self._dog.seconds)
         if isinstance(exc, TimeoutError) and self._heard:
-            return RemoteTimeout(f"the server at {ep.base_url} sent no complete event for {ep.timeout:g} s, "
-                                 "only keep-alive comments or part of a line; it may be stuck "
-                                 "(raise --timeout if it is only slow)")
+            return RemoteTimeout(
+                f"the server at {ep.base_url} sent no complete event for {ep.timeout:g} s, "
+                "only keep-alive comments or part of a line; it may be stuck "
+                "(raise --timeout if it is only slow)"
+            )
         if isinstance(exc, TimeoutError):
             return _read_timeout(ep)
         return _dropped(ep, type(exc).__name__)
@@ -160,15 +168,18 @@ class ChatStream:
         try:
             obj = json.loads(data)
         except (ValueError, RecursionError):
-            raise RemoteError(f"the server at {ep.base_url} sent a stream event that is not JSON: "
-                              f"'{ep.shown(data, 80)}'") from None
+            raise RemoteError(
+                f"the server at {ep.base_url} sent a stream event that is not JSON: '{ep.shown(data, 80)}'"
+            ) from None
         if isinstance(obj, dict) and "error" in obj:
             raise self._failed(data)
         try:
             return check_chunk(obj)
         except BadChunk as exc:
-            raise RemoteError(f"the server at {ep.base_url} sent a stream chunk of the wrong shape "
-                              f"({exc}); is it an OpenAI-compatible server?") from None
+            raise RemoteError(
+                f"the server at {ep.base_url} sent a stream chunk of the wrong shape "
+                f"({exc}); is it an OpenAI-compatible server?"
+            ) from None
 
     def _failed(self, data: str) -> RemoteError:
         """An error event in the stream (vLLM sends one when its engine dies mid-reply)."""

@@ -56,11 +56,18 @@ class StopMatcher:
         self._buffer += text
         hits = [i for i in (self._buffer.find(s) for s in self.stops) if i >= 0]
         if hits:
-            out, self._buffer, self.stopped = self._buffer[:min(hits)], "", True
+            out, self._buffer, self.stopped = self._buffer[: min(hits)], "", True
             return out
         # Case-sensitive, like llama.cpp's stop strings: hold a tail that may start a stop string.
-        hold = max((n for s in self.stops for n in range(min(len(s) - 1, len(self._buffer)), 0, -1)
-                    if self._buffer.endswith(s[:n])), default=0)
+        hold = max(
+            (
+                n
+                for s in self.stops
+                for n in range(min(len(s) - 1, len(self._buffer)), 0, -1)
+                if self._buffer.endswith(s[:n])
+            ),
+            default=0,
+        )
         cut = len(self._buffer) - hold
         out, self._buffer = self._buffer[:cut], self._buffer[cut:]
         return out
@@ -75,8 +82,9 @@ class WordFilter:
 
     def __init__(self, words: list[str]) -> None:
         self.words = sorted({w.strip().casefold() for w in words if w.strip()}, key=len, reverse=True)
-        self._pattern = (re.compile("|".join(re.escape(w) for w in self.words), re.IGNORECASE)
-                         if self.words else None)
+        self._pattern = (
+            re.compile("|".join(re.escape(w) for w in self.words), re.IGNORECASE) if self.words else None
+        )
         self._buffer = ""
         self.masked = 0
 
@@ -85,9 +93,13 @@ class WordFilter:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise UsageError(f"filter file not found: {path}; give a text file with one word or phrase a line") from None
+            raise UsageError(
+                f"filter file not found: {path}; give a text file with one word or phrase a line"
+            ) from None
         except (UnicodeDecodeError, IsADirectoryError):
-            raise UsageError(f"filter file {path} is not UTF-8 text; give one word or phrase a line") from None
+            raise UsageError(
+                f"filter file {path} is not UTF-8 text; give one word or phrase a line"
+            ) from None
         return cls(text.splitlines())
 
     def _mask(self, text: str) -> str:

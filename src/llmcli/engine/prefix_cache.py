@@ -117,8 +117,14 @@ def entry_name(key_id: str, tokens: list[int]) -> str:
 
 
 def encode_header(key: CacheKey, model_name: str, tokens: list[int]) -> bytes:
-    header = {"key_id": key.id, "key": asdict(key), "model_name": model_name, "tokens": tokens,
-              "n_tokens": len(tokens), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    header = {
+        "key_id": key.id,
+        "key": asdict(key),
+        "model_name": model_name,
+        "tokens": tokens,
+        "n_tokens": len(tokens),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     return json.dumps(header, separators=(",", ":")).encode()
 
 
@@ -129,8 +135,9 @@ def _is_int(v: object) -> bool:
 
 HEADER_FIELDS = {
     "key_id": lambda v: isinstance(v, str) and len(v) == 32 and all(c in "0123456789abcdef" for c in v),
-    "key": lambda v: isinstance(v, dict) and all(isinstance(x, str | int) and not isinstance(x, bool)
-                                                 for x in v.values()),
+    "key": lambda v: (
+        isinstance(v, dict) and all(isinstance(x, str | int) and not isinstance(x, bool) for x in v.values())
+    ),
     "model_name": lambda v: isinstance(v, str) and len(v) <= 4096,
     "tokens": lambda v: isinstance(v, list) and all(_is_int(t) and 0 <= t <= MAX_TOKEN_ID for t in v),
     "n_tokens": _is_int,
@@ -156,7 +163,7 @@ def parse_header(head: bytes, file_size: int, path: Path = Path("?")) -> EntryIn
     if len(head) < state_at:
         raise CorruptEntry("truncated in its header")
     try:
-        header = json.loads(head[_PREFIX.size:_PREFIX.size + header_len].decode("utf-8"))
+        header = json.loads(head[_PREFIX.size : _PREFIX.size + header_len].decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise CorruptEntry("a header that is not JSON") from exc
     if not isinstance(header, dict):
@@ -169,20 +176,31 @@ def parse_header(head: bytes, file_size: int, path: Path = Path("?")) -> EntryIn
     (state_size,) = _STATE_LEN.unpack_from(head, state_at - _STATE_LEN.size)
     if state_at + state_size + _CRC.size != file_size:
         raise CorruptEntry(f"{file_size} bytes where its header promises {state_at + state_size + _CRC.size}")
-    return EntryInfo(path=path, key_id=header["key_id"], key=header["key"], model_name=header["model_name"],
-                     tokens=header["tokens"], created=header["created"], size=file_size, last_used=0.0,
-                     state_offset=state_at, state_size=state_size)
+    return EntryInfo(
+        path=path,
+        key_id=header["key_id"],
+        key=header["key"],
+        model_name=header["model_name"],
+        tokens=header["tokens"],
+        created=header["created"],
+        size=file_size,
+        last_used=0.0,
+        state_offset=state_at,
+        state_size=state_size,
+    )
 
 
 def parse_entry(data: bytes | bytearray, path: Path = Path("?")) -> tuple[EntryInfo, memoryview]:
     """A whole entry file -> its header and a view of its state, checksum verified."""
     header_len = _PREFIX.unpack_from(data)[2] if len(data) >= _PREFIX.size else 0
-    info = parse_header(bytes(data[:_PREFIX.size + min(header_len, MAX_HEADER) + _STATE_LEN.size]), len(data), path)
-    body = memoryview(data)[:len(data) - _CRC.size]
+    info = parse_header(
+        bytes(data[: _PREFIX.size + min(header_len, MAX_HEADER) + _STATE_LEN.size]), len(data), path
+    )
+    body = memoryview(data)[: len(data) - _CRC.size]
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
     if zlib.crc32(body) != crc:
         raise CorruptEntry("damaged (its checksum does not match)")
-    return info, memoryview(data)[info.state_offset:info.state_offset + info.state_size]
+    return info, memoryview(data)[info.state_offset : info.state_offset + info.state_size]
 
 
 def encode_entry(header: bytes, state: bytes | bytearray | memoryview) -> Iterator[bytes | memoryview]:
@@ -225,9 +243,14 @@ class PrefixCache:
     # -- reading -----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
         try:
-            return sorted(p for p in self.root.iterdir() if p.name.endswith(SUFFIX)
-                          and not p.name.startswith(TEMP_PREFIX)  # a writer's, not yet whole
-                          and p.is_file() and not p.is_symlink())
+            return sorted(
+                p
+                for p in self.root.iterdir()
+                if p.name.endswith(SUFFIX)
+                and not p.name.startswith(TEMP_PREFIX)  # a writer's, not yet whole
+                and p.is_file()
+                and not p.is_symlink()
+            )
         except FileNotFoundError:
             return []
 
@@ -237,7 +260,7 @@ class PrefixCache:
             with open(path, "rb") as fh:
                 st = os.fstat(fh.fileno())
                 head = fh.read(_PREFIX.size)
-                if len(head) == _PREFIX.size and head[:len(MAGIC)] == MAGIC:
+                if len(head) == _PREFIX.size and head[: len(MAGIC)] == MAGIC:
                     (_, _, header_len) = _PREFIX.unpack(head)
                     head += fh.read(min(header_len, MAX_HEADER) + _STATE_LEN.size)
         except OSError as exc:
@@ -302,8 +325,13 @@ class PrefixCache:
             pass  # a read-only cache still serves; its order just does not learn
 
     # -- writing -----------------------------------------------------------------------------
-    def write(self, key: CacheKey, model_name: str, tokens: list[int], state: bytes | bytearray | memoryview,
-              ) -> Path | None:
+    def write(
+        self,
+        key: CacheKey,
+        model_name: str,
+        tokens: list[int],
+        state: bytes | bytearray | memoryview,
+    ) -> Path | None:
         """Write one entry (temp file + rename), supersede its prefixes, evict down to the cap.
 
         None when the entry alone is larger than the cap. OSError (disk full...) propagates after
@@ -330,7 +358,11 @@ class PrefixCache:
 
     def _supersede(self, key_id: str, tokens: list[int], keep: Path) -> None:
         for info in self.entries(key_id, remove_damaged=True):
-            if info.path != keep and len(info.tokens) < len(tokens) and tokens[:len(info.tokens)] == info.tokens:
+            if (
+                info.path != keep
+                and len(info.tokens) < len(tokens)
+                and tokens[: len(info.tokens)] == info.tokens
+            ):
                 info.path.unlink(missing_ok=True)
 
     def evict(self, keep: Path | None = None) -> list[Path]:
@@ -417,9 +449,16 @@ def cache_key(runtime) -> CacheKey:
     import llama_cpp
 
     params = runtime.kv_params
-    return CacheKey(model=model_identity(runtime.path), llama_cpp=str(llama_cpp.__version__),
-                    n_ctx=runtime.n_ctx, n_batch=runtime.n_batch, n_ubatch=params["n_ubatch"],
-                    flash_attn=params["flash_attn"], type_k=params["type_k"], type_v=params["type_v"])
+    return CacheKey(
+        model=model_identity(runtime.path),
+        llama_cpp=str(llama_cpp.__version__),
+        n_ctx=runtime.n_ctx,
+        n_batch=runtime.n_batch,
+        n_ubatch=params["n_ubatch"],
+        flash_attn=params["flash_attn"],
+        type_k=params["type_k"],
+        type_v=params["type_v"],
+    )
 
 
 @dataclass
@@ -456,10 +495,17 @@ class SessionCache:
         try:
             match = self.cache.best(self.key.id, tokens, remove_damaged=True)
         except OSError as exc:
-            return Restored(0, f"the prefix cache {self.cache.root} is unreadable ({exc.strerror}); prefilled in full")
-        note = "; ".join(f"{verb} {n} damaged prefix-cache entr{'y' if n == 1 else 'ies'}"
-                         for verb, n in (("removed", len(self.cache.removed)), ("skipped", len(self.cache.skipped)))
-                         if n) or None
+            return Restored(
+                0, f"the prefix cache {self.cache.root} is unreadable ({exc.strerror}); prefilled in full"
+            )
+        note = (
+            "; ".join(
+                f"{verb} {n} damaged prefix-cache entr{'y' if n == 1 else 'ies'}"
+                for verb, n in (("removed", len(self.cache.removed)), ("skipped", len(self.cache.skipped)))
+                if n
+            )
+            or None
+        )
         if match is None:
             return Restored(0, note)
         length = min(match.length, limit)
@@ -469,12 +515,17 @@ class SessionCache:
             _, state = self.cache.load(match.entry)
         except CorruptEntry as exc:
             self.cache.remove(match.entry.path)
-            return Restored(0, f"the prefix-cache entry {match.entry.path.name} is {exc}; removed it and "
-                               "prefilled in full")
+            return Restored(
+                0,
+                f"the prefix-cache entry {match.entry.path.name} is {exc}; removed it and prefilled in full",
+            )
         if not runtime.load_state(state, match.entry.tokens):
             self.cache.remove(match.entry.path)
-            return Restored(0, f"llama.cpp refused the prefix-cache entry {match.entry.path.name} "
-                               f"({runtime.last_log()}); removed it and prefilled in full")
+            return Restored(
+                0,
+                f"llama.cpp refused the prefix-cache entry {match.entry.path.name} "
+                f"({runtime.last_log()}); removed it and prefilled in full",
+            )
         return Restored(runtime.keep_prefix(length), note)
 
     def enforce_cap(self) -> None:
@@ -497,9 +548,13 @@ class SessionCache:
             written = self.cache.write(self.key, self.model_name, tokens, state)
         except (OSError, RuntimeFailure) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            return Saved(warning=f"could not save the prompt cache in {self.cache.root} ({reason}); "
-                                 "the reply is complete")
+            return Saved(
+                warning=f"could not save the prompt cache in {self.cache.root} ({reason}); "
+                "the reply is complete"
+            )
         if written is None:
-            return Saved(note=f"the prompt's KV state ({format_bytes(len(state))}) is larger than "
-                              f"LLMCLI_CACHE_MAX ({format_bytes(self.cache.max_bytes)}); not saved")
+            return Saved(
+                note=f"the prompt's KV state ({format_bytes(len(state))}) is larger than "
+                f"LLMCLI_CACHE_MAX ({format_bytes(self.cache.max_bytes)}); not saved"
+            )
         return Saved()

@@ -36,8 +36,10 @@ def check_remote_constraint(constraint: OutputConstraint | None) -> None:
     (vLLM, OpenAI), and a reply cannot be re-checked against GBNF here without a local model, so a
     script could receive text the grammar never allowed. JSON replies are re-checked, so they go."""
     if constraint is not None and constraint.kind == "grammar":
-        raise UsageError("--grammar needs the local engine (a server's reply cannot be checked against "
-                         "a GBNF grammar here); with --endpoint use --schema or --format json")
+        raise UsageError(
+            "--grammar needs the local engine (a server's reply cannot be checked against "
+            "a GBNF grammar here); with --endpoint use --schema or --format json"
+        )
 
 
 def constraint_fields(constraint: OutputConstraint | None) -> dict:
@@ -48,16 +50,29 @@ def constraint_fields(constraint: OutputConstraint | None) -> dict:
     if constraint is None:
         return {}
     if constraint.kind == "schema":
-        return {"response_format": {"type": "json_schema", "json_schema": {
-            "name": "reply", "schema": constraint.schema, "strict": True}}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": constraint.schema, "strict": True},
+            }
+        }
     return {"response_format": {"type": "json_object"}}
 
 
-def request_body(model: str, messages: list[dict], params: SamplingParams, stops: list[str],
-                 constraint: OutputConstraint | None = None) -> dict:
-    body: dict = {"model": model, "messages": messages, "stream": True,
-                  # Usage in the last chunk (vLLM, SGLang, OpenAI); servers that do not know it ignore it.
-                  "stream_options": {"include_usage": True}}
+def request_body(
+    model: str,
+    messages: list[dict],
+    params: SamplingParams,
+    stops: list[str],
+    constraint: OutputConstraint | None = None,
+) -> dict:
+    body: dict = {
+        "model": model,
+        "messages": messages,
+        "stream": True,
+        # Usage in the last chunk (vLLM, SGLang, OpenAI); servers that do not know it ignore it.
+        "stream_options": {"include_usage": True},
+    }
     # Field names come from the parameter table: OpenAI's own always, extensions only when changed.
     body.update(request_fields(params.as_dict()))
     if stops:
@@ -67,9 +82,17 @@ def request_body(model: str, messages: list[dict], params: SamplingParams, stops
 
 
 class RemoteChatSession:
-    def __init__(self, endpoint: Endpoint, model: str, *, system: str | None = None,
-                 params: SamplingParams | None = None, stops: list[str] | None = None,
-                 word_filter: WordFilter | None = None, constraint: OutputConstraint | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        model: str,
+        *,
+        system: str | None = None,
+        params: SamplingParams | None = None,
+        stops: list[str] | None = None,
+        word_filter: WordFilter | None = None,
+        constraint: OutputConstraint | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.constraint = constraint
         self.model = model
@@ -100,10 +123,13 @@ class RemoteChatSession:
     def describe(self) -> SessionInfo:
         return SessionInfo(
             banner=f"remote · {self.endpoint.base_url}",
-            details=[("endpoint", self.endpoint.base_url),
-                     ("server model", self.model),
-                     ("API key", "set" if self.endpoint.api_key else "none"),
-                     ("timeout", f"{self.endpoint.timeout:g} s of silence")])
+            details=[
+                ("endpoint", self.endpoint.base_url),
+                ("server model", self.model),
+                ("API key", "set" if self.endpoint.api_key else "none"),
+                ("timeout", f"{self.endpoint.timeout:g} s of silence"),
+            ],
+        )
 
     def close(self) -> None:
         """Nothing to free here: each request has its own connection, and the server owns its cache."""
@@ -116,8 +142,7 @@ class RemoteChatSession:
         ms = {"postprocess": 0.0, "return": 0.0}  # the stages that run here
         self._cancel = False
         user = Message("user", text)
-        body = request_body(self.model, self.conversation([user]), self.params, self.stops,
-                            self.constraint)
+        body = request_body(self.model, self.conversation([user]), self.params, self.stops, self.constraint)
         post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
         parts: list[str] = []
         finish = "stop"
@@ -207,8 +232,10 @@ def _count(value: object) -> int | None:
 def _stage_records(stats: Stats, report: RemoteReport, here: dict[str, float]) -> list[StageRecord]:
     """The server's stages carry its own numbers where it sent them (llama.cpp: prefill, decode)."""
     timings = report.timings or {}
-    server_ms = {"prefill": reported(timings.get("prompt_ms")),
-                 "decode": reported(timings.get("predicted_ms"))}
+    server_ms = {
+        "prefill": reported(timings.get("prompt_ms")),
+        "decode": reported(timings.get("predicted_ms")),
+    }
     no_usage = "" if report.usage_reported else " (the server sent no usage)"
     details = {"tokenize": f"{num(stats.prompt_tokens, 0)} prompt tokens{no_usage}"}
     if stats.cached_tokens is not None:
@@ -216,10 +243,17 @@ def _stage_records(stats: Stats, report: RemoteReport, here: dict[str, float]) -
     if server_ms["prefill"] is not None:
         details["prefill"] = f"{num(rate(stats.prefill_tokens, server_ms['prefill']))} tok/s (server timings)"
     if server_ms["decode"] is not None:
-        details["decode"] = (f"{timings.get('predicted_n', '?')} tokens · {num(report.decode_tps)} tok/s "
-                             "(server timings)")
+        details["decode"] = (
+            f"{timings.get('predicted_n', '?')} tokens · {num(report.decode_tps)} tok/s (server timings)"
+        )
     if stats.masked_words:
         details["postprocess"] = f"{stats.masked_words} words masked here"
-    return [StageRecord(stage.key, server_ms.get(stage.key) if stage.on_server else here[stage.key],
-                        "remote" if stage.on_server else "local", details.get(stage.key, stage.covers_remote))
-            for stage in STAGES]
+    return [
+        StageRecord(
+            stage.key,
+            server_ms.get(stage.key) if stage.on_server else here[stage.key],
+            "remote" if stage.on_server else "local",
+            details.get(stage.key, stage.covers_remote),
+        )
+        for stage in STAGES
+    ]

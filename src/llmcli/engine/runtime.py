@@ -74,8 +74,9 @@ class Runtime:
         mparams = ll.llama_model_default_params()
         self._model = ll.llama_model_load_from_file(self.path.encode(), mparams)
         if not self._model:
-            raise BadModelFile(f"llama.cpp could not load {self.path} ({self.last_log()}); "
-                               "re-download or re-convert it")
+            raise BadModelFile(
+                f"llama.cpp could not load {self.path} ({self.last_log()}); re-download or re-convert it"
+            )
         self.vocab = ll.llama_model_get_vocab(self._model)
         self.n_ctx_train = int(ll.llama_model_n_ctx_train(self._model))
         cparams = ll.llama_context_default_params()
@@ -83,20 +84,27 @@ class Runtime:
         cparams.n_ctx = n_ctx
         cparams.n_batch = cparams.n_ubatch = self.config.n_batch
         cparams.n_threads = cparams.n_threads_batch = self.config.n_threads or usable_cores()
-        cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if self.config.flash_attn
-                                   else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        cparams.flash_attn_type = (
+            ll.LLAMA_FLASH_ATTN_TYPE_AUTO if self.config.flash_attn else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
         cparams.no_perf = True
         self._ctx = ll.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             self.close()
-            raise RuntimeFailure(f"llama.cpp could not create a context of {n_ctx} tokens "
-                                 f"({self.last_log()}); try a smaller --ctx")
+            raise RuntimeFailure(
+                f"llama.cpp could not create a context of {n_ctx} tokens "
+                f"({self.last_log()}); try a smaller --ctx"
+            )
         self.n_ctx = int(ll.llama_n_ctx(self._ctx))
         self.n_batch = int(ll.llama_n_batch(self._ctx))
         self.n_threads = cparams.n_threads
         # What else shapes the bytes of the KV state (the prefix cache's key).
-        self.kv_params = {"n_ubatch": int(ll.llama_n_ubatch(self._ctx)), "flash_attn": int(cparams.flash_attn_type),
-                          "type_k": int(cparams.type_k), "type_v": int(cparams.type_v)}
+        self.kv_params = {
+            "n_ubatch": int(ll.llama_n_ubatch(self._ctx)),
+            "flash_attn": int(cparams.flash_attn_type),
+            "type_k": int(cparams.type_k),
+            "type_v": int(cparams.type_v),
+        }
         self.n_vocab = int(ll.llama_vocab_n_tokens(self.vocab))
         self.add_bos = bool(ll.llama_vocab_get_add_bos(self.vocab))
         self.bos_id = int(ll.llama_vocab_bos(self.vocab))
@@ -205,9 +213,13 @@ class Runtime:
         ll.llama_synchronize(self._ctx)
         size = int(ll.llama_state_seq_get_size(self._ctx, 0))
         data = bytearray(size)
-        written = int(ll.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0))
+        written = int(
+            ll.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0)
+        )
         if written != size:
-            raise RuntimeFailure(f"llama.cpp wrote {written} of {size} bytes of the KV state ({self.last_log()})")
+            raise RuntimeFailure(
+                f"llama.cpp wrote {written} of {size} bytes of the KV state ({self.last_log()})"
+            )
         return data
 
     def load_state(self, data: bytes | bytearray | memoryview, tokens: list[int]) -> bool:
@@ -224,8 +236,11 @@ class Runtime:
         if not len(view):
             return False
         # Without a copy when the bytes are writable (a bytearray, a view of one), as a loaded entry's are.
-        buf = ((ctypes.c_uint8 * len(view)).from_buffer(view) if not view.readonly
-               else (ctypes.c_uint8 * len(view)).from_buffer_copy(view))
+        buf = (
+            (ctypes.c_uint8 * len(view)).from_buffer(view)
+            if not view.readonly
+            else (ctypes.c_uint8 * len(view)).from_buffer_copy(view)
+        )
         read = int(ll.llama_state_seq_set_data(self._ctx, buf, len(view), 0))
         if read != len(data):
             self.clear()
@@ -237,12 +252,14 @@ class Runtime:
     def prefill(self, tokens: list[int]) -> None:
         """Feed tokens in n_batch chunks; logits are kept for the last one only."""
         if len(self.kv_tokens) + len(tokens) > self.n_ctx:
-            raise RuntimeFailure(f"{len(self.kv_tokens) + len(tokens)} tokens do not fit the "
-                                 f"{self.n_ctx}-token context; raise --ctx")
+            raise RuntimeFailure(
+                f"{len(self.kv_tokens) + len(tokens)} tokens do not fit the "
+                f"{self.n_ctx}-token context; raise --ctx"
+            )
         ll, buf = self.ll, self._token_buf
         for start in range(0, len(tokens), self.n_batch):
-            chunk = tokens[start:start + self.n_batch]
-            buf[:len(chunk)] = chunk
+            chunk = tokens[start : start + self.n_batch]
+            buf[: len(chunk)] = chunk
             rc = ll.llama_decode(self._ctx, ll.llama_batch_get_one(buf, len(chunk)))
             if rc != 0:
                 raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
@@ -267,8 +284,10 @@ class Runtime:
         speculative verification reads them with the sampler's `sample(i)`."""
         ll, n = self.ll, len(tokens)
         if n > self.n_batch or len(self.kv_tokens) + n > self.n_ctx:
-            raise RuntimeFailure(f"a batch of {n} tokens does not fit at position {len(self.kv_tokens)}; "
-                                 "raise --ctx or draft fewer tokens")
+            raise RuntimeFailure(
+                f"a batch of {n} tokens does not fit at position {len(self.kv_tokens)}; "
+                "raise --ctx or draft fewer tokens"
+            )
         if n > self._batch_cap:
             if self._batch is not None:
                 ll.llama_batch_free(self._batch)

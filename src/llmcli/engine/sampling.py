@@ -42,8 +42,9 @@ class Sampler:
         # Only the penalties sampler keeps state on accept; without it a drawn token needs no undo.
         self._stateful = params.repeat_penalty != 1.0
         if self._stateful:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_penalties(
-                params.repeat_last_n, params.repeat_penalty, 0.0, 0.0))
+            ll.llama_sampler_chain_add(
+                chain, ll.llama_sampler_init_penalties(params.repeat_last_n, params.repeat_penalty, 0.0, 0.0)
+            )
         if params.temperature <= 0:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
         else:
@@ -106,7 +107,9 @@ class GrammarCheck:
         self.resamples = 0  # tokens the grammar rejected (for tests and the benchmark)
         n = runtime.n_vocab
         self._ids = np.arange(n, dtype=np.int32)
-        self._cands = np.zeros(n, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+        self._cands = np.zeros(
+            n, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+        )
         self._all = ll.llama_token_data_array(self._cands.ctypes.data_as(ll.llama_token_data_p), n, -1, False)
         self._one_data = (ll.llama_token_data * 1)()
         self._one = ll.llama_token_data_array(self._one_data, 1, -1, False)

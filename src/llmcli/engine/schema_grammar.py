@@ -68,14 +68,14 @@ def natural_range(lo: int, hi: int) -> str:
     alts = []
     for n in range(len(str(lo)), len(str(hi)) + 1):
         a = lo if n == len(str(lo)) else 10 ** (n - 1)
-        b = hi if n == len(str(hi)) else 10 ** n - 1
+        b = hi if n == len(str(hi)) else 10**n - 1
         alts.append(f"({_same_length(str(a), str(b))})")
     return " | ".join(alts)
 
 
 def integer_range(lo: int | None, hi: int | None) -> str:
     """GBNF for the integers in [lo, hi]; None is an open side (up to INT_DIGITS digits)."""
-    top = 10 ** INT_DIGITS - 1
+    top = 10**INT_DIGITS - 1
     lo = -top if lo is None else lo
     hi = top if hi is None else hi
     if lo > hi:
@@ -102,8 +102,9 @@ def _fraction(lower: _Edge | None, upper: _Edge | None, room: int) -> tuple[str 
     Returns (GBNF for the non-empty ones, or None if there are none; whether the empty f is in)."""
     if lower is not None and lower.digits == "" and not lower.strict:
         lower = None  # f >= 0 holds for every f
-    empty_ok = (lower is None or (lower.digits == "" and not lower.strict)) and \
-               (upper is None or upper.digits != "" or not upper.strict)
+    empty_ok = (lower is None or (lower.digits == "" and not lower.strict)) and (
+        upper is None or upper.digits != "" or not upper.strict
+    )
     if room == 0:
         return None, empty_ok
     if lower is None and upper is None:
@@ -170,7 +171,7 @@ def _magnitudes(lo: Decimal, lo_strict: bool, hi: Decimal | None, hi_strict: boo
     lo_int, lo_frac = _split(lo)
     low = _Edge(lo_frac, lo_strict)
     if hi is None:
-        hi_int, up = 10 ** NUMBER_DIGITS - 1, None
+        hi_int, up = 10**NUMBER_DIGITS - 1, None
     else:
         hi_int, hi_frac = _split(hi)
         up = _Edge(hi_frac, hi_strict)
@@ -181,7 +182,7 @@ def _magnitudes(lo: Decimal, lo_strict: bool, hi: Decimal | None, hi_strict: boo
     if lo_int + 1 <= hi_int - (0 if up is None else 1):
         last = hi_int - (0 if up is None else 1)
         for n in range(len(str(lo_int + 1)), len(str(last)) + 1):  # one fraction room per length
-            a, b = max(lo_int + 1, 10 ** (n - 1) if n > 1 else 0), min(last, 10 ** n - 1)
+            a, b = max(lo_int + 1, 10 ** (n - 1) if n > 1 else 0), min(last, 10**n - 1)
             if a <= b:
                 alts.append(_with_fraction(f"({_same_length(str(a), str(b))})", n, None, None))
     if up is not None:
@@ -216,8 +217,16 @@ def _decimal(value) -> Decimal:
 
 def bounded_rule(schema: dict) -> str:
     """The GBNF body (before `space`) for a bounded {"type": "integer"|"number", ...}."""
-    lower = [(_decimal(schema[k]), k.startswith("exclusive")) for k in ("minimum", "exclusiveMinimum") if k in schema]
-    upper = [(_decimal(schema[k]), k.startswith("exclusive")) for k in ("maximum", "exclusiveMaximum") if k in schema]
+    lower = [
+        (_decimal(schema[k]), k.startswith("exclusive"))
+        for k in ("minimum", "exclusiveMinimum")
+        if k in schema
+    ]
+    upper = [
+        (_decimal(schema[k]), k.startswith("exclusive"))
+        for k in ("maximum", "exclusiveMaximum")
+        if k in schema
+    ]
     # The tighter bound of each side: the larger minimum (exclusive wins a tie), the smaller maximum.
     lo = max(lower, key=lambda b: (b[0], b[1])) if lower else None
     hi = min(upper, key=lambda b: (b[0], not b[1])) if upper else None
@@ -240,8 +249,11 @@ def schema_to_gbnf(schema: dict) -> str:
             return super()._add_primitive(name, rule)
 
         def visit(self, node, name):
-            if isinstance(node, dict) and node.get("type") in ("integer", "number") and \
-                    any(k in node for k in BOUND_KEYWORDS):
+            if (
+                isinstance(node, dict)
+                and node.get("type") in ("integer", "number")
+                and any(k in node for k in BOUND_KEYWORDS)
+            ):
                 rule_name = name + "-" if name in RESERVED_NAMES else name or "root"
                 return self._add_rule(rule_name, f"({bounded_rule(node)}) space")
             return super().visit(node, name)

@@ -27,8 +27,9 @@ class LookupDecoder:
     cuts it back to what plain decoding would hold with `settle` when the reply ends.
     """
 
-    def __init__(self, runtime, sampler, prompt_tokens: list[int],
-                 drafter: LookupDrafter | None = None) -> None:
+    def __init__(
+        self, runtime, sampler, prompt_tokens: list[int], drafter: LookupDrafter | None = None
+    ) -> None:
         self.rt, self.sampler = runtime, sampler
         self.drafter = drafter or LookupDrafter()
         self.drafter.extend(prompt_tokens)

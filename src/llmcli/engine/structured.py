@@ -71,10 +71,18 @@ SCHEMA_KEYWORDS: dict[str, str] = {
     "format": GRAMMAR,  # date, time, date-time, uuid
     "minLength": GRAMMAR,
     "maxLength": GRAMMAR,
-    "$defs": ANNOTATION, "definitions": ANNOTATION,  # containers for $ref targets
-    "title": ANNOTATION, "description": ANNOTATION, "$schema": ANNOTATION, "$id": ANNOTATION,
-    "$comment": ANNOTATION, "examples": ANNOTATION, "default": ANNOTATION, "deprecated": ANNOTATION,
-    "readOnly": ANNOTATION, "writeOnly": ANNOTATION,
+    "$defs": ANNOTATION,
+    "definitions": ANNOTATION,  # containers for $ref targets
+    "title": ANNOTATION,
+    "description": ANNOTATION,
+    "$schema": ANNOTATION,
+    "$id": ANNOTATION,
+    "$comment": ANNOTATION,
+    "examples": ANNOTATION,
+    "default": ANNOTATION,
+    "deprecated": ANNOTATION,
+    "readOnly": ANNOTATION,
+    "writeOnly": ANNOTATION,
     "minimum": GRAMMAR,  # exact bounds (engine/schema_grammar.py), type integer or number
     "maximum": GRAMMAR,
     "exclusiveMinimum": GRAMMAR,
@@ -168,7 +176,8 @@ def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
     if "format" in node and node["format"] not in FORMATS:
         raise _refuse(where, f"format {node['format']!r} has no grammar (supported: {', '.join(FORMATS)})")
     if ("minLength" in node or "maxLength" in node) and (
-            node.get("type") != "string" or "pattern" in node or "format" in node):
+        node.get("type") != "string" or "pattern" in node or "format" in node
+    ):
         raise _refuse(where, "minLength/maxLength need type string, without pattern or format")
     if bounds := [k for k in BOUND_KEYWORDS if k in node]:
         if node.get("type") not in ("integer", "number"):
@@ -176,15 +185,18 @@ def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
         for key in bounds:
             value = node[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise _refuse(where, f"{key} must be a finite number (draft 2020-12), not {_short(value, 20)}")
+                raise _refuse(
+                    where, f"{key} must be a finite number (draft 2020-12), not {_short(value, 20)}"
+                )
     if ("minItems" in node or "maxItems" in node) and not isinstance(node.get("items"), dict):
         raise _refuse(where, "minItems/maxItems need items to be one schema")
     if "pattern" in node and "format" in node:
         raise _refuse(where, "pattern beside format (the converter would drop format)")
     if "items" in node and "prefixItems" in node:
         raise _refuse(where, "items beside prefixItems (the converter would drop one)")
-    if "pattern" in node and not (isinstance(node["pattern"], str) and node["pattern"].startswith("^")
-                                  and node["pattern"].endswith("$")):
+    if "pattern" in node and not (
+        isinstance(node["pattern"], str) and node["pattern"].startswith("^") and node["pattern"].endswith("$")
+    ):
         raise _refuse(where, "pattern must be anchored: ^...$")
     if "$ref" in node and not str(node["$ref"]).startswith("#/"):
         raise _refuse(where, f"$ref {node['$ref']!r} is not local (#/...)")
@@ -214,8 +226,10 @@ def check_is_schema(schema: Any) -> None:
     import jsonschema
 
     if not isinstance(schema, dict):
-        raise UsageError("--schema must be a JSON object (a JSON Schema), e.g. "
-                         '\'{"type": "object", "properties": {"name": {"type": "string"}}}\'')
+        raise UsageError(
+            "--schema must be a JSON object (a JSON Schema), e.g. "
+            '\'{"type": "object", "properties": {"name": {"type": "string"}}}\''
+        )
     if not isinstance(schema.get("$schema", ""), str):
         raise UsageError("--schema is not a valid JSON Schema at /$schema: it must be a URI string")
     try:
@@ -231,7 +245,7 @@ def check_is_schema(schema: Any) -> None:
 def _tail(text: str, limit: int = 40) -> str:
     """The end of a reply on one line, starting with '…' when its start is cut off."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else "…" + line[-(limit - 1):]
+    return line if len(line) <= limit else "…" + line[-(limit - 1) :]
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -246,7 +260,15 @@ def schema_to_gbnf(schema: dict) -> str:
         return schema_to_gbnf(schema)
     except EmptyRange as err:
         raise UsageError(f"--schema: {err}; widen the bounds") from None
-    except (AssertionError, AttributeError, ValueError, KeyError, TypeError, IndexError, RecursionError) as err:
+    except (
+        AssertionError,
+        AttributeError,
+        ValueError,
+        KeyError,
+        TypeError,
+        IndexError,
+        RecursionError,
+    ) as err:
         # The converter reports unsupported regex syntax and bad references with asserts.
         raise UsageError(f"--schema: the grammar converter cannot handle it ({_short(err)})") from None
 
@@ -300,14 +322,14 @@ def _parse_error(printed: list[str], gbnf: str) -> str | None:
     start = text.find(PARSE_ERROR)
     if start < 0:
         return None
-    what = text[start + len(PARSE_ERROR):]
+    what = text[start + len(PARSE_ERROR) :]
     for dump in ("\n\n" + gbnf, "\n\n" + gbnf.rstrip("\n")):  # splitlines may drop the final newline
         if what.endswith(dump):
-            what = what[:len(what) - len(dump)]
+            what = what[: len(what) - len(dump)]
             break
     at = what.find(" at ")
     while at >= 0:
-        rest = what[at + 4:]
+        rest = what[at + 4 :]
         if gbnf.endswith(rest):
             if not rest.strip():
                 where = f"the end of the grammar (line {gbnf.rstrip().count(chr(10)) + 1})"
@@ -350,14 +372,18 @@ def load_schema(arg: str) -> tuple[dict, str]:
                 return json.loads(arg), source  # 42, true, "": JSON, just not a schema (said next)
             except (ValueError, RecursionError):
                 pass
-            raise UsageError(f"--schema {_short(arg, 60)!r} is neither JSON nor a file; "
-                             "give a JSON Schema inline or a file path")
+            raise UsageError(
+                f"--schema {_short(arg, 60)!r} is neither JSON nor a file; "
+                "give a JSON Schema inline or a file path"
+            )
         text, source = _read(path, "--schema"), arg
     try:
         schema = json.loads(text)
     except ValueError as err:
-        raise UsageError(f"--schema {'' if source == '--schema' else source + ' '}is not JSON "
-                         f"({_short(err)}); give a JSON Schema inline or a file path") from None
+        raise UsageError(
+            f"--schema {'' if source == '--schema' else source + ' '}is not JSON "
+            f"({_short(err)}); give a JSON Schema inline or a file path"
+        ) from None
     except RecursionError:
         raise UsageError("--schema nests too deeply") from None
     return schema, source
@@ -369,11 +395,15 @@ def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConst
     return OutputConstraint("schema", schema_to_gbnf(schema), schema, source)
 
 
-def parse_constraint(schema: str | None = None, fmt: str | None = None,
-                     grammar: Path | None = None) -> OutputConstraint | None:
+def parse_constraint(
+    schema: str | None = None, fmt: str | None = None, grammar: Path | None = None
+) -> OutputConstraint | None:
     """The three options into one value (or None); everything is checked here, before a model loads."""
-    given = [name for name, value in (("--schema", schema), ("--format", fmt), ("--grammar", grammar))
-             if value is not None]
+    given = [
+        name
+        for name, value in (("--schema", schema), ("--format", fmt), ("--grammar", grammar))
+        if value is not None
+    ]
     if len(given) > 1:
         raise UsageError(f"{' and '.join(given)} each constrain the reply; give only one")
     if schema is not None:
@@ -403,8 +433,9 @@ class ThinkGate:
 
     def __init__(self, think_token: int | None, opened_in_prompt: bool = False) -> None:
         self.think_token = think_token
-        self.state = "thinking" if opened_in_prompt else ("undecided" if think_token is not None
-                                                           else "constrained")
+        self.state = (
+            "thinking" if opened_in_prompt else ("undecided" if think_token is not None else "constrained")
+        )
         self._text = ""
 
     @property
@@ -455,6 +486,7 @@ def finish(constraint: OutputConstraint, text: str, finish_reason: str = "stop")
         cls = jsonschema.validators.validator_for(constraint.schema, default=jsonschema.Draft202012Validator)
         error = jsonschema.exceptions.best_match(cls(constraint.schema).iter_errors(data))
         if error is not None:
-            raise RuntimeFailure(f"the reply does not match the schema at {error.json_path}: "
-                                 f"{_short(error.message)}")
+            raise RuntimeFailure(
+                f"the reply does not match the schema at {error.json_path}: {_short(error.message)}"
+            )
     return StructuredReply(body, data)

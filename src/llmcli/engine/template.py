@@ -77,8 +77,9 @@ class PromptTooLong(ContextOverflow):
     """Tokenizing stopped early: the prompt holds at least `at_least` tokens, past the limit."""
 
     def __init__(self, at_least: int, limit: int) -> None:
-        super().__init__(f"the prompt is over {limit} tokens, more than the context holds; "
-                         "shorten it or raise --ctx")
+        super().__init__(
+            f"the prompt is over {limit} tokens, more than the context holds; shorten it or raise --ctx"
+        )
         self.at_least = at_least
 
 
@@ -105,8 +106,10 @@ class _Defuser:
             if n <= hi - lo:
                 return lo + n
             n -= hi - lo + 1
-        raise TemplateError("the conversation holds too many distinct special-token strings to render safely; "
-                            "remove them from the messages")
+        raise TemplateError(
+            "the conversation holds too many distinct special-token strings to render safely; "
+            "remove them from the messages"
+        )
 
     def defuse(self, text: str, controls: list[tuple[int, int]]) -> str:
         """Replace the control-token text at `controls` (spans) and escape private-use characters."""
@@ -167,7 +170,7 @@ class _ControlTexts:
             if at < end:
                 continue
             for length in self.lengths:
-                if text[at:at + length] in self.texts:
+                if text[at : at + length] in self.texts:
                     end = at + length
                     found.append((at, end))
                     break
@@ -187,9 +190,15 @@ class ChatTemplate:
     # -- rendering -------------------------------------------------------------------------------
     def _variables(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> dict:
         # As transformers passes them: tools and documents are none, not undefined.
-        return {"messages": messages, "tools": None, "documents": None,
-                "add_generation_prompt": add_generation_prompt,
-                "bos_token": self.bos_token, "eos_token": self.eos_token, **extra}
+        return {
+            "messages": messages,
+            "tools": None,
+            "documents": None,
+            "add_generation_prompt": add_generation_prompt,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            **extra,
+        }
 
     def _render(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> str:
         size = sum(len(str(m.get("content", ""))) for m in messages)
@@ -201,8 +210,15 @@ class ChatTemplate:
         return self._render(messages, add_generation_prompt, extra)
 
     # -- tokenizing ------------------------------------------------------------------------------
-    def tokenize(self, runtime, messages: list[Message], add_generation_prompt: bool = True, *,
-                 limit: int | None = None, **extra) -> RenderedPrompt:
+    def tokenize(
+        self,
+        runtime,
+        messages: list[Message],
+        add_generation_prompt: bool = True,
+        *,
+        limit: int | None = None,
+        **extra,
+    ) -> RenderedPrompt:
         """Render over the real text, then tokenize markup and message text with the right rules.
 
         With `limit`, stop as soon as the prompt is known to exceed that many tokens (PromptTooLong).
@@ -211,8 +227,9 @@ class ChatTemplate:
         as_dicts = [{"role": m.role, "content": d} for m, d in zip(messages, defused, strict=True)]
         rendered = self._render(as_dicts, add_generation_prompt, extra)
         if not rendered.strip():
-            raise TemplateError("the model's chat template rendered an empty prompt; "
-                                "use a model with a working chat template")
+            raise TemplateError(
+                "the model's chat template rendered an empty prompt; use a model with a working chat template"
+            )
         spans = self._spans(messages, defused, rendered, add_generation_prompt, extra)
         tokens = _Tokens(runtime, limit)
         pos = 0
@@ -246,7 +263,9 @@ class ChatTemplate:
         if cached is None:
             if len(self._defused) > 4096:
                 self._defused.clear()
-            cached = self._defused[text] = self._defuser.defuse(text, self._control_matcher(runtime).find(text))
+            cached = self._defused[text] = self._defuser.defuse(
+                text, self._control_matcher(runtime).find(text)
+            )
         return cached
 
     def _control_matcher(self, runtime) -> _ControlTexts:
@@ -254,11 +273,19 @@ class ChatTemplate:
             self._control = _ControlTexts.of(runtime)
         return self._control
 
-    def _spans(self, messages: list[Message], defused: list[str], rendered: str, add_generation_prompt: bool,
-               extra: dict) -> list[tuple[int, int, int]]:
+    def _spans(
+        self,
+        messages: list[Message],
+        defused: list[str],
+        rendered: str,
+        add_generation_prompt: bool,
+        extra: dict,
+    ) -> list[tuple[int, int, int]]:
         """Where each message's text sits in the rendered prompt: (start, end, message index), in order."""
-        marked = [{"role": m.role, "content": f"{_MARK_OPEN}{i}{_MARK_SEP}{d}{_MARK_CLOSE}" if d else d}
-                  for i, (m, d) in enumerate(zip(messages, defused, strict=True))]
+        marked = [
+            {"role": m.role, "content": f"{_MARK_OPEN}{i}{_MARK_SEP}{d}{_MARK_CLOSE}" if d else d}
+            for i, (m, d) in enumerate(zip(messages, defused, strict=True))
+        ]
         try:
             with_marks = self._render(marked, add_generation_prompt, extra)
         except TemplateError:
@@ -311,9 +338,11 @@ class _Tokens:
         if self.limit is not None:
             room = self.limit - len(self.ids)
             # A token covers a few characters at most, so a long piece's head shows whether it fits.
-            head = text[:max(64, 64 * room)]
+            head = text[: max(64, 64 * room)]
             if len(head) < len(text):
-                counted = len(self.runtime.tokenize(head, parse_special=parse_special)) - 1  # the cut may split one
+                counted = (
+                    len(self.runtime.tokenize(head, parse_special=parse_special)) - 1
+                )  # the cut may split one
                 if counted > room:
                     raise PromptTooLong(len(self.ids) + counted, self.limit)
         self.ids += self.runtime.tokenize(text, parse_special=parse_special)

@@ -57,8 +57,12 @@ class BuiltinTemplate:
 
 
 BUILTIN_TEMPLATES: tuple[BuiltinTemplate, ...] = (
-    BuiltinTemplate("gemma", frozenset({"gemma", "gemma2", "gemma3", "gemma3n", "gemma-embedding"}),
-                    "<start_of_turn>", _GEMMA),
+    BuiltinTemplate(
+        "gemma",
+        frozenset({"gemma", "gemma2", "gemma3", "gemma3n", "gemma-embedding"}),
+        "<start_of_turn>",
+        _GEMMA,
+    ),
     BuiltinTemplate("llama3", frozenset({"llama"}), "<|start_header_id|>", _LLAMA3),
     BuiltinTemplate("phi3", frozenset({"phi3"}), "<|end|>", _PHI3),
 )
@@ -75,8 +79,13 @@ def builtin_for(arch: str | None, has_token: Callable[[str], bool]) -> BuiltinTe
     return next((row for row in BUILTIN_TEMPLATES if arch in row.archs and has_token(row.marker)), None)
 
 
-def choose_template(own: str | None, arch: str | None, has_token: Callable[[str], bool], *,
-                    override: TemplateChoice | None = None) -> TemplateChoice:
+def choose_template(
+    own: str | None,
+    arch: str | None,
+    has_token: Callable[[str], bool],
+    *,
+    override: TemplateChoice | None = None,
+) -> TemplateChoice:
     """The template to render with: --chat-template, else the GGUF's, else its family's, else ChatML."""
     if override is not None:
         return override
@@ -84,18 +93,25 @@ def choose_template(own: str | None, arch: str | None, has_token: Callable[[str]
         return TemplateChoice(own, "model", "the model's own (tokenizer.chat_template)")
     row = builtin_for(arch, has_token)
     if row is not None:
-        return TemplateChoice(row.source, "builtin",
-                              f"llama.cpp's built-in '{row.name}' format for {arch}: the GGUF carries no template")
-    return TemplateChoice(FALLBACK_TEMPLATE, "fallback",
-                          f"ChatML: the GGUF carries no template and {arch or 'its architecture'} has no built-in format")
+        return TemplateChoice(
+            row.source,
+            "builtin",
+            f"llama.cpp's built-in '{row.name}' format for {arch}: the GGUF carries no template",
+        )
+    return TemplateChoice(
+        FALLBACK_TEMPLATE,
+        "fallback",
+        f"ChatML: the GGUF carries no template and {arch or 'its architecture'} has no built-in format",
+    )
 
 
 def read_template_file(path: Path) -> TemplateChoice:
     """`--chat-template FILE`: UTF-8 Jinja text, bounded in size; parsed when the session opens."""
     from llmcli.fsutil import read_text_file
 
-    text = read_text_file(path, what="chat template file", fix="give a Jinja chat template file",
-                          limit=MAX_TEMPLATE_BYTES)
+    text = read_text_file(
+        path, what="chat template file", fix="give a Jinja chat template file", limit=MAX_TEMPLATE_BYTES
+    )
     if not text.strip():
         raise UsageError(f"{path} is empty; give a Jinja chat template")
     return TemplateChoice(text, "file", f"from {path} (--chat-template)")

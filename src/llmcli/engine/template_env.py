@@ -54,13 +54,17 @@ class Budget:
     def tick(self) -> None:
         self.ticks += 1
         if self.ticks & 63 == 0 and time.thread_time() > self.deadline:
-            raise TemplateLimit(f"the chat template ran for over {self.seconds:g} s of CPU and was stopped; "
-                                "use a model with a sane template")
+            raise TemplateLimit(
+                f"the chat template ran for over {self.seconds:g} s of CPU and was stopped; "
+                "use a model with a sane template"
+            )
 
     def size(self, n: int, what: str = "a string") -> None:
         if n > self.max_chars:
-            raise TemplateLimit(f"the chat template tried to build {what} of {n:,} characters (limit "
-                                f"{self.max_chars:,}) and was stopped; use a model with a sane template")
+            raise TemplateLimit(
+                f"the chat template tried to build {what} of {n:,} characters (limit "
+                f"{self.max_chars:,}) and was stopped; use a model with a sane template"
+            )
 
 
 _BUDGET: ContextVar[Budget | None] = ContextVar("llmcli_template_budget", default=None)
@@ -108,8 +112,10 @@ def _check_binop(op: str, left, right) -> None:
         budget.size(_weight(left) + _weight(right), "a concatenation")
     elif op == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
         if abs(left).bit_length() * right > 100_000:
-            raise TemplateLimit("the chat template computed a number too large to hold and was stopped; "
-                                "use a model with a sane template")
+            raise TemplateLimit(
+                "the chat template computed a number too large to hold and was stopped; "
+                "use a model with a sane template"
+            )
     elif op == "%" and isinstance(left, str) and _HUGE_WIDTH.search(left):
         budget.size(10**7, "a %-formatted string")
 
@@ -212,8 +218,9 @@ def _make_environment():
 
         def visit_Concat(self, node):
             self.generic_visit(node)
-            return nodes.Call(nodes.EnvironmentAttribute("llmcli_concat"), [nodes.Tuple(node.nodes, "load")],
-                              [], None, None)
+            return nodes.Call(
+                nodes.EnvironmentAttribute("llmcli_concat"), [nodes.Tuple(node.nodes, "load")], [], None, None
+            )
 
     class BoundedEnvironment(ImmutableSandboxedEnvironment):
         # Intercepted operators are also never folded at compile time, so `'a'*10**8` is not built there.
@@ -279,11 +286,14 @@ def compile_template(source: str):
         with bounded(Budget()):  # constant folding at compile time runs template code too
             return env.from_string(source)
     except TemplateSyntaxError as exc:
-        raise TemplateError(f"the model's chat template does not parse (line {exc.lineno}: {exc.message}); "
-                            "use a model with a valid template") from None
+        raise TemplateError(
+            f"the model's chat template does not parse (line {exc.lineno}: {exc.message}); "
+            "use a model with a valid template"
+        ) from None
     except RecursionError:
-        raise TemplateError("the model's chat template is nested too deeply to parse; "
-                            "use a model with a valid template") from None
+        raise TemplateError(
+            "the model's chat template is nested too deeply to parse; use a model with a valid template"
+        ) from None
 
 
 def render(template, budget: Budget, **variables) -> str:
@@ -303,13 +313,27 @@ def render(template, budget: Budget, **variables) -> str:
     except TemplateError:
         raise
     except SecurityError as exc:
-        raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
-                            "do not trust this model file") from None
+        raise TemplateError(
+            f"the model's chat template tried something unsafe and was stopped ({exc}); "
+            "do not trust this model file"
+        ) from None
     except (RecursionError, MemoryError, OverflowError) as exc:
-        raise TemplateLimit(f"the model's chat template ran out of room ({type(exc).__name__}) and was stopped; "
-                            "use a model with a sane template") from None
-    except (JinjaError, TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError) as exc:
+        raise TemplateLimit(
+            f"the model's chat template ran out of room ({type(exc).__name__}) and was stopped; "
+            "use a model with a sane template"
+        ) from None
+    except (
+        JinjaError,
+        TypeError,
+        ValueError,
+        KeyError,
+        AttributeError,
+        IndexError,
+        ZeroDivisionError,
+    ) as exc:
         detail = str(exc).replace("\n", " ")[:200]
-        raise TemplateError(f"the model's chat template failed to render ({type(exc).__name__}: {detail}); "
-                            "use a model with a valid template") from None
+        raise TemplateError(
+            f"the model's chat template failed to render ({type(exc).__name__}: {detail}); "
+            "use a model with a valid template"
+        ) from None
     return "".join(chunks)

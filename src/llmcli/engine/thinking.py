@@ -33,9 +33,15 @@ class ThinkingForm:
         mentions = OPEN in template_source or CLOSE in template_source
         toggle = TOGGLE in template_source
         token = has_token(OPEN)
-        reasons = [text for text, hit in (("the template writes <think>", mentions),
-                                          (f"the template reads {TOGGLE}", toggle),
-                                          ("<think> is a token", token)) if hit]
+        reasons = [
+            text
+            for text, hit in (
+                ("the template writes <think>", mentions),
+                (f"the template reads {TOGGLE}", toggle),
+                ("<think> is a token", token),
+            )
+            if hit
+        ]
         parses = bool(reasons)
         return cls(parses, toggle, "; ".join(reasons) if parses else "no thinking form")
 
@@ -91,7 +97,7 @@ class ReasoningSplitter:
             if self.state == "start":
                 stripped = text.lstrip()
                 if stripped.startswith(OPEN):
-                    self.state, text = "thinking", stripped[len(OPEN):]
+                    self.state, text = "thinking", stripped[len(OPEN) :]
                 elif OPEN.startswith(stripped):  # may still become <think>
                     self._held = text
                     return out
@@ -101,11 +107,11 @@ class ReasoningSplitter:
                 at = text.find(CLOSE)
                 if at >= 0:
                     self._emit(out, REASONING, text[:at])
-                    self.state, self.closed, text = "gap", True, text[at + len(CLOSE):]
+                    self.state, self.closed, text = "gap", True, text[at + len(CLOSE) :]
                 else:
                     keep = _held_tail(text, CLOSE)
-                    self._emit(out, REASONING, text[:len(text) - keep])
-                    self._held = text[len(text) - keep:]
+                    self._emit(out, REASONING, text[: len(text) - keep])
+                    self._held = text[len(text) - keep :]
                     return out
             elif self.state == "gap":
                 text = text.lstrip()
@@ -119,7 +125,9 @@ class ReasoningSplitter:
     def flush(self) -> list[tuple[str, str]]:
         held, self._held = self._held, ""
         out: list[tuple[str, str]] = []
-        self._emit(out, REASONING if self.state == "thinking" else ANSWER, held if self.state != "gap" else "")
+        self._emit(
+            out, REASONING if self.state == "thinking" else ANSWER, held if self.state != "gap" else ""
+        )
         return out
 
     @staticmethod

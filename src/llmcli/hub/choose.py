@@ -50,7 +50,9 @@ def _check_split_complete(key: str, parts: list[RemoteFile]) -> None:
     count = int(found[0].group(2))  # type: ignore[union-attr]
     indices = sorted(int(m.group(1)) for m in found if m)  # type: ignore[union-attr]
     if indices != list(range(1, count + 1)):
-        raise NothingToPull(f"the split GGUF {key} has parts {indices} of {count}; the repo is incomplete, pick another quant")
+        raise NothingToPull(
+            f"the split GGUF {key} has parts {indices} of {count}; the repo is incomplete, pick another quant"
+        )
 
 
 def choose_gguf(files: list[RemoteFile], quant: str | None) -> tuple[str, list[RemoteFile], str | None]:
@@ -67,7 +69,11 @@ def choose_gguf(files: list[RemoteFile], quant: str | None) -> tuple[str, list[R
         wanted = QUANT_ALIASES.get(quant.upper(), quant.upper())
         exact = [t for t in by_tag if t.upper() == wanted]
         loose = [t for t in by_tag if base_tag(t).upper() == base_tag(wanted)]
-        by_file = [t for t, parts in by_tag.items() if any(PurePosixPath(p.name).name.upper() == wanted for p in parts)]
+        by_file = [
+            t
+            for t, parts in by_tag.items()
+            if any(PurePosixPath(p.name).name.upper() == wanted for p in parts)
+        ]
         hits = exact or loose or by_file
         if not hits:
             raise QuantNotFound(f"no {quant} GGUF in this repo; it has: {', '.join(available)}")
@@ -96,6 +102,8 @@ def choose_safetensors(files: list[RemoteFile]) -> list[RemoteFile]:
     if not weights:
         return []
     if "config.json" not in top:
-        raise NothingToPull("this repo has safetensors but no config.json, so it is not a checkpoint llmcli can convert")
+        raise NothingToPull(
+            "this repo has safetensors but no config.json, so it is not a checkpoint llmcli can convert"
+        )
     extras = [top[name] for name in CONVERT_INPUTS if name in top]
     return extras + sorted(weights, key=lambda f: f.name)

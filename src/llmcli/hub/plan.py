@@ -25,7 +25,9 @@ class PullPlan:
     revision: str
     sha: str
     kind: str  # "gguf" or "safetensors"
-    quant: str | None  # the GGUF quant tag; for a checkpoint, the converter's outtype in upper case once chosen
+    quant: (
+        str | None
+    )  # the GGUF quant tag; for a checkpoint, the converter's outtype in upper case once chosen
     files: list[PlannedFile]
     snapshot_dir: Path  # snapshots/<sha> in the HF cache
     notes: list[str] = field(default_factory=list)
@@ -49,8 +51,14 @@ class PullPlan:
         return f"{self.repo_id}:{self.quant}"
 
 
-def plan_pull(config: HubConfig, repo_id: str, quant: str | None, *, revision: str | None = None,
-              checkpoint: bool = False) -> PullPlan:
+def plan_pull(
+    config: HubConfig,
+    repo_id: str,
+    quant: str | None,
+    *,
+    revision: str | None = None,
+    checkpoint: bool = False,
+) -> PullPlan:
     """Resolve REPO[:QUANT] and choose its files, touching nothing on disk (what --dry-run shows).
 
     A repo with GGUF files gives a GGUF; `checkpoint` (an outtype was asked for) takes its safetensors instead.
@@ -64,8 +72,10 @@ def plan_pull(config: HubConfig, repo_id: str, quant: str | None, *, revision: s
         except QuantNotFound as exc:
             if not snap.from_cache:
                 raise
-            raise OfflineMissing(f"{repo_id}:{quant} is not in the local cache ({str(exc).split('; ')[-1]}); "
-                                 "connect and unset HF_HUB_OFFLINE to download it") from exc
+            raise OfflineMissing(
+                f"{repo_id}:{quant} is not in the local cache ({str(exc).split('; ')[-1]}); "
+                "connect and unset HF_HUB_OFFLINE to download it"
+            ) from exc
         kind = "gguf"
         notes += [why] if why else []
     else:
@@ -78,9 +88,17 @@ def plan_pull(config: HubConfig, repo_id: str, quant: str | None, *, revision: s
         kind, tag = "safetensors", None
     storage = config.repo_dir(snap.repo_id)
     planned = [_planned(storage, snap.sha, f) for f in chosen]
-    return PullPlan(repo_id=snap.repo_id, revision=snap.revision, sha=snap.sha, kind=kind, quant=tag,
-                    files=planned, snapshot_dir=storage / "snapshots" / snap.sha, notes=notes,
-                    from_cache=snap.from_cache)
+    return PullPlan(
+        repo_id=snap.repo_id,
+        revision=snap.revision,
+        sha=snap.sha,
+        kind=kind,
+        quant=tag,
+        files=planned,
+        snapshot_dir=storage / "snapshots" / snap.sha,
+        notes=notes,
+        from_cache=snap.from_cache,
+    )
 
 
 def partial_path(blob: Path) -> Path:
@@ -95,8 +113,10 @@ def inside_cache(storage: Path, path: Path, what: str) -> Path:
     a folder in the cache that is a symlink to somewhere else.
     """
     if not stays_inside(storage, path):
-        raise BadHubAnswer(f"{what} would be written to {path}, outside {storage} once symlinks are followed; "
-                           "remove that symlink from the Hugging Face cache and pull again")
+        raise BadHubAnswer(
+            f"{what} would be written to {path}, outside {storage} once symlinks are followed; "
+            "remove that symlink from the Hugging Face cache and pull again"
+        )
     return path
 
 

@@ -40,8 +40,12 @@ class HubConfig:
         """The settings huggingface_hub itself uses in this process (it reads the environment on import)."""
         from huggingface_hub import constants, get_token
 
-        return cls(endpoint=constants.ENDPOINT.rstrip("/"), cache_dir=Path(constants.HF_HUB_CACHE),
-                   offline=bool(constants.HF_HUB_OFFLINE), token_set=get_token() is not None)
+        return cls(
+            endpoint=constants.ENDPOINT.rstrip("/"),
+            cache_dir=Path(constants.HF_HUB_CACHE),
+            offline=bool(constants.HF_HUB_OFFLINE),
+            token_set=get_token() is not None,
+        )
 
     def repo_dir(self, repo_id: str) -> Path:
         return self.cache_dir / repo_folder(repo_id)
@@ -68,7 +72,9 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], type[BaseExcep
     return (httpx.TransportError, OfflineModeIsEnabled), httpx.RequestError
 
 
-def translate(exc: BaseException, config: HubConfig, repo_id: str, revision: str, what: str = "") -> LlmcliError | None:
+def translate(
+    exc: BaseException, config: HubConfig, repo_id: str, revision: str, what: str = ""
+) -> LlmcliError | None:
     """huggingface_hub's exceptions -> one line naming the fix. A table; order matters (subclasses first)."""
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -81,16 +87,32 @@ def translate(exc: BaseException, config: HubConfig, repo_id: str, revision: str
     endpoint = config.endpoint
     url = f"{endpoint}/{repo_id}"
     table: list[tuple[type[BaseException], Callable[[], LlmcliError]]] = [
-        (GatedRepoError, lambda: GatedRepo(
-            f"{repo_id} is gated: accept its terms at {url} while logged in, then {TOKEN_HINT}"
-            + (" (the token in HF_TOKEN has no access yet)" if config.token_set else ""))),
-        (RepositoryNotFoundError, lambda: RepoNotFound(
-            f"no model repo {repo_id} on {endpoint}; check the name"
-            + ("" if config.token_set else f" (if it is private, {TOKEN_HINT})"))),
-        (RevisionNotFoundError, lambda: RevisionNotFound(
-            f"{repo_id} has no revision '{revision}'; give a branch, tag or commit sha that exists (see {url}/tree)")),
-        (RemoteEntryNotFoundError, lambda: RuntimeFailure(
-            f"{what or 'a file'} vanished from {repo_id} at {revision}; run the pull again to pick up the new revision")),
+        (
+            GatedRepoError,
+            lambda: GatedRepo(
+                f"{repo_id} is gated: accept its terms at {url} while logged in, then {TOKEN_HINT}"
+                + (" (the token in HF_TOKEN has no access yet)" if config.token_set else "")
+            ),
+        ),
+        (
+            RepositoryNotFoundError,
+            lambda: RepoNotFound(
+                f"no model repo {repo_id} on {endpoint}; check the name"
+                + ("" if config.token_set else f" (if it is private, {TOKEN_HINT})")
+            ),
+        ),
+        (
+            RevisionNotFoundError,
+            lambda: RevisionNotFound(
+                f"{repo_id} has no revision '{revision}'; give a branch, tag or commit sha that exists (see {url}/tree)"
+            ),
+        ),
+        (
+            RemoteEntryNotFoundError,
+            lambda: RuntimeFailure(
+                f"{what or 'a file'} vanished from {repo_id} at {revision}; run the pull again to pick up the new revision"
+            ),
+        ),
     ]
     for kind, make in table:
         if isinstance(exc, kind):
@@ -98,19 +120,27 @@ def translate(exc: BaseException, config: HubConfig, repo_id: str, revision: str
     if isinstance(exc, HfHubHTTPError) and exc.response is not None:
         status = exc.response.status_code
         if status in (401, 403):
-            return GatedRepo(f"{repo_id}: access denied ({status}); if it is gated or private, "
-                             f"request access at {url} and {TOKEN_HINT}")
+            return GatedRepo(
+                f"{repo_id}: access denied ({status}); if it is gated or private, "
+                f"request access at {url} and {TOKEN_HINT}"
+            )
         kind = HubUnavailable if status >= 500 else RuntimeFailure
-        return kind(f"{endpoint} answered {status} for {repo_id}{f' {what}' if what else ''}; try again later")
+        return kind(
+            f"{endpoint} answered {status} for {repo_id}{f' {what}' if what else ''}; try again later"
+        )
     transport, request_error = _transport_errors()
     if isinstance(exc, transport):
         return HubUnavailable(f"cannot reach {endpoint} ({type(exc).__name__})")
     if type(exc).__name__ == "TooManyRedirects":
-        return RuntimeFailure(f"{endpoint} redirected {what or repo_id} in a loop; check HF_ENDPOINT "
-                              "(or the proxy in front of it) and try again")
+        return RuntimeFailure(
+            f"{endpoint} redirected {what or repo_id} in a loop; check HF_ENDPOINT "
+            "(or the proxy in front of it) and try again"
+        )
     if isinstance(exc, request_error):
-        return RuntimeFailure(f"the request to {endpoint} for {what or repo_id} failed ({type(exc).__name__}); "
-                              "check HF_ENDPOINT and try again")
+        return RuntimeFailure(
+            f"the request to {endpoint} for {what or repo_id} failed ({type(exc).__name__}); "
+            "check HF_ENDPOINT and try again"
+        )
     return None
 
 
@@ -129,11 +159,14 @@ def resolve_remote(config: HubConfig, repo_id: str, revision: str | None = None)
     try:
         info = api.model_info(repo_id, revision=rev)
         if not info.sha:
-            raise RuntimeFailure(f"{config.endpoint} gave no commit sha for {repo_id}; "
-                                 "is HF_ENDPOINT a Hugging Face hub?")
+            raise RuntimeFailure(
+                f"{config.endpoint} gave no commit sha for {repo_id}; is HF_ENDPOINT a Hugging Face hub?"
+            )
         # Checked before the sha goes into a URL or a path: it becomes snapshots/<sha> and refs/<branch>.
         canonical = _checked(config, repo_id, "commit sha", info.sha, is_commit)
-        canonical_id = _checked(config, repo_id, "repo id", info.id or repo_id, lambda v: bool(REPO_RE.fullmatch(v)))
+        canonical_id = _checked(
+            config, repo_id, "repo id", info.id or repo_id, lambda v: bool(REPO_RE.fullmatch(v))
+        )
         # The tree at the pinned sha, not at the branch: the listing and the downloads see one commit.
         tree = api.list_repo_tree(repo_id, revision=canonical, recursive=True)
         files = [_remote_file(config, repo_id, f) for f in tree if isinstance(f, RepoFile)]
@@ -143,8 +176,10 @@ def resolve_remote(config: HubConfig, repo_id: str, revision: str | None = None)
         mapped = translate(exc, config, repo_id, rev)
         if mapped is None:
             if isinstance(exc, (KeyError, TypeError, ValueError, AttributeError)):  # JSON of the wrong shape
-                raise BadHubAnswer(f"{config.endpoint} sent an answer about {repo_id} that is not the hub's "
-                                   f"({type(exc).__name__}); is HF_ENDPOINT a Hugging Face hub?") from exc
+                raise BadHubAnswer(
+                    f"{config.endpoint} sent an answer about {repo_id} that is not the hub's "
+                    f"({type(exc).__name__}); is HF_ENDPOINT a Hugging Face hub?"
+                ) from exc
             raise
         raise mapped from exc
     return RepoSnapshot(repo_id=canonical_id, revision=rev, sha=canonical, files=files)
@@ -154,8 +189,10 @@ def _checked(config: HubConfig, repo_id: str, what: str, value: Any, valid: Call
     """`value` from the server if it has the hub's format; else nothing of this answer is used."""
     if not isinstance(value, str) or not valid(value):
         shown = printable(value, 160) if isinstance(value, str) else type(value).__name__
-        raise BadHubAnswer(f"{config.endpoint} sent a {what} for {repo_id} that is not in the hub's format "
-                           f"({shown}); nothing was written; is HF_ENDPOINT a Hugging Face hub you trust?")
+        raise BadHubAnswer(
+            f"{config.endpoint} sent a {what} for {repo_id} that is not in the hub's format "
+            f"({shown}); nothing was written; is HF_ENDPOINT a Hugging Face hub you trust?"
+        )
     return value
 
 
@@ -166,7 +203,11 @@ def _remote_file(config: HubConfig, repo_id: str, f: Any) -> RemoteFile:
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         _checked(config, repo_id, f"size of {name}", str(size), lambda _v: False)
     sha256 = _checked(config, repo_id, f"sha256 of {name}", f.lfs.sha256, is_sha256) if f.lfs else None
-    oid = _checked(config, repo_id, f"git id of {name}", f.blob_id, is_commit) if f.blob_id is not None else None
+    oid = (
+        _checked(config, repo_id, f"git id of {name}", f.blob_id, is_commit)
+        if f.blob_id is not None
+        else None
+    )
     return RemoteFile(name=name, size=size, sha256=sha256, oid=oid)
 
 
@@ -197,8 +238,10 @@ def resolve(config: HubConfig, repo_id: str, revision: str | None = None) -> tup
     """The hub's view when it answers; the cache's when offline or unreachable (with a note saying so)."""
     rev = revision or DEFAULT_REVISION
     if not is_revision(rev):
-        raise RevisionNotFound(f"'{printable(rev, 60)}' is not a branch, tag or commit sha; "
-                               f"give one that exists (see {config.endpoint}/{repo_id}/tree)")
+        raise RevisionNotFound(
+            f"'{printable(rev, 60)}' is not a branch, tag or commit sha; "
+            f"give one that exists (see {config.endpoint}/{repo_id}/tree)"
+        )
     if config.offline:
         cached = resolve_cached(config, repo_id, rev)
         if cached is None:

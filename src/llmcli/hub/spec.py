@@ -34,20 +34,64 @@ QUANT_ALIASES = {"FP16": "F16", "FP32": "F32"}
 # Without a tag: Q4_K_M, else the nearest sensible one. Four-bit K and I quants first, then a bit more
 # precision (better quality, a little bigger) before less, and full precision only when nothing is quantized.
 QUANT_PREFERENCE = (
-    "Q4_K_M", "Q4_K_XL", "Q4_K_L", "Q4_K_S", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_1",
-    "Q5_K_M", "Q5_K_XL", "Q5_K_S", "Q5_0", "Q5_1", "Q6_K", "Q6_K_XL", "Q8_0", "Q8_K_XL",
-    "Q3_K_XL", "Q3_K_L", "Q3_K_M", "IQ3_M", "Q3_K_S", "IQ3_XS", "IQ3_XXS", "MXFP4", "MXFP4_MOE",
-    "Q2_K_XL", "Q2_K_L", "Q2_K", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S", "TQ2_0", "TQ1_0",
-    "F16", "BF16", "F32",
+    "Q4_K_M",
+    "Q4_K_XL",
+    "Q4_K_L",
+    "Q4_K_S",
+    "IQ4_XS",
+    "IQ4_NL",
+    "Q4_0",
+    "Q4_1",
+    "Q5_K_M",
+    "Q5_K_XL",
+    "Q5_K_S",
+    "Q5_0",
+    "Q5_1",
+    "Q6_K",
+    "Q6_K_XL",
+    "Q8_0",
+    "Q8_K_XL",
+    "Q3_K_XL",
+    "Q3_K_L",
+    "Q3_K_M",
+    "IQ3_M",
+    "Q3_K_S",
+    "IQ3_XS",
+    "IQ3_XXS",
+    "MXFP4",
+    "MXFP4_MOE",
+    "Q2_K_XL",
+    "Q2_K_L",
+    "Q2_K",
+    "IQ2_M",
+    "IQ2_S",
+    "IQ2_XS",
+    "IQ2_XXS",
+    "IQ1_M",
+    "IQ1_S",
+    "TQ2_0",
+    "TQ1_0",
+    "F16",
+    "BF16",
+    "F32",
 )
 # GGUFs in a model repo that are not language models: vision projectors and importance matrices.
 NOT_A_MODEL = ("mmproj", "imatrix")
 # What the converter reads from a transformers checkpoint, and nothing else: weights only as safetensors,
 # so no pickle (*.bin, *.pt, *.pth, *.ckpt) is ever fetched.
 CONVERT_INPUTS = (
-    "config.json", "generation_config.json", "chat_template.jinja", "chat_template.json",
-    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
-    "added_tokens.json", "vocab.json", "merges.txt", "model.safetensors.index.json",
+    "config.json",
+    "generation_config.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "model.safetensors.index.json",
 )
 
 
@@ -56,7 +100,7 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     text = spec.strip()
     for prefix in REPO_PREFIXES:
         if text.lower().startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
             break
     repo_id, _, quant = text.partition(":")
     repo_id = repo_id.strip("/")
@@ -107,7 +151,9 @@ def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> bool:
         return False
     if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):  # NUL, newlines, escapes, bad bytes
         return False
-    return all(part not in ("", ".", "..") and len(part.encode()) <= MAX_PATH_PART for part in name.split("/"))
+    return all(
+        part not in ("", ".", "..") and len(part.encode()) <= MAX_PATH_PART for part in name.split("/")
+    )
 
 
 def is_revision(rev: object) -> bool:

@@ -40,7 +40,9 @@ def fetch(config: HubConfig, plan: PullPlan, progress: Progress = quiet) -> list
         if pf.cached:
             progress(FileDone(pf.remote.name, pf.remote.size, cached=True))
         elif plan.from_cache:  # cannot happen: a cached snapshot lists only what is on disk
-            raise OfflineMissing(f"{pf.remote.name} is not in the local cache; unset HF_HUB_OFFLINE to download it")
+            raise OfflineMissing(
+                f"{pf.remote.name} is not in the local cache; unset HF_HUB_OFFLINE to download it"
+            )
         else:
             _fetch_one(config, storage, plan, pf, progress)
         paths.append(pf.local)
@@ -57,7 +59,9 @@ def _fetch_one(config: HubConfig, storage: Path, plan: PullPlan, pf: PlannedFile
 
     f = pf.remote
     if not f.etag:
-        raise RuntimeFailure(f"the hub gave no checksum for {f.name} in {plan.repo_id}; cannot verify it, so not using it")
+        raise RuntimeFailure(
+            f"the hub gave no checksum for {f.name} in {plan.repo_id}; cannot verify it, so not using it"
+        )
     blob = inside_cache(storage, storage / "blobs" / f.etag, f.name)
     blob.parent.mkdir(parents=True, exist_ok=True)
     locks = config.cache_dir / ".locks" / repo_folder(plan.repo_id)
@@ -70,7 +74,9 @@ def _fetch_one(config: HubConfig, storage: Path, plan: PullPlan, pf: PlannedFile
         if not cached:
             _download_blob(config, plan, f, blob, progress)
         elif blob.stat().st_size != f.size:
-            raise IntegrityError(f"{blob} has {blob.stat().st_size} bytes, the hub says {f.size}; delete it and pull again")
+            raise IntegrityError(
+                f"{blob} has {blob.stat().st_size} bytes, the hub says {f.size}; delete it and pull again"
+            )
     pf.local.parent.mkdir(parents=True, exist_ok=True)
     _link(blob, pf.local)
     progress(FileDone(f.name, f.size, cached=cached))
@@ -94,14 +100,23 @@ def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path,
         # Append mode: bytes land after those already on disk; on a kill they stay for the next run.
         with open(partial, "ab") as fh:
             try:
-                http_get(url, fh, resume_size=have, headers=headers, expected_size=f.size,
-                         displayed_filename=f.name, tqdm_class=_progress_bar_class(progress, f.name, f.size))
+                http_get(
+                    url,
+                    fh,
+                    resume_size=have,
+                    headers=headers,
+                    expected_size=f.size,
+                    displayed_filename=f.name,
+                    tqdm_class=_progress_bar_class(progress, f.name, f.size),
+                )
             except Exception as exc:
                 mapped = translate(exc, config, plan.repo_id, plan.revision, f.name)
                 if isinstance(mapped, HubUnavailable):
                     # huggingface_hub already retried while bytes kept coming; what arrived stays on disk.
-                    mapped = HubUnavailable(f"the download of {f.name} from {config.endpoint} failed ({mapped}); "
-                                            "run the pull again to resume it")
+                    mapped = HubUnavailable(
+                        f"the download of {f.name} from {config.endpoint} failed ({mapped}); "
+                        "run the pull again to resume it"
+                    )
                 if mapped is None:
                     raise
                 raise mapped from exc

@@ -12,13 +12,17 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
 
     out = Output()
     # Reasoning: on stderr with --show-thinking, or dimmed when both streams are a terminal; piped, hidden.
-    thinking = ThinkingStream(out, opts.show_thinking or (not opts.json_out and out.env.stdout_isatty
-                                                          and out.env.stderr_isatty))
+    thinking = ThinkingStream(
+        out, opts.show_thinking or (not opts.json_out and out.env.stdout_isatty and out.env.stderr_isatty)
+    )
     try:
-        reply = drain(session.ask(prompt, keep_cache=False),
-                      # structured output is printed once it is validated
-                      on_text=None if opts.json_out or opts.constraint is not None else thinking.before(out.stream),
-                      on_notice=out.warn, on_reasoning=thinking.write)
+        reply = drain(
+            session.ask(prompt, keep_cache=False),
+            # structured output is printed once it is validated
+            on_text=None if opts.json_out or opts.constraint is not None else thinking.before(out.stream),
+            on_notice=out.warn,
+            on_reasoning=thinking.write,
+        )
     finally:
         out.end_stream()  # also when cut short: what was generated is on stdout before any message
         session.close()  # ⑦ release: nothing follows a one-shot request
@@ -36,12 +40,19 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
         # Logged first, so the document can name the conversation (`--cid` continues it; null: not logged).
         # Nothing has streamed, and a log that fails is one warning: the document still follows.
         logged = log_exchange(out, recorder, session, prompt, reply)
-        out.json({**json_document(text, model_name, stats, reply.reasoning), **structured,
-                  "conversation_id": logged.conversation_id if logged is not None else None})
+        out.json(
+            {
+                **json_document(text, model_name, stats, reply.reasoning),
+                **structured,
+                "conversation_id": logged.conversation_id if logged is not None else None,
+            }
+        )
     else:
         if text and not text.endswith("\n"):
             out.write("\n")
-        log_exchange(out, recorder, session, prompt, reply)  # after the reply is out: a failure is one warning
+        log_exchange(
+            out, recorder, session, prompt, reply
+        )  # after the reply is out: a failure is one warning
     show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty
     if show_stats and stats is not None:
         from llmcli.ui.stats import stats_panel

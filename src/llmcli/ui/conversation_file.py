@@ -47,7 +47,9 @@ def _message(i: int, m: object, bad: str) -> Message:
 class LoadedConversation:
     system: str | None
     messages: list[Message]
-    conversation_id: str | None = None  # the logged conversation it was saved from (see usecases/conversation.py)
+    conversation_id: str | None = (
+        None  # the logged conversation it was saved from (see usecases/conversation.py)
+    )
 
 
 def _conversation_id(data: object, bad: str) -> str | None:
@@ -109,18 +111,29 @@ def read_loaded(path: Path) -> LoadedConversation:
     return parse_loaded(text, str(path))
 
 
-def encode_conversation(model: str, system: str | None, params: dict, messages: list[Message],
-                        conversation_id: str | None = None) -> bytes:
+def encode_conversation(
+    model: str, system: str | None, params: dict, messages: list[Message], conversation_id: str | None = None
+) -> bytes:
     """The bytes /save writes; text that is not valid Unicode is refused before any file is opened."""
     if system is not None and _lone_surrogate(system):
-        raise UsageError("cannot save: the system prompt holds a lone surrogate, which is not text; "
-                         "set it again with /system")
+        raise UsageError(
+            "cannot save: the system prompt holds a lone surrogate, which is not text; "
+            "set it again with /system"
+        )
     for i, m in enumerate(messages):
         if _lone_surrogate(m.content):
-            raise UsageError(f"cannot save: message {i + 1} holds a lone surrogate, which is not text; "
-                             "/clear the conversation or load another")
-    data = {"format": CONVERSATION_FORMAT, "version": 1, "model": model, "system": system,
-            "params": params, "messages": [m.as_dict() for m in messages]}
+            raise UsageError(
+                f"cannot save: message {i + 1} holds a lone surrogate, which is not text; "
+                "/clear the conversation or load another"
+            )
+    data = {
+        "format": CONVERSATION_FORMAT,
+        "version": 1,
+        "model": model,
+        "system": system,
+        "params": params,
+        "messages": [m.as_dict() for m in messages],
+    }
     if conversation_id is not None:
         data["conversation_id"] = conversation_id
     return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8", "backslashreplace")

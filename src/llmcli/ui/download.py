@@ -37,7 +37,9 @@ class PlainReport:
             FileStarted: self._started,
             FileProgress: self._progress,
             FileVerifying: lambda e: f"verifying {e.filename}",
-            FileDone: lambda e: f"{e.filename}: {'already in the cache' if e.cached else 'done'} ({format_bytes(e.size)})",
+            FileDone: lambda e: (
+                f"{e.filename}: {'already in the cache' if e.cached else 'done'} ({format_bytes(e.size)})"
+            ),
             Converting: self._converting,
         }
 
@@ -60,7 +62,9 @@ class PlainReport:
         return f"fetching {e.filename} ({format_bytes(e.total)})"
 
     def _converting(self, e: Converting) -> str | None:
-        if e.total is None or e.total <= 1:  # a stage: "converting X to GGUF q4_k_m", "quantizing with llama.cpp"
+        if (
+            e.total is None or e.total <= 1
+        ):  # a stage: "converting X to GGUF q4_k_m", "quantizing with llama.cpp"
             return None if e.done else e.detail
         # Per tensor, the converter reports bytes of the checkpoint read so far: show quarters only.
         step = e.done * self.STEPS // max(e.total, 1) if e.done is not None else 0
@@ -90,8 +94,15 @@ def transfer_progress(stream: TextIO, *, label_width: int | None = None, transie
     )
 
     label = "{task.description:<%d}" % label_width if label_width else "{task.description}"
-    return Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                    console=Console(file=stream, stderr=True), transient=transient)
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(file=stream, stderr=True),
+        transient=transient,
+    )
 
 
 class RichReport:
@@ -104,7 +115,9 @@ class RichReport:
             Note: lambda e: self.progress.console.print(e.text, style="dim", highlight=False),
             FileStarted: self._started,
             FileProgress: lambda e: self.progress.update(self._tasks[e.filename], completed=e.done),
-            FileVerifying: lambda e: self.progress.update(self._tasks[e.filename], description=f"verifying {e.filename}"),
+            FileVerifying: lambda e: self.progress.update(
+                self._tasks[e.filename], description=f"verifying {e.filename}"
+            ),
             FileDone: self._done,
             Converting: self._converting,
         }
@@ -121,7 +134,9 @@ class RichReport:
 
     def _started(self, e: FileStarted) -> None:
         if e.resumed_from:
-            self.progress.console.print(f"resuming {e.filename} at {format_bytes(e.resumed_from)}", style="dim")
+            self.progress.console.print(
+                f"resuming {e.filename} at {format_bytes(e.resumed_from)}", style="dim"
+            )
         self._tasks[e.filename] = self.progress.add_task(e.filename, total=e.total, completed=e.resumed_from)
 
     def _converting(self, e: Converting) -> None:
@@ -138,7 +153,9 @@ class RichReport:
     def _done(self, e: FileDone) -> None:
         task = self._tasks.get(e.filename)
         if task is None:  # nothing was fetched: say so in one line, no bar
-            self.progress.console.print(f"{e.filename}: already in the cache ({format_bytes(e.size)})", style="dim")
+            self.progress.console.print(
+                f"{e.filename}: already in the cache ({format_bytes(e.size)})", style="dim"
+            )
             return
         self.progress.update(task, completed=e.size, description=e.filename)
 

@@ -20,8 +20,10 @@ def show_exchanges(out: Output, found, json_out: bool) -> None:
         return
     parts = []
     for e in found.exchanges:
-        head = (f"# {printable(e.datetime_utc, 40)}    conversation: {printable(e.conversation_id, 40)}"
-                f"    id: {printable(e.id, 40)}\n\nModel: **{printable(e.model)}**\n\n## Prompt\n\n{block(e.prompt)}\n")
+        head = (
+            f"# {printable(e.datetime_utc, 40)}    conversation: {printable(e.conversation_id, 40)}"
+            f"    id: {printable(e.id, 40)}\n\nModel: **{printable(e.model)}**\n\n## Prompt\n\n{block(e.prompt)}\n"
+        )
         system = f"\n## System\n\n{block(e.system)}\n" if e.system else ""
         reasoning = f"\n## Reasoning\n\n{block(e.reasoning)}\n" if e.reasoning else ""
         parts.append(f"{head}{system}{reasoning}\n## Response\n\n{block(e.reply)}\n")

@@ -23,17 +23,26 @@ class Output:
         """A rich console on stderr; colour only when stderr is a terminal."""
         from rich.console import Console
 
-        return Console(file=self.env.stderr, stderr=True, highlight=False, no_color=self.env.no_color,
-                       force_terminal=None if self.env.stderr_isatty else False)
+        return Console(
+            file=self.env.stderr,
+            stderr=True,
+            highlight=False,
+            no_color=self.env.no_color,
+            force_terminal=None if self.env.stderr_isatty else False,
+        )
 
     @cached_property
     def out(self):
         """A rich console on stdout for tables; plain (no ANSI) when stdout is not a terminal."""
         from rich.console import Console
 
-        return Console(file=self.env.stdout, highlight=False, no_color=self.env.no_color,
-                       force_terminal=None if self.env.stdout_isatty else False,
-                       width=None if self.env.stdout_isatty else 200)
+        return Console(
+            file=self.env.stdout,
+            highlight=False,
+            no_color=self.env.no_color,
+            force_terminal=None if self.env.stdout_isatty else False,
+            width=None if self.env.stdout_isatty else 200,
+        )
 
     # -- data (stdout) -----------------------------------------------------------------------
     def write(self, text: str) -> None:

@@ -35,7 +35,9 @@ class Repl:
         self.session, self.model_name, self.store, self.opts = session, model_name, store, opts
         self.out = Output()
         self.recorder, self.resumed = recorder, resumed  # the conversation log; the conversation continued
-        self.state = ReplState(session=session, model_name=model_name, markdown=opts.markdown, recorder=recorder)
+        self.state = ReplState(
+            session=session, model_name=model_name, markdown=opts.markdown, recorder=recorder
+        )
         self._wrote = ""  # the last text streamed this turn: a reply cut off by an error needs a newline
         self.show_stats = opts.stats is not False
 
@@ -48,16 +50,25 @@ class Repl:
             history = FileHistory(str(self.store.history_path))
         except OSError:
             history = InMemoryHistory()  # a read-only store should not stop a chat
-        return PromptSession(history=history, key_bindings=_key_bindings(), multiline=False,
-                             prompt_continuation=CONTINUATION, enable_open_in_editor=False)
+        return PromptSession(
+            history=history,
+            key_bindings=_key_bindings(),
+            multiline=False,
+            prompt_continuation=CONTINUATION,
+            enable_open_in_editor=False,
+        )
 
     def run(self) -> None:
         info = self.session.describe()
-        self.out.info(f"llmcli · {self.model_name} · {info.banner}\n"
-                      "/help for commands, Esc+Enter for a newline, Ctrl-D to exit")
+        self.out.info(
+            f"llmcli · {self.model_name} · {info.banner}\n"
+            "/help for commands, Esc+Enter for a newline, Ctrl-D to exit"
+        )
         if self.resumed is not None:
-            self.out.info(f"continuing conversation {self.resumed.id}: {len(self.session.messages)} messages, "
-                          f"model {printable(self.model_name, 80)}")
+            self.out.info(
+                f"continuing conversation {self.resumed.id}: {len(self.session.messages)} messages, "
+                f"model {printable(self.model_name, 80)}"
+            )
         prompt = self._prompt_session()
         while self.state.running:
             try:
@@ -144,8 +155,12 @@ class Repl:
         from llmcli.ui.thinking import ThinkingStream
 
         thinking = ThinkingStream(self.out, True)  # the REPL is a terminal: reasoning shows, dimmed
-        reply = drain(self.session.ask(text), on_text=thinking.before(self._write), on_notice=self.out.warn,
-                      on_reasoning=thinking.write)
+        reply = drain(
+            self.session.ask(text),
+            on_text=thinking.before(self._write),
+            on_notice=self.out.warn,
+            on_reasoning=thinking.write,
+        )
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
         return reply
@@ -164,5 +179,7 @@ class Repl:
             parts.append(delta)
             live.update(Markdown("".join(parts)))
 
-        with Live(Markdown(""), console=self.out.out, refresh_per_second=12, vertical_overflow="visible") as live:
+        with Live(
+            Markdown(""), console=self.out.out, refresh_per_second=12, vertical_overflow="visible"
+        ) as live:
             return drain(self.session.ask(text), on_text=show, on_notice=self.out.warn)

@@ -33,7 +33,16 @@ class SlashResult:
 
 
 def _on_off(value: str) -> bool:
-    table = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
+    table = {
+        "on": True,
+        "true": True,
+        "1": True,
+        "yes": True,
+        "off": False,
+        "false": False,
+        "0": False,
+        "no": False,
+    }
     try:
         return table[value.lower()]
     except KeyError:
@@ -52,7 +61,10 @@ def _set_schema(state: ReplState, value: str) -> None:
 
 
 # /set words beyond the parameter table: the REPL's own settings, each with what applies it.
-REPL_SETTINGS: dict[str, Callable[[ReplState, str], None]] = {"markdown": _set_markdown, "schema": _set_schema}
+REPL_SETTINGS: dict[str, Callable[[ReplState, str], None]] = {
+    "markdown": _set_markdown,
+    "schema": _set_schema,
+}
 # /set words that change the session itself: think passes enable_thinking to the template.
 SESSION_SETTINGS: dict[str, Callable[[str], Any]] = {"think": _on_off}
 SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS, *SESSION_SETTINGS]
@@ -91,8 +103,10 @@ def cmd_show(state: ReplState, arg: str) -> SlashResult:
     params = state.session.params.as_dict()
     lines = [f"model        {state.model_name}"]
     lines += [f"{label:<12} {value}" for label, value in info.details]
-    lines += [f"system       {state.session.system or '(the template default)'}",
-              f"markdown     {'on' if state.markdown else 'off'}"]
+    lines += [
+        f"system       {state.session.system or '(the template default)'}",
+        f"markdown     {'on' if state.markdown else 'off'}",
+    ]
     lines += [f"{k:<12} {PARAMS[k].none_means if v is None else v}" for k, v in params.items()]
     return SlashResult("\n".join(lines))
 
@@ -138,8 +152,11 @@ def cmd_load(state: ReplState, arg: str) -> SlashResult:
     if state.recorder is not None and state.recorder.enabled:
         # Saved from a logged conversation: the next exchanges continue it; else they start a new one.
         found = state.recorder.continue_conversation(loaded.conversation_id)
-        logged = (f"; continuing conversation {loaded.conversation_id} in the log" if found
-                  else "; the next reply starts a new conversation in the log")
+        logged = (
+            f"; continuing conversation {loaded.conversation_id} in the log"
+            if found
+            else "; the next reply starts a new conversation in the log"
+        )
     return SlashResult(f"loaded {len(loaded.messages)} messages from {path}{logged}")
 
 

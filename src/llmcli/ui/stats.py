@@ -11,7 +11,13 @@ from llmcli.engine.events import Stats
 from llmcli.stages import UNKNOWN, num
 
 PLACE = {"remote": "server", "local": "here"}
-COLUMNS = (("stage", "left"), ("where", "left"), ("ms", "right"), ("share", "right"), ("what happened", "left"))
+COLUMNS = (
+    ("stage", "left"),
+    ("where", "left"),
+    ("ms", "right"),
+    ("share", "right"),
+    ("what happened", "left"),
+)
 
 
 def _count(n: int | None) -> str:
@@ -40,7 +46,9 @@ def stats_panel(stats: Stats, model: str):
     text.append("prompt ", style="dim").append(f"{_count(stats.prompt_tokens)} tok")
     if stats.cached_tokens is not None:
         source = " from disk" if stats.cache_source == "disk" else ""
-        text.append(f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached{source})", style="dim")
+        text.append(
+            f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached{source})", style="dim"
+        )
     elif remote and not remote.usage_reported:
         text.append(" (the server sent no usage)", style="dim")
     prefill = stats.stage("prefill")
@@ -57,8 +65,10 @@ def stats_panel(stats: Stats, model: str):
     text.append("decode ", style="dim").append(f"{stats.completion_tokens} tok")
     if stats.reasoning_tokens:
         answer = stats.completion_tokens - stats.reasoning_tokens
-        text.append(f" ({stats.reasoning_tokens} thinking in {num(stats.reasoning_ms)} ms, {answer} answer)",
-                    style="dim")
+        text.append(
+            f" ({stats.reasoning_tokens} thinking in {num(stats.reasoning_ms)} ms, {answer} answer)",
+            style="dim",
+        )
     if remote and not remote.usage_reported:
         text.append(" (counted as stream chunks)", style="dim")
     text.append("  ").append(f"{num(stats.decode_tps)} tok/s", style="bold green")
@@ -83,22 +93,31 @@ def _measured_here(stats: Stats) -> list[tuple[str, float | None, str]]:
     if remote is None:
         rows = [("TTFT", stats.ttft_ms, "request start -> first token sampled")]
         if stats.reasoning_tokens:
-            rows += [("thinking", stats.reasoning_ms, f"{stats.reasoning_tokens} tokens of reasoning"),
-                     ("first answer", stats.ttfa_ms, "request start -> first answer text, after the reasoning")]
+            rows += [
+                ("thinking", stats.reasoning_ms, f"{stats.reasoning_tokens} tokens of reasoning"),
+                ("first answer", stats.ttfa_ms, "request start -> first answer text, after the reasoning"),
+            ]
         return rows
     counted = "" if remote.usage_reported else " (a chunk counted as a token)"
-    return [("connect", remote.connect_ms, "request sent -> first stream event"),
-            ("TTFT", stats.ttft_ms, "request sent -> first text: network, queue, prefill"),
-            ("stream", stats.decode_ms, f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
-                                        f"{num(stats.ms_per_token, 2)} ms/tok{counted}")]
+    return [
+        ("connect", remote.connect_ms, "request sent -> first stream event"),
+        ("TTFT", stats.ttft_ms, "request sent -> first text: network, queue, prefill"),
+        (
+            "stream",
+            stats.decode_ms,
+            f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
+            f"{num(stats.ms_per_token, 2)} ms/tok{counted}",
+        ),
+    ]
 
 
 def stats_table(stats: Stats, model: str):
     """/stats: the last request, all seven stages, where each ran, its time and its share."""
     from rich.table import Table
 
-    table = Table(title=f"last request · {_title(stats, model)}", title_justify="left", show_edge=False,
-                  pad_edge=False)
+    table = Table(
+        title=f"last request · {_title(stats, model)}", title_justify="left", show_edge=False, pad_edge=False
+    )
     for name, justify in COLUMNS:
         table.add_column(name, justify=justify)
     total = stats.total_ms

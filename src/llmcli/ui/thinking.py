@@ -33,7 +33,9 @@ class ThinkingStream:
 
     def before(self, write: Callable[[str], object]) -> Callable[[str], object]:
         """`write`, for the answer's text, ending the reasoning's line first."""
+
         def answer(text: str) -> object:
             self.end()
             return write(text)
+
         return answer

@@ -72,8 +72,9 @@ class Opened:
     model_id: str = ""  # what finds the model again (a store name, a GGUF's path, a server's id): the log's
 
 
-def split_arguments(opts: ChatOptions, read: Callable[[str], ModelRef],
-                    is_model: Callable[[ModelRef], bool]) -> tuple[ModelRef | None, str | None]:
+def split_arguments(
+    opts: ChatOptions, read: Callable[[str], ModelRef], is_model: Callable[[ModelRef], bool]
+) -> tuple[ModelRef | None, str | None]:
     """[MODEL] [PROMPT] (or -m MODEL [PROMPT]) -> (model, prompt); a lone argument is the MODEL if it names one."""
     if opts.model_opt:
         if opts.model is not None and opts.prompt is not None:
@@ -123,9 +124,16 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     override = read_template_file(opts.chat_template) if opts.chat_template else None
     runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
     try:
-        session = ChatSession(runtime, system=opts.system, params=opts.params, stops=opts.stops,
-                              word_filter=word_filter, chat_template=override, constraint=opts.constraint,
-                              draft=opts.draft or "none")
+        session = ChatSession(
+            runtime,
+            system=opts.system,
+            params=opts.params,
+            stops=opts.stops,
+            word_filter=word_filter,
+            chat_template=override,
+            constraint=opts.constraint,
+            draft=opts.draft or "none",
+        )
     except BaseException:
         runtime.close()
         raise
@@ -133,8 +141,13 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     return session
 
 
-def open_local(store: Store, opts: ChatOptions, inputs: ChatInputs, pulling: ProgressScope,
-               resumed: Conversation | None = None) -> Opened:
+def open_local(
+    store: Store,
+    opts: ChatOptions,
+    inputs: ChatInputs,
+    pulling: ProgressScope,
+    resumed: Conversation | None = None,
+) -> Opened:
     from llmcli.usecases.pull import find_or_pull
 
     listed = store.list()  # the one manifest read of this chat
@@ -162,27 +175,36 @@ def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions
     if opts.no_cache or inputs.cache_max <= 0:
         return
     # A one-shot reply saves its tip at release; the REPL keeps its KV cache in RAM and saves it at exit.
-    session.disk_cache = SessionCache(PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime),
-                                      entry.name)
+    session.disk_cache = SessionCache(
+        PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime), entry.name
+    )
     session.disk_cache.enforce_cap()  # a lowered cap applies now, not only when an entry is next saved
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.
-LOCAL_ONLY = {"--ctx": lambda o: o.ctx, "--threads": lambda o: o.threads,
-              "--chat-template": lambda o: o.chat_template, "--think/--no-think": lambda o: o.think,
-              "--draft": lambda o: o.draft, "--no-cache": lambda o: True if o.no_cache else None}
+LOCAL_ONLY = {
+    "--ctx": lambda o: o.ctx,
+    "--threads": lambda o: o.threads,
+    "--chat-template": lambda o: o.chat_template,
+    "--think/--no-think": lambda o: o.think,
+    "--draft": lambda o: o.draft,
+    "--no-cache": lambda o: True if o.no_cache else None,
+}
 
 
-def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs,
-                resumed: Conversation | None = None) -> Opened:
+def open_remote(
+    endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs, resumed: Conversation | None = None
+) -> Opened:
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.remote import RemoteChatSession, check_remote_constraint
 
     given = [name for name, value in LOCAL_ONLY.items() if value(opts) is not None]
     if given:
-        raise UsageError(f"{' and '.join(given)} set the local engine; the server at {endpoint} "
-                         "has its own (leave them out with --endpoint)")
+        raise UsageError(
+            f"{' and '.join(given)} set the local engine; the server at {endpoint} "
+            "has its own (leave them out with --endpoint)"
+        )
     check_remote_constraint(opts.constraint)
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     models = list_models(endpoint)  # also proves the address and the key before any prompt is used
@@ -192,13 +214,27 @@ def open_remote(endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs,
     check_prompt(prompt, opts, inputs)
     wanted = ref.text if ref else (resumed.model if resumed and resumed.model in ids else None)
     model = pick_model(endpoint, models, wanted)
-    session = RemoteChatSession(endpoint, model, system=opts.system, params=opts.params, stops=opts.stops,
-                                word_filter=word_filter, constraint=opts.constraint)
+    session = RemoteChatSession(
+        endpoint,
+        model,
+        system=opts.system,
+        params=opts.params,
+        stops=opts.stops,
+        word_filter=word_filter,
+        constraint=opts.constraint,
+    )
     return Opened(session, model, prompt, model)
 
 
-def open_chat(store: Store, opts: ChatOptions, inputs: ChatInputs, *, endpoint: Endpoint | None,
-              pulling: ProgressScope, resumed: Conversation | None = None) -> Opened:
+def open_chat(
+    store: Store,
+    opts: ChatOptions,
+    inputs: ChatInputs,
+    *,
+    endpoint: Endpoint | None,
+    pulling: ProgressScope,
+    resumed: Conversation | None = None,
+) -> Opened:
     """A session on the server at `endpoint`, else on a local model (pulled first if it is a repo).
 
     `resumed`: a logged conversation to continue (-c/--cid): its model unless one is given, its

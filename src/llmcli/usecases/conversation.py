@@ -33,7 +33,9 @@ def parse_count(text: str) -> int:
     """`logs -n`'s value -> how many exchanges (0: all); anything but a whole number >= 0 is a mistake."""
     digits = text.strip()
     if not (digits.isascii() and digits.isdigit()):
-        raise UsageError(f"-n {printable(text, 40) or repr(text)}: give a whole number of exchanges, e.g. -n 5 (0 for all)")
+        raise UsageError(
+            f"-n {printable(text, 40) or repr(text)}: give a whole number of exchanges, e.g. -n 5 (0 for all)"
+        )
     return int(digits)
 
 
@@ -47,7 +49,9 @@ class ContinueFrom:
     def from_options(cls, latest: bool, cid: str | None) -> ContinueFrom | None:
         """-c and --cid (as parse_cid made it) -> what to continue, None: a new conversation."""
         if latest and cid is not None:
-            raise UsageError("give -c/--continue (the latest conversation) or --cid ID (a chosen one), not both")
+            raise UsageError(
+                "give -c/--continue (the latest conversation) or --cid ID (a chosen one), not both"
+            )
         return cls(cid) if latest or cid is not None else None
 
 
@@ -97,12 +101,15 @@ def _resume(log: ChatLog | None, resume: ContinueFrom | None, path: Path) -> Con
     if cid is None:
         cid = log.latest_conversation_id() if log is not None else None
         if cid is None:
-            raise UsageError(f"-c: there is no previous conversation to continue (none in {path}); "
-                             "start one with `llmcli chat PROMPT`")
+            raise UsageError(
+                f"-c: there is no previous conversation to continue (none in {path}); "
+                "start one with `llmcli chat PROMPT`"
+            )
     conversation = log.load_conversation(cid) if log is not None else None
     if conversation is None:
-        raise UsageError(f"--cid: no conversation '{printable(cid, 40)}' in {path}; "
-                         "`llmcli logs` shows the ids")
+        raise UsageError(
+            f"--cid: no conversation '{printable(cid, 40)}' in {path}; `llmcli logs` shows the ids"
+        )
     return conversation
 
 
@@ -138,16 +145,23 @@ def stats_records(stats) -> tuple[dict, dict, str | None]:
     if stats is None:
         return {}, {}, None
     usage = {**stats.usage(), "prefill_tokens": stats.prefill_tokens}
-    timings = {**stats.timings(), "stages": {r.name: None if r.ms is None else round(r.ms, 3)
-                                             for r in stats.stages}}
+    timings = {
+        **stats.timings(),
+        "stages": {r.name: None if r.ms is None else round(r.ms, 3) for r in stats.stages},
+    }
     return usage, timings, stats.finish_reason
 
 
 class Recorder:
     """Logs a chat's exchanges into one conversation; /clear starts a new one, /load may pick another."""
 
-    def __init__(self, log: ChatLog | None, model: str, settings: dict[str, object] | None = None,
-                 conversation_id: str | None = None) -> None:
+    def __init__(
+        self,
+        log: ChatLog | None,
+        model: str,
+        settings: dict[str, object] | None = None,
+        conversation_id: str | None = None,
+    ) -> None:
         self.log, self.model, self.settings = log, model, dict(settings or {})
         self.conversation_id = conversation_id  # None: a new conversation starts at the next exchange
 
@@ -173,11 +187,21 @@ class Recorder:
         history = session.messages[:-2] if len(session.messages) >= 2 else []
         usage, timings, finish = stats_records(reply.stats)
         try:
-            exchange = self.log.add(Exchange(
-                conversation_id=self.conversation_id or "", model=self.model, system=session.system,
-                messages=[m.as_dict() for m in history], prompt=prompt, reply=reply.text,
-                reasoning=reply.reasoning or None, options=logged_options(session, self.settings),
-                usage=usage, timings=timings, finish_reason=finish))
+            exchange = self.log.add(
+                Exchange(
+                    conversation_id=self.conversation_id or "",
+                    model=self.model,
+                    system=session.system,
+                    messages=[m.as_dict() for m in history],
+                    prompt=prompt,
+                    reply=reply.text,
+                    reasoning=reply.reasoning or None,
+                    options=logged_options(session, self.settings),
+                    usage=usage,
+                    timings=timings,
+                    finish_reason=finish,
+                )
+            )
         except LogWriteFailed as exc:
             if exc.damaged:  # every later write would fail the same way: one warning, then no logging
                 self.log = None
@@ -220,13 +244,16 @@ def find_exchanges(store_root: Path, *, count: int | None, query: str | None, ci
     limit = (None if cid is not None else DEFAULT_COUNT) if count is None else (count or None)
     if not path.exists():
         if cid is not None:
-            raise UsageError(f"--cid: no conversation '{printable(cid, 40)}' in {path}; `llmcli logs` shows the ids")
+            raise UsageError(
+                f"--cid: no conversation '{printable(cid, 40)}' in {path}; `llmcli logs` shows the ids"
+            )
         return Found([], path)
     log = ChatLog(path)
     try:
         if cid is not None and not log.has_conversation(cid):
-            raise UsageError(f"--cid: no conversation '{printable(cid, 40)}' in {path}; "
-                             "`llmcli logs` shows the ids")
+            raise UsageError(
+                f"--cid: no conversation '{printable(cid, 40)}' in {path}; `llmcli logs` shows the ids"
+            )
         if query is not None:
             return Found(log.search(query, limit, cid), path, like_search=not log.has_fts)
         return Found(log.conversation(cid, limit) if cid is not None else log.recent(limit), path)

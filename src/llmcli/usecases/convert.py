@@ -49,8 +49,9 @@ def default_name(src_dir: Path, outtype: OutType) -> str:
     return f"{base}-{outtype.name}"
 
 
-def prepare(src: str, store: Store, *, outtype: str | None = None, name: str | None = None,
-            output: Path | None = None) -> ConvertJob:
+def prepare(
+    src: str, store: Store, *, outtype: str | None = None, name: str | None = None, output: Path | None = None
+) -> ConvertJob:
     """Check the outtype, find the source and decide the output; writes nothing."""
     kind = outtype_named(outtype or CONVERT_DEFAULT)
     src_dir = source_dir(src)
@@ -69,12 +70,28 @@ def plan(job: ConvertJob) -> ConversionPlan:
 def run(job: ConvertJob, store: Store, progress: ConvertProgress | None = None) -> Converted:
     if job.into_store:
         job.out.parent.mkdir(parents=True, exist_ok=True)
-    return convert_and_register(store, job.src_dir, job.out, job.outtype, name=job.name,
-                                source=f"convert:{job.src_dir.resolve()}", progress=progress)
+    return convert_and_register(
+        store,
+        job.src_dir,
+        job.out,
+        job.outtype,
+        name=job.name,
+        source=f"convert:{job.src_dir.resolve()}",
+        progress=progress,
+    )
 
 
-def convert_and_register(store: Store, src_dir: Path, out: Path, outtype: OutType, *, name: str, source: str,
-                         revision: str | None = None, progress: ConvertProgress | None = None) -> Converted:
+def convert_and_register(
+    store: Store,
+    src_dir: Path,
+    out: Path,
+    outtype: OutType,
+    *,
+    name: str,
+    source: str,
+    revision: str | None = None,
+    progress: ConvertProgress | None = None,
+) -> Converted:
     """The one place a converted model's store entry is made (for `convert` and for `pull` of a checkpoint).
 
     The converter writes under a temporary name and renames when whole, so `out` is complete or absent,
@@ -85,7 +102,15 @@ def convert_and_register(store: Store, src_dir: Path, out: Path, outtype: OutTyp
     result = convert_checkpoint(src_dir, out, outtype.name, progress=progress)
     path = str(result.path.resolve())
     entry = ModelEntry(
-        name=name, path=path, source=source, revision=revision, files=[path], quant=outtype.name.upper(),
-        size=result.size, arch=result.arch, n_params=result.n_params, hf_dir=str(Path(src_dir).resolve()),
+        name=name,
+        path=path,
+        source=source,
+        revision=revision,
+        files=[path],
+        quant=outtype.name.upper(),
+        size=result.size,
+        arch=result.arch,
+        n_params=result.n_params,
+        hf_dir=str(Path(src_dir).resolve()),
     )
     return Converted(store.register(entry), result)

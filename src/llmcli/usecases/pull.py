@@ -35,24 +35,40 @@ def checkpoint_outtype(ref: HubRepo, asked: OutType | None) -> OutType:
     return asked or outtype_named(ref.quant or PULL_DEFAULT)
 
 
-def plan(ref: HubRepo, *, revision: str | None = None, outtype: str | None = None,
-         config: HubConfig | None = None) -> PullPlan:
+def plan(
+    ref: HubRepo, *, revision: str | None = None, outtype: str | None = None, config: HubConfig | None = None
+) -> PullPlan:
     """What the pull would do, touching nothing on disk (what --dry-run shows)."""
     asked = outtype_named(outtype) if outtype else None  # a bad --outtype fails before any network
-    p = plan_pull(config or HubConfig.from_hf_constants(), ref.repo_id, ref.quant, revision=revision,
-                  checkpoint=asked is not None)
+    p = plan_pull(
+        config or HubConfig.from_hf_constants(),
+        ref.repo_id,
+        ref.quant,
+        revision=revision,
+        checkpoint=asked is not None,
+    )
     if p.kind == "safetensors":
         kind = checkpoint_outtype(ref, asked)
         p.outtype, p.quant = kind.name, kind.name.upper()
         if not (asked or ref.quant):
-            p.notes.append(f"{p.repo_id} is a safetensors checkpoint; it will be converted to GGUF {kind.name} "
-                           "(choose with --outtype)")
+            p.notes.append(
+                f"{p.repo_id} is a safetensors checkpoint; it will be converted to GGUF {kind.name} "
+                "(choose with --outtype)"
+            )
     return p
 
 
-def pull(ref: HubRepo, store: Store, *, revision: str | None = None, outtype: str | None = None,
-         name: str | None = None, progress: Progress = quiet, config: HubConfig | None = None,
-         listed: Sequence[ModelEntry] | None = None) -> Pulled:
+def pull(
+    ref: HubRepo,
+    store: Store,
+    *,
+    revision: str | None = None,
+    outtype: str | None = None,
+    name: str | None = None,
+    progress: Progress = quiet,
+    config: HubConfig | None = None,
+    listed: Sequence[ModelEntry] | None = None,
+) -> Pulled:
     """Pull into the store and return the entry; a quick no-op when already up to date."""
     config = config or HubConfig.from_hf_constants()
     p = plan(ref, revision=revision, outtype=outtype, config=config)
@@ -65,7 +81,11 @@ def pull(ref: HubRepo, store: Store, *, revision: str | None = None, outtype: st
         return Pulled(current, _hub_sha256(p, current))
     check_space(_space_needs(p, store, config))
     if p.bytes_to_fetch:
-        progress(Note(f"pulling {p.repo_id} @ {p.sha[:7]} ({p.revision}): {format_bytes(p.bytes_to_fetch)} to fetch"))
+        progress(
+            Note(
+                f"pulling {p.repo_id} @ {p.sha[:7]} ({p.revision}): {format_bytes(p.bytes_to_fetch)} to fetch"
+            )
+        )
     paths = fetch(config, p, progress)
     if p.kind == "gguf":
         entry = store.register(_gguf_entry(entry_name, p, paths))
@@ -73,8 +93,14 @@ def pull(ref: HubRepo, store: Store, *, revision: str | None = None, outtype: st
     return Pulled(_convert(entry_name, p, store, progress).entry, None)
 
 
-def find_or_pull(ref: ModelRef, store: Store, *, pulling: ProgressScope, listed: Sequence[ModelEntry] | None = None,
-                 config: HubConfig | None = None) -> ModelEntry:
+def find_or_pull(
+    ref: ModelRef,
+    store: Store,
+    *,
+    pulling: ProgressScope,
+    listed: Sequence[ModelEntry] | None = None,
+    config: HubConfig | None = None,
+) -> ModelEntry:
     """What `chat MODEL` needs: the store's model when it has one, else REPO[:QUANT] pulled first.
 
     A model already in the store costs no network at all (not even the up-to-date check of `pull`).
@@ -117,8 +143,15 @@ def _space_needs(p: PullPlan, store: Store, config: HubConfig) -> dict[Path, int
 def _gguf_entry(name: str, p: PullPlan, paths: list[Path]) -> ModelEntry:
     arch, n_params = gguf_facts(paths)
     return ModelEntry(
-        name=name, path=str(paths[0]), source=f"hf:{p.repo_id}", revision=p.sha,
-        files=[str(f) for f in paths], quant=p.quant, size=p.total_bytes, arch=arch, n_params=n_params,
+        name=name,
+        path=str(paths[0]),
+        source=f"hf:{p.repo_id}",
+        revision=p.sha,
+        files=[str(f) for f in paths],
+        quant=p.quant,
+        size=p.total_bytes,
+        arch=arch,
+        n_params=n_params,
     )
 
 
@@ -149,5 +182,13 @@ def _convert(name: str, p: PullPlan, store: Store, report: Progress) -> Converte
     def forward(stage: str, done: int, total: int) -> None:
         report(Converting(stage, done, total))
 
-    return convert_and_register(store, p.snapshot_dir, out, kind, name=name, source=f"hf:{p.repo_id}",
-                                revision=p.sha, progress=forward)
+    return convert_and_register(
+        store,
+        p.snapshot_dir,
+        out,
+        kind,
+        name=name,
+        source=f"hf:{p.repo_id}",
+        revision=p.sha,
+        progress=forward,
+    )

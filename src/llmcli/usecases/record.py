@@ -21,8 +21,14 @@ class ModelRecord:
 
     @classmethod
     def of(cls, entry: ModelEntry, sha256: str | None) -> ModelRecord:
-        return cls(name=entry.name, path=entry.path, size=entry.size, sha256=sha256, quant=entry.quant,
-                   source=entry.source)
+        return cls(
+            name=entry.name,
+            path=entry.path,
+            size=entry.size,
+            sha256=sha256,
+            quant=entry.quant,
+            source=entry.source,
+        )
 
 
 def file_sha256(path: str | Path) -> str:

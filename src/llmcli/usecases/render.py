@@ -42,8 +42,9 @@ def _content(value: object) -> str | None:
     """A message's text: a string, or OpenAI content parts that are all text."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                       and isinstance(p.get("text"), str) for p in value):
+    if isinstance(value, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value
+    ):
         return "".join(p["text"] for p in value)
     return None
 
@@ -54,8 +55,9 @@ def parse_messages(text: str, source: str) -> list[Message]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise UsageError(f"{bad} (not JSON: {exc.msg} at line {exc.lineno}); "
-                         'give [{"role": "user", "content": "..."}]') from None
+        raise UsageError(
+            f'{bad} (not JSON: {exc.msg} at line {exc.lineno}); give [{{"role": "user", "content": "..."}}]'
+        ) from None
     if not isinstance(data, list) or not data:
         raise UsageError(f'{bad} (want a non-empty JSON list); give [{{"role": "user", "content": "..."}}]')
     messages = []
@@ -82,8 +84,9 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
         # The path `ask` takes: the same template variables, the same tokenizer rules.
         prompt = session.template.tokenize(rt, messages, **session.thinking.variables(opts.think))
         pieces = [rt.piece(i, special=True).decode("utf-8", "replace") for i in prompt.tokens]
-        return RenderedView(entry.name, prompt.text, prompt.tokens, pieces, session.template_choice,
-                            session.thinking.why)
+        return RenderedView(
+            entry.name, prompt.text, prompt.tokens, pieces, session.template_choice, session.thinking.why
+        )
 
 
 def template_choice_for(path: str, own: str | None, arch: str | None) -> TemplateChoice:

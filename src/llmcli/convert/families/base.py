@@ -22,7 +22,17 @@ SKIPPED_SUFFIXES = (".rotary_emb.inv_freq", ".attention.masked_bias", ".attentio
 
 # Tensors llama.cpp requires in every block of every family here, and once per model; a family adds
 # its own (biases, norms) or replaces them (fused projections).
-BLOCK_REQUIRED = ("ATTN_NORM", "ATTN_Q", "ATTN_K", "ATTN_V", "ATTN_OUT", "FFN_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN")
+BLOCK_REQUIRED = (
+    "ATTN_NORM",
+    "ATTN_Q",
+    "ATTN_K",
+    "ATTN_V",
+    "ATTN_OUT",
+    "FFN_NORM",
+    "FFN_GATE",
+    "FFN_UP",
+    "FFN_DOWN",
+)
 MODEL_REQUIRED = ("TOKEN_EMBD", "OUTPUT_NORM")
 
 
@@ -152,13 +162,17 @@ def permute_rope(weights: np.ndarray, n_head: int) -> np.ndarray:
 
     Interleave the halves so the same rotation applies (works for weights and biases alike).
     """
-    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
-            .swapaxes(1, 2)
-            .reshape(weights.shape))
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
 
 
 def unpermute_rope(weights: np.ndarray, n_head: int) -> np.ndarray:
     """The inverse of `permute_rope`, for exporting a llama GGUF back to HF."""
-    return (weights.reshape(n_head, weights.shape[0] // n_head // 2, 2, *weights.shape[1:])
-            .swapaxes(1, 2)
-            .reshape(weights.shape))
+    return (
+        weights.reshape(n_head, weights.shape[0] // n_head // 2, 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )

@@ -15,8 +15,19 @@ from llmcli.convert.families.gemma3 import Gemma
 
 class Gemma2(Gemma):
     gguf_arch = "GEMMA2"
-    block_required = ("ATTN_NORM", "ATTN_Q", "ATTN_K", "ATTN_V", "ATTN_OUT", "ATTN_POST_NORM", "FFN_PRE_NORM",
-                      "FFN_GATE", "FFN_UP", "FFN_DOWN", "FFN_POST_NORM")
+    block_required = (
+        "ATTN_NORM",
+        "ATTN_Q",
+        "ATTN_K",
+        "ATTN_V",
+        "ATTN_OUT",
+        "ATTN_POST_NORM",
+        "FFN_PRE_NORM",
+        "FFN_GATE",
+        "FFN_UP",
+        "FFN_DOWN",
+        "FFN_POST_NORM",
+    )
     ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default",)
     LLAMA_CPP_27B_LAYERS = 46
     ATTN_SOFTCAP = True
@@ -25,8 +36,10 @@ class Gemma2(Gemma):
     def __init__(self, hf_arch: str, config: dict, where: str = "config.json") -> None:
         super().__init__(hf_arch, config, where)
         if not self.tied_embeddings:
-            raise UnsupportedArchitecture(f"{where}: tie_word_embeddings is false, but llama.cpp's gemma2 graph "
-                                          "always uses the token embedding as the output")
+            raise UnsupportedArchitecture(
+                f"{where}: tie_word_embeddings is false, but llama.cpp's gemma2 graph "
+                "always uses the token embedding as the output"
+            )
 
     def skip(self, hf_name: str) -> bool:
         # A tied checkpoint may still hold lm_head (a copy of the embedding); llama.cpp's gemma2 loads no

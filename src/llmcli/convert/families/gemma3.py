@@ -24,8 +24,15 @@ from llmcli.convert.families.base import Family
 from llmcli.convert.hparams import FLOAT, INT, MAX_CONTEXT, MAX_LAYERS, Field, fields
 
 # Tensor kinds whose weight w HF applies as (1 + w).
-NORM_KINDS = ("ATTN_NORM", "ATTN_POST_NORM", "FFN_PRE_NORM", "FFN_POST_NORM", "ATTN_Q_NORM", "ATTN_K_NORM",
-              "OUTPUT_NORM")
+NORM_KINDS = (
+    "ATTN_NORM",
+    "ATTN_POST_NORM",
+    "FFN_PRE_NORM",
+    "FFN_POST_NORM",
+    "ATTN_Q_NORM",
+    "ATTN_K_NORM",
+    "OUTPUT_NORM",
+)
 
 GEMMA_FIELDS: tuple[Field, ...] = (
     Field("query_pre_attn_scalar", FLOAT, 0, 1 << 20, above_low=True),
@@ -42,15 +49,21 @@ ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")
 def _gelu_checked(config: dict, where: str) -> None:
     act = config.get("hidden_activation", config.get("hidden_act", "gelu_pytorch_tanh"))
     if act not in ACTIVATIONS:
-        raise UnsupportedArchitecture(f"{where}: hidden_activation {shown(repr(act))} is not one llama.cpp's Gemma "
-                                      f"graph computes ({', '.join(ACTIVATIONS)})")
+        raise UnsupportedArchitecture(
+            f"{where}: hidden_activation {shown(repr(act))} is not one llama.cpp's Gemma "
+            f"graph computes ({', '.join(ACTIVATIONS)})"
+        )
 
 
 class Gemma(Family):
     """What Gemma 2 and Gemma 3 share; the class attributes say where they differ."""
 
-    shapes: ClassVar[Shapes] = {**COMMON_SHAPES, "ATTN_POST_NORM": ("hidden",), "FFN_PRE_NORM": ("hidden",),
-                                "FFN_POST_NORM": ("hidden",)}
+    shapes: ClassVar[Shapes] = {
+        **COMMON_SHAPES,
+        "ATTN_POST_NORM": ("hidden",),
+        "FFN_PRE_NORM": ("hidden",),
+        "FFN_POST_NORM": ("hidden",),
+    }
     # The depth llama.cpp recognises as the 27B, whose queries it scales by 1/sqrt(hidden/heads).
     LLAMA_CPP_27B_LAYERS: ClassVar[int] = 0
     # llama.cpp's gemma2 graph always soft-caps attention logits; its gemma3 graph never does.
@@ -64,25 +77,36 @@ class Gemma(Family):
         _gelu_checked(c, where)
         self.attn_softcap: float | None = g.get("attn_logit_softcapping")
         if self.ATTN_SOFTCAP and self.attn_softcap is None:
-            raise UnsupportedArchitecture(f"{where}: attn_logit_softcapping is not set, but llama.cpp's "
-                                          f"{self.arch_name} graph always soft-caps attention (fix config.json)")
+            raise UnsupportedArchitecture(
+                f"{where}: attn_logit_softcapping is not set, but llama.cpp's "
+                f"{self.arch_name} graph always soft-caps attention (fix config.json)"
+            )
         if not self.ATTN_SOFTCAP and self.attn_softcap is not None:
-            raise UnsupportedArchitecture(f"{where}: attn_logit_softcapping is set; llama.cpp's {self.arch_name} "
-                                          "graph has no attention soft-capping")
+            raise UnsupportedArchitecture(
+                f"{where}: attn_logit_softcapping is set; llama.cpp's {self.arch_name} "
+                "graph has no attention soft-capping"
+            )
         if c.get("use_bidirectional_attention") not in (None, False):
-            raise UnsupportedArchitecture(f"{where}: use_bidirectional_attention is set; that is an embedding "
-                                          f"model, not the causal {hf_arch} llmcli converts")
+            raise UnsupportedArchitecture(
+                f"{where}: use_bidirectional_attention is set; that is an embedding "
+                f"model, not the causal {hf_arch} llmcli converts"
+            )
         self.final_softcap: float | None = g.get("final_logit_softcapping")
         self.sliding = self._sliding_layers(g)
         self.sliding_window: int | None = g.get("sliding_window")
         if any(self.sliding) and self.sliding_window is None:
-            raise BadCheckpoint(f"{where}: layer_types has sliding-window layers but no sliding_window (fix config.json)")
+            raise BadCheckpoint(
+                f"{where}: layer_types has sliding-window layers but no sliding_window (fix config.json)"
+            )
         local = h.rope_by_layer_type.get("sliding_attention")
         if local is not None and (local.kind != "default" or local.values.keys() - {"rope_theta"}):
-            raise UnsupportedArchitecture(f"{where}: rope_parameters.sliding_attention has {local.kind!r} scaling; "
-                                          "llama.cpp scales the rope of full-attention layers only")
-        self.local_theta: float = (local.theta if local is not None
-                                   else g.get("rope_local_base_freq", self.default_local_theta()))
+            raise UnsupportedArchitecture(
+                f"{where}: rope_parameters.sliding_attention has {local.kind!r} scaling; "
+                "llama.cpp scales the rope of full-attention layers only"
+            )
+        self.local_theta: float = (
+            local.theta if local is not None else g.get("rope_local_base_freq", self.default_local_theta())
+        )
         # HF: queries * query_pre_attn_scalar^-0.5 (default 256). llama.cpp: see LLAMA_CPP_27B_LAYERS.
         scalar = g.get("query_pre_attn_scalar", 256.0)
         llama_cpp = h.hidden / h.n_heads if h.n_layers == self.LLAMA_CPP_27B_LAYERS else h.head_dim
@@ -126,8 +150,21 @@ class Gemma(Family):
 
 class Gemma3(Gemma):
     gguf_arch = "GEMMA3"
-    block_required = ("ATTN_NORM", "ATTN_Q", "ATTN_K", "ATTN_V", "ATTN_OUT", "ATTN_Q_NORM", "ATTN_K_NORM",
-                      "ATTN_POST_NORM", "FFN_PRE_NORM", "FFN_GATE", "FFN_UP", "FFN_DOWN", "FFN_POST_NORM")
+    block_required = (
+        "ATTN_NORM",
+        "ATTN_Q",
+        "ATTN_K",
+        "ATTN_V",
+        "ATTN_OUT",
+        "ATTN_Q_NORM",
+        "ATTN_K_NORM",
+        "ATTN_POST_NORM",
+        "FFN_PRE_NORM",
+        "FFN_GATE",
+        "FFN_UP",
+        "FFN_DOWN",
+        "FFN_POST_NORM",
+    )
     ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default", "linear")
     LLAMA_CPP_27B_LAYERS = 62
 

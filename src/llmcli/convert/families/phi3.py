@@ -20,12 +20,18 @@ class Phi3(Family):
     ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default", "longrope", "su")
 
     # The shapes of the fused projections llama.cpp's phi3 graph reads as they are.
-    shapes: ClassVar[Shapes] = {**COMMON_SHAPES, "ATTN_QKV": ("qkv_width", "hidden"), "FFN_UP": ("gate_up", "hidden")}
+    shapes: ClassVar[Shapes] = {
+        **COMMON_SHAPES,
+        "ATTN_QKV": ("qkv_width", "hidden"),
+        "FFN_UP": ("gate_up", "hidden"),
+    }
 
     def hparams(self, writer: Any) -> None:
         super().hparams(writer)
         h = self.hp
-        orig = h.original_max_positions or self.rope.get("original_max_position_embeddings") or h.max_positions
+        orig = (
+            h.original_max_positions or self.rope.get("original_max_position_embeddings") or h.max_positions
+        )
         writer.add_rope_scaling_orig_ctx_len(orig)
         # llama.cpp tells Phi-4-style (0) from Phi-3 sliding-window models by this key.
         writer.add_sliding_window(h.sliding_window or 0)
@@ -36,7 +42,8 @@ class Phi3(Family):
             scale = h.max_positions / orig
             # The attention scale HF's Phi3 applies with longrope (see transformers' rope utils).
             writer.add_rope_scaling_attn_factors(
-                math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 and orig > 1 else 1.0)
+                math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 and orig > 1 else 1.0
+            )
 
     def rope_scaling(self, writer: Any, rope: Rope) -> None:
         pass  # longrope is written as factor tensors (extra_tensors), nothing else
@@ -54,8 +61,14 @@ class Phi3(Family):
                 f"{self.hf_arch} needs {self.rope_dims() // 2} of each (fix config.json)"
             )
         return [
-            (gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight", np.asarray(long, dtype=np.float32)),
-            (gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight", np.asarray(short, dtype=np.float32)),
+            (
+                gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_LONG] + ".weight",
+                np.asarray(long, dtype=np.float32),
+            ),
+            (
+                gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FACTORS_SHORT] + ".weight",
+                np.asarray(short, dtype=np.float32),
+            ),
         ]
 
 
