@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 # The make targets keep models inside the checkout; the CLI itself defaults to the XDG data dir.
 export LLMCLI_HOME ?= $(CURDIR)/models
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench lint docs clean
 
 install: $(STAMP)
 
@@ -27,6 +27,10 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/chat_vs_native.py
+
+# docs/cli.md (and docs/chat.md's sampling table) from the Typer app; tests/cli/test_cli_docs.py fails when stale.
+docs: install
+	$(BIN)/python scripts/gen_cli_docs.py
 
 lint: install
 	$(BIN)/pip install -q ruff && $(BIN)/ruff check src

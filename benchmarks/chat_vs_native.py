@@ -9,7 +9,7 @@ machine hurts them all alike:
   llmcli   `llmcli chat --json`: prefill_tps from a ~512-token prompt, decode_tps from a short one
            (decode slows as the KV cache fills, so a short prompt keeps the depth near tg128's 0)
 
-Prints each contestant's median and the ratios llmcli/native and raw/native. The issue's goal:
+Prints each contestant's median and the ratios llmcli/native and raw/native. The goal:
 llmcli decode >= 0.95 x native tg128.
 
     python benchmarks/chat_vs_native.py [--rounds 3] [--threads 2] [--model PATH]

@@ -5,12 +5,12 @@ a noisy machine hurts both alike. Greedy (temperature 0), so both modes must pro
 reply: the script checks it. Per task it prints each round's ratio (lookup / none decode tok/s,
 the decode stage's tokens after the first per second), the median ratio, and the acceptance rate.
 
-The issue's goals: >= 1.5x on copy-heavy tasks, >= 0.97x on free-form prompts, and on the copy
+The goals: >= 1.5x on copy-heavy tasks, >= 0.97x on free-form prompts, and on the copy
 tasks >= 1.3x native llama-bench tg at the same KV depth (given LLAMA_BENCH=/path/to/llama-bench,
 see build_native.sh, each round also runs `llama-bench -p 0 -n 128 -d DEPTH` at each copy task's
 depth halfway through its reply, and the drafted rate is compared with it).
 
---suite issue (default) runs the issue's copy tasks at its sizes: a ~1,500-token Python file with
+--suite issue (default) runs long copy tasks: a ~1,500-token Python file with
 one small change, a ~1,000-token text with typos, and quoting the sentences of a ~1,000-token text
 that mention one subject; --suite small runs the earlier, shorter copy tasks (a 60-line file,
 a paragraph). Both add the two free-form prompts.
@@ -253,7 +253,7 @@ def main() -> int:
         "--max-tokens",
         type=int,
         default=None,
-        help="default: 2,000 for the issue's suite (the whole file fits), 256 for the small one",
+        help="default: 2,000 for the long suite (the whole file fits), 256 for the small one",
     )
     parser.add_argument("--model", default=None, help="a GGUF path (default: the embedded model)")
     args = parser.parse_args()

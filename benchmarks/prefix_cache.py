@@ -9,7 +9,7 @@ Each round, in a fresh store (its own cache), through `python -m llmcli chat --j
 Steps 2 and 3 alternate their order between rounds (3 first on odd rounds), so load on a shared
 machine hurts both alike; TTFT is the engine's own (request start -> first token, disk load included).
 
-The issue's goals: the cached call prefills <= 64 tokens, its TTFT is <= 0.10 of the cold call's,
+The goals: the cached call prefills <= 64 tokens, its TTFT is <= 0.10 of the cold call's,
 and its temperature-0 reply is byte-identical to --no-cache.
 
 Then a conversation continued with `chat -c`, one process per turn, to --turns turns: each

@@ -5,7 +5,7 @@ round (a loaded machine hurts both alike). The constrained one follows a grammar
 of objects that never closes, so it cannot finish early; the plain one ignores end-of-generation.
 Timed: sample + llama_decode per token, as `llmcli chat` runs them.
 
-Prints the median tok/s of each and the ratio. The issue's goal: constrained >= 0.9 x plain.
+Prints the median tok/s of each and the ratio. The goal: constrained >= 0.9 x plain.
 
     python benchmarks/structured_vs_plain.py [--rounds 5] [--threads 1] [--tokens 96] [--temp 0.8]
 """

@@ -1,4 +1,4 @@
-"""The generation-parameter table drives the CLI, /set, SamplingParams, the request body and the README."""
+"""The generation-parameter table drives the CLI, /set, SamplingParams, the request body and docs/chat.md."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from llmcli.engine.remote import request_body
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
-from llmcli.params import INT32_MAX, PARAMS, UINT32_MAX, USER_PARAMS, find, readme_table
+from llmcli.params import INT32_MAX, PARAMS, UINT32_MAX, USER_PARAMS, find, options_table
 from llmcli.ui.slash import ReplState, dispatch
 from tests.support.cli import cli_process
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+CHAT_DOC = Path(__file__).resolve().parents[1] / "docs" / "chat.md"
 
 
 class _Session:
@@ -164,17 +164,17 @@ def test_request_body_takes_its_field_names_from_the_table():
     assert not any(field in plain for row in PARAMS.values() for field in row.extensions)
 
 
-def test_readme_option_table_matches_the_parameter_table():
-    table = readme_table()
-    assert table in README.read_text(encoding="utf-8"), (
-        "README.md's sampling table is stale: paste the output of "
-        "`python -c 'from llmcli.params import readme_table; print(readme_table())'`"
+def test_chat_doc_option_table_matches_the_parameter_table():
+    table = options_table()
+    assert table in CHAT_DOC.read_text(encoding="utf-8"), (
+        "docs/chat.md's sampling table is stale: paste the output of "
+        "`python -c 'from llmcli.params import options_table; print(options_table())'`"
     )
 
 
-def test_readme_check_would_catch_a_changed_default():
+def test_chat_doc_check_would_catch_a_changed_default():
     from dataclasses import replace
 
     rows = USER_PARAMS.values()
     drifted = [replace(row, default=0.7) if row.name == "temperature" else row for row in rows]
-    assert readme_table(drifted) not in README.read_text(encoding="utf-8")
+    assert options_table(drifted) not in CHAT_DOC.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """The generation parameters as one table: a row per parameter, read by everything that names one.
 
-The chat command's options, `/set` and `/show`, the remote request body, the README's option
+The chat command's options, `/set` and `/show`, the remote request body, docs/chat.md's option
 table and SamplingParams' own validation all come from PARAMS, so a bound or a default is
 written once. Pure data and parsing: no terminal imports (commands/options.py builds the Typer
 options from these rows).
@@ -166,8 +166,8 @@ def request_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def readme_table(rows: Iterable[Param] | None = None) -> str:
-    """The README's option table (tests/test_params.py checks that README.md holds it verbatim)."""
+def options_table(rows: Iterable[Param] | None = None) -> str:
+    """The option table of docs/chat.md (tests/test_params.py checks that it holds this verbatim)."""
     lines = ["| option | default | range | what | request field |", "|---|---|---|---|---|"]
     for row in rows if rows is not None else USER_PARAMS.values():
         fields = [f"`{row.openai}`"] if row.openai else [f"`{field}` (extension)" for field in row.extensions]

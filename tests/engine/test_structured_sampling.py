@@ -1,4 +1,4 @@
-"""The issue's test: on the embedded model, 50 sampled runs (temperature 0.8, seeds 0..49) for each
+"""On the embedded model, 50 sampled runs (temperature 0.8, seeds 0..49) for each
 schema all parse and validate. One loaded model (the session's runtime), one session per schema;
 each run starts a fresh conversation, so the prompt comes from the KV cache and only the reply is
 decoded. The schemas bound every string, array and number, so a reply always fits max tokens."""

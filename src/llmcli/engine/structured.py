@@ -127,7 +127,7 @@ _EXCLUSIVE = ("$ref", "anyOf", "oneOf", "const", "enum")
 
 
 def _refuse(where: str, text: str) -> UsageError:
-    return UsageError(f"--schema: {text} at {where or '/'}; see 'Structured output' in the README")
+    return UsageError(f"--schema: {text} at {where or '/'}; see docs/structured-output.md")
 
 
 def resolve_ref(root: Any, ref: str) -> bool:
