@@ -52,7 +52,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-completion_init()  # typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
+# typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
+completion_init()
 
 # name -> function, in the order `llmcli --help` lists them. Adding a command is one module in
 # commands/, its import above and one line here.
@@ -95,7 +96,8 @@ def _unicode_message(exc: UnicodeError) -> str:
     """Bytes that are not UTF-8: stdin read strictly (a UTF-8 locale), or smuggled in as lone surrogates
     (Python's surrogateescape, in the C locale) that fail when the text is encoded for llama.cpp."""
     if isinstance(exc, UnicodeDecodeError):
-        return f"the input is not valid UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); {NOT_UTF8_FIX}"
+        byte = exc.object[exc.start]
+        return f"the input is not valid UTF-8 (byte {byte:#04x} at offset {exc.start}); {NOT_UTF8_FIX}"
     return f"the input is not valid UTF-8; {NOT_UTF8_FIX}"
 
 

@@ -301,7 +301,10 @@ def _heads(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
         return f"{arch}.embedding_length ({n_embd}) is smaller than {arch}.attention.head_count ({n_head})"
     n_rot = md.get(f"{arch}.rope.dimension_count")
     if n_head and n_rot is not None and (n_rot > head_dim or n_rot % 2):
-        return f"{arch}.rope.dimension_count is {n_rot}, expected an even number up to the head dimension {head_dim}"
+        return (
+            f"{arch}.rope.dimension_count is {n_rot}, "
+            f"expected an even number up to the head dimension {head_dim}"
+        )
     return None
 
 

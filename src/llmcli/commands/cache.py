@@ -112,5 +112,6 @@ def cache(
         out.info(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {format_bytes(total)} in {root}")
     if damaged:
         out.warn(
-            f"{damaged} damaged file{'s' if damaged != 1 else ''} in {root}; `llmcli cache clear` removes them"
+            f"{damaged} damaged file{'s' if damaged != 1 else ''} "
+            f"in {root}; `llmcli cache clear` removes them"
         )

@@ -272,7 +272,7 @@ def run_chat(opts: ChatOptions) -> None:
 
 
 def open_log_for(opts: ChatOptions, env):
-    """The conversation log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
+    """The log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
     from llmcli.ui.output import Output
     from llmcli.usecases.conversation import ContinueFrom, open_chat_log
 

@@ -8,7 +8,8 @@ import typer
 
 from llmcli.commands.options import JsonOpt, cid_option
 
-HELP = """Show logged chat exchanges: the latest 3, oldest first (the newest is at the bottom, as in `llm logs`).
+HELP = """Show logged chat exchanges: the latest 3, oldest first
+(the newest is at the bottom, as in `llm logs`).
 
 \b
   llmcli logs                  the latest 3 exchanges

@@ -1,7 +1,8 @@
 """Options shared by several commands, declared once so their help reads the same everywhere.
 
 One meaning per short flag across commands: -t threads, -o an output path, -c context size
-(except chat, where -c is --continue, as in `llm`), -n tokens to generate, -m model, -q the GGUF type to write, -f an output format.
+(except chat, where -c is --continue, as in `llm`), -n tokens to generate, -m model,
+-q the GGUF type to write, -f an output format.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ EndpointOpt = Annotated[
         "--endpoint",
         metavar="URL",
         show_default=False,
-        help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), e.g. http://localhost:8000/v1. "
-        "Default: $LLMCLI_ENDPOINT.",
+        help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), "
+        "e.g. http://localhost:8000/v1. Default: $LLMCLI_ENDPOINT.",
     ),
 ]
 ApiKeyOpt = Annotated[

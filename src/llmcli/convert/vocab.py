@@ -110,17 +110,20 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
     elif tokenizer_json is not None and model.get("type") == "BPE" and model.get("byte_fallback"):
         # Other SentencePiece-style forms (Llama 2's Metaspace) are not known to split as llama.cpp does.
         raise UnsupportedTokenizer(
-            f"{src.name}/tokenizer.json is a SentencePiece-style tokenizer (byte fallback) without its tokenizer.model; "
-            "copy tokenizer.model from the original model into the folder (transformers 5 does not save it)"
+            f"{src.name}/tokenizer.json is a SentencePiece-style tokenizer (byte fallback) without its "
+            "tokenizer.model; copy tokenizer.model from the original "
+            "model into the folder (transformers 5 does not save it)"
         )
     elif tokenizer_json is not None:
         raise UnsupportedTokenizer(
-            f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not byte-level BPE, "
-            "and there is no tokenizer.model; llmcli converts byte-level BPE and SentencePiece tokenizers"
+            f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not "
+            "byte-level BPE, and there is no tokenizer.model; llmcli "
+            "converts byte-level BPE and SentencePiece tokenizers"
         )
     else:
         raise NotACheckpoint(
-            f"no tokenizer in {src} (need tokenizer.json or tokenizer.model); download the tokenizer files too"
+            f"no tokenizer in {src} (need tokenizer.json or "
+            "tokenizer.model); download the tokenizer files too"
         )
     _special_tokens(src, root, vocab, tokenizer_json)
     vocab.chat_template = chat_template(src, root)
@@ -128,7 +131,7 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
 
 
 def _is_byte_level(tokenizer_json: dict) -> bool:
-    """Whether a ByteLevel step appears anywhere in the pre-tokenizer or decoder (walked without recursion)."""
+    """Whether a ByteLevel step is anywhere in the pre-tokenizer or decoder (walked without recursion)."""
     stack: list[Any] = [tokenizer_json.get("pre_tokenizer"), tokenizer_json.get("decoder")]
     while stack:
         node = stack.pop()
@@ -151,7 +154,8 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
     if pre is None and not candidates:
         raise UnsupportedTokenizer(
             f"the pre-tokenizer in {src.name}/tokenizer.json is not one llama.cpp reproduces exactly "
-            f"(known: {pretokenizers.supported()}); refusing to guess, as a wrong one silently changes the tokens"
+            f"(known: {pretokenizers.supported()}); refusing to "
+            "guess, as a wrong one silently changes the tokens"
         )
     vocab_map, added = checked_tokens(tj, n_rows, where)
     tokens: list[str | None] = [None] * n_rows
@@ -220,7 +224,8 @@ def _spm_vocab(src: Path, root: Path, tj: dict | None, n_rows: int) -> Vocab:
     pieces, add_dummy_prefix = read_sentencepiece_model(src / "tokenizer.model", root)
     if len(pieces) > n_rows:
         raise BadCheckpoint(
-            f"tokenizer.model has {len(pieces)} pieces but the embedding only {n_rows} rows; they do not match"
+            f"tokenizer.model has {len(pieces)} pieces but the "
+            f"embedding only {n_rows} rows; they do not match"
         )
     tokens = [f"[PAD{i}]" for i in range(n_rows)]
     scores = [-10000.0] * n_rows
@@ -408,8 +413,8 @@ def chat_template(src: Path, root: Path | None = None) -> str | None:
         return template
     if template is not None:
         raise BadCheckpoint(
-            f"{src.name}/tokenizer_config.json: chat_template is {shown(repr(template))}; it must be the template's "
-            "text or a list of {name, template} (fix the file or download it again)"
+            f"{src.name}/tokenizer_config.json: chat_template is {shown(repr(template))}; it must be "
+            "the template's text or a list of {name, template} (fix the file or download it again)"
         )
     jinja = src / "chat_template.jinja"
     if files.is_present(jinja):

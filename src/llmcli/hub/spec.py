@@ -106,13 +106,14 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     repo_id = repo_id.strip("/")
     if not REPO_RE.match(repo_id):
         raise UsageError(
-            f"'{spec}' is not a Hugging Face repo; give OWNER/NAME[:QUANT], e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"
+            f"'{spec}' is not a Hugging Face repo; give OWNER/NAME[:QUANT], "
+            "e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"
         )
     return repo_id, (quant.strip() or None)
 
 
 def repo_and_quant(text: str) -> tuple[str, str | None] | None:
-    """(repo, quant) when `text` reads as REPO[:QUANT] with a one-word quant, else None (a name or a prompt)."""
+    """(repo, quant) when `text` reads as REPO[:QUANT] with a one-word quant, else None (name or prompt)."""
     try:
         repo_id, quant = parse_spec(text)
     except UsageError:

@@ -170,7 +170,7 @@ class _ToReport(logging.Handler):
         self.report = report
 
     def emit(self, record: logging.LogRecord) -> None:
-        # "Error while downloading from URL: peer closed ...\nTrying to resume download...": the first line says it.
+        # "Error while downloading from URL: peer closed ...\nTrying to resume download...": line 1 says it.
         self.report(Note(f"huggingface_hub: {record.getMessage().splitlines()[0]}; retrying"))
 
 

@@ -94,7 +94,7 @@ class Repl:
             self.out.warn(warning)
 
     def _error(self, exc: Exception) -> None:
-        """One line for any error; the type too when it is not one of ours; the traceback under LLMCLI_DEBUG."""
+        """One line for any error; the type too when it is not ours; the traceback under LLMCLI_DEBUG."""
         env = current()
         if env.debug:
             traceback.print_exception(exc, file=env.stderr)
