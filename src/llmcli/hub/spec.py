@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import PurePosixPath
+from typing import TypeGuard
 
 from llmcli.errors import UsageError
 
@@ -145,7 +146,7 @@ def preference_rank(tag: str) -> tuple[int, int, str]:
     return rank, tag.startswith("UD-"), tag
 
 
-def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> bool:
+def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> TypeGuard[str]:
     """A file name as git and the hub store one: relative, '/'-separated, no '.', '..' or empty parts,
     no backslash or control character. Anything else from a server would be a path out of the cache."""
     if not isinstance(name, str) or not name or len(name) > limit or "\\" in name:
@@ -159,7 +160,7 @@ def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> bool:
 
 def is_revision(rev: object) -> bool:
     """A branch, a tag (both may hold '/', like refs/pr/1) or a commit sha; never a path out of refs/."""
-    return is_repo_path(rev, MAX_REVISION) and not rev.startswith("-")  # type: ignore[union-attr]
+    return is_repo_path(rev, MAX_REVISION) and not rev.startswith("-")
 
 
 def is_commit(sha: object) -> bool:
