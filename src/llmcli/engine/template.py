@@ -63,7 +63,7 @@ class Message:
     cancelled: bool = False
 
     def as_dict(self) -> dict:
-        data = {"role": self.role, "content": self.content}
+        data: dict[str, object] = {"role": self.role, "content": self.content}
         if self.cancelled:
             data["cancelled"] = True
         return data
@@ -332,7 +332,8 @@ class _Tokens:
     """Ids built piece by piece, stopping once they are known to pass the limit."""
 
     def __init__(self, runtime, limit: int | None) -> None:
-        self.runtime, self.limit, self.ids = runtime, limit, []
+        self.runtime, self.limit = runtime, limit
+        self.ids: list[int] = []
 
     def add(self, text: str, *, parse_special: bool) -> None:
         if not text:
