@@ -159,23 +159,19 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
         )
     vocab_map, added = checked_tokens(tj, n_rows, where)
     tokens: list[str | None] = [None] * n_rows
-    types = [UNUSED] * n_rows
+    types: list[int] = [UNUSED] * n_rows
     for text, tid in vocab_map.items():
         tokens[tid], types[tid] = text, NORMAL
     for t in added:
         tid, text = t["id"], t["content"]
         tokens[tid] = text
         types[tid] = CONTROL if t.get("special") or _looks_special(text) else USER_DEFINED
-    n_padding = 0
-    for i, tok in enumerate(tokens):
-        if tok is None:
-            tokens[i] = f"[PAD{i}]"
-            n_padding += 1
+    n_padding = tokens.count(None)
     return Vocab(
         model="gpt2",
         pre=pre.name if pre else None,
-        tokens=tokens,
-        types=types,  # type: ignore[arg-type]
+        tokens=[f"[PAD{i}]" if tok is None else tok for i, tok in enumerate(tokens)],
+        types=types,
         merges=_merges(model.get("merges"), where),
         n_padding=n_padding,
         pre_candidates=candidates,
@@ -386,7 +382,7 @@ def _post_processor_adds(tj: dict | None, vocab: Vocab) -> tuple[bool, bool]:
     procs = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
     for proc in procs if isinstance(procs, list) else []:
         if isinstance(proc, dict) and proc.get("type") == "TemplateProcessing":
-            single = proc.get("single") if isinstance(proc.get("single"), list) else []
+            single = given if isinstance(given := proc.get("single"), list) else []
             first = _special_id(single[0]) if single else None
             last = _special_id(single[-1]) if len(single) > 1 else None
             bos = vocab.tokens[vocab.special["bos"]] if "bos" in vocab.special else None
