@@ -64,7 +64,7 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], type[BaseExcep
     """(what means "no answer", any other failed request: a redirect loop, a bad URL)."""
     # huggingface_hub 2.x speaks httpx2; older ones httpx. Either way, TransportError is "no answer".
     try:
-        import httpx2 as httpx  # type: ignore[import-not-found]
+        import httpx2 as httpx
     except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
         import httpx  # type: ignore[import-not-found,no-redef]
     from huggingface_hub.errors import OfflineModeIsEnabled
