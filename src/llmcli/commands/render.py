@@ -62,8 +62,9 @@ def render(
         from rich.table import Table
 
         table = Table(box=None, pad_edge=False)
-        for name, justify in (("#", "right"), ("id", "right"), ("piece", "left")):
-            table.add_column(name, justify=justify)
+        table.add_column("#", justify="right")
+        table.add_column("id", justify="right")
+        table.add_column("piece", justify="left")
         for n, (i, p) in enumerate(zip(view.ids, view.pieces, strict=True)):
             table.add_row(str(n), str(i), repr(p))
         out.out.print(table)

@@ -40,6 +40,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
         # Logged first, so the document can name the conversation (`--cid` continues it; null: not logged).
         # Nothing has streamed, and a log that fails is one warning: the document still follows.
         logged = log_exchange(out, recorder, session, prompt, reply)
+        assert stats is not None, "a session ends every reply it does not raise out of with its stats"
         out.json(
             {
                 **json_document(text, model_name, stats, reply.reasoning),

@@ -43,8 +43,9 @@ class Repl:
 
     def _prompt_session(self):
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
+        history: History
         try:
             self.store.root.mkdir(parents=True, exist_ok=True)
             history = FileHistory(str(self.store.history_path))
