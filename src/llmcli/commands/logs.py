@@ -59,7 +59,7 @@ def logs(
             help="Only exchanges whose prompt or reply holds every word.",
         ),
     ] = None,
-    cid: cid_option("Only this conversation.") = None,
+    cid: Annotated[Optional[str], cid_option("Only this conversation.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     from llmcli.errors import UsageError

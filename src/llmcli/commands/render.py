@@ -41,7 +41,7 @@ def render(
     if messages is None and env.stdin_isatty:
         raise UsageError("no messages: give --messages FILE (OpenAI-style JSON) or pipe them in")
     if messages in (None, "-"):
-        text, source = env.stdin.read(), "stdin"
+        text, source = (env.stdin.read() if env.stdin is not None else ""), "stdin"
     else:
         text, source = _read(Path(messages)), messages
     view = render_prompt(Store(env.store_root), RenderOptions(model, text, source, chat_template, think))
