@@ -103,7 +103,7 @@ def plan_pull(
 
 
 def partial_path(blob: Path) -> Path:
-    """Where an unfinished blob's bytes wait for the next run (the name older huggingface_hub resumes)."""
+    """Where an unfinished blob's bytes wait for the next run (the name old huggingface_hub resumed from)."""
     return blob.with_name(blob.name + ".incomplete")
 
 
