@@ -144,8 +144,8 @@ def main() -> int:
             if kind != "bare":
                 print(
                     f"{kind}: {(per - bare) / 1e3:.0f} k instr/token over bare "
-                    f"({(per - bare) / dec:.2%} of llama_decode) -> at most {dec / (per - bare + dec):.3f}x of bare "
-                    "if instructions were time"
+                    f"({(per - bare) / dec:.2%} of llama_decode) -> at most "
+                    f"{dec / (per - bare + dec):.3f}x of bare if instructions were time"
                 )
     print(
         f"(callgrind, 1 thread, {extra} tokens between a {args.short}- and a {args.long}-token reply; "

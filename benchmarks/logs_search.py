@@ -72,7 +72,8 @@ def main() -> int:
         build(root / "logs.db", args.exchanges)
         size = (root / "logs.db").stat().st_size
         print(
-            f"log: {args.exchanges:,} exchanges, {size / 1e6:.1f} MB, built in {time.perf_counter() - t:.1f} s"
+            f"log: {args.exchanges:,} exchanges, {size / 1e6:.1f} "
+            f"MB, built in {time.perf_counter() - t:.1f} s"
         )
 
         import llmcli.chatlog as chatlog

@@ -20,7 +20,8 @@ near-tie: llama.cpp's single-token decode splits attention across threads (anoth
 the batched kernels, which round as a single thread does), so plain decoding's own output depends
 on -t. The script reports where the replies first differ instead of stopping.
 
-    python benchmarks/lookup_vs_plain.py [--suite issue|small] [--rounds 5] [--threads 2] [--max-tokens N] [--model PATH]
+    python benchmarks/lookup_vs_plain.py [--suite issue|small] [--rounds 5] [--threads 2]
+                                         [--max-tokens N] [--model PATH]
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ FREE = [
     ("sea poem", "free", "Write a poem about the sea."),
     ("explain", "free", "Explain how a refrigerator works, in two paragraphs."),
 ]
-# (name, kind, prompt) as `cat FILE | llmcli chat "INSTRUCTION"` builds it: stdin, a blank line, the instruction.
+# (name, kind, prompt) as `cat FILE | llmcli chat "INSTRUCTION"` builds it: stdin, blank line, instruction.
 SUITES: dict[str, list[tuple[str, str, str]]] = {
     "issue": [
         (
@@ -290,7 +291,8 @@ def main() -> int:
         if kind == "copy":  # the KV depth halfway through the reply: where its decode runs on average
             depth[name] = reply.stats.prompt_tokens + reply.stats.completion_tokens // 2
         print(
-            f"  {name}: {reply.stats.prompt_tokens} prompt tokens, {reply.stats.completion_tokens} reply tokens"
+            f"  {name}: {reply.stats.prompt_tokens} prompt "
+            f"tokens, {reply.stats.completion_tokens} reply tokens"
         )
     natives: dict[str, list[float]] = {name: [] for name in depth}
     drafted_rates: dict[str, list[float]] = {name: [] for name in depth}
@@ -337,7 +339,8 @@ def main() -> int:
             )
     if any(natives.values()):
         print(
-            "\ncopy tasks, --draft lookup decode / native llama-bench tg128 at the reply's mid depth (goal >= 1.3x):"
+            "\ncopy tasks, --draft lookup decode / native llama-bench "
+            "tg128 at the reply's mid depth (goal >= 1.3x):"
         )
         for name, rates_native in natives.items():
             per_round = [d / n for d, n in zip(drafted_rates[name], rates_native, strict=True)]

@@ -18,7 +18,8 @@ continuation should prefill only its new turn, that is, everything after the pre
 the previous call saved. The new turn's size is measured, not assumed: the prompt's length minus
 the previous prompt and reply.
 
-    python benchmarks/prefix_cache.py [--rounds 2] [--tokens 3000] [--threads 2] [--max-tokens 64] [--turns 10]
+    python benchmarks/prefix_cache.py [--rounds 2] [--tokens 3000] [--threads 2] [--max-tokens 64]
+                                      [--turns 10]
 """
 
 from __future__ import annotations
@@ -142,10 +143,10 @@ def piped_document(args) -> None:
         prefill.append(new)
         print(
             f"round {rnd + 1}: document {cold['usage']['prompt_tokens']} prompt tokens; cold TTFT "
-            f"{cold['timings']['ttft_ms']:.0f} ms; cached: {usage['cached_tokens']} from {usage['cache_source']}, "
-            f"{new} prefilled, TTFT {cached['timings']['ttft_ms']:.0f} ms (ratio {ratio:.3f}); --no-cache TTFT "
-            f"{uncached['timings']['ttft_ms']:.0f} ms; replies identical: {same}; "
-            f"{len(cache_files)} entries, {size / 1e6:.1f} MB",
+            f"{cold['timings']['ttft_ms']:.0f} ms; cached: {usage['cached_tokens']} from "
+            f"{usage['cache_source']}, {new} prefilled, TTFT {cached['timings']['ttft_ms']:.0f} ms (ratio "
+            f"{ratio:.3f}); --no-cache TTFT {uncached['timings']['ttft_ms']:.0f} ms; "
+            f"replies identical: {same}; {len(cache_files)} entries, {size / 1e6:.1f} MB",
             flush=True,
         )
     print(f"\nsecond question prefill tokens: {max(prefill)} (goal <= 64)")
@@ -171,9 +172,9 @@ def continued(args) -> None:
                 new_turn = usage["prompt_tokens"] - previous["prompt_tokens"] - previous["completion_tokens"]
                 only_new.append(prefilled <= new_turn)
                 print(
-                    f"turn {turn + 1:2}: prompt {usage['prompt_tokens']:4} tokens, {usage['cached_tokens']:4} from "
-                    f"{usage['cache_source']}, {prefilled:3} prefilled; new turn {new_turn} tokens; "
-                    f"TTFT {reply['timings']['ttft_ms']:.0f} ms",
+                    f"turn {turn + 1:2}: prompt {usage['prompt_tokens']:4} tokens, "
+                    f"{usage['cached_tokens']:4} from {usage['cache_source']}, {prefilled:3} "
+                    f"prefilled; new turn {new_turn} tokens; TTFT {reply['timings']['ttft_ms']:.0f} ms",
                     flush=True,
                 )
             previous = usage

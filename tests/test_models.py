@@ -1,4 +1,6 @@
-"""ModelRef: MODEL text parsed once into a store name, a GGUF path or a hub repo; the default; the lone-argument rule."""
+"""ModelRef: MODEL text parsed once into a store name, a GGUF path or a hub repo; the default;
+the lone-argument rule.
+"""
 
 from __future__ import annotations
 

@@ -123,10 +123,12 @@ CREATE TRIGGER exchanges_fts_insert AFTER INSERT ON exchanges BEGIN
     INSERT INTO exchanges_fts(rowid, prompt, reply) VALUES (new.n, new.prompt, new.reply);
 END;
 CREATE TRIGGER exchanges_fts_delete AFTER DELETE ON exchanges BEGIN
-    INSERT INTO exchanges_fts(exchanges_fts, rowid, prompt, reply) VALUES ('delete', old.n, old.prompt, old.reply);
+    INSERT INTO exchanges_fts(exchanges_fts, rowid, prompt, reply)
+        VALUES ('delete', old.n, old.prompt, old.reply);
 END;
 CREATE TRIGGER exchanges_fts_update AFTER UPDATE ON exchanges BEGIN
-    INSERT INTO exchanges_fts(exchanges_fts, rowid, prompt, reply) VALUES ('delete', old.n, old.prompt, old.reply);
+    INSERT INTO exchanges_fts(exchanges_fts, rowid, prompt, reply)
+        VALUES ('delete', old.n, old.prompt, old.reply);
     INSERT INTO exchanges_fts(rowid, prompt, reply) VALUES (new.n, new.prompt, new.reply);
 END;
 """
@@ -346,8 +348,9 @@ class ChatLog:
                         ),
                     )
                 self.db.execute(
-                    "INSERT INTO exchanges (id, conversation_id, model, system, messages, prompt, reply, reasoning, "
-                    "options, usage, timings, finish_reason, datetime_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO exchanges (id, conversation_id, model, system, messages, prompt, reply, "
+                    "reasoning, options, usage, timings, finish_reason, "
+                    "datetime_utc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         exchange.id,
                         exchange.conversation_id,

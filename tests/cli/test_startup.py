@@ -51,7 +51,8 @@ UNUSED_LAYERS = (
 def imported_after(args: list[str]) -> set[str]:
     """The modules loaded once `llmcli ARGS` has run in a fresh interpreter."""
     code = (
-        "import sys\nfrom llmcli.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "import sys\nfrom llmcli.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
         "sys.stderr.write('\\n'.join(sorted(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,6 @@
-"""A hostile or broken manifest: `rm` deletes nothing outside blobs/, bad shapes are one line, `list` escapes names."""
+"""A hostile or broken manifest: `rm` deletes nothing outside blobs/, bad shapes are one line,
+`list` escapes names.
+"""
 
 from __future__ import annotations
 

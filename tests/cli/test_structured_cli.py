@@ -32,7 +32,8 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
         (
             [
                 "--schema",
-                '{"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"b": {"$ref": "#/$defs/b"}}}',
+                '{"$defs": {"a": {"type": "string"}}, "type": '
+                '"object", "properties": {"b": {"$ref": "#/$defs/b"}}}',
             ],
             "--schema: $ref '#/$defs/b' points to nothing at /properties/b;",
         ),

@@ -47,7 +47,7 @@ def gemma3_hf() -> Path:
 
 @pytest.fixture(scope="session")
 def gemma_spm(tmp_path_factory) -> Path:
-    """A tiny Gemma 3 with a Gemma-style SentencePiece tokenizer that transformers 5 saved as tokenizer.json only."""
+    """A tiny Gemma 3; transformers 5 saved its Gemma-style SentencePiece tokenizer as tokenizer.json only."""
     return build_gemma_spm(tmp_path_factory.mktemp("tiny_gemma_spm"))
 
 

@@ -33,8 +33,10 @@ QWEN_TEMPLATE = (
 )
 LLAMA3_TEMPLATE = (
     "{{- bos_token }}{%- for message in messages %}"
-    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
-    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' "
+    "+ message['content'] | trim + '<|eot_id|>' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
 )
 PHI3_TEMPLATE = (
     "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
@@ -257,7 +259,8 @@ for i in range(10): print(i * 2)
 """
 LLAMA2_TEMPLATE = (
     "{% if messages[0]['role'] == 'system' %}"
-    "{% set system = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% set messages = messages[1:] %}"
+    "{% set system = '<<SYS>>\\n' + messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}"
+    "{% set messages = messages[1:] %}"
     "{% else %}{% set system = '' %}{% endif %}"
     "{% for message in messages %}{% if message['role'] == 'user' %}"
     "{{ bos_token + '[INST] ' + (system if loop.first else '') + message['content'] + ' [/INST]' }}"
@@ -278,7 +281,7 @@ SPM_VOCAB = 512
 
 
 def train_sentencepiece(path: Path) -> Path:
-    """A BPE tokenizer.model trained like Llama 2's: byte fallback, split digits, dummy prefix, no normalization."""
+    """Train a BPE tokenizer.model as Llama 2's: byte fallback, split digits, dummy prefix, no normalizer."""
     import io
 
     import sentencepiece as spm

@@ -55,7 +55,8 @@ LLAMA3_SPELLED_OUT = {
 }
 
 # ggml-vocab name -> (the table row its tokenizer.json definition is, a behaviour-preserving rewrite of
-# that definition as (pre_tokenizer, ignore_merges), or None to keep the row's own with ignore_merges flipped).
+# that definition as (pre_tokenizer, ignore_merges), or None to keep the row's own with ignore_merges
+# flipped).
 REAL_VOCABS: dict[str, tuple[str, dict | None]] = {
     "qwen2": ("qwen2", None),  # ignore_merges: true, as transformers writes it from tiktoken
     "llama-bpe": ("llama-bpe", LLAMA3_SPELLED_OUT),

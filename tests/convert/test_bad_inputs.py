@@ -1,4 +1,4 @@
-"""Every bad input ends in one clear line on stderr and a non-zero exit, never a traceback or a partial file."""
+"""Every bad input ends in one clear line on stderr and a non-zero exit, never a traceback or partial file."""
 
 from __future__ import annotations
 
@@ -208,7 +208,7 @@ def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
     tj = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
     tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = r"\p{L}+|\s+"
     (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
-    # No known pre-tokenizer matches it exactly, and none splits text as it does: the check corpus shows where.
+    # No known pre-tokenizer matches it exactly, and none splits text as it does: the check corpus shows it.
     assert_clean_error(
         cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")),
         ExitStatus.USAGE,

@@ -91,8 +91,8 @@ def test_real_vocabulary_is_verified_under_a_definition_written_differently(tmp_
 
 
 def test_llama3_vocabulary_without_ignore_merges_is_refused_on_the_first_differing_string(tmp_path):
-    """Llama 3 written with "ignore_merges": false splits differently from llama.cpp's llama-bpe, which ignores
-    merges: a real difference, on a Vietnamese test string of llama.cpp's own."""
+    """Llama 3 written with "ignore_merges": false splits differently from llama.cpp's llama-bpe, which
+    ignores merges: a real difference, on a Vietnamese test string of llama.cpp's own."""
     from llmcli.convert import pretokenizers
     from llmcli.convert.errors import UnsupportedTokenizer
 
@@ -180,8 +180,8 @@ def test_dry_run_names_the_pre_tokenizer_chosen_by_behaviour(qwen_ignore_merges)
 
 
 def test_changed_pre_tokenizer_regex_is_refused_with_the_first_differing_string(tmp_path, qwen_ignore_merges):
-    """Qwen's regex with a word's leading space or punctuation split off (\\p{L}+ for [^\\r\\n\\p{L}\\p{N}]?\\p{L}+):
-    no llama.cpp pre-tokenizer splits so.
+    """Qwen's regex with a word's leading space or punctuation split off
+    (\\p{L}+ for [^\\r\\n\\p{L}\\p{N}]?\\p{L}+): no llama.cpp pre-tokenizer splits so.
 
     (Grouping digits instead, \\p{N}+ for \\p{N}, is accepted as llama-bpe: Qwen's vocabulary has no
     multi-digit token, so on it the two regexes give the same ids.)"""

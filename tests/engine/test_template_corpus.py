@@ -50,7 +50,7 @@ def corpus() -> dict[str, str]:
 
     templates = corpus_templates()
     templates[EMBEDDED] = gguf_template(str(embedded_model_path()))
-    # Templates llama.cpp's set lacks, kept in the repo: Gemma 3's (google/gemma-3-*-it's tokenizer_config.json).
+    # Templates llama.cpp's set lacks, kept here: Gemma 3's (google/gemma-3-*-it's tokenizer_config.json).
     templates.update({p.name: p.read_text(encoding="utf-8") for p in sorted(LOCAL_TEMPLATES.glob("*.jinja"))})
     return templates
 

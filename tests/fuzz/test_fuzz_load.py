@@ -219,8 +219,8 @@ def test_hostile_load_files(session, tmp_path):
                 f"(file head {path.read_bytes()[:80]!r})\n{traceback.format_exc(limit=3)}"
             )
     print(
-        f"\nfuzz load (seed {SEED}): {CASES} cases, {counts['error']} clean errors, {counts['ok']} successes, "
-        f"{counts['fail']} failures"
+        f"\nfuzz load (seed {SEED}): {CASES} cases, {counts['error']} "
+        f"clean errors, {counts['ok']} successes, {counts['fail']} failures"
     )
     assert counts["error"] + counts["ok"] + counts["fail"] == CASES
     assert not failures, "\n".join(failures[:10])

@@ -6,7 +6,8 @@ a `chat -c` / `--cid` would load. Each must either work (and then the output is 
 or text without terminal escapes) or end with one `llmcli: error:` line and exit 1 or 2. A
 traceback or any other exception is a failure.
 
-~100 cases by default (about a minute on a loaded machine); LLMCLI_FUZZ_LONG=1 runs 1,000. LLMCLI_FUZZ_SEED picks another seed.
+~100 cases by default (about a minute on a loaded machine); LLMCLI_FUZZ_LONG=1 runs 1,000.
+LLMCLI_FUZZ_SEED picks another seed.
 """
 
 from __future__ import annotations

@@ -1,18 +1,21 @@
 """A Hugging Face Hub on loopback, speaking the endpoints huggingface_hub really calls.
 
-- `GET /api/models/{repo}[/revision/{rev}]`      model info: sha, gated, siblings (+ sizes, LFS sha256 with ?blobs)
-- `GET /api/models/{repo}/tree/{rev}[/{path}]`   the tree listing: type, path, size, oid, lfs {oid, size}
-- `HEAD|GET /{repo}/resolve/{rev}/{path}`        small files: 200 with ETag and X-Repo-Commit;
-                                                 LFS files: 302 to /cdn/<sha256> with X-Linked-Etag/X-Linked-Size
-- `HEAD|GET /cdn/{sha256}`                       the bytes, honouring Range (206 + Content-Range)
+- `GET /api/models/{repo}[/revision/{rev}]`     model info: sha, gated, siblings (+ sizes, LFS sha256
+                                                with ?blobs)
+- `GET /api/models/{repo}/tree/{rev}[/{path}]`  the tree listing: type, path, size, oid, lfs {oid, size}
+- `HEAD|GET /{repo}/resolve/{rev}/{path}`       small files: 200 with ETag and X-Repo-Commit;
+                                                LFS files: 302 to /cdn/<sha256> with X-Linked-Etag and
+                                                X-Linked-Size
+- `HEAD|GET /cdn/{sha256}`                      the bytes, honouring Range (206 + Content-Range)
 
 Errors carry X-Error-Code as the real hub's do (RepoNotFound, GatedRepo, RevisionNotFound, EntryNotFound),
 because huggingface_hub maps them to its exception types by that header.
 
 Faults, set per test on `hub.faults`: drop the connection after N body bytes, throttle, flip a byte,
 answer a fixed status on paths that match a substring, or redirect them to themselves forever.
-Hostile repos (`hostile()`): a commit sha, file names or object ids that are paths out of the cache. Every request is logged in `hub.log`, with the
-start of its Range, so tests can prove where a resumed download began.
+Hostile repos (`hostile()`): a commit sha, file names or object ids that are paths out of the cache.
+Every request is logged in `hub.log`, with the start of its Range, so tests can prove where a resumed
+download began.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ CHUNK = 64 * 1024
 
 @functools.lru_cache(maxsize=None)
 def _digests(path: Path) -> tuple[int, str, str]:
-    """Size, sha256 and git blob sha1 of a fixture file, hashed once per session however many repos share it."""
+    """Size, sha256 and git blob sha1 of a fixture file, hashed once per session however many repos use it."""
     size = path.stat().st_size
     sha = hashlib.sha256()
     git = hashlib.sha1(f"blob {size}\0".encode())

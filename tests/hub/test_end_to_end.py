@@ -37,7 +37,8 @@ def test_a_pulled_split_gguf_loads_from_its_first_part(hub: FakeHub) -> None:
 
 def test_chat_repo_colon_latest_is_a_model_to_pull_not_a_prompt(hub: FakeHub) -> None:
     # A lone `Org/Model:latest` with the prompt piped in: the argument is the MODEL, so chat asks the hub for
-    # that repo (which has no 'latest' quant) instead of answering "hi\n\nOrg/Model:latest" with the default model.
+    # that repo (which has no 'latest' quant) instead of answering "hi\n\nOrg/Model:latest" with the
+    # default model.
     r = cli_process("chat", f"{GGUF_REPO}:latest", "--no-stats", input="hi\n")
     assert (r.exit_code, r.stdout) == (2, ""), r.stderr
     assert r.stderr.splitlines()[-1].startswith("llmcli: error: no latest GGUF in this repo; it has: Q4_K_M")

@@ -130,8 +130,8 @@ def test_named_pull_and_pinned_revision(hub: FakeHub) -> None:
 
 
 def test_a_dropped_connection_resumes_within_the_run(hub: FakeHub) -> None:
-    # huggingface_hub writes in 10 MiB chunks: after a drop at 25 MB, 20 MiB are on disk and the retry asks for
-    # the rest; the second drop comes 25 MB into that retry.
+    # huggingface_hub writes in 10 MiB chunks: after a drop at 25 MB, 20 MiB are on disk and the retry asks
+    # for the rest; the second drop comes 25 MB into that retry.
     hub.faults.drop_after, hub.faults.drop_times = 25_000_000, 2
     r = cli("pull", f"{GGUF_REPO}:Q8_0")
     assert r.exit_code == 0, r.stderr

@@ -55,7 +55,11 @@ def _facts(model) -> dict:
     n_kv = getattr(text_cfg, "num_key_value_heads", None) or n_head
     head_dim = getattr(text_cfg, "head_dim", None) or (text_cfg.hidden_size // n_head if n_head else None)
     elem = next(model.parameters()).element_size()
-    per_token = 2 * n_layer * n_kv * head_dim * elem if None not in (n_layer, n_kv, head_dim) else None
+    per_token = (
+        2 * n_layer * n_kv * head_dim * elem
+        if n_layer is not None and n_kv is not None and head_dim is not None
+        else None
+    )
     # the size label llama.cpp's model_type carries ("135M", "1.5B"), for tiny test models "140K"
     label = next(
         f"{n_params / scale:.{digits}f}{unit}"

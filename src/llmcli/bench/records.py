@@ -7,6 +7,7 @@ reading llama-bench results read ours; the extra fields come after them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
@@ -136,11 +137,11 @@ class BenchRow:
         )
 
 
-def mean(values: list[float]) -> float:
+def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def stdev(values: list[float], ddof: int = 1) -> float:
+def stdev(values: Sequence[float], ddof: int = 1) -> float:
     """Standard deviation with `ddof` delta degrees of freedom, as numpy.std counts them.
 
     ddof=1 (the default): the sample deviation, as llama-bench computes it; ddof=0: the population

@@ -10,6 +10,7 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Generic, TypeGuard, TypeVar
 
 from llmcli.bench.chat import ChatRow
 from llmcli.bench.records import BenchRow
@@ -17,6 +18,7 @@ from llmcli.bench.serve import ServeRow
 from llmcli.units import format_bytes
 
 Row = BenchRow | ChatRow | ServeRow
+R = TypeVar("R")
 
 FORMATS = ("md", "json", "jsonl", "csv")
 
@@ -31,15 +33,25 @@ def human_params(n: int) -> str:
 
 
 @dataclass(frozen=True)
-class Column:
+class Column(Generic[R]):
     title: str
     right: bool  # numbers align right, as in llama-bench's table
-    cell: Callable[[BenchRow], str]
-    when: Callable[[list[BenchRow]], bool] = lambda rows: True
+    cell: Callable[[R], str]
+    when: Callable[[list[R]], bool] = lambda rows: True
+
+
+def _are(rows: list[Row], kind: type[R]) -> TypeGuard[list[R]]:
+    """A report's rows are all of one kind, so the first row tells which table and chart it gets."""
+    return bool(rows) and isinstance(rows[0], kind)
+
+
+def _bench_rows(rows: list[Row]) -> list[BenchRow]:
+    """llama-bench's rows: what a report that is neither a chat nor a serving one holds."""
+    return [r for r in rows if isinstance(r, BenchRow)]
 
 
 # llama-bench's columns first (model, size, params, backend, threads, test, t/s), then ours.
-COLUMNS: list[Column] = [
+COLUMNS: list[Column[BenchRow]] = [
     Column("model", False, lambda r: r.model_type),
     Column("size", True, lambda r: human_bytes(r.model_size)),
     Column("params", True, lambda r: human_params(r.model_n_params)),
@@ -80,7 +92,7 @@ def _ms(value: float, spread: float) -> str:
 
 
 # The chat latency table: one row per turn of the script.
-CHAT_COLUMNS: list[Column] = [
+CHAT_COLUMNS: list[Column[ChatRow]] = [
     Column("model", False, lambda r: r.model),
     Column("threads", True, lambda r: str(r.n_threads)),
     Column("turn", True, lambda r: str(r.turn)),
@@ -101,7 +113,7 @@ def _pcts(r: ServeRow, name: str) -> str:
 
 
 # bench --endpoint: one row per concurrency level, the columns of vLLM's serving benchmark.
-SERVE_COLUMNS: list[Column] = [
+SERVE_COLUMNS: list[Column[ServeRow]] = [
     Column("model", False, lambda r: r.model),
     Column("backend", False, lambda r: r.backend),
     Column("test", True, lambda r: r.test),
@@ -115,10 +127,14 @@ SERVE_COLUMNS: list[Column] = [
 
 
 def to_markdown(rows: list[Row]) -> str:
-    if rows and isinstance(rows[0], ServeRow):
+    if _are(rows, ServeRow):
         return _table(rows, SERVE_COLUMNS)
-    if rows and isinstance(rows[0], ChatRow):
+    if _are(rows, ChatRow):
         return _table(rows, CHAT_COLUMNS)
+    return _bench_table(_bench_rows(rows))
+
+
+def _bench_table(rows: list[BenchRow]) -> str:
     columns = [c for c in COLUMNS if c.when(rows)]
     # If two different models share a model_type (two files of one quant), show their names too.
     if len({r.model for r in rows}) > len({r.model_type for r in rows}):
@@ -126,7 +142,7 @@ def to_markdown(rows: list[Row]) -> str:
     return _table(rows, columns)
 
 
-def _table(rows: list[Row], columns: list[Column]) -> str:
+def _table(rows: list[R], columns: list[Column[R]]) -> str:
     cells = [[c.cell(r) for c in columns] for r in rows]
     widths = [max([len(c.title)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
 
@@ -189,10 +205,14 @@ def render(rows: list[Row], fmt: str) -> str:
 
 def bar_chart(rows: list[Row], width: int = 40) -> str:
     """Horizontal bars of t/s, one group per test (pp and tg live on different scales)."""
-    if rows and isinstance(rows[0], ServeRow):
+    if _are(rows, ServeRow):
         return _serve_chart(rows, width)
-    if rows and isinstance(rows[0], ChatRow):
+    if _are(rows, ChatRow):
         return _chat_chart(rows, width)
+    return _bench_chart(_bench_rows(rows), width)
+
+
+def _bench_chart(rows: list[BenchRow], width: int) -> str:
     if not rows:
         return ""
     eighths = " ▏▎▍▌▋▊▉█"

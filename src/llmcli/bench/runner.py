@@ -140,8 +140,8 @@ def resolve_target(
         )
         if LLAMA in backends and converted is None:
             raise UsageError(
-                f"{spec} is a Hugging Face folder and llama.cpp needs a GGUF: run `llmcli convert {spec}` first, "
-                "or measure it alone with --backend transformers"
+                f"{spec} is a Hugging Face folder and llama.cpp needs a GGUF: run `llmcli "
+                f"convert {spec}` first, or measure it alone with --backend transformers"
             )
         return Target(
             name=converted.name if converted else Path(hf_dir).name,

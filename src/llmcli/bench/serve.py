@@ -23,9 +23,10 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from llmcli.bench.records import Progress, mean, stdev
 from llmcli.engine.openai_http import ChatStream, Endpoint
@@ -108,7 +109,11 @@ class RequestResult:
 
 
 def run_request(
-    ep: Endpoint, model: str, prompt: str, plan: ServePlan, register: callable | None = None
+    ep: Endpoint,
+    model: str,
+    prompt: str,
+    plan: ServePlan,
+    register: Callable[[ChatStream], None] | None = None,
 ) -> RequestResult:
     body = {
         "model": model,
@@ -210,7 +215,7 @@ class ServeRow:
         out_tokens = sum(r.output_tokens for r in ok)
         reported = bool(ok) and all(r.usage_reported and r.prompt_tokens is not None for r in ok)
         in_tokens = sum(r.prompt_tokens or 0 for r in ok) if reported else None
-        per = {
+        per: dict[str, Any] = {  # ServeRow's percentile fields, by name
             f"p{p}_{name}_ms": percentile(vals, p)
             for name, vals in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el))
             for p in PERCENTILES

@@ -187,8 +187,8 @@ def bench(
         if given:
             raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
         runner.check_save_path(save)
-        rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
-        _emit(env, rows, out_format, save, chart)
+        serve_rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
+        _emit(env, serve_rows, out_format, save, chart)
         return
     plan = runner.make_plan(
         n_prompt=n_prompt,
@@ -209,7 +209,7 @@ def bench(
         raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
     runner.check_backend_installed(backends)
     store = Store(env.store_root)
-    targets = [runner.resolve_target(spec, backends, store, env.default_model) for spec in (models or [None])]
+    targets = [runner.resolve_target(spec, backends, store, env.default_model) for spec in _specs(models)]
 
     progress = _ProgressPrinter(env)
     rows: list[BenchRow | ChatRow] = []
@@ -222,8 +222,8 @@ def bench(
                 progress.show(ev)
     finally:
         progress.done()
-    if not chat:
-        runner.pair_speedups(rows)
+    if not chat:  # then every row is a BenchRow; pair_speedups sets their speedup in place
+        runner.pair_speedups([r for r in rows if isinstance(r, BenchRow)])
 
     _emit(env, rows, out_format, save, chart)
 
@@ -241,6 +241,11 @@ def _emit(env: Environment, rows: list, out_format: str, save: Path | None, char
         stream = env.stdout if env.stdout_isatty and out_format == "md" else env.stderr
         stream.write("\n" + report.bar_chart(rows))
         stream.flush()
+
+
+def _specs(models: list[str] | None) -> list[str | None]:
+    """The MODEL arguments, or one None: the default model (with --endpoint, the server's only one)."""
+    return list(models) if models else [None]
 
 
 def _bench_remote(
@@ -271,7 +276,7 @@ def _bench_remote(
         n_gen=gens[0],
     )
     available = list_models(server)
-    targets = [pick_model(server, available, spec) for spec in (models or [None])]
+    targets = [pick_model(server, available, spec) for spec in _specs(models)]
     progress = _ProgressPrinter(current())
     rows: list[ServeRow] = []
     try:

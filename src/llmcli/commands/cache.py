@@ -58,13 +58,13 @@ def cache(
                     "cache": str(root),
                 }
             )
-        damaged = (
+        damaged_note = (
             f" and {cleared.damaged} damaged file{'s' if cleared.damaged != 1 else ''}"
             if cleared.damaged
             else ""
         )
         out.info(
-            f"removed {cleared.entries} entr{'y' if cleared.entries == 1 else 'ies'}{damaged} "
+            f"removed {cleared.entries} entr{'y' if cleared.entries == 1 else 'ies'}{damaged_note} "
             f"({format_bytes(cleared.bytes)}) from {root}"
         )
         return
@@ -112,5 +112,6 @@ def cache(
         out.info(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {format_bytes(total)} in {root}")
     if damaged:
         out.warn(
-            f"{damaged} damaged file{'s' if damaged != 1 else ''} in {root}; `llmcli cache clear` removes them"
+            f"{damaged} damaged file{'s' if damaged != 1 else ''} "
+            f"in {root}; `llmcli cache clear` removes them"
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -74,13 +74,13 @@ def chat(
         ),
     ] = None,
     system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
-    temp: param_option("temperature") = None,
-    top_p: param_option("top_p") = None,
-    top_k: param_option("top_k") = None,
-    min_p: param_option("min_p") = None,
-    repeat_penalty: param_option("repeat_penalty") = None,
-    seed: param_option("seed") = None,
-    max_tokens: param_option("max_tokens") = None,
+    temp: Annotated[Optional[float], param_option("temperature")] = None,
+    top_p: Annotated[Optional[float], param_option("top_p")] = None,
+    top_k: Annotated[Optional[int], param_option("top_k")] = None,
+    min_p: Annotated[Optional[float], param_option("min_p")] = None,
+    repeat_penalty: Annotated[Optional[float], param_option("repeat_penalty")] = None,
+    seed: Annotated[Optional[int], param_option("seed")] = None,
+    max_tokens: Annotated[Optional[int], param_option("max_tokens")] = None,
     ctx: LongCtxOpt = None,
     threads: ThreadsOpt = None,
     draft: DraftOpt = None,
@@ -165,7 +165,9 @@ def chat(
             help="Continue the most recent logged conversation (its model and system prompt unless given).",
         ),
     ] = False,
-    cid: cid_option("Continue the logged conversation ID (see `llmcli logs`).") = None,
+    cid: Annotated[
+        Optional[str], cid_option("Continue the logged conversation ID (see `llmcli logs`).")
+    ] = None,
     no_log: Annotated[
         bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")
     ] = False,
@@ -174,7 +176,7 @@ def chat(
     from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
 
-    overrides = {
+    overrides: dict[str, Any] = {  # SamplingParams checks each against its row in llmcli.params
         "temperature": temp,
         "top_p": top_p,
         "top_k": top_k,
@@ -241,7 +243,7 @@ def run_chat(opts: ChatOptions) -> None:
         opts.endpoint or env.endpoint, opts.api_key, opts.timeout, default_api_key=env.api_key
     )
     inputs = ChatInputs(
-        piped=None if env.stdin_isatty else env.stdin.read(),
+        piped=None if env.stdin is None or env.stdin_isatty else env.stdin.read(),
         interactive=env.stdin_isatty and env.stdout_isatty,
         default_model=env.default_model,
         cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
@@ -272,7 +274,7 @@ def run_chat(opts: ChatOptions) -> None:
 
 
 def open_log_for(opts: ChatOptions, env):
-    """The conversation log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
+    """The log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
     from llmcli.ui.output import Output
     from llmcli.usecases.conversation import ContinueFrom, open_chat_log
 
@@ -286,7 +288,7 @@ def open_log_for(opts: ChatOptions, env):
 def recorder_for(opts: ChatOptions, opened, chat_log):
     from llmcli.usecases.conversation import Recorder
 
-    settings = {
+    settings: dict[str, object] = {
         "ctx": opts.ctx,
         "threads": opts.threads,
         "draft": opts.draft,

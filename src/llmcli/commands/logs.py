@@ -8,7 +8,8 @@ import typer
 
 from llmcli.commands.options import JsonOpt, cid_option
 
-HELP = """Show logged chat exchanges: the latest 3, oldest first (the newest is at the bottom, as in `llm logs`).
+HELP = """Show logged chat exchanges: the latest 3, oldest first
+(the newest is at the bottom, as in `llm logs`).
 
 \b
   llmcli logs                  the latest 3 exchanges
@@ -58,7 +59,7 @@ def logs(
             help="Only exchanges whose prompt or reply holds every word.",
         ),
     ] = None,
-    cid: cid_option("Only this conversation.") = None,
+    cid: Annotated[Optional[str], cid_option("Only this conversation.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     from llmcli.errors import UsageError

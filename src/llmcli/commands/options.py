@@ -1,7 +1,8 @@
 """Options shared by several commands, declared once so their help reads the same everywhere.
 
 One meaning per short flag across commands: -t threads, -o an output path, -c context size
-(except chat, where -c is --continue, as in `llm`), -n tokens to generate, -m model, -q the GGUF type to write, -f an output format.
+(except chat, where -c is --continue, as in `llm`), -n tokens to generate, -m model,
+-q the GGUF type to write, -f an output format.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ EndpointOpt = Annotated[
         "--endpoint",
         metavar="URL",
         show_default=False,
-        help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), e.g. http://localhost:8000/v1. "
-        "Default: $LLMCLI_ENDPOINT.",
+        help="An OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server), "
+        "e.g. http://localhost:8000/v1. Default: $LLMCLI_ENDPOINT.",
     ),
 ]
 ApiKeyOpt = Annotated[
@@ -140,15 +141,18 @@ def _parse_cid(text: str) -> str:
 
 
 def cid_option(help: str) -> Any:
-    """--cid ID (chat and logs), parsed once here: stripped, lowercase, never empty."""
-    return Annotated[
-        Optional[str], typer.Option("--cid", metavar="ID", parser=_parse_cid, show_default=False, help=help)
-    ]
+    """--cid ID (chat and logs), parsed once here: stripped, lowercase, never empty.
+
+    The typer.Option for `Annotated[Optional[str], cid_option(HELP)]`: the type stays in the
+    signature, where a type checker reads it."""
+    return typer.Option("--cid", metavar="ID", parser=_parse_cid, show_default=False, help=help)
 
 
 def param_option(name: str) -> Any:
     """A generation parameter's option, built from its row in llmcli.params: the flags, the help
-    with its range and default, and the same range check (and message) as `/set`."""
+    with its range and default, and the same range check (and message) as `/set`.
+
+    The typer.Option for `Annotated[Optional[KIND], param_option(NAME)]`, KIND being the row's kind."""
     row = PARAMS[name]
 
     def check(value):
@@ -159,16 +163,13 @@ def param_option(name: str) -> Any:
         except UsageError as exc:
             raise typer.BadParameter(str(exc)) from None
 
-    return Annotated[
-        Optional[row.kind],
-        typer.Option(
-            *row.flags,
-            callback=check,
-            show_default=False,
-            # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
-            help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]",
-        ),
-    ]
+    return typer.Option(
+        *row.flags,
+        callback=check,
+        show_default=False,
+        # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
+        help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]",
+    )
 
 
 def _check_draft(value: str | None) -> str | None:

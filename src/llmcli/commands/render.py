@@ -41,7 +41,7 @@ def render(
     if messages is None and env.stdin_isatty:
         raise UsageError("no messages: give --messages FILE (OpenAI-style JSON) or pipe them in")
     if messages in (None, "-"):
-        text, source = env.stdin.read(), "stdin"
+        text, source = (env.stdin.read() if env.stdin is not None else ""), "stdin"
     else:
         text, source = _read(Path(messages)), messages
     view = render_prompt(Store(env.store_root), RenderOptions(model, text, source, chat_template, think))
@@ -62,8 +62,9 @@ def render(
         from rich.table import Table
 
         table = Table(box=None, pad_edge=False)
-        for name, justify in (("#", "right"), ("id", "right"), ("piece", "left")):
-            table.add_column(name, justify=justify)
+        table.add_column("#", justify="right")
+        table.add_column("id", justify="right")
+        table.add_column("piece", justify="left")
         for n, (i, p) in enumerate(zip(view.ids, view.pieces, strict=True)):
             table.add_row(str(n), str(i), repr(p))
         out.out.print(table)

@@ -32,7 +32,7 @@ def tokenize(
 
     env = current()
     if text == "-":
-        text = env.stdin.read()
+        text = env.stdin.read() if env.stdin is not None else ""  # None: started with stdin closed
     out = Output(env)
     entry = Store(env.store_root).resolve(model_ref(model))
     with Runtime(entry.path, RuntimeConfig(n_ctx=64)) as rt:

@@ -65,7 +65,8 @@ LLAMA_CPP_TESTS: tuple[str, ...] = (
     "333333333",
     "Cửa Việt",
     " discards",
-    "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 "
+    "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n"
+    "🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 "
     "3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ "
     "------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, "
     "'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL",

@@ -143,7 +143,8 @@ def _temp_path(folder: Path, out_path: Path, temps: list[Path]) -> Path:
         fd, name = tempfile.mkstemp(dir=folder, prefix=f".{out_path.name}.", suffix=".partial")
     except OSError as exc:
         raise UsageError(
-            f"cannot write in {folder}: {exc.strerror or exc}; choose another -o or fix the folder's permissions"
+            f"cannot write in {folder}: {exc.strerror or exc}; "
+            "choose another -o or fix the folder's permissions"
         ) from exc
     os.close(fd)
     path = Path(name)
@@ -235,7 +236,8 @@ def _tensor_data(t: PlannedTensor) -> np.ndarray:
             half = data.astype(np.float16)
             if not np.isfinite(half).all() and np.isfinite(data).all():
                 raise BadCheckpoint(
-                    f"{t.hf_name} has values beyond float16's range (65504); choose the f32 or bf16 output type"
+                    f"{t.hf_name} has values beyond float16's range "
+                    "(65504); choose the f32 or bf16 output type"
                 )
             return half
         qtype = gguf.GGMLQuantizationType[t.qtype]

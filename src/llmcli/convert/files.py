@@ -119,6 +119,7 @@ def read_json(path: Path, root: Path, kind: type | None = dict, what: str | None
         return None
     value = parse_json(read_bytes(path, root, MAX_JSON_BYTES, what), name)
     if kind is not None and not isinstance(value, kind):
-        expected = {dict: "a JSON object", list: "a JSON array"}.get(kind, kind.__name__)
+        names: dict[type, str] = {dict: "a JSON object", list: "a JSON array"}
+        expected = names.get(kind, kind.__name__)
         raise BadCheckpoint(f"{name} is not {expected}; download it again")
     return value

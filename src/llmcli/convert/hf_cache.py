@@ -9,7 +9,7 @@ from llmcli.hub.spec import REPO_RE
 
 
 def resolve_source(src: str, cache_dir: Path) -> Path:
-    """`cache_dir` is the hub cache huggingface_hub uses (llmcli.hub.remote.HubConfig), computed in one place."""
+    """`cache_dir` is huggingface_hub's hub cache (llmcli.hub.remote.HubConfig), computed in one place."""
     path = Path(src).expanduser()
     if path.exists() or not REPO_RE.match(src):
         return path

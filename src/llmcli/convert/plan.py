@@ -77,7 +77,8 @@ def read_config(src: Path, root: Path | None = None) -> dict:
     path = src / "config.json"
     if not files.is_present(path):
         raise NotACheckpoint(
-            f"no config.json in {src}; SRC must be a Hugging Face model folder (config.json, tokenizer, *.safetensors)"
+            f"no config.json in {src}; SRC must be a Hugging Face "
+            "model folder (config.json, tokenizer, *.safetensors)"
         )
     return files.read_json(path, root or files.checkpoint_root(src), what=f"{src.name}/config.json")
 
@@ -89,8 +90,8 @@ def find_weights(src: Path) -> list[Path]:
     pickles = sorted(p.name for pattern in PICKLE_PATTERNS for p in src.glob(pattern))
     if pickles:
         raise UnsafeCheckpoint(
-            f"{src} has only pickle weights ({', '.join(pickles[:3])}); loading pickle can run arbitrary code, "
-            "so llmcli converts safetensors only: get the model's .safetensors files"
+            f"{src} has only pickle weights ({', '.join(pickles[:3])}); loading pickle can run "
+            "arbitrary code, so llmcli converts safetensors only: get the model's .safetensors files"
         )
     raise NotACheckpoint(f"no *.safetensors weights in {src}; download the model's weight files too")
 
@@ -138,7 +139,8 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
         more = f" and {len(unmapped) - 3} more" if len(unmapped) > 3 else ""
         raise UnsupportedArchitecture(
             f"tensors {', '.join(shown(n) for n in unmapped[:3])}{more} have no place in llama.cpp's "
-            f"{family.arch_name} architecture; this {family.hf_arch} checkpoint is a variant llmcli cannot convert"
+            f"{family.arch_name} architecture; this {family.hf_arch} "
+            "checkpoint is a variant llmcli cannot convert"
         )
 
     names = [t.name for t in planned]
@@ -215,7 +217,7 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
 
 
 def _choose_pre_tokenizer(vocab: Vocab, family: Family, src: Path) -> None:
-    """Pick the pre-tokenizer by behaviour: llama.cpp must give the HF ids on the check corpus (vocab_verify.py)."""
+    """Pick the pre-tokenizer by behaviour: llama.cpp gives HF's ids on the check corpus (vocab_verify.py)."""
     from llmcli.convert.vocab_verify import choose_by_behaviour
 
     assert vocab.hf_json is not None

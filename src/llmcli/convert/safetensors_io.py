@@ -140,7 +140,8 @@ def read_header(path: Path, root: Path | None = None) -> tuple[dict[str, TensorR
     for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:], strict=False):
         if start_b < end_a:
             raise BadCheckpoint(
-                f"{name}: tensors {shown(repr(a))} and {shown(repr(b))} overlap; the file is corrupt, download it again"
+                f"{name}: tensors {shown(repr(a))} and {shown(repr(b))} "
+                "overlap; the file is corrupt, download it again"
             )
     return tensors, {k: v for k, v in meta.items() if isinstance(v, str)}
 
@@ -195,7 +196,8 @@ def weight_files(src: Path) -> list[Path]:
             or not all(isinstance(v, str) and v.endswith(".safetensors") for v in weight_map.values())
         ):
             raise BadCheckpoint(
-                f"{index.name} has no weight_map of tensor names to .safetensors shard names; download it again"
+                f"{index.name} has no weight_map of tensor names "
+                "to .safetensors shard names; download it again"
             )
         found = []
         for n in sorted(set(weight_map.values())):

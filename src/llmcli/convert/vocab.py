@@ -110,17 +110,20 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
     elif tokenizer_json is not None and model.get("type") == "BPE" and model.get("byte_fallback"):
         # Other SentencePiece-style forms (Llama 2's Metaspace) are not known to split as llama.cpp does.
         raise UnsupportedTokenizer(
-            f"{src.name}/tokenizer.json is a SentencePiece-style tokenizer (byte fallback) without its tokenizer.model; "
-            "copy tokenizer.model from the original model into the folder (transformers 5 does not save it)"
+            f"{src.name}/tokenizer.json is a SentencePiece-style tokenizer (byte fallback) without its "
+            "tokenizer.model; copy tokenizer.model from the original "
+            "model into the folder (transformers 5 does not save it)"
         )
     elif tokenizer_json is not None:
         raise UnsupportedTokenizer(
-            f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not byte-level BPE, "
-            "and there is no tokenizer.model; llmcli converts byte-level BPE and SentencePiece tokenizers"
+            f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not "
+            "byte-level BPE, and there is no tokenizer.model; llmcli "
+            "converts byte-level BPE and SentencePiece tokenizers"
         )
     else:
         raise NotACheckpoint(
-            f"no tokenizer in {src} (need tokenizer.json or tokenizer.model); download the tokenizer files too"
+            f"no tokenizer in {src} (need tokenizer.json or "
+            "tokenizer.model); download the tokenizer files too"
         )
     _special_tokens(src, root, vocab, tokenizer_json)
     vocab.chat_template = chat_template(src, root)
@@ -128,7 +131,7 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
 
 
 def _is_byte_level(tokenizer_json: dict) -> bool:
-    """Whether a ByteLevel step appears anywhere in the pre-tokenizer or decoder (walked without recursion)."""
+    """Whether a ByteLevel step is anywhere in the pre-tokenizer or decoder (walked without recursion)."""
     stack: list[Any] = [tokenizer_json.get("pre_tokenizer"), tokenizer_json.get("decoder")]
     while stack:
         node = stack.pop()
@@ -151,27 +154,24 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
     if pre is None and not candidates:
         raise UnsupportedTokenizer(
             f"the pre-tokenizer in {src.name}/tokenizer.json is not one llama.cpp reproduces exactly "
-            f"(known: {pretokenizers.supported()}); refusing to guess, as a wrong one silently changes the tokens"
+            f"(known: {pretokenizers.supported()}); refusing to "
+            "guess, as a wrong one silently changes the tokens"
         )
     vocab_map, added = checked_tokens(tj, n_rows, where)
     tokens: list[str | None] = [None] * n_rows
-    types = [UNUSED] * n_rows
+    types: list[int] = [UNUSED] * n_rows
     for text, tid in vocab_map.items():
         tokens[tid], types[tid] = text, NORMAL
     for t in added:
         tid, text = t["id"], t["content"]
         tokens[tid] = text
         types[tid] = CONTROL if t.get("special") or _looks_special(text) else USER_DEFINED
-    n_padding = 0
-    for i, tok in enumerate(tokens):
-        if tok is None:
-            tokens[i] = f"[PAD{i}]"
-            n_padding += 1
+    n_padding = tokens.count(None)
     return Vocab(
         model="gpt2",
         pre=pre.name if pre else None,
-        tokens=tokens,
-        types=types,  # type: ignore[arg-type]
+        tokens=[f"[PAD{i}]" if tok is None else tok for i, tok in enumerate(tokens)],
+        types=types,
         merges=_merges(model.get("merges"), where),
         n_padding=n_padding,
         pre_candidates=candidates,
@@ -220,7 +220,8 @@ def _spm_vocab(src: Path, root: Path, tj: dict | None, n_rows: int) -> Vocab:
     pieces, add_dummy_prefix = read_sentencepiece_model(src / "tokenizer.model", root)
     if len(pieces) > n_rows:
         raise BadCheckpoint(
-            f"tokenizer.model has {len(pieces)} pieces but the embedding only {n_rows} rows; they do not match"
+            f"tokenizer.model has {len(pieces)} pieces but the "
+            f"embedding only {n_rows} rows; they do not match"
         )
     tokens = [f"[PAD{i}]" for i in range(n_rows)]
     scores = [-10000.0] * n_rows
@@ -381,7 +382,7 @@ def _post_processor_adds(tj: dict | None, vocab: Vocab) -> tuple[bool, bool]:
     procs = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
     for proc in procs if isinstance(procs, list) else []:
         if isinstance(proc, dict) and proc.get("type") == "TemplateProcessing":
-            single = proc.get("single") if isinstance(proc.get("single"), list) else []
+            single = given if isinstance(given := proc.get("single"), list) else []
             first = _special_id(single[0]) if single else None
             last = _special_id(single[-1]) if len(single) > 1 else None
             bos = vocab.tokens[vocab.special["bos"]] if "bos" in vocab.special else None
@@ -408,8 +409,8 @@ def chat_template(src: Path, root: Path | None = None) -> str | None:
         return template
     if template is not None:
         raise BadCheckpoint(
-            f"{src.name}/tokenizer_config.json: chat_template is {shown(repr(template))}; it must be the template's "
-            "text or a list of {name, template} (fix the file or download it again)"
+            f"{src.name}/tokenizer_config.json: chat_template is {shown(repr(template))}; it must be "
+            "the template's text or a list of {name, template} (fix the file or download it again)"
         )
     jinja = src / "chat_template.jinja"
     if files.is_present(jinja):

@@ -65,6 +65,7 @@ def checked_tokens(tj: dict, n_rows: int, where: str) -> tuple[dict, list]:
     n_tok = max([*vocab_map.values(), *(t["id"] for t in added), -1]) + 1
     if n_tok > n_rows:
         raise BadCheckpoint(
-            f"the tokenizer has {n_tok} tokens but the embedding only {n_rows} rows; tokenizer and weights do not match"
+            f"the tokenizer has {n_tok} tokens but the embedding "
+            f"only {n_rows} rows; tokenizer and weights do not match"
         )
     return vocab_map, added

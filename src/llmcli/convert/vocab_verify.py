@@ -113,7 +113,7 @@ def first_mismatch(texts: Sequence[str], want: list[list[int]], got: list[list[i
 
 
 def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader, vocab: Vocab) -> None:
-    """A GGUF with the architecture's keys and the vocabulary, and no tensors: what a vocab-only load reads."""
+    """A GGUF with the architecture's keys, the vocabulary and no tensors: what a vocab-only load reads."""
     import gguf
 
     writer = gguf.GGUFWriter(path=str(path), arch=arch)
@@ -139,7 +139,7 @@ def choose_by_behaviour(
     write_header: WriteHeader,
     where: str,
 ) -> PreCheck:
-    """The first candidate under which llama.cpp gives the HF ids on the whole corpus; refused if none does."""
+    """The first candidate with which llama.cpp gives the HF ids on the whole corpus; refused if none."""
     texts = check_corpus()
     want = hf_ids(tokenizer_json, texts, where)
     first: tuple[str, Mismatch] | None = None
@@ -166,7 +166,8 @@ def choose_by_behaviour(
     assert first is not None, "choose_by_behaviour needs at least one candidate"
     pre, m = first
     raise UnsupportedTokenizer(
-        f"the pre-tokenizer in {where} is not one llama.cpp reproduces: with the nearest, {pre}, the ids first "
-        f"differ on {shown(repr(m.text), 80)} (Hugging Face {shown(str(m.hf), 50)}, llama.cpp {shown(str(m.llama), 50)}); "
-        f"tried {', '.join(tried)}; refusing, as a wrong pre-tokenizer silently changes the tokens"
+        f"the pre-tokenizer in {where} is not one llama.cpp reproduces: with the nearest, {pre}, the ids "
+        f"first differ on {shown(repr(m.text), 80)} (Hugging Face {shown(str(m.hf), 50)}, llama.cpp "
+        f"{shown(str(m.llama), 50)}); tried {', '.join(tried)}; "
+        "refusing, as a wrong pre-tokenizer silently changes the tokens"
     )

@@ -89,7 +89,8 @@ class ChatSession:
     def describe(self) -> SessionInfo:
         rt = self.runtime
         return SessionInfo(
-            banner=f"{rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads · loaded in {rt.load_ms:.0f} ms",
+            banner=f"{rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads · "
+            f"loaded in {rt.load_ms:.0f} ms",
             details=[
                 ("file", f"{rt.path} ({rt.description})"),
                 (

@@ -66,6 +66,7 @@ class ChatStream:
 
     def _open(self) -> http.client.HTTPResponse:
         ep = self.ep
+        assert self._dog is not None, "__iter__ starts the watchdog before it opens the stream"
         self._conn = ep.connect()
         self._dog.watch(self._conn)
         headers = {**ep.headers(), "Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -101,6 +102,7 @@ class ChatStream:
 
     def _read(self) -> bytes:
         """The next bytes of the body, waiting no longer than the silence left since the last event."""
+        assert self._dog is not None and self._resp is not None, "read only while __iter__ runs"
         left = self._progress_at + self.ep.timeout - time.monotonic()
         if left <= 0 or self._dog.expired:
             raise TimeoutError
@@ -115,7 +117,7 @@ class ChatStream:
 
     def __iter__(self) -> Iterator[dict]:
         ep = self.ep
-        self._dog = Watchdog(ep.reply_deadline(self.budget.limit))
+        dog = self._dog = Watchdog(ep.reply_deadline(self.budget.limit))
         try:
             self._resp = self._open()
             self._progress()
@@ -131,7 +133,7 @@ class ChatStream:
                     yield {"choices": [{"delta": {}, "finish_reason": "length"}]}
                     return
                 yield chunk
-            if not (self.aborted or self._dog.expired):
+            if not (self.aborted or dog.expired):
                 raise _dropped(ep, "the stream ended without [DONE]")
         except EventTooLong as exc:
             raise RemoteError(
@@ -143,11 +145,12 @@ class ChatStream:
                 raise self._cut_off(exc) from None
         finally:
             self.close()
-        if self._dog.expired and not self.aborted:
-            raise _too_slow(ep, "the reply from the server", self._dog.seconds)
+        if dog.expired and not self.aborted:
+            raise _too_slow(ep, "the reply from the server", dog.seconds)
 
     def _cut_off(self, exc: Exception) -> RemoteError:
         ep = self.ep
+        assert self._dog is not None, "a stream is cut off only while __iter__ runs"
         if self._dog.expired:
             return _too_slow(ep, "the reply from the server", self._dog.seconds)
         if isinstance(exc, TimeoutError) and self._heard:

@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llmcli.errors import BadModelFile, RuntimeFailure
 
@@ -115,7 +116,7 @@ class Runtime:
         self._token_buf = (ll.llama_token * self.n_batch)()
         self._one = (ll.llama_token * 1)()
         self._one_batch = ll.llama_batch_get_one(self._one, 1)  # step()'s batch: _one is rewritten in place
-        self._batch = None  # llama_batch for decode_all, allocated on first use
+        self._batch: Any = None  # llama_batch (a ctypes struct) for decode_all, allocated on first use
         self._batch_cap = 0
         self.kv_tokens: list[int] = []  # exactly what the KV cache holds, position by position
         self.load_ms = (time.perf_counter() - t0) * 1000

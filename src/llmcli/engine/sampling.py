@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from llmcli.params import PARAMS, check_all
+
+
+def _default(name: str) -> Any:
+    """The table's default for a field declared with its row's type (check_all checks it on construction)."""
+    return PARAMS[name].default
 
 
 @dataclass
@@ -13,14 +19,14 @@ class SamplingParams:
     """One value per row of llmcli.params.PARAMS (same names, same order); the defaults and the
     bounds are the table's. Out-of-range values raise UsageError on construction."""
 
-    temperature: float = PARAMS["temperature"].default
-    top_p: float = PARAMS["top_p"].default
-    top_k: int = PARAMS["top_k"].default
-    min_p: float = PARAMS["min_p"].default
-    repeat_penalty: float = PARAMS["repeat_penalty"].default
-    repeat_last_n: int = PARAMS["repeat_last_n"].default
-    seed: int | None = PARAMS["seed"].default  # None: a fresh random seed per session
-    max_tokens: int = PARAMS["max_tokens"].default
+    temperature: float = _default("temperature")
+    top_p: float = _default("top_p")
+    top_k: int = _default("top_k")
+    min_p: float = _default("min_p")
+    repeat_penalty: float = _default("repeat_penalty")
+    repeat_last_n: int = _default("repeat_last_n")
+    seed: int | None = _default("seed")  # None: a fresh random seed per session
+    max_tokens: int = _default("max_tokens")
 
     def __post_init__(self) -> None:
         check_all(self.as_dict())

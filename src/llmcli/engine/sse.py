@@ -25,7 +25,8 @@ def sse_events(read: Callable[[], bytes], limit: int = MAX_LINE) -> Iterator[tup
     complete line: a newline byte never occurs inside a UTF-8 sequence, so a character split
     across reads is whole by the time its line is.
     """
-    event, data, size = "message", [], 0
+    data: list[str] = []
+    event, size = "message", 0
     for raw in lines(read, limit):
         line = raw.decode("utf-8", "replace")
         if not line:

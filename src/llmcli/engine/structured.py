@@ -248,7 +248,7 @@ def _tail(text: str, limit: int = 40) -> str:
     return line if len(line) <= limit else "…" + line[-(limit - 1) :]
 
 
-def _short(text: str, limit: int = 160) -> str:
+def _short(text: object, limit: int = 160) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 

@@ -10,8 +10,9 @@ Text a user types or pipes never becomes a control token. Three steps keep that 
 
 1. Defuse. Before rendering, every occurrence of a control token's text inside a message string
    (the vocabulary's control and unknown tokens, read once from llama.cpp: exactly the tokens that
-   special-token parsing switches on) is replaced, character by character, with private-use stand-ins: one code point per (token,
-   position), so the text keeps its length and a template that slices, measures, strips or splits
+   special-token parsing switches on) is replaced, character by character, with private-use
+   stand-ins: one code point per (token, position), so the text keeps its length and a template
+   that slices, measures, strips or splits
    it sees the same shape. Private-use characters already in the text are escaped the same way.
    transformers' `mark_control_tokens` does the same job with markers around each token; stand-ins
    keep `|length` and slicing exact.
@@ -40,7 +41,8 @@ from llmcli.errors import ContextOverflow, TemplateError
 # Used when a GGUF carries no template: ChatML, the most common format among open models.
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] "
-    "+ '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    "+ '<|im_end|>' + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
 # Stand-ins come from the private-use areas; span markers are Unicode noncharacters. Both are
@@ -61,7 +63,7 @@ class Message:
     cancelled: bool = False
 
     def as_dict(self) -> dict:
-        data = {"role": self.role, "content": self.content}
+        data: dict[str, object] = {"role": self.role, "content": self.content}
         if self.cancelled:
             data["cancelled"] = True
         return data
@@ -140,7 +142,7 @@ class _Defuser:
 
 @dataclass
 class _ControlTexts:
-    """The vocabulary's control-token texts (what parse_special toggles), found in text without tokenizing it."""
+    """The vocabulary's control-token texts (what parse_special toggles), found in text without tokenizing."""
 
     vocab: object
     texts: frozenset[str]
@@ -160,7 +162,7 @@ class _ControlTexts:
         return cls(vocab, frozenset(texts), tuple(sorted({len(t) for t in texts}, reverse=True)), starts)
 
     def find(self, text: str) -> list[tuple[int, int]]:
-        """Leftmost-longest, non-overlapping. A control text overlapping a found one is broken by its defusing."""
+        """Leftmost-longest, non-overlapping. A control text overlapping a found one is broken by defusing."""
         found: list[tuple[int, int]] = []
         if self.starts is None:
             return found
@@ -330,7 +332,8 @@ class _Tokens:
     """Ids built piece by piece, stopping once they are known to pass the limit."""
 
     def __init__(self, runtime, limit: int | None) -> None:
-        self.runtime, self.limit, self.ids = runtime, limit, []
+        self.runtime, self.limit = runtime, limit
+        self.ids: list[int] = []
 
     def add(self, text: str, *, parse_special: bool) -> None:
         if not text:

@@ -174,7 +174,7 @@ def _make_environment():
     from jinja2.visitor import NodeTransformer
 
     class GenerationBlock(Extension):
-        """transformers' `{% generation %}…{% endgeneration %}`: marks the assistant's part, renders its body."""
+        """transformers' `{% generation %}…{% endgeneration %}`: marks the assistant's part, renders it."""
 
         tags = {"generation"}
 

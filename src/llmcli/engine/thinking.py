@@ -54,9 +54,13 @@ class ThinkingForm:
         if think is None or self.toggle:
             return None
         if not self.parses:
-            return f"--{'' if think else 'no-'}think: this model's template has no thinking form; it changes nothing"
+            flag = "--think" if think else "--no-think"
+            return f"{flag}: this model's template has no thinking form; it changes nothing"
         if not think:
-            return "--no-think: this model's template has no no-think form (no enable_thinking); it may still think"
+            return (
+                "--no-think: this model's template has no no-think form (no enable_thinking); "
+                "it may still think"
+            )
         return None
 
 

@@ -44,11 +44,11 @@ def gguf_groups(files: Iterable[RemoteFile]) -> dict[str, list[RemoteFile]]:
 
 
 def _check_split_complete(key: str, parts: list[RemoteFile]) -> None:
-    found = [SPLIT_RE.search(p.name) for p in parts]
-    if not all(found):
+    found = [m for p in parts if (m := SPLIT_RE.search(p.name))]
+    if not found or len(found) != len(parts):
         return
-    count = int(found[0].group(2))  # type: ignore[union-attr]
-    indices = sorted(int(m.group(1)) for m in found if m)  # type: ignore[union-attr]
+    count = int(found[0].group(2))
+    indices = sorted(int(m.group(1)) for m in found)
     if indices != list(range(1, count + 1)):
         raise NothingToPull(
             f"the split GGUF {key} has parts {indices} of {count}; the repo is incomplete, pick another quant"

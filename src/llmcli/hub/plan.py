@@ -61,7 +61,8 @@ def plan_pull(
 ) -> PullPlan:
     """Resolve REPO[:QUANT] and choose its files, touching nothing on disk (what --dry-run shows).
 
-    A repo with GGUF files gives a GGUF; `checkpoint` (an outtype was asked for) takes its safetensors instead.
+    A repo with GGUF files gives a GGUF; `checkpoint` (an outtype was asked for) takes its safetensors
+    instead.
     """
     snap, note = resolve(config, repo_id, revision)
     notes = [note] if note else []
@@ -102,7 +103,7 @@ def plan_pull(
 
 
 def partial_path(blob: Path) -> Path:
-    """Where an unfinished blob's bytes wait for the next run (the name older huggingface_hub resumed from)."""
+    """Where an unfinished blob's bytes wait for the next run (the name old huggingface_hub resumed from)."""
     return blob.with_name(blob.name + ".incomplete")
 
 

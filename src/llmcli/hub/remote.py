@@ -64,7 +64,7 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], type[BaseExcep
     """(what means "no answer", any other failed request: a redirect loop, a bad URL)."""
     # huggingface_hub 2.x speaks httpx2; older ones httpx. Either way, TransportError is "no answer".
     try:
-        import httpx2 as httpx  # type: ignore[import-not-found]
+        import httpx2 as httpx
     except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
         import httpx  # type: ignore[import-not-found,no-redef]
     from huggingface_hub.errors import OfflineModeIsEnabled
@@ -104,13 +104,15 @@ def translate(
         (
             RevisionNotFoundError,
             lambda: RevisionNotFound(
-                f"{repo_id} has no revision '{revision}'; give a branch, tag or commit sha that exists (see {url}/tree)"
+                f"{repo_id} has no revision '{revision}'; give a "
+                f"branch, tag or commit sha that exists (see {url}/tree)"
             ),
         ),
         (
             RemoteEntryNotFoundError,
             lambda: RuntimeFailure(
-                f"{what or 'a file'} vanished from {repo_id} at {revision}; run the pull again to pick up the new revision"
+                f"{what or 'a file'} vanished from {repo_id} at "
+                f"{revision}; run the pull again to pick up the new revision"
             ),
         ),
     ]
@@ -246,8 +248,8 @@ def resolve(config: HubConfig, repo_id: str, revision: str | None = None) -> tup
         cached = resolve_cached(config, repo_id, rev)
         if cached is None:
             raise OfflineMissing(
-                f"HF_HUB_OFFLINE is set and {repo_id}@{rev} is not in the Hugging Face cache ({config.cache_dir}); "
-                "unset HF_HUB_OFFLINE to download it"
+                f"HF_HUB_OFFLINE is set and {repo_id}@{rev} is not in the Hugging "
+                f"Face cache ({config.cache_dir}); unset HF_HUB_OFFLINE to download it"
             )
         return cached, f"offline: using the cached {repo_id} at {cached.sha[:7]}"
     try:

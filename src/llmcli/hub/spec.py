@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import PurePosixPath
+from typing import TypeGuard
 
 from llmcli.errors import UsageError
 
@@ -106,13 +107,14 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     repo_id = repo_id.strip("/")
     if not REPO_RE.match(repo_id):
         raise UsageError(
-            f"'{spec}' is not a Hugging Face repo; give OWNER/NAME[:QUANT], e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"
+            f"'{spec}' is not a Hugging Face repo; give OWNER/NAME[:QUANT], "
+            "e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M"
         )
     return repo_id, (quant.strip() or None)
 
 
 def repo_and_quant(text: str) -> tuple[str, str | None] | None:
-    """(repo, quant) when `text` reads as REPO[:QUANT] with a one-word quant, else None (a name or a prompt)."""
+    """(repo, quant) when `text` reads as REPO[:QUANT] with a one-word quant, else None (name or prompt)."""
     try:
         repo_id, quant = parse_spec(text)
     except UsageError:
@@ -144,7 +146,7 @@ def preference_rank(tag: str) -> tuple[int, int, str]:
     return rank, tag.startswith("UD-"), tag
 
 
-def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> bool:
+def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> TypeGuard[str]:
     """A file name as git and the hub store one: relative, '/'-separated, no '.', '..' or empty parts,
     no backslash or control character. Anything else from a server would be a path out of the cache."""
     if not isinstance(name, str) or not name or len(name) > limit or "\\" in name:
@@ -158,7 +160,7 @@ def is_repo_path(name: object, limit: int = MAX_REPO_PATH) -> bool:
 
 def is_revision(rev: object) -> bool:
     """A branch, a tag (both may hold '/', like refs/pr/1) or a commit sha; never a path out of refs/."""
-    return is_repo_path(rev, MAX_REVISION) and not rev.startswith("-")  # type: ignore[union-attr]
+    return is_repo_path(rev, MAX_REVISION) and not rev.startswith("-")
 
 
 def is_commit(sha: object) -> bool:

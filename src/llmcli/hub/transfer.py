@@ -134,9 +134,11 @@ def _verify(path: Path, f: RemoteFile) -> None:
         raise IntegrityError(f"{f.name} arrived with {size} bytes instead of {f.size}; run the pull again")
     if f.sha256:
         digest, expected = hashlib.sha256(), f.sha256
-    else:
+    elif f.oid:
         digest, expected = hashlib.sha1(), f.oid
         digest.update(f"blob {size}\0".encode())
+    else:  # unreachable: _fetch_one refuses a file without a checksum before downloading it
+        raise RuntimeFailure(f"the hub gave no checksum for {f.name}; cannot verify it, so not using it")
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
@@ -145,7 +147,7 @@ def _verify(path: Path, f: RemoteFile) -> None:
         path.unlink()
         raise IntegrityError(
             f"{f.name} is corrupt: its {'sha256' if f.sha256 else 'git sha1'} is {digest.hexdigest()[:12]}…, "
-            f"the hub says {expected[:12]}…; the bad copy was removed, run the pull again"  # type: ignore[index]
+            f"the hub says {expected[:12]}…; the bad copy was removed, run the pull again"
         )
 
 

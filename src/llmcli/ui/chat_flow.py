@@ -1,4 +1,4 @@
-"""How `llmcli chat` shows one answer: the reply on stdout as it streams, or one JSON record; stats on stderr."""
+"""How `llmcli chat` shows one answer: the reply streamed to stdout, or one JSON record; stats to stderr."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
         # Logged first, so the document can name the conversation (`--cid` continues it; null: not logged).
         # Nothing has streamed, and a log that fails is one warning: the document still follows.
         logged = log_exchange(out, recorder, session, prompt, reply)
+        assert stats is not None, "a session ends every reply it does not raise out of with its stats"
         out.json(
             {
                 **json_document(text, model_name, stats, reply.reasoning),
@@ -61,7 +62,7 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
 
 
 def log_exchange(out: Output, recorder, session, prompt: str, reply):
-    """Log the exchange; a log that fails costs one warning, never the reply. The Exchange, None if not logged."""
+    """Log the exchange; a failing log costs a warning, not the reply. The Exchange, None if not logged."""
     from llmcli.chatlog import LogWriteFailed
 
     if recorder is None:

@@ -5,14 +5,17 @@ Shown only when stderr is a terminal; otherwise silent, so logs and pipes stay c
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 class ConvertProgress:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> ConvertProgress:
         if not self.stream.isatty():
@@ -25,7 +28,7 @@ class ConvertProgress:
         return self
 
     def update(self, label: str, done: int, total: int) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, description=label[:28], completed=done, total=total)
 
     def __exit__(self, *exc) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from llmcli.hub.events import (
     Converting,
@@ -22,6 +22,9 @@ from llmcli.hub.events import (
     PullEvent,
 )
 from llmcli.units import format_bytes
+
+if TYPE_CHECKING:
+    import rich.progress
 
 
 class PlainReport:
@@ -81,7 +84,9 @@ class PlainReport:
         return f"  {e.filename}: {100 * step // self.STEPS}% ({format_bytes(e.done)})"
 
 
-def transfer_progress(stream: TextIO, *, label_width: int | None = None, transient: bool = False):
+def transfer_progress(
+    stream: TextIO, *, label_width: int | None = None, transient: bool = False
+) -> rich.progress.Progress:
     """The one look of llmcli's byte-counting bars (downloads, conversion): label, bar, bytes, speed, ETA."""
     from rich.console import Console
     from rich.progress import (
@@ -170,7 +175,7 @@ class _ToReport(logging.Handler):
         self.report = report
 
     def emit(self, record: logging.LogRecord) -> None:
-        # "Error while downloading from URL: peer closed ...\nTrying to resume download...": the first line says it.
+        # "Error while downloading from URL: peer closed ...\nTrying to resume download...": line 1 says it.
         self.report(Note(f"huggingface_hub: {record.getMessage().splitlines()[0]}; retrying"))
 
 

@@ -22,7 +22,8 @@ def show_exchanges(out: Output, found, json_out: bool) -> None:
     for e in found.exchanges:
         head = (
             f"# {printable(e.datetime_utc, 40)}    conversation: {printable(e.conversation_id, 40)}"
-            f"    id: {printable(e.id, 40)}\n\nModel: **{printable(e.model)}**\n\n## Prompt\n\n{block(e.prompt)}\n"
+            f"    id: {printable(e.id, 40)}\n\nModel: "
+            f"**{printable(e.model)}**\n\n## Prompt\n\n{block(e.prompt)}\n"
         )
         system = f"\n## System\n\n{block(e.system)}\n" if e.system else ""
         reasoning = f"\n## Reasoning\n\n{block(e.reasoning)}\n" if e.reasoning else ""

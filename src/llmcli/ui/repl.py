@@ -43,8 +43,9 @@ class Repl:
 
     def _prompt_session(self):
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
+        history: History
         try:
             self.store.root.mkdir(parents=True, exist_ok=True)
             history = FileHistory(str(self.store.history_path))
@@ -94,7 +95,7 @@ class Repl:
             self.out.warn(warning)
 
     def _error(self, exc: Exception) -> None:
-        """One line for any error; the type too when it is not one of ours; the traceback under LLMCLI_DEBUG."""
+        """One line for any error; the type too when it is not ours; the traceback under LLMCLI_DEBUG."""
         env = current()
         if env.debug:
             traceback.print_exception(exc, file=env.stderr)

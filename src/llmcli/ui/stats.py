@@ -7,11 +7,16 @@ number says where it was taken: "(server)" for what the server reported, "(here)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llmcli.engine.events import Stats
 from llmcli.stages import UNKNOWN, num
 
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
 PLACE = {"remote": "server", "local": "here"}
-COLUMNS = (
+COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("stage", "left"),
     ("where", "left"),
     ("ms", "right"),

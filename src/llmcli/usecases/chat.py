@@ -1,4 +1,5 @@
-"""Open a chat session: which model (the lone-argument rule, the default, auto-pull), which prompt, the session.
+"""Open a chat session: which model (the lone-argument rule, the default, auto-pull), which prompt,
+the session.
 
 The command reads the process (stdin, terminal flags, $LLMCLI_MODEL) into `ChatInputs` and renders
 what `open_chat` returns: a REPL when the prompt is None, else one answer.
@@ -75,7 +76,7 @@ class Opened:
 def split_arguments(
     opts: ChatOptions, read: Callable[[str], ModelRef], is_model: Callable[[ModelRef], bool]
 ) -> tuple[ModelRef | None, str | None]:
-    """[MODEL] [PROMPT] (or -m MODEL [PROMPT]) -> (model, prompt); a lone argument is the MODEL if it names one."""
+    """[MODEL] [PROMPT] (or -m MODEL [PROMPT]) -> (model, prompt); a lone argument naming a model is MODEL."""
     if opts.model_opt:
         if opts.model is not None and opts.prompt is not None:
             raise UsageError("give the model once: either -m MODEL or the first argument, not both")

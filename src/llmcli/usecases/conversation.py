@@ -57,7 +57,7 @@ class ContinueFrom:
 
 @dataclass
 class OpenedLog:
-    """The log a chat writes to (None: logging is off), the conversation it continues, and a note to show once."""
+    """The log a chat writes to (None: logging is off), the conversation it continues, a note to show once."""
 
     log: ChatLog | None
     resumed: Conversation | None = None
@@ -124,7 +124,7 @@ def loggable_endpoint(base_url: str | None) -> str | None:
 
 
 def logged_options(session, settings: dict[str, object]) -> dict:
-    """What shaped a reply: the sampling record, stop strings, and the engine settings given (None left out)."""
+    """What shaped a reply: the sampling record, stop strings, the engine settings given (None left out)."""
     options: dict = dict(session.params.as_dict())
     if getattr(session, "stops", None):
         options["stop"] = list(session.stops)
@@ -212,7 +212,7 @@ class Recorder:
 
 
 def resume_session(session, resumed: Conversation | None, system_given: bool) -> None:
-    """Put a logged conversation into a fresh session: its history, and its system prompt unless -s was given."""
+    """Put a logged conversation in a fresh session: its history, and its system prompt unless -s is given."""
     if resumed is None:
         return
     session.messages = list(resumed.messages)

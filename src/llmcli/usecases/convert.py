@@ -1,4 +1,4 @@
-"""Convert a checkpoint to GGUF and register it: `llmcli convert`, and the second half of pulling a checkpoint."""
+"""Convert a checkpoint to GGUF and register it: `llmcli convert`, and the second half of pulling one."""
 
 from __future__ import annotations
 

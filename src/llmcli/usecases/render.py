@@ -54,7 +54,7 @@ def parse_messages(text: str, source: str) -> list[Message]:
     bad = f"{source} is not a list of messages"
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise UsageError(
             f'{bad} (not JSON: {exc.msg} at line {exc.lineno}); give [{{"role": "user", "content": "..."}}]'
         ) from None

@@ -112,8 +112,9 @@ class Gemma(Family):
         llama_cpp = h.hidden / h.n_heads if h.n_layers == self.LLAMA_CPP_27B_LAYERS else h.head_dim
         if abs(scalar - llama_cpp) > 1e-6 * llama_cpp:
             raise UnsupportedArchitecture(
-                f"{where}: query_pre_attn_scalar is {scalar:g}, but llama.cpp's {self.arch_name} graph scales "
-                f"queries by 1/sqrt({llama_cpp:g}) for this model; the converted model would compute something else"
+                f"{where}: query_pre_attn_scalar is {scalar:g}, but llama.cpp's {self.arch_name} graph "
+                f"scales queries by 1/sqrt({llama_cpp:g}) for this "
+                "model; the converted model would compute something else"
             )
 
     def default_local_theta(self) -> float:
