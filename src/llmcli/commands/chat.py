@@ -10,10 +10,10 @@ import typer
 from llmcli.commands.options import (
     ApiKeyOpt,
     ChatTemplateOpt,
+    CtxOpt,
     DraftOpt,
     EndpointOpt,
     JsonOpt,
-    LongCtxOpt,
     ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
@@ -81,7 +81,7 @@ def chat(
     repeat_penalty: param_option("repeat_penalty") = None,
     seed: param_option("seed") = None,
     max_tokens: param_option("max_tokens") = None,
-    ctx: LongCtxOpt = None,
+    ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     draft: DraftOpt = None,
     stop: Annotated[
