@@ -14,7 +14,6 @@ from llmcli.commands.options import (
     JsonOpt,
     TimeoutOpt,
     complete_model_names,
-    ctx_option,
     renamed_option,
 )
 from llmcli.environment import Environment, current
@@ -107,7 +106,15 @@ def bench(
     n_batch: Annotated[
         int, typer.Option("-b", "--batch-size", help="Tokens per llama_decode call in pp.")
     ] = 512,
-    n_ctx: ctx_option("-p + --n-gen (--chat: 2048)") = None,
+    n_ctx: Annotated[
+        Optional[int],
+        typer.Option(  # long only, as everywhere: -c is chat's --continue
+            "--ctx",
+            min=16,
+            show_default=False,
+            help="Context size in tokens. Default: -p + --n-gen (--chat: 2048).",
+        ),
+    ] = None,
     # Flags, not llama-bench's -o FORMAT: in llmcli -o is an output path and --format is chat's
     # constrained decoding; --json is the one JSON document every command prints.
     json_out: JsonOpt = False,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -16,6 +16,10 @@ from llmcli.commands.options import DryRunOpt, JsonOpt, outtype_option, renamed_
 from llmcli.convert.outtypes import CONVERT_DEFAULT
 from llmcli.environment import current
 from llmcli.errors import Interrupted
+
+if TYPE_CHECKING:
+    from llmcli.convert.plan import ConversionPlan
+    from llmcli.usecases.convert import ConvertJob
 
 
 def convert(
@@ -120,7 +124,7 @@ def _print_plan(out, plan) -> None:
     out.write(f"output size:   {size}\n")
 
 
-def _plan_record(plan, job) -> dict:
+def _plan_record(plan: ConversionPlan, job: ConvertJob) -> dict:
     """`convert --dry-run --json`: every tensor decided, where the GGUF would go and its size."""
     vocab = plan.vocab
     return {

@@ -71,17 +71,16 @@ RequiredModelArg = Annotated[
 ]
 
 
-def ctx_option(default: str) -> Any:
-    """--ctx N, long only: -c is chat's --continue. `default` says what a command takes without it."""
-    return Annotated[
-        Optional[int],
-        typer.Option(
-            "--ctx", min=16, show_default=False, help=f"Context size in tokens. Default: {default}."
-        ),
-    ]
-
-
-CtxOpt = ctx_option("min(trained context, 4096)")
+# Long only: -c is chat's --continue.
+CtxOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--ctx",
+        min=16,
+        show_default=False,
+        help="Context size in tokens. Default: min(trained context, 4096).",
+    ),
+]
 ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(
