@@ -197,7 +197,7 @@ def run(targets: list[Target], backends: list[str], plan: BenchPlan) -> Iterator
 
 
 def run_chat(targets: list[Target], plan: BenchPlan) -> Iterator:
-    """The scripted conversation (bench --chat) on every target, llama.cpp only; --n-gen is the reply length."""
+    """The scripted conversation (bench --chat) on every target, llama.cpp only; --n-gen: the reply length."""
     from llmcli.bench.chat import run_chat as run_one
 
     max_tokens = max(t.n_gen for t in plan.tests)

@@ -30,7 +30,7 @@ def parse_cid(text: str) -> str:
 
 
 def parse_count(text: str) -> int:
-    """`logs --count`'s value -> how many exchanges (0: all); anything but a whole number >= 0 is a mistake."""
+    """`logs --count`'s value -> how many exchanges (0: all); anything but a whole number >= 0 is refused."""
     digits = text.strip()
     if not (digits.isascii() and digits.isdigit()):
         raise UsageError(
