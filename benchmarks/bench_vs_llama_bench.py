@@ -38,7 +38,7 @@ def native_binary() -> str:
 
 
 def run_json(cmd: list[str]) -> dict[str, dict]:
-    """Run a tool with JSON output (llama-bench -o json, llmcli bench -f json); return {test name: row}.
+    """Run a tool with JSON output (llama-bench -o json, llmcli bench --json); return {test name: row}.
 
     Both tools write llama-bench's field names.
     """
@@ -67,13 +67,14 @@ def main() -> None:
     bench = native_binary()
     # Same settings on both sides: threads, batch = ubatch = 512 (llmcli's engine default),
     # flash attention auto (both tools' default), the same repetitions, warm-up on.
-    common = ["-p", str(args.n_prompt), "-n", str(args.n_gen), "-t", str(args.threads), "-r", str(args.reps)]
+    common = ["-p", str(args.n_prompt), "-t", str(args.threads), "-r", str(args.reps), "-b", "512"]
+    n_gen = str(args.n_gen)  # llama-bench's -n is llmcli's --n-gen (-n is chat's --max-tokens there)
     sides = {
-        "native": [bench, "-m", model, *common, "-b", "512", "-ub", "512", "-o", "json"],
-        "llmcli": [sys.executable, "-m", "llmcli", "bench", model, *common, "-b", "512", "-f", "json"],
+        "native": [bench, "-m", model, *common, "-n", n_gen, "-ub", "512", "-o", "json"],
+        "llmcli": [sys.executable, "-m", "llmcli", "bench", model, *common, "--n-gen", n_gen, "--json"],
     }
     print(
-        f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -b 512, {args.rounds} rounds, "
+        f"model    {model}\nnative   {bench}\nsettings {' '.join(common)} -n {n_gen}, {args.rounds} rounds, "
         "interleaved\n",
         flush=True,
     )

@@ -1,13 +1,13 @@
-"""`llmcli logs -q` on a log of 10,000 exchanges: the goal is an answer in under 100 ms.
+"""`llmcli logs --query` on a log of 10,000 exchanges: the goal is an answer in under 100 ms.
 
     .venv/bin/python benchmarks/logs_search.py [--exchanges 10000] [--rounds 15]
 
 Builds a synthetic log (conversations of 5 exchanges; prompts of ~30 and replies of ~150 words
 drawn from a 5,000-word vocabulary with a Zipf-like skew) in a temp dir, then times, alternating
 in each round:
-  - in-process: `find_exchanges(-q WORD)` as `llmcli logs -q` calls it (opening the log included),
+  - in-process: `find_exchanges(--query WORD)` as `llmcli logs --query` calls it (opening the log included),
     with FTS5 and, side by side, the LIKE fallback a SQLite without FTS5 would use;
-  - the CLI: `python -m llmcli logs -q WORD` as a fresh process, next to `python -m llmcli --help`
+  - the CLI: `python -m llmcli logs --query WORD` as a fresh process, next to `python -m llmcli --help`
     (the floor any invocation pays), so the ratio shows what the search adds.
 Queries: a common word, a rare word, two words, and a word that is in no exchange. Medians are printed.
 """
@@ -91,7 +91,7 @@ def main() -> int:
                     )
                 finally:
                     chatlog.fts5_available = saved
-        print("\nin-process find_exchanges(-q, -n 3), median ms (goal < 100 ms):")
+        print("\nin-process find_exchanges(--query, --count 3), median ms (goal < 100 ms):")
         print(f"  {'query':<10} {'FTS5':>8} {'LIKE':>9} {'LIKE/FTS5':>10}")
         for name in QUERIES:
             f, k = statistics.median(fts_ms[name]), statistics.median(like_ms[name])
@@ -104,7 +104,7 @@ def main() -> int:
             cli_ms.append(
                 timed(
                     lambda cmd=cmd: subprocess.run(
-                        [*cmd, "logs", "-q", "w4321"], env=env, check=True, stdout=subprocess.DEVNULL
+                        [*cmd, "logs", "--query", "w4321"], env=env, check=True, stdout=subprocess.DEVNULL
                     )
                 )
             )
@@ -116,7 +116,7 @@ def main() -> int:
                 )
             )
         out = subprocess.run(
-            [sys.executable, "-m", "llmcli", "logs", "-q", "w4321", "--json"],
+            [sys.executable, "-m", "llmcli", "logs", "--query", "w4321", "--json"],
             env=env,
             capture_output=True,
             text=True,
@@ -124,7 +124,7 @@ def main() -> int:
         ).stdout
         assert len(json.loads(out)) == 3
         c, h = statistics.median(cli_ms), statistics.median(help_ms)
-        print(f"\nCLI process, median ms: logs -q {c:.0f}, --help {h:.0f}, ratio {c / h:.2f}")
+        print(f"\nCLI process, median ms: logs --query {c:.0f}, --help {h:.0f}, ratio {c / h:.2f}")
     return 0
 
 

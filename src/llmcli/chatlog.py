@@ -413,7 +413,7 @@ class ChatLog:
         """The latest `count` exchanges whose prompt or reply holds every word of `text`, oldest first."""
         words = text.split()
         if not words:
-            raise UsageError("the search text is empty; give a word to look for with -q")
+            raise UsageError("the search text is empty; give a word to look for with --query")
         where_cid, args = ("AND e.conversation_id = ?", [cid]) if cid else ("", [])
         if self.has_fts:
             # Each word quoted: FTS5 syntax (AND, NEAR, *, -, :) in a user's text is text, not a query.

@@ -9,7 +9,7 @@ from tests.support.cli import cli
 
 
 def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead():
-    r = cli("bench", "--chat", "-n", "8", "-r", "1", "-t", "1", "-f", "json")
+    r = cli("bench", "--chat", "--n-gen", "8", "-r", "1", "-t", "1", "--json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["turn"] for row in rows] == list(range(1, len(SCRIPT) + 1))
@@ -30,14 +30,14 @@ def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead():
 
 
 def test_chat_markdown_table():
-    r = cli("bench", "--chat", "-n", "4", "-r", "1", "-t", "1")
+    r = cli("bench", "--chat", "--n-gen", "4", "-r", "1", "-t", "1")
     header = [c.strip() for c in r.stdout.splitlines()[0].strip("|").split("|")]
     assert {"turn", "TTFT cold ms", "TTFT reused ms", "decode t/s", "raw tg t/s", "overhead"} <= set(header)
     assert len(r.stdout.splitlines()) == 2 + len(SCRIPT)
 
 
 def test_chat_needs_a_reply_length_and_llama_cpp():
-    r = cli("bench", "--chat", "-n", "0")
-    assert r.exit_code == 2 and "--chat needs -n N > 0" in r.stderr and r.stdout == ""
+    r = cli("bench", "--chat", "--n-gen", "0")
+    assert r.exit_code == 2 and "--chat needs --n-gen N > 0" in r.stderr and r.stdout == ""
     r = cli("bench", "--chat", "--backend", "transformers")
     assert r.exit_code == 2 and "leave out --backend" in r.stderr

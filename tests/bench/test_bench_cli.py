@@ -9,7 +9,7 @@ import json
 from tests.support.cli import cli, cli_process, cli_store
 
 # Small enough that a whole run stays well under a second on 2 shared cores.
-FAST = ["-p", "32", "-n", "8", "-r", "2", "-t", "1"]  # 1 thread: robust to busy neighbours
+FAST = ["-p", "32", "--n-gen", "8", "-r", "2", "-t", "1"]  # 1 thread: robust to busy neighbours
 
 # llama-bench -o json's names, which tools reading llama-bench output rely on.
 LLAMA_BENCH_FIELDS = {
@@ -48,7 +48,7 @@ def test_markdown_table_goes_to_stdout_and_progress_to_stderr():
 
 
 def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream():
-    r = cli_process("bench", *FAST, "-f", "json")
+    r = cli_process("bench", *FAST, "--json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)  # stdout is one JSON document and nothing else
     assert [row["test"] for row in rows] == ["pp32", "tg8"]
@@ -67,7 +67,7 @@ def test_json_has_llama_bench_fields_and_no_library_log_reaches_any_stream():
 
 
 def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss():
-    r = cli("bench", *FAST, "-c", "512", "-f", "json")
+    r = cli("bench", *FAST, "--ctx", "512", "--json")
     rows = json.loads(r.stdout)
     for row in rows:
         assert row["n_ctx"] == 512
@@ -77,17 +77,17 @@ def test_memory_columns_use_the_kv_formula_and_a_real_peak_rss():
 
 
 def test_csv_and_jsonl_are_machine_readable():
-    r = cli("bench", *FAST, "-f", "csv")
+    r = cli("bench", *FAST, "--csv")
     records = list(csv.DictReader(io.StringIO(r.stdout)))
     assert [rec["test"] for rec in records] == ["pp32", "tg8"]
     assert float(records[0]["avg_ts"]) > 0
-    r = cli("bench", *FAST, "-f", "jsonl")
+    r = cli("bench", *FAST, "--jsonl")
     assert [json.loads(line)["test"] for line in r.stdout.splitlines()] == ["pp32", "tg8"]
 
 
 def test_several_thread_counts_in_one_run_and_save_appends_jsonl(tmp_path):
     saved = tmp_path / "runs.jsonl"
-    r = cli("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1,2", "-f", "json", "--save", str(saved))
+    r = cli("bench", "-p", "16", "--n-gen", "4", "-r", "1", "-t", "1,2", "--json", "--save", str(saved))
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [(row["n_threads"], row["test"]) for row in rows] == [
@@ -96,7 +96,7 @@ def test_several_thread_counts_in_one_run_and_save_appends_jsonl(tmp_path):
         (2, "pp16"),
         (2, "tg4"),
     ]
-    cli("bench", "-p", "16", "-n", "0", "-r", "1", "--save", str(saved))
+    cli("bench", "-p", "16", "--n-gen", "0", "-r", "1", "--save", str(saved))
     lines = saved.read_text().splitlines()
     assert len(lines) == 5 and all(json.loads(line)["avg_ts"] > 0 for line in lines)
 
@@ -104,19 +104,19 @@ def test_several_thread_counts_in_one_run_and_save_appends_jsonl(tmp_path):
 def test_repetitions_start_from_an_empty_kv_cache():
     # 3 x 96 prompt tokens cannot fit a 96-token context (256 cells once llama.cpp pads it) unless
     # the cache is cleared before each repetition.
-    r = cli("bench", "-p", "96", "-n", "0", "-r", "3", "-c", "96", "-t", "1", "-f", "json")
+    r = cli("bench", "-p", "96", "--n-gen", "0", "-r", "3", "--ctx", "96", "-t", "1", "--json")
     assert r.exit_code == 0, r.stderr
     assert len(json.loads(r.stdout)[0]["samples_ns"]) == 3
 
 
 def test_chart_on_request_goes_to_stderr_when_stdout_is_data():
-    r = cli("bench", "-p", "32", "-n", "8", "-r", "1", "-t", "1,2", "-f", "json", "--chart")
+    r = cli("bench", "-p", "32", "--n-gen", "8", "-r", "1", "-t", "1,2", "--json", "--chart")
     assert len(json.loads(r.stdout)) == 4
     assert "pp32 (tokens/s)" in r.stderr and "█" in r.stderr
 
 
 def test_a_gguf_path_works_as_model():
     path = cli_store().embedded().path
-    r = cli("bench", path, "-p", "16", "-n", "0", "-r", "1", "-f", "json")
+    r = cli("bench", path, "-p", "16", "--n-gen", "0", "-r", "1", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)[0]["model_filename"] == path

@@ -6,11 +6,11 @@ import json
 
 from tests.support.cli import cli
 
-FAST = ["-p", "0", "-n", "24", "-r", "1", "-t", "1"]
+FAST = ["-p", "0", "--n-gen", "24", "-r", "1", "-t", "1"]
 
 
 def test_draft_lookup_adds_copy_rows_next_to_tg():
-    r = cli("bench", *FAST, "--draft", "lookup", "-f", "json")
+    r = cli("bench", *FAST, "--draft", "lookup", "--json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["test"] for row in rows] == ["tg24", "copy24", "copy24+lookup"]
@@ -31,7 +31,7 @@ def test_bad_draft_uses():
     cases = {
         ("--draft", "bogus"): "unknown draft mode 'bogus'; choose one of: none, lookup",
         ("--draft", "lookup", "--chat"): "--draft adds a copy-task row to the pp/tg table; leave out --chat",
-        ("--draft", "lookup", "-n", "0"): "adds a copy task of -n tokens; give -n N > 0",
+        ("--draft", "lookup", "--n-gen", "0"): "adds a copy task of --n-gen tokens; give --n-gen N > 0",
         ("--draft", "lookup", "--endpoint", "http://127.0.0.1:9/v1"): "--draft measure the local engine",
     }
     for args, message in cases.items():

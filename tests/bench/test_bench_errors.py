@@ -8,14 +8,18 @@ from tests.support.cli import cli
 
 BAD_INPUTS = {
     "unknown model": (["no-such-model"], "no model named 'no-such-model'"),
-    "nothing to measure": (["-p", "0", "-n", "0"], "nothing to measure"),
-    "context smaller than p+n": (["-p", "512", "-n", "128", "-c", "600"], "-c 600 is smaller than -p + -n"),
+    "nothing to measure": (["-p", "0", "--n-gen", "0"], "nothing to measure"),
+    "context smaller than p+n": (
+        ["-p", "512", "--n-gen", "128", "--ctx", "600"],
+        "--ctx 600 is smaller than -p + --n-gen",
+    ),
     "thread list with a word": (["-t", "2,x"], "bad -t list '2,x'"),
     "thread list with zero": (["-t", "0"], "bad -t list '0'"),
     "thread list with a hole": (["-t", "1,,2"], "bad -t list '1,,2'"),
     "negative prompt": (["-p", "-5"], "bad -p list '-5'"),
     "no repetitions": (["-r", "0"], "-r 0"),
-    "unknown output format": (["-f", "xml"], "unknown output format 'xml'"),
+    "two report formats": (["--json", "--csv"], "give one report format, not --json and --csv"),
+    "three report formats": (["--csv", "--jsonl", "--json"], "not --json and --jsonl and --csv"),
     "unknown backend": (["--backend", "vllm"], "unknown backend 'vllm'"),
     "missing gguf file": (["/nonexistent/model.gguf"], "no such file"),
     "save into a missing folder": (["--save", "/nonexistent/dir/runs.jsonl"], "does not exist"),
@@ -32,7 +36,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 
 def test_transformers_backend_on_a_gguf_without_hf_source_says_what_to_give():
-    r = cli("bench", "--backend", "transformers", "-p", "16", "-n", "0")
+    r = cli("bench", "--backend", "transformers", "-p", "16", "--n-gen", "0")
     assert r.exit_code == 2
     assert "no Hugging Face checkpoint" in r.stderr and "HF model folder" in r.stderr
 
@@ -40,6 +44,6 @@ def test_transformers_backend_on_a_gguf_without_hf_source_says_what_to_give():
 def test_not_a_gguf_is_refused_before_llama_cpp_opens_it(tmp_path):
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"not a model at all, just some bytes" * 4)
-    r = cli("bench", str(bogus), "-p", "16", "-n", "0")
+    r = cli("bench", str(bogus), "-p", "16", "--n-gen", "0")
     assert r.exit_code == 2
     assert "not a GGUF" in r.stderr and r.stdout == ""

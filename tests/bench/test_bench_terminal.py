@@ -8,7 +8,7 @@ from tests.support.cli import cli_pty
 
 
 def test_chart_follows_the_table_on_a_terminal():
-    child = cli_pty("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1", timeout=120, columns=200)
+    child = cli_pty("bench", "-p", "16", "--n-gen", "4", "-r", "1", "-t", "1", timeout=120, columns=200)
     child.expect(pexpect.EOF)
     child.close()
     out = child.before

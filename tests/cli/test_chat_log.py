@@ -22,7 +22,7 @@ def ask(*args: str, input: str = "", vars=None):
 
 
 def logged(private_store, *args: str) -> list[dict]:
-    result = cli("logs", "-n", "0", "--json", *args)
+    result = cli("logs", "--count", "0", "--json", *args)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -197,26 +197,30 @@ def test_logs_recent_search_and_one_conversation(private_store):
     shown = [line for line in r.stdout.splitlines() if line.startswith("## Prompt")]
     assert len(shown) == 3  # the default count, as `llm logs`
     assert r.stdout.index("cherries") < r.stdout.index("dates") < r.stdout.index("red grapes")  # newest last
-    found = logged(private_store, "-q", "red")
+    found = logged(private_store, "--query", "red")
     assert [e["prompt"] for e in found] == ["apples are red", "cherries are red", "what about red grapes?"]
-    assert [e["prompt"] for e in json.loads(cli("logs", "-q", "red", "-n", "1", "--json").stdout)] == [
-        "what about red grapes?"
-    ]
+    assert [
+        e["prompt"] for e in json.loads(cli("logs", "--query", "red", "--count", "1", "--json").stdout)
+    ] == ["what about red grapes?"]
     cid = found[-1]["conversation_id"]
     assert [e["prompt"] for e in logged(private_store, "--cid", cid)] == [
         "dates are brown",
         "what about red grapes?",
     ]
-    assert [e["prompt"] for e in logged(private_store, "--cid", cid, "-q", "dates")] == ["dates are brown"]
+    assert [e["prompt"] for e in logged(private_store, "--cid", cid, "--query", "dates")] == [
+        "dates are brown"
+    ]
 
 
-@pytest.mark.parametrize("extra", [(), ("-q", "hi"), ("--cid", "CID")], ids=["recent", "-q", "--cid"])
+@pytest.mark.parametrize(
+    "extra", [(), ("--query", "hi"), ("--cid", "CID")], ids=["recent", "--query", "--cid"]
+)
 @pytest.mark.parametrize("count", [str(2**63), str(10**30)])
-def test_logs_n_beyond_any_count_shows_them_all_and_never_blames_the_log(private_store, count, extra):
+def test_logs_count_beyond_any_count_shows_them_all_and_never_blames_the_log(private_store, count, extra):
     ask("hi there")
     ask("-c", "hi again")
     cid = logged(private_store)[0]["conversation_id"]
-    r = cli("logs", "-n", count, "--json", *(cid if a == "CID" else a for a in extra))
+    r = cli("logs", "--count", count, "--json", *(cid if a == "CID" else a for a in extra))
     assert (r.exit_code, r.stderr) == (0, "")
     assert [e["prompt"] for e in json.loads(r.stdout)] == ["hi there", "hi again"]
 
@@ -231,14 +235,14 @@ def test_logs_path_prints_the_database_and_nothing_else(private_store):
     [
         (("nonsense",), "unknown logs action 'nonsense'"),
         (("path", "--json"), "takes no options"),
-        (("-n", "-1"), "-n -1: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
-        (("-n", "abc"), "-n abc: give a whole number of exchanges, e.g. -n 5 (0 for all)"),
-        (("--count", "1.5"), "-n 1.5: give a whole number of exchanges"),
-        (("-n", ""), "-n '': give a whole number of exchanges"),
-        (("-q", "  "), "the search text is empty"),
+        (("--count", "-1"), "--count -1: give a whole number of exchanges, e.g. --count 5 (0 for all)"),
+        (("--count", "abc"), "--count abc: give a whole number of exchanges, e.g. --count 5 (0 for all)"),
+        (("--count", "1.5"), "--count 1.5: give a whole number of exchanges"),
+        (("--count", ""), "--count '': give a whole number of exchanges"),
+        (("--query", "  "), "the search text is empty; give a word to look for with --query"),
         (("--cid", "nope"), "--cid: no conversation 'nope'"),
         (("--cid", ""), "--cid is empty; give a conversation id from `llmcli logs`"),
-        (("--cid", "  ", "-q", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
+        (("--cid", "  ", "--query", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
     ],
 )
 def test_logs_refuses_bad_arguments_with_one_line(private_store, args, message):

@@ -55,7 +55,7 @@ def test_piped_text_reaches_gemma_and_stdout_holds_only_the_reply(gemma3_path):
 
 
 def test_bench_runs_on_gemma(gemma3_path):
-    r = cli_process("bench", gemma3_path, "-p", "16", "-n", "4", "-r", "1", *T1, "-f", "json")
+    r = cli_process("bench", gemma3_path, "-p", "16", "--n-gen", "4", "-r", "1", *T1, "--json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert {row["n_prompt"] for row in rows} >= {16} and all(row["avg_ts"] > 0 for row in rows)

@@ -1,14 +1,16 @@
-"""--help as a person reads it, and one meaning per flag across commands (renames listed in the README)."""
+"""--help as a person reads it, and one meaning per short flag across the whole app."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
+import typer
 
-from llmcli.cli import COMMANDS
+from llmcli.cli import COMMANDS, app
 from llmcli.errors import ExitStatus
-from tests.support.cli import cli_process
+from tests.support.cli import cli, cli_process
 
 
 @pytest.mark.parametrize("command", ["", *COMMANDS])
@@ -21,35 +23,79 @@ def test_help_shows_no_value_for_flags_and_names_arguments_in_capitals(command):
     assert all(a.rstrip(".").upper() == a.rstrip(".") for a in arguments), usage
 
 
-def short_flags(command: str) -> dict[str, str]:
-    """-x -> its long name, from the command's --help (hidden options are not shown, so not counted)."""
-    text = cli_process(command, "--help", vars={"COLUMNS": "200"}).stdout
-    return {short: long for long, short in re.findall(r"│ (--[\w-]+)[\w,-]*\s+(-\w)\s", text)}
+def options(command: str) -> list[Any]:
+    """Every option of a command, as click builds it from the Typer app (-h/--help too)."""
+    group = typer.main.get_command(app)
+    sub = group.commands[command]
+    ctx = sub.context_class(sub, parent=group.context_class(group, **group.context_settings))
+    return [p for p in sub.get_params(ctx) if p.param_type_name == "option"]
 
 
-# One meaning under two long names, each the name llama.cpp's own tool uses (llama-cli, llama-bench).
-SAME_MEANING = {"-n": {"--max-tokens", "--n-gen"}}  # tokens to generate
-# Short flags that issue #11 gives a second meaning in one command, as `llm` spells them there:
-# `chat -c/--continue`, `logs -n/--count` and `logs -q/--query` (the context size in chat is --ctx).
-LOG_SHORTS = {("chat", "-c"): "--continue", ("logs", "-n"): "--count", ("logs", "-q"): "--query"}
+def is_refusal(option: Any) -> bool:
+    """A hidden renamed flag: it does nothing but name its new spelling (options.renamed_option)."""
+    return option.hidden and getattr(option.callback, "renamed", False)
+
+
+def meanings() -> dict[str, set[tuple[str, ...]]]:
+    """Short flag -> the long names it stands for, over every command; refusals are no meaning."""
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for command in COMMANDS:
+        for option in options(command):
+            if is_refusal(option):
+                continue
+            longs = tuple(sorted(o for o in option.opts + option.secondary_opts if o.startswith("--")))
+            for short in (o for o in option.opts if not o.startswith("--")):
+                found.setdefault(short, set()).add(longs)
+    return found
 
 
 def test_a_short_flag_means_one_thing_in_every_command():
-    meaning: dict[str, set[str]] = {}
-    for command in COMMANDS:
-        for short, long in short_flags(command).items():
-            if LOG_SHORTS.get((command, short)) == long:
-                continue
-            meaning.setdefault(short, set()).add(long)
-    assert meaning["-t"] == {"--threads"} and meaning["-o"] == {"--output"} and meaning["-q"] == {"--outtype"}
-    assert {short: longs for short, longs in meaning.items() if len(longs) > 1} == SAME_MEANING
+    clashes = {short: longs for short, longs in meanings().items() if len(longs) != 1}
+    assert clashes == {}
+    assert all(longs != {()} for longs in meanings().values())  # and each has a long name to read
+
+
+def test_the_short_flags_keep_the_meanings_users_bring_from_llm_llama_cpp_and_ollama():
+    shorts = {short: next(iter(longs)) for short, longs in meanings().items()}
+    assert shorts["-c"] == ("--continue",)  # llm chat -c
+    assert shorts["-n"] == ("--max-tokens",)  # llama-cli -n
+    assert shorts["-q"] == ("--outtype",)  # ollama create -q
+    assert shorts["-t"] == ("--threads",) and shorts["-o"] == ("--outfile", "--output")
+    assert "-f" not in shorts  # --format is chat's constrained decoding, long only
+
+
+def test_every_hidden_option_is_a_renamed_flag_that_refuses():
+    hidden = [(c, o.opts) for c in COMMANDS for o in options(c) if o.hidden and not is_refusal(o)]
+    assert hidden == []
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "completion"])
+def test_every_command_that_prints_a_result_has_the_same_json_flag(command):
+    (json_opt,) = [o for o in options(command) if "--json" in o.opts]
+    assert json_opt.is_flag and json_opt.help == "Print one JSON document on stdout."
+
+
+def test_format_is_constrained_decoding_in_chat_and_nowhere_else():
+    visible = {c for c in COMMANDS for o in options(c) if "--format" in o.opts and not o.hidden}
+    assert visible == {"chat"}
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["bench", "-o", "json"], "-o json is now -f json: -o/--output was renamed -f/--format before 1.0"),
-        (["bench", "--output", "csv"], "is now -f csv"),
+        (
+            ["bench", "-o", "json"],
+            "-o json is now --json: -o/--output was renamed --json, --jsonl, --csv before 1.0",
+        ),
+        (["bench", "--output", "csv"], "-o csv is now --csv"),
+        (["bench", "-f", "jsonl"], "-f jsonl is now --jsonl: -f/--format was renamed --json, --jsonl, --csv"),
+        (["bench", "--format", "md"], "-f md is now the default (no flag)"),
+        (["bench", "-f", "xml"], "-f xml is now --json or --jsonl or --csv"),
+        (["bench", "-n", "64"], "-n 64 is now --n-gen 64: -n was renamed --n-gen before 1.0"),
+        (["bench", "-c", "512"], "-c 512 is now --ctx 512: -c was renamed --ctx before 1.0"),
+        (["show", "-c", "1024", "smollm2"], "-c 1024 is now --ctx 1024: -c was renamed --ctx before 1.0"),
+        (["logs", "-n", "0"], "-n 0 is now --count 0: -n was renamed --count before 1.0"),
+        (["logs", "-q", "risk"], "-q risk is now --query risk: -q was renamed --query before 1.0"),
         (
             ["convert", "some/folder", "-t", "q8_0"],
             "-t q8_0 is now -q q8_0: -t was renamed -q/--outtype before 1.0",
@@ -57,11 +103,9 @@ def test_a_short_flag_means_one_thing_in_every_command():
     ],
 )
 def test_a_renamed_flag_is_a_usage_error_naming_the_new_one(args, message):
-    r = cli_process(*args)
+    r = cli(*args)
     assert r.exit_code == ExitStatus.USAGE and r.stdout == ""
-    assert (
-        r.stderr == f"llmcli: error: {r.stderr.removeprefix('llmcli: error: ')}" and r.stderr.count("\n") == 1
-    )
+    assert r.stderr.startswith("llmcli: error: ") and r.stderr.count("\n") == 1
     assert message in r.stderr
 
 

@@ -1,4 +1,4 @@
-"""Start-up: `llmcli --help` and `llmcli list` import nothing they do not use.
+"""Start-up: `llmcli --help` and `llmcli list` import nothing they do not use (nor the network stack).
 
 Timing lives in benchmarks/startup.py (machines are shared); these tests check what gets imported.
 """
@@ -84,6 +84,42 @@ def test_help_imports_only_the_command_modules():
         for p in Path(llmcli.commands.__file__).parent.glob("*.py")
         if p.stem != "__init__"
     }
+
+
+NETWORK = ("http.client", "ssl", "socket")
+
+
+def network_importers(args: list[str]) -> dict[str, set[str]]:
+    """Network module -> the modules whose import statements asked for it while `llmcli ARGS` ran."""
+    code = (
+        "import builtins, sys\n"
+        "seen, real = {}, builtins.__import__\n"
+        "def spy(name, globals=None, *rest):\n"
+        f"    if name in {NETWORK!r}:\n"
+        "        seen.setdefault(name, set()).add((globals or {}).get('__name__', '?'))\n"
+        "    return real(name, globals, *rest)\n"
+        "builtins.__import__ = spy\n"
+        "from llmcli.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(repr({k: sorted(v) for k, v in seen.items()}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    return {name: set(who) for name, who in ast.literal_eval(out.stderr.splitlines()[-1]).items()}
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"]])
+def test_list_without_an_endpoint_loads_no_network_module(args):
+    importers = network_importers(args)
+    assert "http.client" not in importers and "ssl" not in importers
+    # typer coerces option values with pydantic, whose plugin loader imports importlib.metadata, which
+    # imports email.utils, which imports socket: the framework's, and no connection is made with it.
+    assert importers.get("socket", set()) <= {"email.utils"}
+
+
+def test_list_with_an_endpoint_does_load_the_http_client():
+    # The probe above sees the client when it is used: a closed port on loopback answers at once.
+    importers = network_importers(["list", "--endpoint", "http://127.0.0.1:9/v1"])
+    assert importers["http.client"] == {"llmcli.engine.openai_http"}
 
 
 # llmcli.convert.outtypes and llmcli.params are tables with no imports: the one place the outtype

@@ -96,6 +96,34 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tiny, llmcli_home):
     assert not llmcli_home.exists() or not any(llmcli_home.rglob("*.gguf"))
 
 
+def test_dry_run_json_is_the_plan_the_conversion_then_follows(tiny, llmcli_home):
+    import gguf
+
+    src = tiny("qwen3")
+    r = cli("convert", str(src), "--dry-run", "--json", "-q", "q8_0")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert not llmcli_home.exists() or not any(llmcli_home.rglob("*.gguf"))  # a plan writes nothing
+    text = cli("convert", str(src), "--dry-run", "-q", "q8_0").stdout
+    assert f"tensors:       {len(plan['tensors'])}\n" in text  # the same plan as the text one
+    assert (plan["hf_arch"], plan["arch"], plan["outtype"]) == ("Qwen3ForCausalLM", "qwen3", "q8_0")
+    assert (plan["src"], plan["into_store"], plan["intermediate_size"]) == (str(src), True, 0)
+    assert plan["tokenizer"]["model"] == "gpt2" and plan["tokenizer"]["pre"] == "qwen2"
+
+    done = json.loads(cli("convert", str(src), "-q", "q8_0", "--json").stdout)
+    assert (done["name"], done["path"]) == (plan["name"], plan["output"])
+    size = Path(done["path"]).stat().st_size
+    assert (
+        abs(size - plan["estimated_size"]) < size / 50
+    )  # the tensors are exact (below); metadata is guessed
+    written = gguf.GGUFReader(done["path"]).tensors
+    assert [(t["name"], t["qtype"], t["shape"], t["nbytes"]) for t in plan["tensors"]] == [
+        (t.name, t.tensor_type.name, [int(d) for d in reversed(t.shape)], int(t.n_bytes)) for t in written
+    ]
+    tokens = gguf.GGUFReader(done["path"]).fields["tokenizer.ggml.tokens"]
+    assert plan["tokenizer"]["n_tokens"] == len(tokens.data)
+
+
 def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
     from llmcli.models import model_ref
     from llmcli.store import Store
@@ -134,11 +162,6 @@ def test_convert_json_is_one_record_with_the_outputs_sha256(tiny, llmcli_home):
         },
     }
     assert cli_store().resolve(model_ref("tiny-llama")).path == str(path)
-    refused = cli("convert", str(tiny("llama")), "--json", "--dry-run")
-    assert (refused.exit_code, refused.stdout) == (2, "")
-    assert (
-        refused.stderr == "llmcli: error: --json prints what convert did; leave out --dry-run (or --json)\n"
-    )
 
 
 def test_checkout_script_converts(tmp_path, tiny):

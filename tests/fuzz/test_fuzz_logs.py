@@ -149,9 +149,9 @@ def _reads(path, home):
     """Every way llmcli reads the log; each yields a description for the failure report."""
     for args in (
         ["logs"],
-        ["logs", "--json", "-n", "0"],
-        ["logs", "-q", "red"],
-        ["logs", "-q", "red", "--json"],
+        ["logs", "--json", "--count", "0"],
+        ["logs", "--query", "red"],
+        ["logs", "--query", "red", "--json"],
     ):
         yield " ".join(args), lambda a=args: _cli(a, home)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -290,8 +291,33 @@ def test_pull_json_is_one_record_with_the_hubs_sha256_and_rm_json_names_the_same
     assert json.loads(gone.stdout) == expected and spec not in entries()
 
 
-def test_pull_json_with_dry_run_is_a_usage_error(hub: FakeHub) -> None:
-    r = cli("pull", GGUF_REPO, "--json", "--dry-run")
-    assert (r.exit_code, r.stdout) == (2, "")
-    assert error_line(r) == "llmcli: error: --json prints what pull did; leave out --dry-run (or --json)"
-    assert not hub.log  # refused before any request
+def test_dry_run_json_is_the_plan_and_fetches_nothing(hub: FakeHub) -> None:
+    repo = hub.repos[GGUF_REPO.lower()]
+    parts = [repo.files[f"{STEM}-Q4_0-0000{i}-of-00003.gguf"] for i in (1, 2, 3)]
+    r = cli("pull", f"{GGUF_REPO}:Q4_0", "--dry-run", "--json", "--name", "tiny")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    files = [
+        {"name": f.name, "size": f.size, "sha256": f.sha256, "have": 0, "state": "to_fetch"} for f in parts
+    ]
+    total = sum(f.size for f in parts)
+    assert plan == {
+        "repo": GGUF_REPO,
+        "revision": "main",
+        "sha": repo.sha,
+        "kind": "gguf",
+        "quant": "Q4_0",
+        "outtype": None,
+        "name": "tiny",
+        "from_cache": False,
+        "total_bytes": total,
+        "bytes_to_fetch": total,
+        "files": files,
+        "notes": [],
+    }
+    assert not hub.requests("GET", "/cdn/") and not entries()
+    # Once pulled, the same plan finds every byte in the cache.
+    assert cli("pull", f"{GGUF_REPO}:Q4_0").exit_code == 0
+    again = json.loads(cli("pull", f"{GGUF_REPO}:Q4_0", "--dry-run", "--json").stdout)
+    assert again["name"] == f"{GGUF_REPO}:Q4_0" and again["bytes_to_fetch"] == 0
+    assert [(f["state"], f["have"]) for f in again["files"]] == [("cached", f.size) for f in parts]

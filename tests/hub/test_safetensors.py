@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.hub.conftest import ST_REPO
@@ -18,6 +19,27 @@ def test_dry_run_lists_the_conversion_inputs_and_no_pickle(st_hub: FakeHub) -> N
     names = [row.split("  ")[-2] for row in rows]
     assert "model.safetensors" in names and "config.json" in names and "tokenizer.json" in names
     assert "pytorch_model.bin" not in names and "README.md" not in names
+    assert not st_hub.requests("GET", "/resolve/")
+
+
+def test_dry_run_json_names_the_outtype_and_the_conversion_inputs(st_hub: FakeHub) -> None:
+    r = cli("pull", ST_REPO, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)
+    repo = st_hub.repos[ST_REPO.lower()]
+    assert (plan["kind"], plan["outtype"], plan["quant"], plan["sha"]) == (
+        "safetensors",
+        "q4_k_m",
+        "Q4_K_M",
+        repo.sha,
+    )
+    assert plan["name"] == f"{ST_REPO}:Q4_K_M"
+    assert any("it will be converted to GGUF q4_k_m" in note for note in plan["notes"])
+    sizes = {f["name"]: f["size"] for f in plan["files"]}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= sizes.keys()
+    assert "pytorch_model.bin" not in sizes and "README.md" not in sizes
+    assert all(sizes[name] == repo.files[name].size for name in sizes)
+    assert plan["total_bytes"] == sum(sizes.values()) == plan["bytes_to_fetch"]
     assert not st_hub.requests("GET", "/resolve/")
 
 

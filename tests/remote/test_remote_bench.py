@@ -10,7 +10,7 @@ import time
 from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
 from tests.support.cli import cli_process
 
-SMALL = ["-p", "16", "-n", "8", "--num-requests", "4"]
+SMALL = ["-p", "16", "--n-gen", "8", "--num-requests", "4"]
 
 
 def test_concurrency_1_and_4_on_a_real_server(llama_server):
@@ -21,8 +21,7 @@ def test_concurrency_1_and_4_on_a_real_server(llama_server):
         *SMALL,
         "--concurrency",
         "1,4",
-        "-f",
-        "json",
+        "--json",
         vars={"LLMCLI_API_KEY": API_KEY},
     )
     assert result.exit_code == 0, result.stderr
@@ -57,9 +56,7 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
     ):
         assert title in head
     assert url in md.stdout and "c2" in md.stdout
-    rows = list(
-        csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "-f", "csv").stdout))
-    )
+    rows = list(csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "--csv").stdout)))
     assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
     # the fake server reports usage: input tokens are the server's count, output too
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
@@ -71,7 +68,7 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
         "bench",
         "--endpoint",
         fake_server.endpoint("slow"),
-        "-n",
+        "--n-gen",
         "4",
         "--num-requests",
         "100000",
@@ -79,8 +76,7 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
         "1",
         "--concurrency",
         "2",
-        "-f",
-        "json",
+        "--json",
     )
     elapsed = time.monotonic() - start
     assert result.exit_code == 0, result.stderr
@@ -92,21 +88,19 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
 def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
     fake_server.posts = 0
     url = fake_server.endpoint("flaky")  # every other request fails with 500, the warm-up works
-    result = cli_process("bench", "--endpoint", url, "-n", "4", "--num-requests", "6", "-f", "json")
+    result = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "6", "--json")
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["num_requests"] == 6 and row["failed"] == 3 and row["completed"] == 3
     assert "the engine is on fire" in row["first_error"]
     assert len(row["samples_e2el_ms"]) == 3  # statistics over the completed requests only
     fake_server.posts = 0
-    md = cli_process("bench", "--endpoint", url, "-n", "4", "--num-requests", "4", "--no-chart")
+    md = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "4", "--no-chart")
     assert "(2 failed)" in md.stdout
 
 
 def test_model_arguments_pick_among_the_servers(fake_server):
-    result = cli_process(
-        "bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "-f", "json"
-    )
+    result = cli_process("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
     unpicked = cli_process("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
     assert unpicked.exit_code == 2 and "pick one with -m MODEL" in unpicked.stderr

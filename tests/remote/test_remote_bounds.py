@@ -70,12 +70,11 @@ def test_bench_counts_no_more_than_max_tokens_from_a_server_that_ignores_it(host
         "bench",
         "--endpoint",
         hostile_server.endpoint("nostop"),
-        "-n",
+        "--n-gen",
         "4",
         "--num-requests",
         "2",
-        "-f",
-        "json",
+        "--json",
         timeout=60,
     )
     assert result.exit_code == 0, result.stderr

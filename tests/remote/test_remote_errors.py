@@ -128,7 +128,9 @@ def test_a_server_that_refuses_stream_options_is_asked_again_without(fake_server
 
 
 def test_bench_stops_on_a_failing_warmup_with_its_message(fake_server):
-    result = cli_process("bench", "--endpoint", fake_server.endpoint("500"), "-n", "4", "--num-requests", "2")
+    result = cli_process(
+        "bench", "--endpoint", fake_server.endpoint("500"), "--n-gen", "4", "--num-requests", "2"
+    )
     assert result.exit_code == 1 and "the engine is on fire" in result.stderr and result.stdout == ""
 
 

@@ -40,9 +40,9 @@ RUNS = [
     ("chat", "echo-notjson", ["hi"], 1, "not JSON: 'zzz"),
     ("chat", "echo-usage", ["--json", "hi"], 0, '"text": "Hi"'),
     ("chat", "echo-usage", ["--stats", "hi"], 0, "Hi"),
-    ("bench", "echo-reason", ["-n", "4", "--num-requests", "2"], 1, "failed with 500 Oops ***"),
-    ("bench", "echo-models", ["-n", "4", "--num-requests", "2"], 2, "serves 4 models"),
-    ("bench", "echo-usage", ["-n", "4", "--num-requests", "2", "-f", "json"], 0, '"completed": 2'),
+    ("bench", "echo-reason", ["--n-gen", "4", "--num-requests", "2"], 1, "failed with 500 Oops ***"),
+    ("bench", "echo-models", ["--n-gen", "4", "--num-requests", "2"], 2, "serves 4 models"),
+    ("bench", "echo-usage", ["--n-gen", "4", "--num-requests", "2", "--json"], 0, '"completed": 2'),
 ]
 
 

@@ -40,7 +40,7 @@ SCRIPT: list[str] = [
     "How does grouped-query attention help?",
     "What happens to the time to first token when the cache is dropped?",
 ]
-CHAT_CTX = 2048  # room for the script with 128-token replies; -c overrides
+CHAT_CTX = 2048  # room for the script with 128-token replies; --ctx overrides
 
 
 @dataclass

@@ -58,7 +58,7 @@ class BenchPlan:
 
     @property
     def ctx_needed(self) -> int:
-        # Room for the longest prompt followed by the longest generation (-p + -n), so a context
+        # Room for the longest prompt followed by the longest generation (-p + --n-gen), so a context
         # that passes here also fits a pp+tg test or a chat turn of that shape.
         return max(t.n_prompt for t in self.tests) + max(t.n_gen for t in self.tests)
 

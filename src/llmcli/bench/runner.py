@@ -26,7 +26,7 @@ from llmcli.store import Store
 
 MAX_THREADS = 1024  # far above any machine; catches typos such as -t 22222
 # What a correct list looks like, per option, for the error message.
-LIST_EXAMPLES = {"-t": "1,2,4", "-p": "128,512", "-n": "64,128"}
+LIST_EXAMPLES = {"-t": "1,2,4", "-p": "128,512", "--n-gen": "64,128"}
 
 
 def parse_int_list(text: str, option: str, minimum: int) -> list[int]:
@@ -83,11 +83,13 @@ def make_plan(
     draft: str = "none",
 ) -> BenchPlan:
     prompts = parse_int_list(n_prompt, "-p", 0)
-    gens = parse_int_list(n_gen, "-n", 0)
-    # llama-bench's shape: every non-zero -p is a pp test, every non-zero -n a tg test.
+    gens = parse_int_list(n_gen, "--n-gen", 0)
+    # llama-bench's shape: every non-zero -p is a pp test, every non-zero --n-gen a tg test.
     tests = [BenchTest(p, 0) for p in prompts if p] + [BenchTest(0, n) for n in gens if n]
     if not tests:
-        raise UsageError("nothing to measure: -p and -n are both 0; give -p N for prefill or -n N for decode")
+        raise UsageError(
+            "nothing to measure: -p and --n-gen are both 0; give -p N for prefill or --n-gen N for decode"
+        )
     if repetitions < 1:
         raise UsageError(f"-r {repetitions}: give at least 1 repetition")
     if n_batch < 1:
@@ -103,11 +105,11 @@ def make_plan(
         draft=parse_draft(draft),
     )
     if plan.draft != "none" and not any(t.n_gen for t in tests):
-        raise UsageError(f"--draft {plan.draft} adds a copy task of -n tokens; give -n N > 0")
+        raise UsageError(f"--draft {plan.draft} adds a copy task of --n-gen tokens; give --n-gen N > 0")
     if n_ctx is not None and n_ctx < plan.ctx_needed:
         raise UsageError(
-            f"-c {n_ctx} is smaller than -p + -n ({max(prompts)} + {max(gens)} = {plan.ctx_needed} tokens); "
-            f"give -c {plan.ctx_needed} or more, or leave -c out"
+            f"--ctx {n_ctx} is smaller than -p + --n-gen ({max(prompts)} + {max(gens)} = {plan.ctx_needed} "
+            f"tokens); give --ctx {plan.ctx_needed} or more, or leave --ctx out"
         )
     return plan
 
@@ -195,12 +197,12 @@ def run(targets: list[Target], backends: list[str], plan: BenchPlan) -> Iterator
 
 
 def run_chat(targets: list[Target], plan: BenchPlan) -> Iterator:
-    """The scripted conversation (bench --chat) on every target, llama.cpp only; -n is the reply length."""
+    """The scripted conversation (bench --chat) on every target, llama.cpp only; --n-gen: the reply length."""
     from llmcli.bench.chat import run_chat as run_one
 
     max_tokens = max(t.n_gen for t in plan.tests)
     if not max_tokens:
-        raise UsageError("--chat needs -n N > 0: the longest reply each turn may generate")
+        raise UsageError("--chat needs --n-gen N > 0: the longest reply each turn may generate")
     for target in targets:
         yield from run_one(target.name, target.gguf or "", plan, max_tokens)
 

@@ -76,7 +76,7 @@ def make_serve_plan(
     if duration <= 0:
         raise UsageError(f"--duration {duration}: give a number of seconds above 0")
     if n_gen < 1:
-        raise UsageError(f"-n {n_gen}: a serving benchmark needs -n N > 0 tokens per reply")
+        raise UsageError(f"--n-gen {n_gen}: a serving benchmark needs --n-gen N > 0 tokens per reply")
     return ServePlan(
         concurrency=parse_concurrency(concurrency),
         num_requests=num_requests,

@@ -11,6 +11,7 @@ from llmcli.commands.options import (
     ApiKeyOpt,
     DraftOpt,
     EndpointOpt,
+    JsonOpt,
     TimeoutOpt,
     complete_model_names,
     renamed_option,
@@ -56,7 +57,7 @@ HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does
 
 \b
   llmcli bench                       pp512 and tg128, default model
-  llmcli bench A B -t 1,2 -f json    2 models x 2 thread counts
+  llmcli bench A B -t 1,2 --json     2 models x 2 thread counts
   llmcli bench M --backend llama,transformers
                                      beside transformers, with speedup
   llmcli bench --chat                TTFT cold vs reused, overhead
@@ -65,8 +66,11 @@ HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does
                                      a server, like vLLM's serving benchmark:
                                      req/s, output tok/s, TTFT and latency p50/p90/p99
 
-Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
+Results go to stdout (a Markdown table, or --json, --jsonl, --csv); progress goes to stderr.
 """
+
+# llama-bench's -o and llmcli's old -f picked the report format by value; each is a flag now.
+REPORT_FLAGS = {"md": "the default (no flag)", "json": "--json", "jsonl": "--jsonl", "csv": "--csv"}
 
 
 def bench(
@@ -84,8 +88,7 @@ def bench(
     ] = "512",
     n_gen: Annotated[
         str,
-        typer.Option(
-            "-n",
+        typer.Option(  # long only: -n is chat's --max-tokens
             "--n-gen",
             help="Generated tokens of the tg tests; a list: 64,128. With --chat: the longest reply per turn.",
         ),
@@ -105,15 +108,18 @@ def bench(
     ] = 512,
     n_ctx: Annotated[
         Optional[int],
-        typer.Option(
-            "-c", "--ctx", show_default=False, help="Context size. Default: -p + -n (--chat: 2048)."
+        typer.Option(  # long only, as everywhere: -c is chat's --continue
+            "--ctx",
+            min=16,
+            show_default=False,
+            help="Context size in tokens. Default: -p + --n-gen (--chat: 2048).",
         ),
     ] = None,
-    # -f, not llama-bench's -o: in llmcli, -o is always an output path (convert -o FILE).
-    out_format: Annotated[
-        str, typer.Option("-f", "--format", metavar="FORMAT", help="md, json, jsonl or csv.")
-    ] = "md",
-    old_output: Annotated[Optional[str], renamed_option("-o", "--output", now="-f/--format")] = None,
+    # Flags, not llama-bench's -o FORMAT: in llmcli -o is an output path and --format is chat's
+    # constrained decoding; --json is the one JSON document every command prints.
+    json_out: JsonOpt = False,
+    jsonl_out: Annotated[bool, typer.Option("--jsonl", help="Print one JSON object per row.")] = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV.")] = False,
     save: Annotated[
         Optional[Path],
         typer.Option("--save", show_default=False, help="Also append the rows to this JSONL file."),
@@ -163,22 +169,25 @@ def bench(
             help="With --endpoint: no new request after this long, per level.",
         ),
     ] = 60.0,
+    old_n: Annotated[Optional[str], renamed_option("-n", now="--n-gen")] = None,
+    old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
+    old_format: Annotated[Optional[str], renamed_option("-f", "--format", now=REPORT_FLAGS)] = None,
+    old_output: Annotated[Optional[str], renamed_option("-o", "--output", now=REPORT_FLAGS)] = None,
 ) -> None:
-    from llmcli.bench import report, runner
+    from llmcli.bench import runner
     from llmcli.bench.chat import ChatRow
     from llmcli.bench.records import LLAMA, BenchRow
     from llmcli.engine.openai_http import Endpoint
     from llmcli.errors import UsageError
     from llmcli.store import Store
 
-    if out_format not in report.FORMATS:
-        raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
+    out_format = _report_format(json=json_out, jsonl=jsonl_out, csv=csv_out)
     env = current()
     server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
     if server is not None:
         local_only = {
             "-t": threads,
-            "-c": n_ctx,
+            "--ctx": n_ctx,
             "--backend": backend,
             "--chat": chat or None,
             "--draft": draft,
@@ -228,6 +237,16 @@ def bench(
     _emit(env, rows, out_format, save, chart)
 
 
+def _report_format(**flags: bool) -> str:
+    """--json, --jsonl or --csv (at most one) -> the report's format; none: the Markdown table."""
+    from llmcli.errors import UsageError
+
+    given = [name for name, on in flags.items() if on]
+    if len(given) > 1:
+        raise UsageError(f"give one report format, not {' and '.join('--' + g for g in given)}")
+    return given[0] if given else "md"
+
+
 def _emit(env: Environment, rows: list, out_format: str, save: Path | None, chart: bool | None) -> None:
     from llmcli.bench import report
 
@@ -262,10 +281,10 @@ def _bench_remote(
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.errors import UsageError
 
-    prompts, gens = parse_int_list(n_prompt, "-p", 1), parse_int_list(n_gen, "-n", 1)
+    prompts, gens = parse_int_list(n_prompt, "-p", 1), parse_int_list(n_gen, "--n-gen", 1)
     if len(prompts) > 1 or len(gens) > 1:
         raise UsageError(
-            "with --endpoint give one -p (prompt words) and one -n (reply tokens); "
+            "with --endpoint give one -p (prompt words) and one --n-gen (reply tokens); "
             "sweep --concurrency instead"
         )
     plan = make_serve_plan(

@@ -10,10 +10,10 @@ import typer
 from llmcli.commands.options import (
     ApiKeyOpt,
     ChatTemplateOpt,
+    CtxOpt,
     DraftOpt,
     EndpointOpt,
     JsonOpt,
-    LongCtxOpt,
     ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
@@ -81,7 +81,7 @@ def chat(
     repeat_penalty: Annotated[Optional[float], param_option("repeat_penalty")] = None,
     seed: Annotated[Optional[int], param_option("seed")] = None,
     max_tokens: Annotated[Optional[int], param_option("max_tokens")] = None,
-    ctx: LongCtxOpt = None,
+    ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     draft: DraftOpt = None,
     stop: Annotated[

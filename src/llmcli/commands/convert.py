@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt, renamed_option
+from llmcli.commands.options import DryRunOpt, JsonOpt, outtype_option, renamed_option
 from llmcli.convert.outtypes import CONVERT_DEFAULT
 from llmcli.environment import current
-from llmcli.errors import Interrupted, UsageError
+from llmcli.errors import Interrupted
 
-OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m, q6_k (llama.cpp's quantizer)"
+if TYPE_CHECKING:
+    from llmcli.convert.plan import ConversionPlan
+    from llmcli.usecases.convert import ConvertJob
 
 
 def convert(
@@ -41,16 +43,14 @@ def convert(
             help="Where to write the GGUF (default: the store).",
         ),
     ] = None,
-    outtype: Annotated[
-        str, typer.Option("-q", "--outtype", metavar="TYPE", help=OUTTYPE_HELP)
-    ] = CONVERT_DEFAULT,
+    outtype: Annotated[str, outtype_option(CONVERT_DEFAULT)] = CONVERT_DEFAULT,
     name: Annotated[
         Optional[str],
         typer.Option(  # noqa: UP045
             "--name", help="The name to register (default: folder name + outtype)."
         ),
     ] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and write nothing.")] = False,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     old_t: Annotated[Optional[str], renamed_option("-t", now="-q/--outtype")] = None,  # noqa: UP045
 ) -> None:
@@ -62,9 +62,12 @@ def convert(
 
     env = current()
     store = Store(env.store_root)
-    if dry_run and json_out:
-        raise UsageError("--json prints what convert did; leave out --dry-run (or --json)")
     job = usecase.prepare(src, store, outtype=outtype, name=name, output=output)
+    if dry_run and json_out:
+        from llmcli.ui.output import Output
+
+        Output(env).json(_plan_record(usecase.plan(job), job))
+        return
     if dry_run:
         _print_plan(env.stdout, usecase.plan(job))
         return
@@ -119,3 +122,40 @@ def _print_plan(out, plan) -> None:
         "" if plan.outtype.qtype else f" (estimated; via a {mb(plan.intermediate_size)} intermediate)"
     )
     out.write(f"output size:   {size}\n")
+
+
+def _plan_record(plan: ConversionPlan, job: ConvertJob) -> dict:
+    """`convert --dry-run --json`: every tensor decided, where the GGUF would go and its size."""
+    vocab = plan.vocab
+    return {
+        "src": str(plan.src),
+        "hf_arch": plan.hf_arch,
+        "arch": plan.arch,
+        "outtype": plan.outtype.name,
+        "name": job.name,
+        "output": str(job.out),
+        "into_store": job.into_store,
+        "n_params": plan.n_params,
+        "source_dtypes": plan.source_dtypes,
+        "source_bytes": plan.source_bytes,
+        "tied_embeddings": plan.tied_embeddings,
+        "tokenizer": {
+            "model": vocab.model,
+            "pre": vocab.pre,
+            "n_tokens": len(vocab.tokens),
+            "chat_template": bool(vocab.chat_template),
+        },
+        "estimated_size": plan.estimated_size,  # the tensors' bytes are exact, the metadata's an estimate
+        "intermediate_size": plan.intermediate_size,
+        "notes": plan.notes,
+        "tensors": [
+            {
+                "name": t.name,
+                "qtype": t.qtype,
+                "shape": list(t.shape),
+                "nbytes": t.nbytes,
+                "source": {"name": t.hf_name, "dtype": t.source.dtype} if t.source else None,
+            }
+            for t in plan.tensors
+        ],
+    }

@@ -6,15 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt, cid_option
+from llmcli.commands.options import JsonOpt, cid_option, renamed_option
 
 HELP = """Show logged chat exchanges: the latest 3, oldest first
 (the newest is at the bottom, as in `llm logs`).
 
 \b
   llmcli logs                  the latest 3 exchanges
-  llmcli logs -n 0             all of them
-  llmcli logs -q "risk"        the latest 3 whose prompt or reply holds every word (full-text search)
+  llmcli logs --count 0        all of them
+  llmcli logs --query "risk"   the latest 3 whose prompt or reply holds every word (full-text search)
   llmcli logs --cid ID         one whole conversation (continue it with `llmcli chat --cid ID`)
   llmcli logs --json           the same as JSON, one list on stdout
   llmcli logs path             where the log is (a SQLite database)
@@ -24,16 +24,16 @@ Chat logs every exchange unless given --no-log or LLMCLI_NO_LOG=1.
 
 
 def _parse_count(text: str) -> int:
-    from llmcli.usecases.conversation import parse_count  # only when -n is given: startup stays light
+    from llmcli.usecases.conversation import parse_count  # only when --count is given: startup stays light
 
     return parse_count(text)
 
 
-# -n is parsed here, so a bad count is refused in the CLI's own words (not the option parser's).
+# Long only: -n is chat's --max-tokens (tokens), not a number of exchanges. Parsed here, so a bad
+# count is refused in the CLI's own words (not the option parser's).
 CountOpt = Annotated[
     Optional[int],
     typer.Option(
-        "-n",
         "--count",
         metavar="N",
         parser=_parse_count,
@@ -51,8 +51,7 @@ def logs(
     count: CountOpt = None,
     query: Annotated[
         Optional[str],
-        typer.Option(
-            "-q",
+        typer.Option(  # long only: -q is --outtype (pull, convert)
             "--query",
             metavar="TEXT",
             show_default=False,
@@ -61,6 +60,8 @@ def logs(
     ] = None,
     cid: Annotated[Optional[str], cid_option("Only this conversation.")] = None,
     json_out: JsonOpt = False,
+    old_n: Annotated[Optional[str], renamed_option("-n", now="--count")] = None,
+    old_q: Annotated[Optional[str], renamed_option("-q", now="--query")] = None,
 ) -> None:
     from llmcli.errors import UsageError
     from llmcli.ui.logs import show_exchanges

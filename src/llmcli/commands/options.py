@@ -1,17 +1,22 @@
 """Options shared by several commands, declared once so their help reads the same everywhere.
 
-One meaning per short flag across commands: -t threads, -o an output path, -c context size
-(except chat, where -c is --continue, as in `llm`), -n tokens to generate, -m model,
--q the GGUF type to write, -f an output format.
+A short flag means one thing in every command (tests/cli/test_help_and_flags.py checks the whole app):
+-c --continue (chat, as in `llm`), -n --max-tokens (chat, as llama-cli's -n), -m --model, -s --system,
+-t --threads, -o --output (a path), -q --outtype (the GGUF type to write, as Ollama's -q),
+-p --n-prompt, -r --repetitions, -b --batch-size (bench, as llama-bench). Everything else is long only:
+--ctx, bench's --n-gen, logs' --count and --query. `--json` is one JSON document on stdout, in every
+command that prints a result; `--format` is chat's constrained decoding and nothing else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
+from llmcli.convert.outtypes import OUTTYPES
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS
 
@@ -31,18 +36,27 @@ def complete_model_names(incomplete: str) -> list[str]:
     return [name for name in names if name.startswith(incomplete)]
 
 
-def renamed_option(*old: str, now: str) -> Any:
-    """A hidden option for a flag renamed before 1.0: giving it is a usage error that names the new flag."""
+def renamed_option(*old: str, now: str | Mapping[str, str]) -> Any:
+    """A hidden option for a flag renamed before 1.0: giving it is a usage error that names the new flag.
+
+    `now` is the new flag, which takes the same value; or, where each value became a flag of its
+    own (bench's `-f json` -> `--json`), a table from the old value to what replaces it.
+    """
 
     def refuse(value: Optional[str]) -> None:  # noqa: UP045 (typer reads the annotation)
-        if value is not None:
-            from llmcli.errors import UsageError
+        if value is None:
+            return
+        if isinstance(now, str):
+            instead, renamed = f"{now.split('/')[0]} {value}", now
+        else:
+            flags = [flag for flag in now.values() if flag.startswith("-")]
+            instead = now.get(value.strip().lower(), " or ".join(flags))
+            renamed = ", ".join(flags)
+        raise UsageError(
+            f"{old[0]} {value} is now {instead}: {'/'.join(old)} was renamed {renamed} before 1.0"
+        )
 
-            raise UsageError(
-                f"{old[0]} {value} is now {now.split('/')[0]} {value}: "
-                f"{'/'.join(old)} was renamed {now} before 1.0"
-            )
-
+    refuse.renamed = True  # type: ignore[attr-defined]  # how the flags test tells a refusal from a meaning
     return typer.Option(*old, hidden=True, callback=refuse, show_default=False)
 
 
@@ -55,24 +69,16 @@ RequiredModelArg = Annotated[
         help="A .gguf path, a name from `llmcli list`, or an unambiguous prefix of one.",
     ),
 ]
+
+
+# Long only: -c is chat's --continue.
 CtxOpt = Annotated[
     Optional[int],
     typer.Option(
-        "-c",
         "--ctx",
         min=16,
-        help="Context size in tokens. Default: min(trained context, 4096).",
         show_default=False,
-    ),
-]
-# chat's -c is -c/--continue (as in `llm`), so there the context size is --ctx only.
-LongCtxOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--ctx",
-        min=16,
         help="Context size in tokens. Default: min(trained context, 4096).",
-        show_default=False,
     ),
 ]
 ThreadsOpt = Annotated[
@@ -100,6 +106,30 @@ ThinkOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Print the plan and stop; nothing is written. With --json, as JSON."),
+]
+
+
+# From the table, so a new outtype shows up in pull's and convert's help by itself.
+OUTTYPE_NAMES = (
+    f"{', '.join(n for n, t in OUTTYPES.items() if t.qtype)} (written directly) or "
+    f"{', '.join(n for n, t in OUTTYPES.items() if not t.qtype)} (llama.cpp's quantizer)"
+)
+
+
+def outtype_option(default: str, when: str = "") -> Any:
+    """-q/--outtype TYPE (pull, convert): the GGUF type to write, as Ollama's `create -q`."""
+    return typer.Option(
+        "-q",
+        "--outtype",
+        metavar="TYPE",
+        show_default=False,
+        help=f"The GGUF type to write{when}: {OUTTYPE_NAMES}. \\[{default}]",
+    )
+
+
 # A server instead of the local engine. The environment variables are read by Environment, not
 # bound here, so `--help` can never show a key's value.
 EndpointOpt = Annotated[

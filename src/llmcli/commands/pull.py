@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt
+from llmcli.commands.options import DryRunOpt, JsonOpt, outtype_option
 from llmcli.convert.outtypes import PULL_DEFAULT
 from llmcli.environment import Environment, current
-from llmcli.errors import Interrupted, UsageError
+from llmcli.errors import Interrupted
 
 if TYPE_CHECKING:
-    from llmcli.hub.plan import PullPlan
+    from llmcli.hub.plan import PlannedFile, PullPlan
 
 
 def pull(
@@ -35,14 +35,8 @@ def pull(
         ),
     ] = None,
     outtype: Annotated[
-        Optional[str],
-        typer.Option(  # noqa: UP045
-            "-q",
-            "--outtype",
-            metavar="TYPE",
-            show_default=False,
-            help=f"For safetensors repos: the GGUF type to convert to (default: {PULL_DEFAULT}).",
-        ),
+        Optional[str],  # noqa: UP045
+        outtype_option(PULL_DEFAULT, " when the repo is a safetensors checkpoint"),
     ] = None,
     name: Annotated[
         Optional[str],
@@ -50,9 +44,7 @@ def pull(
             "--name", show_default=False, help="The model's name in the store (default: REPO:QUANT)."
         ),
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="List the files and sizes it would fetch, and stop.")
-    ] = False,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
@@ -63,10 +55,16 @@ def pull(
 
     env = current()
     ref = hub_repo_ref(spec)
-    if dry_run and json_out:
-        raise UsageError("--json prints what pull did; leave out --dry-run (or --json)")
     if dry_run:
-        _show_plan(env, usecase.plan(ref, revision=revision, outtype=outtype))
+        plan = usecase.plan(ref, revision=revision, outtype=outtype)
+        for note in plan.notes:  # for a person, on stderr; --json carries them too
+            env.stderr.write(note + "\n")
+        if json_out:
+            from llmcli.ui.output import Output
+
+            Output(env).json(_plan_record(plan, name))
+        else:
+            _show_plan(env, plan)
         return
     try:
         with pull_report(env.stderr, env.stderr_isatty) as report:
@@ -93,8 +91,6 @@ def pull(
 def _show_plan(env: Environment, plan: PullPlan) -> None:
     from llmcli.units import format_bytes
 
-    for note in plan.notes:
-        env.stderr.write(note + "\n")
     action = f"convert to {plan.outtype}" if plan.kind == "safetensors" else plan.quant
     out = env.stdout
     files = f"{len(plan.files)} file{'s' if len(plan.files) != 1 else ''}"
@@ -103,10 +99,40 @@ def _show_plan(env: Environment, plan: PullPlan) -> None:
         f"{format_bytes(plan.total_bytes)}, {format_bytes(plan.bytes_to_fetch)} to fetch\n"
     )
     for f in plan.files:
-        state = (
-            "cached"
-            if f.cached or f.have == f.remote.size
-            else (f"partial, {format_bytes(f.have)} on disk" if f.have else "to fetch")
-        )
-        out.write(f"{format_bytes(f.remote.size):>10}  {f.remote.name}  ({state})\n")
+        state = _state(f)
+        shown = f"partial, {format_bytes(f.have)} on disk" if state == "partial" else state.replace("_", " ")
+        out.write(f"{format_bytes(f.remote.size):>10}  {f.remote.name}  ({shown})\n")
     out.flush()
+
+
+def _state(f: PlannedFile) -> str:
+    if f.cached or f.have == f.remote.size:
+        return "cached"
+    return "partial" if f.have else "to_fetch"
+
+
+def _plan_record(plan: PullPlan, name: str | None) -> dict:
+    """`pull --dry-run --json`: what the pull would fetch, and under which name it would land."""
+    return {
+        "repo": plan.repo_id,
+        "revision": plan.revision,
+        "sha": plan.sha,
+        "kind": plan.kind,
+        "quant": plan.quant,
+        "outtype": plan.outtype,
+        "name": name or plan.default_name,
+        "from_cache": plan.from_cache,
+        "total_bytes": plan.total_bytes,
+        "bytes_to_fetch": plan.bytes_to_fetch,
+        "files": [
+            {
+                "name": f.remote.name,
+                "size": f.remote.size,
+                "sha256": f.remote.sha256,
+                "have": f.have,
+                "state": _state(f),
+            }
+            for f in plan.files
+        ],
+        "notes": plan.notes,
+    }

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg
+from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg, renamed_option
 
 
 def show(
@@ -17,6 +17,7 @@ def show(
     template: Annotated[
         Optional[bool], typer.Option("--template/--no-template", help="Print the whole chat template.")
     ] = False,
+    old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
     from llmcli.commands.list import human_params

@@ -23,16 +23,19 @@ the key masked, then (and only then) cut to length.
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
-import socket
-import ssl
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
+
+# http.client, socket and ssl are imported where a connection is made: parsing --endpoint (which
+# every command that has it does) must not cost `llmcli list` the network stack.
+if TYPE_CHECKING:
+    import http.client
 
 DEFAULT_TIMEOUT = (
     120.0  # seconds of silence before a read gives up; prefill of a long prompt on a CPU is slow
@@ -185,6 +188,8 @@ class Endpoint:
         return self.timeout * (1 + (max_tokens or ASSUMED_MAX_TOKENS) / TOKENS_PER_TIMEOUT)
 
     def connect(self) -> http.client.HTTPConnection:
+        import http.client
+
         parts = self.parts
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         conn = cls(parts.hostname, parts.port, timeout=self.connect_timeout)
@@ -207,6 +212,8 @@ def shutdown(conn: http.client.HTTPConnection | None) -> None:
     """Make a blocked read on the connection return now (safe from a signal handler or a thread)."""
     sock = conn.sock if conn is not None else None
     if sock is not None:
+        import socket  # loaded already with the connection: no import work in a signal handler
+
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -239,6 +246,9 @@ class Watchdog:
 
 
 def _connect_error(ep: Endpoint, exc: OSError) -> LlmcliError:
+    import socket
+    import ssl
+
     # What went wrong -> what to tell the user; the first matching type wins.
     table: list[tuple[type, str]] = [
         (
@@ -325,6 +335,8 @@ def http_error(
 
 
 def _get_json(ep: Endpoint, path: str, what: str) -> object:
+    import http.client
+
     dog = Watchdog(2 * ep.timeout)
     conn = ep.connect()
     dog.watch(conn)

@@ -30,11 +30,12 @@ def parse_cid(text: str) -> str:
 
 
 def parse_count(text: str) -> int:
-    """`logs -n`'s value -> how many exchanges (0: all); anything but a whole number >= 0 is a mistake."""
+    """`logs --count`'s value -> how many exchanges (0: all); anything but a whole number >= 0 is refused."""
     digits = text.strip()
     if not (digits.isascii() and digits.isdigit()):
         raise UsageError(
-            f"-n {printable(text, 40) or repr(text)}: give a whole number of exchanges, e.g. -n 5 (0 for all)"
+            f"--count {printable(text, 40) or repr(text)}: give a whole number of exchanges, e.g. --count 5 "
+            "(0 for all)"
         )
     return int(digits)
 
@@ -226,7 +227,7 @@ class Found:
 
     exchanges: list[Exchange]
     path: Path
-    like_search: bool = False  # -q without FTS5 in this SQLite
+    like_search: bool = False  # --query without FTS5 in this SQLite
 
 
 DEFAULT_COUNT = 3  # as `llm logs`
@@ -240,7 +241,7 @@ def find_exchanges(store_root: Path, *, count: int | None, query: str | None, ci
     """
     path = log_path(store_root)
     if count is not None and count < 0:
-        raise UsageError(f"-n {count}: give a whole number of exchanges, e.g. -n 5 (0 for all)")
+        raise UsageError(f"--count {count}: give a whole number of exchanges, e.g. --count 5 (0 for all)")
     limit = (None if cid is not None else DEFAULT_COUNT) if count is None else (count or None)
     if not path.exists():
         if cid is not None:
