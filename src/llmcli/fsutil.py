@@ -41,6 +41,16 @@ def space_shortfalls(needs: dict[Path, int]) -> list[Shortfall]:
     return short
 
 
+def expand_home(path: str | os.PathLike[str], home: Path) -> Path:
+    """`~` or `~/...` at the start of PATH names HOME (the caller's $HOME, passed in); `~user/...` that
+    user's home, from the password database; any other path is as given."""
+    text = os.fspath(path)
+    if text == "~" or text.startswith("~/"):
+        return home / text[2:]
+    # `~user`: Python looks the user up in the password database and reads no variable
+    return Path(text).expanduser() if text.startswith("~") else Path(text)
+
+
 def current_umask() -> int:
     # os.umask can only be read by setting it; put it straight back.
     mask = os.umask(0)

@@ -103,10 +103,10 @@ def _check_entry(key: str, data: object, manifest: Path) -> ModelEntry:
     return ModelEntry.from_dict({**data, "name": key})
 
 
-def is_file(text: str) -> bool:
-    """Path(text).is_file() that answers False for text no file could be named (a long prompt)."""
+def is_file(ref: GgufPath) -> bool:
+    """ref.path.is_file() that answers False for text no file could be named (a long prompt)."""
     try:
-        return "\n" not in text and Path(text).expanduser().is_file()
+        return "\n" not in ref.text and ref.path.is_file()
     except (OSError, ValueError):
         return False
 
@@ -289,7 +289,7 @@ class Store:
 
 
 def _file_entry(ref: GgufPath) -> ModelEntry:
-    if not is_file(ref.text):
+    if not is_file(ref):
         raise ModelNotFound(f"no such file: {printable(ref.text)}; check the path, or run `llmcli list`")
     resolved = ref.path.resolve()
     return ModelEntry(

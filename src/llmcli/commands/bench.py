@@ -13,9 +13,10 @@ from llmcli.commands.options import (
     EndpointOpt,
     TimeoutOpt,
     complete_model_names,
+    environment,
     renamed_option,
 )
-from llmcli.environment import Environment, current
+from llmcli.environment import Environment
 
 
 def _progress_line(ev) -> str:
@@ -70,6 +71,7 @@ Results go to stdout (md, json, jsonl, csv); progress goes to stderr.
 
 
 def bench(
+    context: typer.Context,
     models: Annotated[
         Optional[list[str]],
         typer.Argument(
@@ -173,7 +175,8 @@ def bench(
 
     if out_format not in report.FORMATS:
         raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
-    env = current()
+    env = environment(context)
+    save = env.expand_user(save) if save is not None else None
     server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
     if server is not None:
         local_only = {
@@ -187,7 +190,7 @@ def bench(
         if given:
             raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
         runner.check_save_path(save)
-        rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
+        rows = _bench_remote(env, server, models, n_prompt, n_gen, concurrency, num_requests, duration)
         _emit(env, rows, out_format, save, chart)
         return
     plan = runner.make_plan(
@@ -209,7 +212,10 @@ def bench(
         raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
     runner.check_backend_installed(backends)
     store = Store(env.store_root)
-    targets = [runner.resolve_target(spec, backends, store, env.default_model) for spec in (models or [None])]
+    targets = [
+        runner.resolve_target(spec, backends, store, env.default_model, env.home)
+        for spec in (models or [None])
+    ]
 
     progress = _ProgressPrinter(env)
     rows: list[BenchRow | ChatRow] = []
@@ -244,6 +250,7 @@ def _emit(env: Environment, rows: list, out_format: str, save: Path | None, char
 
 
 def _bench_remote(
+    env: Environment,
     server,
     models: list[str] | None,
     n_prompt: str,
@@ -272,7 +279,7 @@ def _bench_remote(
     )
     available = list_models(server)
     targets = [pick_model(server, available, spec) for spec in (models or [None])]
-    progress = _ProgressPrinter(current())
+    progress = _ProgressPrinter(env)
     rows: list[ServeRow] = []
     try:
         for target in targets:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from llmcli.commands.options import JsonOpt
+from llmcli.commands.options import JsonOpt, environment
 
 ACTIONS = ("list", "clear")
 
@@ -18,6 +18,7 @@ def _check_action(value: str) -> str:
 
 
 def cache(
+    context: typer.Context,
     action: Annotated[
         str,
         typer.Argument(
@@ -38,12 +39,11 @@ def cache(
 
     from llmcli.display import printable
     from llmcli.engine.prefix_cache import PrefixCache
-    from llmcli.environment import current
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes
 
-    env = current()
+    env = environment(context)
     out = Output(env)
     root = Store(env.store_root).cache_dir
     cache = PrefixCache(root, max_bytes=0)  # the cap matters only to writers

@@ -12,15 +12,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt, renamed_option
+from llmcli.commands.options import JsonOpt, environment, renamed_option
 from llmcli.convert.outtypes import CONVERT_DEFAULT
-from llmcli.environment import current
 from llmcli.errors import Interrupted, UsageError
 
 OUTTYPE_HELP = "f32, f16, bf16, q8_0, q4_0 (written directly) or q4_k_m, q5_k_m, q6_k (llama.cpp's quantizer)"
 
 
 def convert(
+    context: typer.Context,
     src: Annotated[
         str,
         typer.Argument(
@@ -60,7 +60,9 @@ def convert(
     from llmcli.units import format_bytes
     from llmcli.usecases import convert as usecase
 
-    env = current()
+    env = environment(context)
+    src = str(env.expand_user(src)) if src.startswith("~") else src  # a repo id keeps its text
+    output = env.expand_user(output) if output is not None else None
     store = Store(env.store_root)
     if dry_run and json_out:
         raise UsageError("--json prints what convert did; leave out --dry-run (or --json)")

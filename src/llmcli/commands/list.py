@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt
+import typer
+
+from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt, environment
 
 
 def human_params(n: int | None) -> str:
@@ -14,6 +16,7 @@ def human_params(n: int | None) -> str:
 
 
 def list_models(
+    context: typer.Context,
     json_out: JsonOpt = False,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
@@ -30,7 +33,7 @@ def list_models(
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes
 
-    out = Output()
+    out = Output(environment(context))
     server = Endpoint.from_options(
         endpoint or out.env.endpoint, api_key, timeout, default_api_key=out.env.api_key
     )

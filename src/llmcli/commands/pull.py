@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt
+from llmcli.commands.options import JsonOpt, environment
 from llmcli.convert.outtypes import PULL_DEFAULT
-from llmcli.environment import Environment, current
+from llmcli.environment import Environment
 from llmcli.errors import Interrupted, UsageError
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 def pull(
+    context: typer.Context,
     spec: Annotated[
         str,
         typer.Argument(
@@ -61,7 +62,7 @@ def pull(
     from llmcli.ui.download import pull_report
     from llmcli.usecases import pull as usecase
 
-    env = current()
+    env = environment(context)
     ref = hub_repo_ref(spec)
     if dry_run and json_out:
         raise UsageError("--json prints what pull did; leave out --dry-run (or --json)")

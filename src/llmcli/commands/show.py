@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg
+from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg, environment
 
 
 def show(
+    context: typer.Context,
     model: RequiredModelArg,
     ctx: CtxOpt = None,
     json_out: JsonOpt = False,
@@ -28,8 +29,9 @@ def show(
     from llmcli.units import format_bytes
     from llmcli.usecases.render import template_choice_for
 
-    out = Output()
-    entry = Store(out.env.store_root).resolve(model_ref(model))
+    env = environment(context)
+    out = Output(env)
+    entry = Store(env.store_root).resolve(model_ref(model, env.home))
     facts = model_facts(entry.path)
     n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
     per_token = facts.kv_bytes_per_token()

@@ -6,10 +6,11 @@ from typing import Annotated
 
 import typer
 
-from llmcli.commands.options import JsonOpt, RequiredModelArg
+from llmcli.commands.options import JsonOpt, RequiredModelArg, environment
 
 
 def tokenize(
+    context: typer.Context,
     model: RequiredModelArg,
     text: Annotated[
         str, typer.Argument(metavar="TEXT", help="The text; '-' reads stdin.", show_default=False)
@@ -25,16 +26,15 @@ def tokenize(
 ) -> None:
     """Show the token ids and pieces a model's tokenizer makes of TEXT."""
     from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.environment import current
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
 
-    env = current()
+    env = environment(context)
     if text == "-":
         text = env.stdin.read()
     out = Output(env)
-    entry = Store(env.store_root).resolve(model_ref(model))
+    entry = Store(env.store_root).resolve(model_ref(model, env.home))
     with Runtime(entry.path, RuntimeConfig(n_ctx=64)) as rt:
         ids = rt.tokenize(text, parse_special=special)
         pieces = [rt.piece(i, special=True) for i in ids]

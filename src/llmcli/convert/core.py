@@ -68,7 +68,7 @@ def convert_checkpoint(
     """
     started = time.monotonic()
     plan = plan_conversion(src_dir, outtype)
-    out_path = Path(out_path).expanduser()
+    out_path = Path(out_path)
     folder = out_path.parent if str(out_path.parent) else Path(".")
     _check_output_folder(folder, out_path)
     _check_free_space(folder, plan.estimated_size + plan.intermediate_size + SPACE_MARGIN)

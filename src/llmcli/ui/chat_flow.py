@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from llmcli.environment import Environment
 from llmcli.ui.output import Output
 from llmcli.usecases.chat import ChatOptions
 
 
-def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=None) -> None:
+def one_shot(
+    env: Environment, session, model_name: str, prompt: str, opts: ChatOptions, recorder=None
+) -> None:
     from llmcli.engine.events import drain, json_document
     from llmcli.ui.thinking import ThinkingStream
 
-    out = Output()
+    out = Output(env)
     # Reasoning: on stderr with --show-thinking, or dimmed when both streams are a terminal; piped, hidden.
     thinking = ThinkingStream(
         out, opts.show_thinking or (not opts.json_out and out.env.stdout_isatty and out.env.stderr_isatty)

@@ -24,6 +24,12 @@ class ReplState:
     markdown: bool = False
     running: bool = True
     recorder: Any = None  # llmcli.usecases.conversation.Recorder: the conversation log, or None
+    home: Path | None = None  # $HOME: what a leading `~` in /save, /load and /set schema names
+
+    def path(self, text: str) -> Path:
+        from llmcli.fsutil import expand_home
+
+        return expand_home(text, self.home) if self.home is not None else Path(text)
 
 
 @dataclass
@@ -57,7 +63,9 @@ def _set_schema(state: ReplState, value: str) -> None:
     """/set schema FILE|off: the grammar of the next replies (checked as --schema is)."""
     from llmcli.engine.structured import constraint_from_schema, load_schema
 
-    state.session.constraint = None if value.lower() == "off" else constraint_from_schema(*load_schema(value))
+    state.session.constraint = (
+        None if value.lower() == "off" else constraint_from_schema(*load_schema(value, state.home))
+    )
 
 
 # /set words beyond the parameter table: the REPL's own settings, each with what applies it.
@@ -132,7 +140,7 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
     s = state.session
     cid = state.recorder.conversation_id if state.recorder is not None else None
     data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages, cid)
-    path = Path(arg).expanduser()
+    path = state.path(arg)
     try:
         write_atomic(path, data)
     except OSError as exc:
@@ -145,7 +153,7 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
 def cmd_load(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /load FILE")
-    path = Path(arg).expanduser()
+    path = state.path(arg)
     loaded = read_loaded(path)  # everything checked before the session changes
     state.session.system, state.session.messages = loaded.system, loaded.messages
     logged = ""

@@ -26,6 +26,7 @@ class RenderOptions:
     source: str  # where it came from, for messages
     chat_template: Path | None = None
     think: bool | None = None
+    home: Path | None = None  # $HOME: what a leading `~` in MODEL's path names
 
 
 @dataclass
@@ -77,7 +78,7 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
 
     messages = parse_messages(opts.messages_text, opts.source)
     override = read_template_file(opts.chat_template) if opts.chat_template else None
-    entry = store.resolve(model_ref(opts.model))
+    entry = store.resolve(model_ref(opts.model, opts.home))
     with Runtime(entry.path, RuntimeConfig(n_ctx=64, n_threads=n_threads)) as rt:
         session = ChatSession(rt, chat_template=override)
         session.think = opts.think
