@@ -8,15 +8,12 @@ temporary file beside the target and renames it over, so a failure never truncat
 from __future__ import annotations
 
 import json
-import os
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmcli.engine.template import Message
 from llmcli.errors import UsageError
-from llmcli.fsutil import chmod_like_new_file, read_text_file
+from llmcli.fsutil import read_text_file
 
 CONVERSATION_FORMAT = "llmcli-conversation"
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far past any context; a bigger file is not a conversation
@@ -137,22 +134,3 @@ def encode_conversation(
     if conversation_id is not None:
         data["conversation_id"] = conversation_id
     return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8", "backslashreplace")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write beside the target, fsync, rename over it: the old file stays whole until the new one is."""
-    target = Path(os.path.realpath(path))  # through a symlink, as write_text would
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-        except FileNotFoundError:
-            chmod_like_new_file(Path(tmp))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

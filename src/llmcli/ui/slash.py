@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from llmcli.errors import UsageError
+from llmcli.fsutil import write_atomic
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
-from llmcli.ui.conversation_file import encode_conversation, read_loaded, write_atomic
+from llmcli.ui.conversation_file import encode_conversation, read_loaded
 
 
 @dataclass
@@ -142,7 +143,7 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
     data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages, cid)
     path = state.path(arg)
     try:
-        write_atomic(path, data)
+        write_atomic(path, data, follow_symlink=True)  # through a symlink, as write_text would
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose another path") from None
     except ValueError:  # a NUL or an unencodable character in the path
