@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmcli.engine.messages import BadMessage, check_message, is_text
 from llmcli.engine.template import Message
 from llmcli.errors import UsageError
 from llmcli.fsutil import read_text_file
@@ -18,26 +19,14 @@ from llmcli.fsutil import read_text_file
 CONVERSATION_FORMAT = "llmcli-conversation"
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far past any context; a bigger file is not a conversation
 MAX_MESSAGES = 100_000
-ROLES = ("user", "assistant")
 FIX = "give a file written by /save"
 
 
-def _lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _message(i: int, m: object, bad: str) -> Message:
-    if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
-        raise UsageError(f"{bad} (message {i + 1} needs a role user/assistant and text content); {FIX}")
-    if not isinstance(m.get("cancelled", False), bool):
-        raise UsageError(f"{bad} (message {i + 1}: cancelled is not true or false); {FIX}")
-    if _lone_surrogate(m["content"]):
-        raise UsageError(f"{bad} (message {i + 1} holds a lone surrogate, which is not text); {FIX}")
-    return Message(m["role"], m["content"], cancelled=m.get("cancelled", False))
+    try:
+        return check_message(m, i + 1)
+    except BadMessage as exc:
+        raise UsageError(f"{bad} ({exc}); {FIX}") from None
 
 
 @dataclass
@@ -89,7 +78,7 @@ def parse_loaded(text: str, source: str) -> LoadedConversation:
     system, raw = _system_and_messages(data, bad)
     if system is not None and not isinstance(system, str):
         raise UsageError(f"{bad} (system is not text); {FIX}")
-    if system is not None and _lone_surrogate(system):
+    if system is not None and not is_text(system):
         raise UsageError(f"{bad} (the system prompt holds a lone surrogate, which is not text); {FIX}")
     if len(raw) > MAX_MESSAGES:
         raise UsageError(f"{bad} ({len(raw):,} messages, over the {MAX_MESSAGES:,} limit); {FIX}")
@@ -112,13 +101,13 @@ def encode_conversation(
     model: str, system: str | None, params: dict, messages: list[Message], conversation_id: str | None = None
 ) -> bytes:
     """The bytes /save writes; text that is not valid Unicode is refused before any file is opened."""
-    if system is not None and _lone_surrogate(system):
+    if system is not None and not is_text(system):
         raise UsageError(
             "cannot save: the system prompt holds a lone surrogate, which is not text; "
             "set it again with /system"
         )
     for i, m in enumerate(messages):
-        if _lone_surrogate(m.content):
+        if not is_text(m.content):
             raise UsageError(
                 f"cannot save: message {i + 1} holds a lone surrogate, which is not text; "
                 "/clear the conversation or load another"

@@ -39,17 +39,6 @@ class RenderedView:
     thinking: str  # what the template and tokens say about reasoning
 
 
-def _content(value: object) -> str | None:
-    """A message's text: a string, or OpenAI content parts that are all text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(
-        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value
-    ):
-        return "".join(p["text"] for p in value)
-    return None
-
-
 def parse_messages(text: str, source: str) -> list[Message]:
     """OpenAI-style `[{"role": ..., "content": ...}]`; anything else is refused with the reason."""
     bad = f"{source} is not a list of messages"
@@ -61,12 +50,15 @@ def parse_messages(text: str, source: str) -> list[Message]:
         ) from None
     if not isinstance(data, list) or not data:
         raise UsageError(f'{bad} (want a non-empty JSON list); give [{{"role": "user", "content": "..."}}]')
+    from llmcli.engine.messages import BadMessage, check_message
+
     messages = []
     for i, item in enumerate(data, 1):
-        content = _content(item.get("content")) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or item.get("role") not in ROLES or content is None:
-            raise UsageError(f"{bad} (message {i} needs a role {'/'.join(ROLES)} and text content)")
-        messages.append(Message(item["role"], content))
+        try:
+            checked = check_message(item, i, ROLES, content_parts=True)
+        except BadMessage as exc:
+            raise UsageError(f"{bad} ({exc})") from None
+        messages.append(Message(checked.role, checked.content))  # a messages file marks nothing cancelled
     return messages
 
 
