@@ -186,9 +186,9 @@ def bench(
             "--chat": chat or None,
             "--draft": draft,
         }
-        given = [name for name, value in local_only.items() if value is not None]
-        if given:
-            raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
+        from llmcli.usecases.local_only import refuse_local_only
+
+        refuse_local_only(local_only, server)
         runner.check_save_path(save)
         rows = _bench_remote(env, server, models, n_prompt, n_gen, concurrency, num_requests, duration)
         _emit(env, rows, out_format, save, chart)

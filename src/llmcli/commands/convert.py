@@ -57,7 +57,7 @@ def convert(
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
     from llmcli.store import Store
     from llmcli.ui.convert_progress import ConvertProgress
-    from llmcli.units import format_bytes
+    from llmcli.units import format_bytes, format_params
     from llmcli.usecases import convert as usecase
 
     env = environment(context)
@@ -77,7 +77,7 @@ def convert(
         raise Interrupted(f"interrupted; nothing was written to {job.out}") from None
     result = done.result
     env.stderr.write(
-        f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
+        f"converted {result.hf_arch} ({format_params(result.n_params)} params, {result.n_tensors} tensors) "
         f"to {job.outtype.name} in {result.seconds:.1f}s: {format_bytes(result.size)}\n"
     )
     check = result.pre_check

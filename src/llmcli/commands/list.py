@@ -9,12 +9,6 @@ import typer
 from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt, environment
 
 
-def human_params(n: int | None) -> str:
-    if not n:
-        return "-"
-    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
-
-
 def list_models(
     context: typer.Context,
     json_out: JsonOpt = False,
@@ -31,7 +25,7 @@ def list_models(
     from llmcli.gguf_check import model_facts
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.units import format_bytes
+    from llmcli.units import format_bytes, format_params
 
     out = Output(environment(context))
     server = Endpoint.from_options(
@@ -66,7 +60,7 @@ def list_models(
                 format_bytes(e.size),
                 printable(e.quant or "-", 40),
                 printable(e.arch or "-", 40),
-                human_params(e.n_params),
+                format_params(e.n_params),
                 printable(e.source or "-"),
                 "built in" if e.builtin else printable(e.created[:10] if e.created else "-"),
             ]

@@ -20,13 +20,12 @@ def show(
     ] = False,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
-    from llmcli.commands.list import human_params
     from llmcli.engine.runtime import DEFAULT_CTX
     from llmcli.gguf_check import model_facts
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.units import format_bytes
+    from llmcli.units import format_bytes, format_params
     from llmcli.usecases.render import template_choice_for
 
     env = environment(context)
@@ -53,7 +52,7 @@ def show(
         ("file", facts.path),
         ("source", entry.source or "-"),
         ("architecture", facts.arch),
-        ("parameters", f"{human_params(facts.n_params)} ({facts.n_params:,})"),
+        ("parameters", f"{format_params(facts.n_params)} ({facts.n_params:,})"),
         ("quantization", facts.quant or "-"),
         ("size", format_bytes(facts.size)),
         ("trained context", f"{facts.context_length:,}" if facts.context_length else "-"),

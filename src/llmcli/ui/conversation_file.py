@@ -60,14 +60,9 @@ def _system_and_messages(data: object, bad: str) -> tuple[object, list]:
     return data.get("system"), data["messages"]
 
 
-def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message]]:
-    """Validate a /save file; anything else is refused with the reason, in one line."""
-    loaded = parse_loaded(text, source)
-    return loaded.system, loaded.messages
-
-
 def parse_loaded(text: str, source: str) -> LoadedConversation:
-    """parse_conversation, with the logged conversation's id when the file has one."""
+    """Validate a /save file (with the logged conversation's id when it has one); anything else is
+    refused with the reason, in one line."""
     bad = f"{source} is not an llmcli conversation"
     try:
         data = json.loads(text)
@@ -86,13 +81,8 @@ def parse_loaded(text: str, source: str) -> LoadedConversation:
     return LoadedConversation(system, messages, _conversation_id(data, bad))
 
 
-def read_conversation(path: Path) -> tuple[str | None, list[Message]]:
-    """A regular file of bounded size, strict UTF-8, then parse_conversation."""
-    loaded = read_loaded(path)
-    return loaded.system, loaded.messages
-
-
 def read_loaded(path: Path) -> LoadedConversation:
+    """A regular file of bounded size, strict UTF-8, then parse_loaded."""
     text = read_text_file(path, what="conversation file", fix=FIX, limit=MAX_FILE_BYTES)
     return parse_loaded(text, str(path))
 

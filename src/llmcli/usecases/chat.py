@@ -207,13 +207,9 @@ def open_remote(
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.remote import RemoteChatSession, check_remote_constraint
+    from llmcli.usecases.local_only import refuse_local_only
 
-    given = [name for name, value in LOCAL_ONLY.items() if value(opts) is not None]
-    if given:
-        raise UsageError(
-            f"{' and '.join(given)} set the local engine; the server at {endpoint} "
-            "has its own (leave them out with --endpoint)"
-        )
+    refuse_local_only({flag: value(opts) for flag, value in LOCAL_ONLY.items()}, endpoint)
     check_remote_constraint(opts.constraint)
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     models = list_models(endpoint)  # also proves the address and the key before any prompt is used
