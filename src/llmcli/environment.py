@@ -70,10 +70,12 @@ def _home(vars: Mapping[str, str]) -> Path:
 
 def _store_root(vars: Mapping[str, str], home: Path) -> Path:
     """LLMCLI_HOME, else $XDG_DATA_HOME/llmcli, else ~/.local/share/llmcli."""
-    from llmcli.fsutil import expand_home
+    if (root := vars.get("LLMCLI_HOME")) and root.startswith("~"):
+        from llmcli.fsutil import expand_home  # only then: `llmcli --help` loads no more than it uses
 
-    if root := vars.get("LLMCLI_HOME"):
         return expand_home(root, home)
+    if root:
+        return Path(root)
     xdg = vars.get("XDG_DATA_HOME") or str(home / ".local" / "share")
     return Path(xdg) / "llmcli"
 
