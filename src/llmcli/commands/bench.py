@@ -166,71 +166,46 @@ def bench(
         ),
     ] = 60.0,
 ) -> None:
-    from llmcli.bench import report, runner
-    from llmcli.bench.chat import ChatRow
-    from llmcli.bench.records import LLAMA, BenchRow
+    from llmcli.bench import report
     from llmcli.engine.openai_http import Endpoint
     from llmcli.errors import UsageError
     from llmcli.store import Store
+    from llmcli.usecases.bench import BenchOptions, run_bench
 
     if out_format not in report.FORMATS:
         raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
     env = environment(context)
     save = env.expand_user(save) if save is not None else None
     server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
-    if server is not None:
-        local_only = {
-            "-t": threads,
-            "-c": n_ctx,
-            "--backend": backend,
-            "--chat": chat or None,
-            "--draft": draft,
-        }
-        from llmcli.usecases.local_only import refuse_local_only
-
-        refuse_local_only(local_only, server)
-        runner.check_save_path(save)
-        rows = _bench_remote(env, server, models, n_prompt, n_gen, concurrency, num_requests, duration)
-        _emit(env, rows, out_format, save, chart)
-        return
-    plan = runner.make_plan(
+    opts = BenchOptions(
+        models=models,
         n_prompt=n_prompt,
         n_gen=n_gen,
         repetitions=repetitions,
         threads=threads,
         n_batch=n_batch,
         n_ctx=n_ctx,
-        default_threads=runner.usable_cores(),
+        backend=backend,
+        chat=chat,
         flash_attn=flash_attn,
-        draft=draft or "none",
+        draft=draft,
+        save=save,
+        concurrency=concurrency,
+        num_requests=num_requests,
+        duration=duration,
     )
-    runner.check_save_path(save)
-    backends = runner.parse_backends(backend)
-    if chat and backends != [LLAMA]:
-        raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
-    if chat and plan.draft != "none":
-        raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
-    runner.check_backend_installed(backends)
-    store = Store(env.store_root)
-    targets = [
-        runner.resolve_target(spec, backends, store, env.default_model, env.home)
-        for spec in (models or [None])
-    ]
-
     progress = _ProgressPrinter(env)
-    rows: list[BenchRow | ChatRow] = []
-    events = runner.run_chat(targets, plan) if chat else runner.run(targets, backends, plan)
     try:
-        for ev in events:
-            if isinstance(ev, BenchRow | ChatRow):
-                rows.append(ev)
-            else:
-                progress.show(ev)
+        rows = run_bench(
+            opts,
+            Store(env.store_root),
+            endpoint=server,
+            progress=progress.show,
+            default_model=env.default_model,
+            home=env.home,
+        )
     finally:
         progress.done()
-    if not chat:
-        runner.pair_speedups(rows)
-
     _emit(env, rows, out_format, save, chart)
 
 
@@ -247,50 +222,6 @@ def _emit(env: Environment, rows: list, out_format: str, save: Path | None, char
         stream = env.stdout if env.stdout_isatty and out_format == "md" else env.stderr
         stream.write("\n" + report.bar_chart(rows))
         stream.flush()
-
-
-def _bench_remote(
-    env: Environment,
-    server,
-    models: list[str] | None,
-    n_prompt: str,
-    n_gen: str,
-    concurrency: str,
-    num_requests: int,
-    duration: float,
-) -> list:
-    from llmcli.bench.runner import parse_int_list
-    from llmcli.bench.serve import ServeRow, make_serve_plan, run_serve
-    from llmcli.engine.openai_http import list_models, pick_model
-    from llmcli.errors import UsageError
-
-    prompts, gens = parse_int_list(n_prompt, "-p", 1), parse_int_list(n_gen, "-n", 1)
-    if len(prompts) > 1 or len(gens) > 1:
-        raise UsageError(
-            "with --endpoint give one -p (prompt words) and one -n (reply tokens); "
-            "sweep --concurrency instead"
-        )
-    plan = make_serve_plan(
-        concurrency=concurrency,
-        num_requests=num_requests,
-        duration=duration,
-        n_prompt=prompts[0],
-        n_gen=gens[0],
-    )
-    available = list_models(server)
-    targets = [pick_model(server, available, spec) for spec in (models or [None])]
-    progress = _ProgressPrinter(env)
-    rows: list[ServeRow] = []
-    try:
-        for target in targets:
-            for ev in run_serve(server, target, plan):
-                if isinstance(ev, ServeRow):
-                    rows.append(ev)
-                else:
-                    progress.show(ev)
-    finally:
-        progress.done()
-    return rows
 
 
 bench.__doc__ = HELP
