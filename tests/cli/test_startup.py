@@ -43,7 +43,8 @@ UNUSED_LAYERS = (
     "llmcli.convert.families",
     "llmcli.convert.vocab",
     "llmcli.bench",
-    "llmcli.ui.chat_flow",
+    "llmcli.ui.answer",
+    "llmcli.usecases.answer",
     "llmcli.ui.download",
 )
 

@@ -274,9 +274,12 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
                 resumed=chat_log.resumed,
             ).run()
         else:
-            from llmcli.ui.chat_flow import one_shot
+            from llmcli.ui.answer import AnswerView
+            from llmcli.usecases.answer import ask_once, log_exchange
 
-            one_shot(env, opened.session, opened.model_name, opened.prompt, opts, recorder=recorder)
+            session, prompt, view = opened.session, opened.prompt, AnswerView(env, opts, opened.model_name)
+            answer = ask_once(session, prompt, opts.constraint, view.hooks())
+            view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
         chat_log.close()
 

@@ -10,9 +10,9 @@ from llmcli.engine.events import Reply, drain
 from llmcli.environment import Environment
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
-from llmcli.ui.chat_flow import log_exchange
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
+from llmcli.usecases.answer import log_exchange
 
 PROMPT = ">>> "
 CONTINUATION = "... "
@@ -132,7 +132,7 @@ class Repl:
             return
         finally:
             signal.signal(signal.SIGINT, previous)
-        log_exchange(self.out, self.recorder, self.session, text, reply)
+        log_exchange(self.recorder, self.session, text, reply, self.out.warn)
         stats = reply.stats
         if stats and stats.finish_reason == "cancelled":
             self.out.warn("reply cancelled (kept in the conversation, marked cancelled)")
