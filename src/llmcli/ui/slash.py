@@ -11,11 +11,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from llmcli.conversation_file import read_loaded, save_conversation
 from llmcli.errors import UsageError
-from llmcli.fsutil import write_atomic
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
-from llmcli.ui.conversation_file import encode_conversation, read_loaded
 
 
 @dataclass
@@ -140,14 +139,8 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
         raise UsageError("usage: /save FILE")
     s = state.session
     cid = state.recorder.conversation_id if state.recorder is not None else None
-    data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages, cid)
     path = state.path(arg)
-    try:
-        write_atomic(path, data, follow_symlink=True)  # through a symlink, as write_text would
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose another path") from None
-    except ValueError:  # a NUL or an unencodable character in the path
-        raise UsageError(f"cannot write {path!r}: not a usable file name; choose another path") from None
+    save_conversation(path, state.model_name, s.system, s.params.as_dict(), s.messages, cid)
     return SlashResult(f"saved {len(s.messages)} messages to {path}")
 
 

@@ -113,3 +113,24 @@ def encode_conversation(
     if conversation_id is not None:
         data["conversation_id"] = conversation_id
     return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8", "backslashreplace")
+
+
+def save_conversation(
+    path: Path,
+    model: str,
+    system: str | None,
+    params: dict,
+    messages: list[Message],
+    conversation_id: str | None = None,
+) -> None:
+    """/save: encode everything first, then write atomically (through a symlink, as write_text
+    would); a path that cannot be written is one UsageError naming it."""
+    from llmcli.fsutil import write_atomic
+
+    data = encode_conversation(model, system, params, messages, conversation_id)
+    try:
+        write_atomic(path, data, follow_symlink=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose another path") from None
+    except ValueError:  # a NUL or an unencodable character in the path
+        raise UsageError(f"cannot write {path!r}: not a usable file name; choose another path") from None
