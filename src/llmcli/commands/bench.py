@@ -167,16 +167,16 @@ def bench(
     ] = 60.0,
 ) -> None:
     from llmcli.bench import report
-    from llmcli.engine.openai_http import Endpoint
     from llmcli.errors import UsageError
     from llmcli.store import Store
     from llmcli.usecases.bench import BenchOptions, run_bench
+    from llmcli.usecases.endpoint import endpoint_from_options
 
     if out_format not in report.FORMATS:
         raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
     env = environment(context)
     save = env.expand_user(save) if save is not None else None
-    server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
+    server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
     opts = BenchOptions(
         models=models,
         n_prompt=n_prompt,

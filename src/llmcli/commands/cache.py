@@ -38,17 +38,17 @@ def cache(
     import time
 
     from llmcli.display import printable
-    from llmcli.engine.prefix_cache import PrefixCache
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes
+    from llmcli.usecases.cache import clear_cache, list_cache
 
     env = environment(context)
     out = Output(env)
-    root = Store(env.store_root).cache_dir
-    cache = PrefixCache(root, max_bytes=0)  # the cap matters only to writers
+    store = Store(env.store_root)
+    root = store.cache_dir
     if action == "clear":
-        cleared = cache.clear()
+        cleared = clear_cache(store)
         if json_out:
             out.json(
                 {
@@ -68,8 +68,8 @@ def cache(
             f"({format_bytes(cleared.bytes)}) from {root}"
         )
         return
-    entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
-    damaged = len(cache.skipped)
+    listing = list_cache(store)
+    entries, damaged = listing.entries, listing.damaged
 
     def when(ts: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))  # as an entry's `created`

@@ -234,15 +234,13 @@ def _refuse_old_ctx_flag(continue_latest: bool, model: str | None, prompt: str |
 
 def run_chat(opts: ChatOptions, env: Environment) -> None:
     """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
-    from llmcli.engine.openai_http import Endpoint
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
     from llmcli.usecases.chat import ChatInputs, open_chat
+    from llmcli.usecases.endpoint import endpoint_from_options
 
     store = Store(env.store_root)
-    endpoint = Endpoint.from_options(
-        opts.endpoint or env.endpoint, opts.api_key, opts.timeout, default_api_key=env.api_key
-    )
+    endpoint = endpoint_from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout, env.api_key)
     inputs = ChatInputs(
         piped=None if env.stdin_isatty else env.stdin.read(),
         interactive=env.stdin_isatty and env.stdout_isatty,

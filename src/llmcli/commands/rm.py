@@ -15,10 +15,11 @@ def rm(context: typer.Context, model: RequiredModelArg, json_out: JsonOpt = Fals
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
+    from llmcli.usecases.models import remove_model
 
     env = environment(context)
     store = Store(env.store_root)
-    removed = store.remove(model_ref(model, env.home))
+    removed = remove_model(store, model_ref(model, env.home))
     out = Output(env)
     if removed.left_alone:
         shown = ", ".join(printable(f, 120) for f in removed.left_alone[:3])

@@ -20,21 +20,22 @@ def show(
     ] = False,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
-    from llmcli.engine.runtime import DEFAULT_CTX
-    from llmcli.gguf_check import model_facts
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes, format_params
-    from llmcli.usecases.render import template_choice_for
+    from llmcli.usecases.models import show_model
 
     env = environment(context)
     out = Output(env)
-    entry = Store(env.store_root).resolve(model_ref(model, env.home))
-    facts = model_facts(entry.path)
-    n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
-    per_token = facts.kv_bytes_per_token()
-    choice = template_choice_for(entry.path, facts.chat_template, facts.arch)
+    view = show_model(Store(env.store_root), model_ref(model, env.home), ctx)
+    entry, facts, n_ctx, per_token, choice = (
+        view.entry,
+        view.facts,
+        view.n_ctx,
+        view.kv_bytes_per_token,
+        view.template,
+    )
     if json_out:
         data = asdict(facts)
         data["template_used"] = {"origin": choice.origin, "why": choice.why}

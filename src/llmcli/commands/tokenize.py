@@ -25,23 +25,21 @@ def tokenize(
     json_out: JsonOpt = False,
 ) -> None:
     """Show the token ids and pieces a model's tokenizer makes of TEXT."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
+    from llmcli.usecases.models import tokenize as split
 
     env = environment(context)
     if text == "-":
         text = env.stdin.read()
     out = Output(env)
-    entry = Store(env.store_root).resolve(model_ref(model, env.home))
-    with Runtime(entry.path, RuntimeConfig(n_ctx=64)) as rt:
-        ids = rt.tokenize(text, parse_special=special)
-        pieces = [rt.piece(i, special=True) for i in ids]
+    tokens = split(Store(env.store_root), model_ref(model, env.home), text, special)
+    ids, pieces = tokens.ids, tokens.pieces
     if json_out:
         out.json(
             {
-                "model": entry.name,
+                "model": tokens.model_name,
                 "n_tokens": len(ids),
                 "ids": ids,
                 "pieces": [p.decode("utf-8", "replace") for p in pieces],

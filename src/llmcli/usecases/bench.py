@@ -56,7 +56,7 @@ def run_bench(
 ) -> list[Row]:
     """Measure, on the server at `endpoint` or on local models; `progress` sees every step."""
     if endpoint is not None:
-        from llmcli.usecases.local_only import refuse_local_only
+        from llmcli.usecases.endpoint import refuse_local_only
 
         local_only = {
             "-t": opts.threads,

@@ -207,7 +207,7 @@ def open_remote(
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.remote import RemoteChatSession, check_remote_constraint
-    from llmcli.usecases.local_only import refuse_local_only
+    from llmcli.usecases.endpoint import refuse_local_only
 
     refuse_local_only({flag: value(opts) for flag, value in LOCAL_ONLY.items()}, endpoint)
     check_remote_constraint(opts.constraint)
