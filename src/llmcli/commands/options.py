@@ -30,9 +30,10 @@ def complete_model_names(ctx: typer.Context, incomplete: str) -> list[str]:
     Runs on every Tab press, so it imports only the store (standard library only).
     """
     from llmcli.store import Store
+    from llmcli.usecases.models import model_names
 
     try:
-        names = [entry.name for entry in Store(environment(ctx).store_root).list()]
+        names = model_names(Store(environment(ctx).store_root))
     except Exception:  # a damaged manifest must not break the shell's Tab; `llmcli list` reports it
         return []
     return [name for name in names if name.startswith(incomplete)]

@@ -35,7 +35,7 @@ def render(
 
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.usecases.render import RenderOptions, render_prompt
+    from llmcli.usecases.render import RenderOptions, read_messages_file, render_prompt
 
     env = environment(context)
     if messages is None and env.stdin_isatty:
@@ -43,7 +43,7 @@ def render(
     if messages in (None, "-"):
         text, source = env.stdin.read(), "stdin"
     else:
-        text, source = _read(Path(messages)), messages
+        text, source = read_messages_file(Path(messages)), messages
     view = render_prompt(
         Store(env.store_root), RenderOptions(model, text, source, chat_template, think, env.home)
     )
@@ -72,14 +72,3 @@ def render(
     else:
         out.write(view.text)
     out.info(f"{len(view.ids)} tokens · template: {view.template.why}")
-
-
-def _read(path) -> str:
-    from llmcli.fsutil import read_text_file
-
-    return read_text_file(
-        path,
-        what="messages file",
-        fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
-        limit=64 << 20,
-    )

@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from llmcli.gguf_check import ModelFacts
 
 
+def model_names(store: Store) -> list[str]:
+    """The store's names, from the manifest alone (shell completion runs on every Tab press)."""
+    return [entry.name for entry in store.list()]
+
+
 def list_models(store: Store) -> list[ModelEntry]:
     """The store's models, with what the manifest lacks (architecture, parameters, quant) read from
     each file; a damaged file is still listed, so that it can be removed."""

@@ -39,6 +39,21 @@ class RenderedView:
     thinking: str  # what the template and tokens say about reasoning
 
 
+MAX_MESSAGES_FILE = 64 << 20  # bytes: far past any context
+
+
+def read_messages_file(path: Path) -> str:
+    """--messages FILE: a regular file of bounded size, strict UTF-8 (parse_messages checks the rest)."""
+    from llmcli.fsutil import read_text_file
+
+    return read_text_file(
+        path,
+        what="messages file",
+        fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
+        limit=MAX_MESSAGES_FILE,
+    )
+
+
 def parse_messages(text: str, source: str) -> list[Message]:
     """OpenAI-style `[{"role": ..., "content": ...}]`; anything else is refused with the reason."""
     bad = f"{source} is not a list of messages"
