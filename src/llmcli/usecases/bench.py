@@ -86,14 +86,17 @@ def run_bench(
     if opts.chat and plan.draft != "none":
         raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
     runner.check_backend_installed(backends)
-    targets = [
-        runner.resolve_target(spec, backends, store, default_model, home) for spec in (opts.models or [None])
-    ]
+    targets = [runner.resolve_target(spec, backends, store, default_model, home) for spec in _specs(opts)]
     events = runner.run_chat(targets, plan) if opts.chat else runner.run(targets, backends, plan)
     rows = _collect(events, progress)
     if not opts.chat:
         runner.pair_speedups([row for row in rows if isinstance(row, BenchRow)])
     return rows
+
+
+def _specs(opts: BenchOptions) -> list[str | None]:
+    """MODEL...; none given is one None: the default model (or a server's only one)."""
+    return list(opts.models) if opts.models else [None]
 
 
 def _collect(events: Iterable, progress: Callable[[Progress], None]) -> list[Row]:
@@ -126,6 +129,6 @@ def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
         n_gen=gens[0],
     )
     available = list_models(server)
-    targets = [pick_model(server, available, spec) for spec in (opts.models or [None])]
+    targets = [pick_model(server, available, spec) for spec in _specs(opts)]
     for target in targets:
         yield from run_serve(server, target, plan)
