@@ -1,8 +1,9 @@
 """GGUF (llama architecture) -> a Hugging Face checkpoint that transformers loads.
 
 The reverse of the converter, behind scripts/convert/gguf_to_hf.py. The tests and benchmarks use
-it for real weights and a real tokenizer without network access: the embedded SmolLM2 GGUF becomes config.json, model.safetensors, tokenizer.json,
-tokenizer_config.json and generation_config.json. Quantized tensors are dequantized; the rope
+it for real weights and a real tokenizer without network access: the embedded SmolLM2 GGUF
+becomes config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
+generation_config.json. Quantized tensors are dequantized; the rope
 permutation the converter applies to q/k is undone.
 """
 

@@ -1,4 +1,5 @@
-"""How `llmcli chat` shows one answer: the reply on stdout as it streams, or one JSON record; stats on stderr."""
+"""How `llmcli chat` shows one answer: the reply on stdout as it streams, or one JSON record;
+the stats on stderr."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 class AnswerView:
     def __init__(self, env: Environment, opts: ChatOptions, model_name: str) -> None:
         self.out, self.opts, self.model_name = Output(env), opts, model_name
-        # Reasoning: on stderr with --show-thinking, or dimmed when both streams are a terminal; piped, hidden.
+        # Reasoning: on stderr with --show-thinking, or dimmed when both streams are a terminal;
+        # piped, hidden.
         shown = opts.show_thinking or (not opts.json_out and env.stdout_isatty and env.stderr_isatty)
         self.thinking = ThinkingStream(self.out, shown)
 
