@@ -87,7 +87,8 @@ def same_tensors(a: Path, b: Path) -> tuple[bool, str]:
 def export_embedded(out: Path) -> None:
     sys.path.insert(0, str(ROOT))
     from tests.convert.fixtures import embedded_gguf
-    from tests.support.gguf_export import export_gguf_to_hf
+
+    from llmcli.convert.export_hf import export_gguf_to_hf
 
     export_gguf_to_hf(embedded_gguf(), out, "bf16")
 

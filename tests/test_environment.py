@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from llmcli.environment import Environment, current, installed
+from llmcli.environment import Environment
 
 
 def test_every_variable_is_parsed_into_a_typed_field(tmp_path):
@@ -53,11 +53,33 @@ def test_the_api_key_stays_out_of_the_repr():
     assert "sk-secret" not in repr(Environment(vars={"LLMCLI_API_KEY": "sk-secret"}))
 
 
-def test_installed_is_what_current_returns_and_only_for_the_call():
-    mine = Environment(vars={}, stdin=io.StringIO(), stdout=io.StringIO(), stderr=io.StringIO())
-    with installed(mine):
-        assert current() is mine
-    assert current() is not mine
+def test_a_leading_tilde_is_the_environments_home_not_the_processes(tmp_path):
+    env = Environment(vars={"HOME": str(tmp_path)}, stdin=io.StringIO(), stdout=io.StringIO())
+    assert env.home == tmp_path
+    assert env.expand_user("~") == tmp_path
+    assert env.expand_user("~/models/x.gguf") == tmp_path / "models" / "x.gguf"
+    assert env.expand_user(Path("~/a")) == tmp_path / "a"
+    assert env.expand_user("a/~/b") == Path("a/~/b")  # only a leading tilde means home
+    assert env.expand_user("/abs/x") == Path("/abs/x")
+
+
+def test_llmcli_home_with_a_tilde_is_under_the_environments_home(tmp_path):
+    env = Environment(vars={"HOME": str(tmp_path), "LLMCLI_HOME": "~/store"})
+    assert env.store_root == tmp_path / "store"
+
+
+def test_the_commands_get_the_environment_that_main_was_given(tmp_path):
+    """No fallback to the process: `logs path` prints the store of the Environment passed to main."""
+    import pytest as _pytest
+
+    from llmcli.cli import main
+
+    out = io.StringIO()
+    env = Environment(vars={"HOME": str(tmp_path)}, stdin=io.StringIO(), stdout=out, stderr=io.StringIO())
+    with _pytest.raises(SystemExit) as exited:
+        main(["logs", "path"], env)
+    assert exited.value.code == 0
+    assert out.getvalue().startswith(str(tmp_path / ".local" / "share" / "llmcli"))
 
 
 def test_cache_max_takes_decimal_sizes_and_refuses_the_rest():

@@ -16,12 +16,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# The exporter is test-support code (it turns the embedded GGUF into an HF checkpoint for the tests),
-# so it lives in tests/support/, outside the installed package; this script runs from a checkout.
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "src")]  # run from a checkout: this tree's llmcli, installed or not
 
-from tests.support.gguf_export import EXPORT_DTYPES, export_gguf_to_hf  # noqa: E402
-
+from llmcli.convert.export_hf import EXPORT_DTYPES, export_gguf_to_hf  # noqa: E402
 from llmcli.errors import LlmcliError  # noqa: E402
 
 

@@ -21,8 +21,12 @@ from llmcli.errors import LlmcliError  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("src", type=Path, help="Hugging Face model folder")
-    parser.add_argument("-o", "--output", type=Path, help="output .gguf (default: SRC/<name>-<outtype>.gguf)")
+
+    def path(text: str) -> Path:
+        return Path(text).expanduser()  # this script's own process: its $HOME is the user's
+
+    parser.add_argument("src", type=path, help="Hugging Face model folder")
+    parser.add_argument("-o", "--output", type=path, help="output .gguf (default: SRC/<name>-<outtype>.gguf)")
     parser.add_argument("--outtype", default=CONVERT_DEFAULT, choices=list(OUTTYPES))
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     args = parser.parse_args()

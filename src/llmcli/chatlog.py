@@ -29,7 +29,6 @@ from llmcli.errors import RuntimeFailure, UsageError
 
 LOG_FILE = "logs.db"
 BUSY_TIMEOUT_MS = 10_000  # another process's write holds the lock for milliseconds; wait, don't fail
-ROLES = ("user", "assistant")
 
 
 class LogUnavailable(RuntimeFailure):
@@ -567,15 +566,9 @@ def _exchange(row: tuple, path: Path) -> Exchange:
 
 
 def _message(i: int, m: object, path: Path, where: str) -> Message:
-    if not (
-        isinstance(m, dict)
-        and m.get("role") in ROLES
-        and isinstance(m.get("content"), str)
-        and isinstance(m.get("cancelled", False), bool)
-    ):
-        raise LogDamaged(_damaged_row(path, f"{where}: message {i + 1} is not a user/assistant message"))
+    from llmcli.engine.messages import BadMessage, check_message
+
     try:
-        m["content"].encode("utf-8")
-    except UnicodeEncodeError:
-        raise LogDamaged(_damaged_row(path, f"{where}: message {i + 1} holds a lone surrogate")) from None
-    return Message(m["role"], m["content"], cancelled=m.get("cancelled", False))
+        return check_message(m, i + 1)
+    except BadMessage as exc:
+        raise LogDamaged(_damaged_row(path, f"{where}: {exc}")) from None

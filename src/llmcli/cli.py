@@ -21,7 +21,7 @@ from typer.core import TyperCommand, TyperGroup
 # inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
 from llmcli.commands import bench, cache, chat, completion, convert, logs, pull, render, rm, show, tokenize
 from llmcli.commands import list as list_
-from llmcli.environment import Environment, installed
+from llmcli.environment import Environment
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
 
 
@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
     Ends with SystemExit carrying the exit status, as a command-line program does.
     """
     env = env if env is not None else Environment()
-    with installed(env):
-        status = _run(argv, env)
+    status = _run(argv, env)
     if status is None:  # the reader of stdout left: say nothing more (see _run)
         sys.stderr = None
         status = ExitStatus.OK
@@ -157,7 +156,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
 def _run(argv: list[str] | None, env: Environment) -> int | None:
     try:
         _check_arguments_are_utf8(sys.argv[1:] if argv is None else argv)
-        result = app(args=argv, prog_name="llmcli", standalone_mode=False)
+        # The Environment reaches every command as Typer's context object (ctx.obj): passed, never fetched.
+        result = app(args=argv, prog_name="llmcli", standalone_mode=False, obj=env)
     except (KeyboardInterrupt, typer.Abort):
         env.stderr.write("\nllmcli: interrupted\n")
         return ExitStatus.INTERRUPTED

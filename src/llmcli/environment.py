@@ -1,9 +1,10 @@
 """The process as llmcli sees it: streams, terminal flags and every environment variable it reads.
 
-As httpie's Environment: `cli.main(argv, env)` installs one for the duration of a call and commands
-get it from `current()`; tests pass their own (StringIO streams, a dict of variables). The
-variables are parsed once, from a snapshot, into typed fields; the library never reads os.environ
-and takes these values as parameters. (huggingface_hub reads its own HF_* variables on import.)
+As httpie's Environment: `cli.main(argv, env)` passes one down through Typer's context (`ctx.obj`)
+to the commands, which hand its values to the use-cases; tests pass their own (StringIO streams, a
+dict of variables). The variables are parsed once, from a snapshot, into typed fields; the library
+never reads os.environ and takes these values as parameters. (huggingface_hub reads its own HF_*
+variables on import.)
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -57,12 +56,27 @@ def _debug_flag(text: str | None) -> bool:
     return FLAG_VALUES.get((text or "").strip().lower(), True)
 
 
-def _store_root(vars: Mapping[str, str]) -> Path:
+def _home(vars: Mapping[str, str]) -> Path:
+    """$HOME, else the user's home from the password database (as Python's expanduser does)."""
+    if home := vars.get("HOME"):
+        return Path(home)
+    try:
+        import pwd
+
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError):  # no password database (Windows), or no entry for this user
+        return Path.home()
+
+
+def _store_root(vars: Mapping[str, str], home: Path) -> Path:
     """LLMCLI_HOME, else $XDG_DATA_HOME/llmcli, else ~/.local/share/llmcli."""
-    if home := vars.get("LLMCLI_HOME"):
-        return Path(home).expanduser()
-    home_dir = Path(vars["HOME"]) if vars.get("HOME") else Path.home()
-    xdg = vars.get("XDG_DATA_HOME") or str(home_dir / ".local" / "share")
+    if (root := vars.get("LLMCLI_HOME")) and root.startswith("~"):
+        from llmcli.fsutil import expand_home  # only then: `llmcli --help` loads no more than it uses
+
+        return expand_home(root, home)
+    if root:
+        return Path(root)
+    xdg = vars.get("XDG_DATA_HOME") or str(home / ".local" / "share")
     return Path(xdg) / "llmcli"
 
 
@@ -102,6 +116,7 @@ class Environment:
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
 
     # Parsed once from `vars` (name: variable).
+    home: Path = field(init=False)  # HOME: what `~` means in a path the user gives
     store_root: Path = field(init=False)  # LLMCLI_HOME / XDG_DATA_HOME / HOME
     default_model: str | None = field(init=False)  # LLMCLI_MODEL: the model when none is given
     debug: bool = field(init=False)  # LLMCLI_DEBUG: the traceback and llama.cpp's log on failure
@@ -113,7 +128,8 @@ class Environment:
 
     def __post_init__(self) -> None:
         self.vars = dict(self.vars)  # a snapshot: a later os.environ change does not leak in
-        self.store_root = _store_root(self.vars)
+        self.home = _home(self.vars)
+        self.store_root = _store_root(self.vars, self.home)
         self.default_model = self.vars.get("LLMCLI_MODEL") or None
         self.debug = _debug_flag(self.vars.get("LLMCLI_DEBUG"))
         self.endpoint = self.vars.get("LLMCLI_ENDPOINT") or None
@@ -135,6 +151,12 @@ class Environment:
         """LLMCLI_NO_LOG: chat logs no exchange (as --no-log). Parsed where chat uses it, as cache_max."""
         return parse_flag(self.no_log_text, "LLMCLI_NO_LOG")
 
+    def expand_user(self, path: str | os.PathLike[str]) -> Path:
+        """PATH with a leading `~` made this environment's home (never the process's $HOME)."""
+        from llmcli.fsutil import expand_home
+
+        return expand_home(path, self.home)
+
     @property
     def stdin_isatty(self) -> bool:
         return self.stdin is None or _isatty(self.stdin)
@@ -146,21 +168,3 @@ class Environment:
     @property
     def stderr_isatty(self) -> bool:
         return _isatty(self.stderr)
-
-
-_current: ContextVar[Environment | None] = ContextVar("llmcli_environment", default=None)
-
-
-def current() -> Environment:
-    """The environment `main` installed; outside a call (a test driving ui/ directly), the process's own."""
-    env = _current.get()
-    return env if env is not None else Environment()
-
-
-@contextmanager
-def installed(env: Environment):
-    token = _current.set(env)
-    try:
-        yield env
-    finally:
-        _current.reset(token)

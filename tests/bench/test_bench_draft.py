@@ -32,7 +32,7 @@ def test_bad_draft_uses():
         ("--draft", "bogus"): "unknown draft mode 'bogus'; choose one of: none, lookup",
         ("--draft", "lookup", "--chat"): "--draft adds a copy-task row to the pp/tg table; leave out --chat",
         ("--draft", "lookup", "--n-gen", "0"): "adds a copy task of --n-gen tokens; give --n-gen N > 0",
-        ("--draft", "lookup", "--endpoint", "http://127.0.0.1:9/v1"): "--draft measure the local engine",
+        ("--draft", "lookup", "--endpoint", "http://127.0.0.1:9/v1"): "--draft set the local engine",
     }
     for args, message in cases.items():
         r = cli("bench", *args)

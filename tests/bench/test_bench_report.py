@@ -63,7 +63,7 @@ def test_markdown_looks_like_llama_bench():
     assert lines[0].startswith("| model ") and "|   t/s |" not in lines[0]
     assert lines[1].replace(" ", "").startswith("|-----")  # left-aligned text column
     assert "---: |" in lines[1]  # right-aligned numbers
-    assert "| 1234.50 ± 1.50 |" in lines[2] and "96.6 MB" in lines[2] and "134.52 M" in lines[2]
+    assert "| 1234.50 ± 1.50 |" in lines[2] and "96.6 MB" in lines[2] and "   135M |" in lines[2]
     assert "14.7 MB @ 640" in lines[2] and "209.7 MB" in lines[2]  # the sizes `llmcli list` shows
     assert len({len(line) for line in lines}) == 1  # columns line up
     assert "speedup" not in lines[0]  # only when a transformers twin exists

@@ -8,9 +8,22 @@ import sys
 
 import pytest
 
+from llmcli.cli import app
 from llmcli.commands.options import complete_model_names
 from llmcli.store import EMBEDDED_NAME, ModelEntry
 from tests.support.cli import cli_process, cli_store
+
+
+def complete(incomplete: str) -> list[str]:
+    """The callback as the shell's Tab calls it: with the Environment `main` passes as ctx.obj."""
+    import typer
+
+    from llmcli.environment import Environment
+    from tests.support.cli import environment_vars
+
+    return complete_model_names(
+        typer.Context(typer.main.get_command(app), obj=Environment(vars=environment_vars())), incomplete
+    )
 
 
 def register(tmp_path, name: str) -> None:
@@ -22,15 +35,15 @@ def register(tmp_path, name: str) -> None:
 def test_the_callback_offers_the_store_names_that_match(tmp_path):
     register(tmp_path, "qwen2.5-0.5b:Q4_K_M")
     register(tmp_path, "mine-f16")
-    assert sorted(complete_model_names("")) == sorted([EMBEDDED_NAME, "qwen2.5-0.5b:Q4_K_M", "mine-f16"])
-    assert complete_model_names("qw") == ["qwen2.5-0.5b:Q4_K_M"]
-    assert complete_model_names("nothing") == []
+    assert sorted(complete("")) == sorted([EMBEDDED_NAME, "qwen2.5-0.5b:Q4_K_M", "mine-f16"])
+    assert complete("qw") == ["qwen2.5-0.5b:Q4_K_M"]
+    assert complete("nothing") == []
 
 
 def test_a_damaged_manifest_completes_nothing_instead_of_failing(private_store):
     private_store.mkdir(parents=True, exist_ok=True)
     (private_store / "manifest.json").write_text("{not json")
-    assert complete_model_names("") == []
+    assert complete("") == []
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,8 @@ UNUSED_LAYERS = (
     "llmcli.convert.families",
     "llmcli.convert.vocab",
     "llmcli.bench",
-    "llmcli.ui.chat_flow",
+    "llmcli.ui.answer",
+    "llmcli.usecases.answer",
     "llmcli.ui.download",
 )
 
@@ -68,6 +69,18 @@ def test_start_up_imports_no_heavy_library_and_no_unused_layer(args):
     modules = imported_after(args)
     assert "llmcli.commands.list" in modules  # the probe did run llmcli
     assert loaded(modules, HEAVY) == [] and loaded(modules, UNUSED_LAYERS) == []
+
+
+# The HTTP client of remote servers: only a command given a server loads it. (socket itself may
+# load: importlib.metadata, which finds the embedded model's wheel, imports it through email.utils.)
+NETWORK = ("http.client", "ssl", "llmcli.engine.openai_http")
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"]])
+def test_list_without_a_server_loads_no_http_client(args):
+    modules = imported_after(args)
+    assert "llmcli.commands.list" in modules
+    assert loaded(modules, NETWORK) == []
 
 
 def test_help_imports_only_the_command_modules():

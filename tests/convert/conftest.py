@@ -13,7 +13,7 @@ FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2")
 @pytest.fixture(scope="session")
 def smol_hf(tmp_path_factory) -> Path:
     """The embedded SmolLM2 exported to an HF checkpoint (f32: the Q4_1 values exactly)."""
-    from tests.support.gguf_export import export_gguf_to_hf
+    from llmcli.convert.export_hf import export_gguf_to_hf
 
     out = tmp_path_factory.mktemp("smol_hf")
     export_gguf_to_hf(embedded_gguf(), out, "f32")

@@ -188,7 +188,7 @@ def test_export_names_map_back_through_gguf_tensor_map():
     """export's GGUF -> HF table and the converter's HF -> GGUF mapping (gguf's TensorNameMap) agree."""
     import gguf
 
-    from tests.support.gguf_export import LLAMA_NAMES
+    from llmcli.convert.export_hf import LLAMA_NAMES
 
     tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
     for gguf_name, hf_name in LLAMA_NAMES.items():

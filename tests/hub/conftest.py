@@ -118,8 +118,8 @@ def repos(fixtures: Fixtures) -> list[FakeRepo]:
 @pytest.fixture(scope="session")
 def st_repo(fixtures: Fixtures, tmp_path_factory: pytest.TempPathFactory) -> FakeRepo:
     """The embedded model exported to a safetensors checkpoint by the converter's export, plus a pickle."""
+    from llmcli.convert.export_hf import export_gguf_to_hf
     from llmcli.store import embedded_model_path
-    from tests.support.gguf_export import export_gguf_to_hf
 
     checkpoint = tmp_path_factory.mktemp("checkpoint")
     export_gguf_to_hf(embedded_model_path(), checkpoint, "bf16")  # bf16, as most checkpoints on the hub are

@@ -109,8 +109,8 @@ def test_model_arguments_pick_among_the_servers(fake_server):
 def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
     url = fake_server.endpoint()
     for args, message in (
-        (["-t", "2"], "-t measure the local engine"),
-        (["--chat"], "--chat measure the local engine"),
+        (["-t", "2"], "-t set the local engine"),
+        (["--chat"], "--chat set the local engine"),
         (["--concurrency", "0"], "bad --concurrency list"),
         (["--concurrency", "1,x"], "bad --concurrency list"),
         (["-p", "16,32"], "give one -p"),

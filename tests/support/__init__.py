@@ -1,1 +1,1 @@
-"""Code the tests (and the checkout scripts and benchmarks) share, kept out of the installed package."""
+"""Code the tests share, kept out of the installed package."""

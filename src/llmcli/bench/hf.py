@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterator
 
 from llmcli.bench.llama import cpu_info
-from llmcli.bench.memory import peak_rss_bytes, reset_peak_rss
-from llmcli.bench.records import TRANSFORMERS, BenchPlan, BenchRow, BenchTest, Progress
+from llmcli.bench.memory import reset_peak_rss
+from llmcli.bench.records import TRANSFORMERS, BenchPlan, BenchRow, BenchTest, Progress, measure
 from llmcli.errors import RuntimeFailure, UsageError
+from llmcli.units import format_params
 
 DTYPE = "float32"  # what the reference code uses; also the only dtype that is fast on every CPU
 DTYPE_LABEL = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
@@ -60,12 +61,7 @@ def _facts(model) -> dict:
         if n_layer is not None and n_kv is not None and head_dim is not None
         else None
     )
-    # the size label llama.cpp's model_type carries ("135M", "1.5B"), for tiny test models "140K"
-    label = next(
-        f"{n_params / scale:.{digits}f}{unit}"
-        for unit, scale, digits in (("B", 1e9, 1), ("M", 1e6, 0), ("K", 1e3, 0), ("", 1, 0))
-        if n_params >= scale or unit == ""
-    )
+    label = format_params(n_params)  # the size label llama.cpp's model_type carries
     return dict(
         model_type=f"{getattr(cfg, 'model_type', 'hf')} {label} {DTYPE_LABEL.get(DTYPE, DTYPE)}",
         model_size=size,
@@ -155,29 +151,7 @@ def run_transformers(name: str, hf_dir: str, plan: BenchPlan) -> Iterator[Progre
     )
     previous_threads = torch.get_num_threads()
     try:
-        for n_threads in plan.threads:
-            torch.set_num_threads(n_threads)
-            for test in plan.tests:
-                if plan.warmup:
-                    yield Progress(name, TRANSFORMERS, "warmup", test.name, n_threads)
-                    runner.warmup(test)
-                samples = []
-                for rep in range(plan.repetitions):
-                    yield Progress(name, TRANSFORMERS, "run", test.name, n_threads, rep + 1, plan.repetitions)
-                    samples.append(runner.run(test))
-                row = BenchRow.measured(
-                    samples,
-                    test.n_tokens,
-                    n_threads=n_threads,
-                    n_prompt=test.n_prompt,
-                    n_gen=test.n_gen,
-                    test=test.name,
-                    peak_rss_bytes=peak_rss_bytes(),
-                    **common,
-                )
-                if test.n_prompt and not test.n_gen:
-                    row.ttft_ms = row.avg_ns / 1e6
-                yield row
+        yield from measure(runner, plan, name, TRANSFORMERS, torch.set_num_threads, common)
     except RuntimeError as exc:  # torch reports shape/memory trouble as RuntimeError
         raise RuntimeFailure(f"transformers failed on {hf_dir}: {exc}") from None
     finally:

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from llmcli.bench.memory import peak_rss_bytes, reset_peak_rss
-from llmcli.bench.records import LLAMA, BenchPlan, BenchRow, BenchTest, Progress
+from llmcli.bench.memory import reset_peak_rss
+from llmcli.bench.records import LLAMA, BenchPlan, BenchRow, BenchTest, Progress, measure
 
 KV_TYPE = "f16"  # llama.cpp's default K/V cache type, which we do not change
 KV_BYTES_PER_ELEMENT = 2.0
@@ -133,31 +133,11 @@ def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | Bench
         ),
     )
     try:
-        runner = _Runner(rt, plan.seed)
+
+        def set_threads(n: int) -> None:
+            rt.ll.llama_set_n_threads(rt.ctx_ptr, n, n)
+
         common = row_fields(target, rt, plan, facts)
-        for n_threads in plan.threads:
-            # One load serves every thread count, as llama-bench keeps the model between tests.
-            rt.ll.llama_set_n_threads(rt.ctx_ptr, n_threads, n_threads)
-            for test in plan.tests:
-                if plan.warmup:
-                    yield Progress(target.name, LLAMA, "warmup", test.name, n_threads)
-                    runner.warmup(test)
-                samples = []
-                for rep in range(plan.repetitions):
-                    yield Progress(target.name, LLAMA, "run", test.name, n_threads, rep + 1, plan.repetitions)
-                    samples.append(runner.run(test))
-                row = BenchRow.measured(
-                    samples,
-                    test.n_tokens,
-                    n_threads=n_threads,
-                    n_prompt=test.n_prompt,
-                    n_gen=test.n_gen,
-                    test=test.name,
-                    peak_rss_bytes=peak_rss_bytes(),
-                    **common,
-                )
-                if test.n_prompt and not test.n_gen:
-                    row.ttft_ms = row.avg_ns / 1e6  # prefill ends with the first token's logits
-                yield row
+        yield from measure(_Runner(rt, plan.seed), plan, target.name, LLAMA, set_threads, common)
     finally:
         rt.close()

@@ -1,4 +1,4 @@
-"""The records that cross the bench's layers: what to measure, and one measured row.
+"""The records that cross the bench's layers (what to measure, one measured row) and the one measurement loop.
 
 Field names of `BenchRow` follow llama-bench's JSON output (`llama-bench -o json`) so that tools
 reading llama-bench results read ours; the extra fields come after them.
@@ -7,9 +7,10 @@ reading llama-bench results read ours; the extra fields come after them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from typing import Protocol
 
 # Backend names as they appear in rows, tables and `--backend`; aliases a user may type.
 LLAMA = "llama.cpp"
@@ -135,6 +136,51 @@ class BenchRow:
             samples_ts=samples_ts,
             **fields,
         )
+
+
+class Loops(Protocol):
+    """A backend's two measurement loops: one timed repetition of a test, and its warm-up."""
+
+    def run(self, test: BenchTest) -> int: ...  # elapsed ns, from an empty KV cache
+
+    def warmup(self, test: BenchTest) -> None: ...
+
+
+def measure(
+    loops: Loops,
+    plan: BenchPlan,
+    model: str,
+    backend: str,
+    set_threads: Callable[[int], None],
+    common: dict,
+) -> Iterator[Progress | BenchRow]:
+    """Every (threads, test) of the plan on one loaded model, the same way for every backend:
+    warm-up, the repetitions, one row of their statistics. Yields progress, then each row."""
+    from llmcli.bench.memory import peak_rss_bytes
+
+    for n_threads in plan.threads:
+        set_threads(n_threads)  # one load serves every thread count, as llama-bench keeps the model
+        for test in plan.tests:
+            if plan.warmup:
+                yield Progress(model, backend, "warmup", test.name, n_threads)
+                loops.warmup(test)
+            samples = []
+            for rep in range(plan.repetitions):
+                yield Progress(model, backend, "run", test.name, n_threads, rep + 1, plan.repetitions)
+                samples.append(loops.run(test))
+            row = BenchRow.measured(
+                samples,
+                test.n_tokens,
+                n_threads=n_threads,
+                n_prompt=test.n_prompt,
+                n_gen=test.n_gen,
+                test=test.name,
+                peak_rss_bytes=peak_rss_bytes(),
+                **common,
+            )
+            if test.n_prompt and not test.n_gen:
+                row.ttft_ms = row.avg_ns / 1e6  # prefill ends with the first token's logits
+            yield row
 
 
 def mean(values: Sequence[float]) -> float:

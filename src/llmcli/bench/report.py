@@ -15,7 +15,7 @@ from typing import Generic, TypeGuard, TypeVar
 from llmcli.bench.chat import ChatRow
 from llmcli.bench.records import BenchRow
 from llmcli.bench.serve import ServeRow
-from llmcli.units import format_bytes
+from llmcli.units import format_bytes, format_params
 
 Row = BenchRow | ChatRow | ServeRow
 R = TypeVar("R")
@@ -25,11 +25,6 @@ FORMATS = ("md", "json", "jsonl", "csv")
 
 def human_bytes(n: int | None) -> str:
     return "-" if n is None else format_bytes(n)
-
-
-def human_params(n: int) -> str:
-    # llama-bench prints params in M below a billion and B above
-    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.2f} M"
 
 
 @dataclass(frozen=True)
@@ -54,7 +49,7 @@ def _bench_rows(rows: list[Row]) -> list[BenchRow]:
 COLUMNS: list[Column[BenchRow]] = [
     Column("model", False, lambda r: r.model_type),
     Column("size", True, lambda r: human_bytes(r.model_size)),
-    Column("params", True, lambda r: human_params(r.model_n_params)),
+    Column("params", True, lambda r: format_params(r.model_n_params)),
     Column("backend", False, lambda r: r.backend),
     Column("threads", True, lambda r: str(r.n_threads)),
     Column("n_batch", True, lambda r: str(r.n_batch), lambda rows: len({r.n_batch for r in rows}) > 1),

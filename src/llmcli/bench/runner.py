@@ -128,14 +128,21 @@ def _is_hf_dir(path: Path) -> bool:
 
 
 def resolve_target(
-    spec: str | None, backends: list[str], store: Store, default_model: str | None = None
+    spec: str | None,
+    backends: list[str],
+    store: Store,
+    default_model: str | None = None,
+    home: Path | None = None,
 ) -> Target:
     """MODEL -> what to load for each backend; a missing piece is a UsageError that says what to do.
 
-    `default_model` is $LLMCLI_MODEL, read by the command: the model when MODEL is not given.
+    `default_model` is $LLMCLI_MODEL and `home` $HOME (what a leading `~` names), read by the command.
     """
-    if spec and _is_hf_dir(Path(spec).expanduser()):
-        hf_dir = str(Path(spec).expanduser().resolve())
+    from llmcli.fsutil import expand_home
+
+    folder = (expand_home(spec, home) if home is not None else Path(spec)) if spec else None
+    if folder is not None and _is_hf_dir(folder):
+        hf_dir = str(folder.resolve())
         # A GGUF converted from this folder lets the two backends sit side by side.
         converted = next(
             (m for m in store.list() if m.hf_dir and Path(m.hf_dir).resolve() == Path(hf_dir)), None
@@ -152,7 +159,7 @@ def resolve_target(
         )
     from llmcli.models import chosen_model_ref
 
-    entry = store.resolve(chosen_model_ref(spec, default_model))  # ModelNotFound (exit 2) names the fix
+    entry = store.resolve(chosen_model_ref(spec, default_model, home))  # ModelNotFound (exit 2) names the fix
     if TRANSFORMERS in backends and not entry.hf_dir:
         raise UsageError(
             f"{entry.name} has no Hugging Face checkpoint for the transformers backend (only GGUFs that "
@@ -162,11 +169,9 @@ def resolve_target(
 
 
 def check_save_path(path: Path | None) -> None:
-    """--save FILE must be writable before minutes of measuring, not after."""
-    if path is not None and not path.expanduser().parent.is_dir():
-        raise UsageError(
-            f"--save {path}: the folder {path.expanduser().parent} does not exist; create it first"
-        )
+    """--save FILE (its `~` expanded by the command) must be writable before minutes of measuring."""
+    if path is not None and not path.parent.is_dir():
+        raise UsageError(f"--save {path}: the folder {path.parent} does not exist; create it first")
 
 
 def check_backend_installed(backends: list[str]) -> None:

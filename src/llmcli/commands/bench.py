@@ -14,9 +14,10 @@ from llmcli.commands.options import (
     JsonOpt,
     TimeoutOpt,
     complete_model_names,
+    environment,
     renamed_option,
 )
-from llmcli.environment import Environment, current
+from llmcli.environment import Environment
 
 
 def _progress_line(ev) -> str:
@@ -74,6 +75,7 @@ REPORT_FLAGS = {"md": "the default (no flag)", "json": "--json", "jsonl": "--jso
 
 
 def bench(
+    context: typer.Context,
     models: Annotated[
         Optional[list[str]],
         typer.Argument(
@@ -174,66 +176,43 @@ def bench(
     old_format: Annotated[Optional[str], renamed_option("-f", "--format", now=REPORT_FLAGS)] = None,
     old_output: Annotated[Optional[str], renamed_option("-o", "--output", now=REPORT_FLAGS)] = None,
 ) -> None:
-    from llmcli.bench import runner
-    from llmcli.bench.chat import ChatRow
-    from llmcli.bench.records import LLAMA, BenchRow
-    from llmcli.engine.openai_http import Endpoint
-    from llmcli.errors import UsageError
     from llmcli.store import Store
+    from llmcli.usecases.bench import BenchOptions, run_bench
+    from llmcli.usecases.endpoint import endpoint_from_options
 
     out_format = _report_format(json=json_out, jsonl=jsonl_out, csv=csv_out)
-    env = current()
-    server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
-    if server is not None:
-        local_only = {
-            "-t": threads,
-            "--ctx": n_ctx,
-            "--backend": backend,
-            "--chat": chat or None,
-            "--draft": draft,
-        }
-        given = [name for name, value in local_only.items() if value is not None]
-        if given:
-            raise UsageError(f"{', '.join(given)} measure the local engine; leave them out with --endpoint")
-        runner.check_save_path(save)
-        serve_rows = _bench_remote(server, models, n_prompt, n_gen, concurrency, num_requests, duration)
-        _emit(env, serve_rows, out_format, save, chart)
-        return
-    plan = runner.make_plan(
+    env = environment(context)
+    save = env.expand_user(save) if save is not None else None
+    server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
+    opts = BenchOptions(
+        models=models,
         n_prompt=n_prompt,
         n_gen=n_gen,
         repetitions=repetitions,
         threads=threads,
         n_batch=n_batch,
         n_ctx=n_ctx,
-        default_threads=runner.usable_cores(),
+        backend=backend,
+        chat=chat,
         flash_attn=flash_attn,
-        draft=draft or "none",
+        draft=draft,
+        save=save,
+        concurrency=concurrency,
+        num_requests=num_requests,
+        duration=duration,
     )
-    runner.check_save_path(save)
-    backends = runner.parse_backends(backend)
-    if chat and backends != [LLAMA]:
-        raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
-    if chat and plan.draft != "none":
-        raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
-    runner.check_backend_installed(backends)
-    store = Store(env.store_root)
-    targets = [runner.resolve_target(spec, backends, store, env.default_model) for spec in _specs(models)]
-
     progress = _ProgressPrinter(env)
-    rows: list[BenchRow | ChatRow] = []
-    events = runner.run_chat(targets, plan) if chat else runner.run(targets, backends, plan)
     try:
-        for ev in events:
-            if isinstance(ev, BenchRow | ChatRow):
-                rows.append(ev)
-            else:
-                progress.show(ev)
+        rows = run_bench(
+            opts,
+            Store(env.store_root),
+            endpoint=server,
+            progress=progress.show,
+            default_model=env.default_model,
+            home=env.home,
+        )
     finally:
         progress.done()
-    if not chat:  # then every row is a BenchRow; pair_speedups sets their speedup in place
-        runner.pair_speedups([r for r in rows if isinstance(r, BenchRow)])
-
     _emit(env, rows, out_format, save, chart)
 
 
@@ -260,54 +239,6 @@ def _emit(env: Environment, rows: list, out_format: str, save: Path | None, char
         stream = env.stdout if env.stdout_isatty and out_format == "md" else env.stderr
         stream.write("\n" + report.bar_chart(rows))
         stream.flush()
-
-
-def _specs(models: list[str] | None) -> list[str | None]:
-    """The MODEL arguments, or one None: the default model (with --endpoint, the server's only one)."""
-    return list(models) if models else [None]
-
-
-def _bench_remote(
-    server,
-    models: list[str] | None,
-    n_prompt: str,
-    n_gen: str,
-    concurrency: str,
-    num_requests: int,
-    duration: float,
-) -> list:
-    from llmcli.bench.runner import parse_int_list
-    from llmcli.bench.serve import ServeRow, make_serve_plan, run_serve
-    from llmcli.engine.openai_http import list_models, pick_model
-    from llmcli.errors import UsageError
-
-    prompts, gens = parse_int_list(n_prompt, "-p", 1), parse_int_list(n_gen, "--n-gen", 1)
-    if len(prompts) > 1 or len(gens) > 1:
-        raise UsageError(
-            "with --endpoint give one -p (prompt words) and one --n-gen (reply tokens); "
-            "sweep --concurrency instead"
-        )
-    plan = make_serve_plan(
-        concurrency=concurrency,
-        num_requests=num_requests,
-        duration=duration,
-        n_prompt=prompts[0],
-        n_gen=gens[0],
-    )
-    available = list_models(server)
-    targets = [pick_model(server, available, spec) for spec in _specs(models)]
-    progress = _ProgressPrinter(current())
-    rows: list[ServeRow] = []
-    try:
-        for target in targets:
-            for ev in run_serve(server, target, plan):
-                if isinstance(ev, ServeRow):
-                    rows.append(ev)
-                else:
-                    progress.show(ev)
-    finally:
-        progress.done()
-    return rows
 
 
 bench.__doc__ = HELP

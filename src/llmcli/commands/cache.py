@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from llmcli.commands.options import JsonOpt
+from llmcli.commands.options import JsonOpt, environment
 
 ACTIONS = ("list", "clear")
 
@@ -18,6 +18,7 @@ def _check_action(value: str) -> str:
 
 
 def cache(
+    context: typer.Context,
     action: Annotated[
         str,
         typer.Argument(
@@ -37,18 +38,17 @@ def cache(
     import time
 
     from llmcli.display import printable
-    from llmcli.engine.prefix_cache import PrefixCache
-    from llmcli.environment import current
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes
+    from llmcli.usecases.cache import clear_cache, list_cache
 
-    env = current()
+    env = environment(context)
     out = Output(env)
-    root = Store(env.store_root).cache_dir
-    cache = PrefixCache(root, max_bytes=0)  # the cap matters only to writers
+    store = Store(env.store_root)
+    root = store.cache_dir
     if action == "clear":
-        cleared = cache.clear()
+        cleared = clear_cache(store)
         if json_out:
             out.json(
                 {
@@ -68,8 +68,8 @@ def cache(
             f"({format_bytes(cleared.bytes)}) from {root}"
         )
         return
-    entries = sorted(cache.entries(), key=lambda e: e.last_used, reverse=True)
-    damaged = len(cache.skipped)
+    listing = list_cache(store)
+    entries, damaged = listing.entries, listing.damaged
 
     def when(ts: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))  # as an entry's `created`

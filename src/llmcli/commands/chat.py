@@ -19,10 +19,12 @@ from llmcli.commands.options import (
     TimeoutOpt,
     cid_option,
     complete_model_names,
+    environment,
     param_option,
 )
 
 if TYPE_CHECKING:
+    from llmcli.environment import Environment
     from llmcli.usecases.chat import ChatOptions
 
 HELP = """Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.
@@ -49,6 +51,7 @@ REPO[:QUANT]); otherwise it is the prompt.
 
 
 def chat(
+    context: typer.Context,
     model: Annotated[
         Optional[str],
         typer.Argument(
@@ -186,7 +189,8 @@ def chat(
         "max_tokens": max_tokens,
     }
     params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
-    constraint = parse_constraint(schema, fmt, grammar)  # checked before any model loads
+    env = environment(context)
+    constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
     _refuse_old_ctx_flag(continue_latest, model, prompt)
     run_chat(
         ChatOptions(
@@ -214,7 +218,8 @@ def chat(
             continue_latest=continue_latest,
             cid=cid,
             no_log=no_log,
-        )
+        ),
+        env,
     )
 
 
@@ -229,24 +234,21 @@ def _refuse_old_ctx_flag(continue_latest: bool, model: str | None, prompt: str |
         raise UsageError(f"-c is -c/--continue in chat; for the context size give --ctx {model}")
 
 
-def run_chat(opts: ChatOptions) -> None:
+def run_chat(opts: ChatOptions, env: Environment) -> None:
     """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
-    from llmcli.engine.openai_http import Endpoint
-    from llmcli.environment import current
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
     from llmcli.usecases.chat import ChatInputs, open_chat
+    from llmcli.usecases.endpoint import endpoint_from_options
 
-    env = current()
     store = Store(env.store_root)
-    endpoint = Endpoint.from_options(
-        opts.endpoint or env.endpoint, opts.api_key, opts.timeout, default_api_key=env.api_key
-    )
+    endpoint = endpoint_from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout, env.api_key)
     inputs = ChatInputs(
         piped=None if env.stdin is None or env.stdin_isatty else env.stdin.read(),
         interactive=env.stdin_isatty and env.stdout_isatty,
         default_model=env.default_model,
         cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
+        home=env.home,
     )
     chat_log = open_log_for(opts, env)
     try:
@@ -263,17 +265,26 @@ def run_chat(opts: ChatOptions) -> None:
             from llmcli.ui.repl import Repl
 
             Repl(
-                opened.session, opened.model_name, store, opts, recorder=recorder, resumed=chat_log.resumed
+                env,
+                opened.session,
+                opened.model_name,
+                store,
+                opts,
+                recorder=recorder,
+                resumed=chat_log.resumed,
             ).run()
         else:
-            from llmcli.ui.chat_flow import one_shot
+            from llmcli.ui.answer import AnswerView
+            from llmcli.usecases.answer import ask_once, log_exchange
 
-            one_shot(opened.session, opened.model_name, opened.prompt, opts, recorder=recorder)
+            session, prompt, view = opened.session, opened.prompt, AnswerView(env, opts, opened.model_name)
+            answer = ask_once(session, prompt, opts.constraint, view.hooks())
+            view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
         chat_log.close()
 
 
-def open_log_for(opts: ChatOptions, env):
+def open_log_for(opts: ChatOptions, env: Environment):
     """The log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
     from llmcli.ui.output import Output
     from llmcli.usecases.conversation import ContinueFrom, open_chat_log

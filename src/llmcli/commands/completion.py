@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from llmcli.commands.options import environment
+
 
 class Shell(str, Enum):
     bash = "bash"
@@ -24,14 +26,13 @@ HELP = """Print the completion script for SHELL: commands, options and the model
 
 
 def completion(
+    context: typer.Context,
     shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.", show_default=False)],
 ) -> None:
     from typer.completion import get_completion_script
 
-    from llmcli.environment import current
-
     # The script calls `llmcli` back with $_LLMCLI_COMPLETE set; typer answers that before parsing.
-    env = current()
+    env = environment(context)
     env.stdout.write(
         get_completion_script(prog_name="llmcli", complete_var="_LLMCLI_COMPLETE", shell=shell.value) + "\n"
     )

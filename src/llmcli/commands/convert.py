@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import DryRunOpt, JsonOpt, outtype_option, renamed_option
+from llmcli.commands.options import DryRunOpt, JsonOpt, environment, outtype_option, renamed_option
 from llmcli.convert.outtypes import CONVERT_DEFAULT
-from llmcli.environment import current
 from llmcli.errors import Interrupted
 
 if TYPE_CHECKING:
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
 
 
 def convert(
+    context: typer.Context,
     src: Annotated[
         str,
         typer.Argument(
@@ -57,10 +57,12 @@ def convert(
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
     from llmcli.store import Store
     from llmcli.ui.convert_progress import ConvertProgress
-    from llmcli.units import format_bytes
+    from llmcli.units import format_bytes, format_params
     from llmcli.usecases import convert as usecase
 
-    env = current()
+    env = environment(context)
+    src = str(env.expand_user(src)) if src.startswith("~") else src  # a repo id keeps its text
+    output = env.expand_user(output) if output is not None else None
     store = Store(env.store_root)
     job = usecase.prepare(src, store, outtype=outtype, name=name, output=output)
     if dry_run and json_out:
@@ -78,7 +80,7 @@ def convert(
         raise Interrupted(f"interrupted; nothing was written to {job.out}") from None
     result = done.result
     env.stderr.write(
-        f"converted {result.hf_arch} ({result.n_params / 1e6:,.1f}M params, {result.n_tensors} tensors) "
+        f"converted {result.hf_arch} ({format_params(result.n_params)} params, {result.n_tensors} tensors) "
         f"to {job.outtype.name} in {result.seconds:.1f}s: {format_bytes(result.size)}\n"
     )
     check = result.pre_check

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt
+import typer
 
-
-def human_params(n: int | None) -> str:
-    if not n:
-        return "-"
-    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt, environment
 
 
 def list_models(
+    context: typer.Context,
     json_out: JsonOpt = False,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
@@ -24,30 +21,20 @@ def list_models(
     With --endpoint (or $LLMCLI_ENDPOINT): the models the server serves (its /v1/models).
     """
     from llmcli.display import printable
-    from llmcli.engine.openai_http import Endpoint
-    from llmcli.gguf_check import model_facts
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.units import format_bytes
+    from llmcli.units import format_bytes, format_params
+    from llmcli.usecases.endpoint import endpoint_from_options
+    from llmcli.usecases.models import list_models
 
-    out = Output()
-    server = Endpoint.from_options(
-        endpoint or out.env.endpoint, api_key, timeout, default_api_key=out.env.api_key
-    )
+    env = environment(context)
+    out = Output(env)
+    server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
     if server is not None:
         list_remote(server, out, json_out)
         return
-    store = Store(out.env.store_root)
-    rows = []
-    for entry in store.list():
-        if not entry.arch or not entry.n_params:
-            try:  # fill in what the manifest lacks from the file itself
-                facts = model_facts(entry.path)
-                entry.arch, entry.n_params = entry.arch or facts.arch, entry.n_params or facts.n_params
-                entry.quant = entry.quant or facts.quant
-            except Exception:  # a damaged file still gets listed, so it can be removed
-                pass
-        rows.append(entry)
+    store = Store(env.store_root)
+    rows = list_models(store)
     if json_out:
         out.json([asdict(e) for e in rows])
         return
@@ -63,7 +50,7 @@ def list_models(
                 format_bytes(e.size),
                 printable(e.quant or "-", 40),
                 printable(e.arch or "-", 40),
-                human_params(e.n_params),
+                format_params(e.n_params),
                 printable(e.source or "-"),
                 "built in" if e.builtin else printable(e.created[:10] if e.created else "-"),
             ]
@@ -73,9 +60,9 @@ def list_models(
 
 
 def list_remote(server, out, json_out: bool) -> None:
-    from llmcli.engine.openai_http import list_models
+    from llmcli.usecases.models import list_remote_models
 
-    models = list_models(server)
+    models = list_remote_models(server)
     if json_out:
         out.json([asdict(m) for m in models])
         return

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt, cid_option, renamed_option
+from llmcli.commands.options import JsonOpt, cid_option, environment, renamed_option
 
 HELP = """Show logged chat exchanges: the latest 3, oldest first
 (the newest is at the bottom, as in `llm logs`).
@@ -44,6 +44,7 @@ CountOpt = Annotated[
 
 
 def logs(
+    context: typer.Context,
     action: Annotated[
         Optional[str],
         typer.Argument(metavar="ACTION", show_default=False, help="`path`: print where the log is."),
@@ -68,7 +69,7 @@ def logs(
     from llmcli.ui.output import Output
     from llmcli.usecases.conversation import find_exchanges, log_path
 
-    out = Output()
+    out = Output(environment(context))
     if action is not None:
         if action != "path":
             raise UsageError(f"unknown logs action '{action}'; the only one is `llmcli logs path`")

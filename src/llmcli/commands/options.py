@@ -17,20 +17,29 @@ from typing import Annotated, Any, Optional
 import typer
 
 from llmcli.convert.outtypes import OUTTYPES
+from llmcli.environment import Environment
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS
 
 
-def complete_model_names(incomplete: str) -> list[str]:
+def environment(ctx: typer.Context) -> Environment:
+    """The Environment `cli.main` passed down as Typer's context object: streams, terminal, variables."""
+    env = ctx.obj
+    if not isinstance(env, Environment):  # the app run without cli.main: a bug, not a user's mistake
+        raise TypeError("llmcli's commands run through llmcli.cli.main, which passes the Environment")
+    return env
+
+
+def complete_model_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion for MODEL: the store's names that start with what was typed.
 
     Runs on every Tab press, so it imports only the store (standard library only).
     """
-    from llmcli.environment import current
     from llmcli.store import Store
+    from llmcli.usecases.models import model_names
 
     try:
-        names = [entry.name for entry in Store(current().store_root).list()]
+        names = model_names(Store(environment(ctx).store_root))
     except Exception:  # a damaged manifest must not break the shell's Tab; `llmcli list` reports it
         return []
     return [name for name in names if name.startswith(incomplete)]

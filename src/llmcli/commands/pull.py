@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import DryRunOpt, JsonOpt, outtype_option
+from llmcli.commands.options import DryRunOpt, JsonOpt, environment, outtype_option
 from llmcli.convert.outtypes import PULL_DEFAULT
-from llmcli.environment import Environment, current
+from llmcli.environment import Environment
 from llmcli.errors import Interrupted
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 def pull(
+    context: typer.Context,
     spec: Annotated[
         str,
         typer.Argument(
@@ -53,7 +54,7 @@ def pull(
     from llmcli.ui.download import pull_report
     from llmcli.usecases import pull as usecase
 
-    env = current()
+    env = environment(context)
     ref = hub_repo_ref(spec)
     if dry_run:
         plan = usecase.plan(ref, revision=revision, outtype=outtype)

@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import ChatTemplateOpt, JsonOpt, RequiredModelArg, ThinkOpt
+from llmcli.commands.options import ChatTemplateOpt, JsonOpt, RequiredModelArg, ThinkOpt, environment
 from llmcli.errors import UsageError
 
 
 def render(
+    context: typer.Context,
     model: RequiredModelArg,
     messages: Annotated[
         Optional[str],
@@ -32,19 +33,20 @@ def render(
     """Print exactly the prompt `chat` would feed the model for these messages: text, or ids."""
     from pathlib import Path
 
-    from llmcli.environment import current
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.usecases.render import RenderOptions, render_prompt
+    from llmcli.usecases.render import RenderOptions, read_messages_file, render_prompt
 
-    env = current()
+    env = environment(context)
     if messages is None and env.stdin_isatty:
         raise UsageError("no messages: give --messages FILE (OpenAI-style JSON) or pipe them in")
     if messages in (None, "-"):
         text, source = (env.stdin.read() if env.stdin is not None else ""), "stdin"
     else:
-        text, source = _read(Path(messages)), messages
-    view = render_prompt(Store(env.store_root), RenderOptions(model, text, source, chat_template, think))
+        text, source = read_messages_file(Path(messages)), messages
+    view = render_prompt(
+        Store(env.store_root), RenderOptions(model, text, source, chat_template, think, env.home)
+    )
     out = Output(env)
     if json_out:
         out.json(
@@ -71,14 +73,3 @@ def render(
     else:
         out.write(view.text)
     out.info(f"{len(view.ids)} tokens · template: {view.template.why}")
-
-
-def _read(path) -> str:
-    from llmcli.fsutil import read_text_file
-
-    return read_text_file(
-        path,
-        what="messages file",
-        fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
-        limit=64 << 20,
-    )

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from llmcli.commands.options import JsonOpt, RequiredModelArg
+import typer
+
+from llmcli.commands.options import JsonOpt, RequiredModelArg, environment
 
 
-def rm(model: RequiredModelArg, json_out: JsonOpt = False) -> None:
+def rm(context: typer.Context, model: RequiredModelArg, json_out: JsonOpt = False) -> None:
     """Remove a model from the store (files llmcli made go with it; the HF cache is left alone)."""
     from llmcli.display import printable
-    from llmcli.environment import current
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
+    from llmcli.usecases.models import remove_model
 
-    env = current()
+    env = environment(context)
     store = Store(env.store_root)
-    removed = store.remove(model_ref(model))
+    removed = remove_model(store, model_ref(model, env.home))
     out = Output(env)
     if removed.left_alone:
         shown = ", ".join(printable(f, 120) for f in removed.left_alone[:3])

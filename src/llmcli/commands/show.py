@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg, renamed_option
+from llmcli.commands.options import CtxOpt, JsonOpt, RequiredModelArg, environment, renamed_option
 
 
 def show(
+    context: typer.Context,
     model: RequiredModelArg,
     ctx: CtxOpt = None,
     json_out: JsonOpt = False,
@@ -20,21 +21,22 @@ def show(
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
-    from llmcli.commands.list import human_params
-    from llmcli.engine.runtime import DEFAULT_CTX
-    from llmcli.gguf_check import model_facts
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.units import format_bytes
-    from llmcli.usecases.render import template_choice_for
+    from llmcli.units import format_bytes, format_params
+    from llmcli.usecases.models import show_model
 
-    out = Output()
-    entry = Store(out.env.store_root).resolve(model_ref(model))
-    facts = model_facts(entry.path)
-    n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
-    per_token = facts.kv_bytes_per_token()
-    choice = template_choice_for(entry.path, facts.chat_template, facts.arch)
+    env = environment(context)
+    out = Output(env)
+    view = show_model(Store(env.store_root), model_ref(model, env.home), ctx)
+    entry, facts, n_ctx, per_token, choice = (
+        view.entry,
+        view.facts,
+        view.n_ctx,
+        view.kv_bytes_per_token,
+        view.template,
+    )
     if json_out:
         data = asdict(facts)
         data["template_used"] = {"origin": choice.origin, "why": choice.why}
@@ -52,7 +54,7 @@ def show(
         ("file", facts.path),
         ("source", entry.source or "-"),
         ("architecture", facts.arch),
-        ("parameters", f"{human_params(facts.n_params)} ({facts.n_params:,})"),
+        ("parameters", f"{format_params(facts.n_params)} ({facts.n_params:,})"),
         ("quantization", facts.quant or "-"),
         ("size", format_bytes(facts.size)),
         ("trained context", f"{facts.context_length:,}" if facts.context_length else "-"),

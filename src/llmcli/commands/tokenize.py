@@ -6,10 +6,11 @@ from typing import Annotated
 
 import typer
 
-from llmcli.commands.options import JsonOpt, RequiredModelArg
+from llmcli.commands.options import JsonOpt, RequiredModelArg, environment
 
 
 def tokenize(
+    context: typer.Context,
     model: RequiredModelArg,
     text: Annotated[
         str, typer.Argument(metavar="TEXT", help="The text; '-' reads stdin.", show_default=False)
@@ -24,24 +25,21 @@ def tokenize(
     json_out: JsonOpt = False,
 ) -> None:
     """Show the token ids and pieces a model's tokenizer makes of TEXT."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.environment import current
     from llmcli.models import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
+    from llmcli.usecases.models import tokenize as split
 
-    env = current()
+    env = environment(context)
     if text == "-":
         text = env.stdin.read() if env.stdin is not None else ""  # None: started with stdin closed
     out = Output(env)
-    entry = Store(env.store_root).resolve(model_ref(model))
-    with Runtime(entry.path, RuntimeConfig(n_ctx=64)) as rt:
-        ids = rt.tokenize(text, parse_special=special)
-        pieces = [rt.piece(i, special=True) for i in ids]
+    tokens = split(Store(env.store_root), model_ref(model, env.home), text, special)
+    ids, pieces = tokens.ids, tokens.pieces
     if json_out:
         out.json(
             {
-                "model": entry.name,
+                "model": tokens.model_name,
                 "n_tokens": len(ids),
                 "ids": ids,
                 "pieces": [p.decode("utf-8", "replace") for p in pieces],

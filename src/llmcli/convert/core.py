@@ -23,7 +23,7 @@ from llmcli.convert.errors import BadCheckpoint, ConversionFailed
 from llmcli.convert.outtypes import CONVERT_DEFAULT, OutType
 from llmcli.convert.plan import ConversionPlan, PlannedTensor, plan_conversion
 from llmcli.errors import UsageError
-from llmcli.fsutil import chmod_like_new_file, space_shortfalls
+from llmcli.fsutil import chmod_like_new_file, replace_atomic, space_shortfalls
 from llmcli.units import format_bytes
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def convert_checkpoint(
     """
     started = time.monotonic()
     plan = plan_conversion(src_dir, outtype)
-    out_path = Path(out_path).expanduser()
+    out_path = Path(out_path)
     folder = out_path.parent if str(out_path.parent) else Path(".")
     _check_output_folder(folder, out_path)
     _check_free_space(folder, plan.estimated_size + plan.intermediate_size + SPACE_MARGIN)
@@ -87,10 +87,9 @@ def convert_checkpoint(
             intermediate.unlink()
             if progress:
                 progress("quantizing with llama.cpp", 1, 1)
-        _fsync(final)
         # mkstemp made it private (0600); give the finished model the permissions of any new file.
         chmod_like_new_file(final)
-        os.replace(final, out_path)
+        replace_atomic(final, out_path)
     except OSError as exc:
         _remove(temps)
         if exc.errno == errno.ENOSPC:
@@ -158,11 +157,6 @@ def _remove(paths: list[Path]) -> None:
             p.unlink(missing_ok=True)
         except OSError:
             pass
-
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
 
 
 def _write_gguf(plan: ConversionPlan, path: Path, progress: Progress | None) -> None:

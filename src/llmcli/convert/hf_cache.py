@@ -10,7 +10,7 @@ from llmcli.hub.spec import REPO_RE
 
 def resolve_source(src: str, cache_dir: Path) -> Path:
     """`cache_dir` is huggingface_hub's hub cache (llmcli.hub.remote.HubConfig), computed in one place."""
-    path = Path(src).expanduser()
+    path = Path(src)
     if path.exists() or not REPO_RE.match(src):
         return path
     # Never the network: convert works on what is on disk; `pull` is the command that downloads.

@@ -102,7 +102,7 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
 
     from llmcli.convert.families import family_for
 
-    src = Path(src_dir).expanduser()
+    src = Path(src_dir)
     out = outtype_named(outtype)
     config = read_config(src)
     where = f"{src.name}/config.json"

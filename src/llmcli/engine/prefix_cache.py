@@ -24,12 +24,13 @@ import json
 import os
 import stat
 import struct
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from llmcli.fsutil import write_atomic
 
 MAGIC = b"LLMCLIKV"
 FORMAT_VERSION = 1
@@ -343,15 +344,7 @@ class PrefixCache:
             return None
         self.root.mkdir(parents=True, exist_ok=True)
         target = self.root / entry_name(key.id, tokens)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=TEMP_PREFIX, suffix=SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                for piece in encode_entry(header, state):
-                    fh.write(piece)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(target, encode_entry(header, state), prefix=TEMP_PREFIX, suffix=SUFFIX, private=True)
         self._supersede(key.id, tokens, keep=target)
         self.evict(keep=target)
         return target

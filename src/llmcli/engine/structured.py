@@ -362,11 +362,18 @@ def _read(path: Path, option: str) -> str:
         raise UsageError(f"{option}: cannot read {path} ({_short(err)})") from None
 
 
-def load_schema(arg: str) -> tuple[dict, str]:
-    """--schema SCHEMA: inline JSON when it starts with '{', else a file path."""
+def _user_path(text: str | Path, home: Path | None) -> Path:
+    """A path the user gave: a leading `~` is HOME (the caller's $HOME, passed in; None: taken as given)."""
+    from llmcli.fsutil import expand_home
+
+    return expand_home(text, home) if home is not None else Path(text)
+
+
+def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
+    """--schema SCHEMA: inline JSON when it starts with '{', else a file path (`~` is HOME)."""
     text, source = arg, "--schema"
     if not arg.lstrip().startswith(("{", "[")):
-        path = Path(arg).expanduser()
+        path = _user_path(arg, home)
         if not path.is_file():
             try:
                 return json.loads(arg), source  # 42, true, "": JSON, just not a schema (said next)
@@ -396,9 +403,10 @@ def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConst
 
 
 def parse_constraint(
-    schema: str | None = None, fmt: str | None = None, grammar: Path | None = None
+    schema: str | None = None, fmt: str | None = None, grammar: Path | None = None, home: Path | None = None
 ) -> OutputConstraint | None:
-    """The three options into one value (or None); everything is checked here, before a model loads."""
+    """The three options into one value (or None); everything is checked here, before a model loads.
+    `home` is what a leading `~` in a file's path names."""
     given = [
         name
         for name, value in (("--schema", schema), ("--format", fmt), ("--grammar", grammar))
@@ -407,13 +415,13 @@ def parse_constraint(
     if len(given) > 1:
         raise UsageError(f"{' and '.join(given)} each constrain the reply; give only one")
     if schema is not None:
-        return constraint_from_schema(*load_schema(schema))
+        return constraint_from_schema(*load_schema(schema, home))
     if fmt is not None:
         if fmt.lower() != "json":
             raise UsageError(f"--format {fmt!r} is not known; the one format is json")
         return OutputConstraint("json", schema_to_gbnf(ANY_JSON), {}, "--format json")
     if grammar is not None:
-        gbnf = _read(Path(grammar).expanduser(), "--grammar")
+        gbnf = _read(_user_path(grammar, home), "--grammar")
         check_gbnf(gbnf, str(grammar))
         return OutputConstraint("grammar", gbnf, None, str(grammar))
     return None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from llmcli.errors import RuntimeFailure
-from llmcli.fsutil import chmod_like_new_file, space_shortfalls
+from llmcli.fsutil import chmod_like_new_file, replace_atomic, space_shortfalls
 from llmcli.hub.choose import RemoteFile
 from llmcli.hub.errors import HubUnavailable, IntegrityError, NotEnoughSpace, OfflineMissing
 from llmcli.hub.events import FileDone, FileProgress, FileStarted, FileVerifying, Progress, quiet
@@ -123,7 +123,7 @@ def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path,
     progress(FileVerifying(f.name, f.size))
     _verify(partial, f)
     chmod_like_new_file(partial, 0o644)
-    os.replace(partial, blob)
+    replace_atomic(partial, blob)
 
 
 def _verify(path: Path, f: RemoteFile) -> None:

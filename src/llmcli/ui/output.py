@@ -6,7 +6,7 @@ import json
 import time
 from functools import cached_property
 
-from llmcli.environment import Environment, current
+from llmcli.environment import Environment
 
 # A streamed reply is flushed at most this often: 20 updates a second still reads as streaming,
 # and a fast model's tokens share one write(2) instead of paying one each between two decode steps.
@@ -14,8 +14,8 @@ STREAM_FLUSH_S = 0.05
 
 
 class Output:
-    def __init__(self, environment: Environment | None = None) -> None:
-        self.env = environment or current()
+    def __init__(self, environment: Environment) -> None:
+        self.env = environment
         self._flushed = float("-inf")  # when stream() last flushed stdout
 
     @cached_property

@@ -7,12 +7,12 @@ import traceback
 
 from llmcli.display import printable
 from llmcli.engine.events import Reply, drain
-from llmcli.environment import current
+from llmcli.environment import Environment
 from llmcli.errors import LlmcliError
 from llmcli.store import Store
-from llmcli.ui.chat_flow import log_exchange
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
+from llmcli.usecases.answer import log_exchange
 
 PROMPT = ">>> "
 CONTINUATION = "... "
@@ -31,12 +31,14 @@ def _key_bindings():
 
 
 class Repl:
-    def __init__(self, session, model_name: str, store: Store, opts, recorder=None, resumed=None) -> None:
+    def __init__(
+        self, env: Environment, session, model_name: str, store: Store, opts, recorder=None, resumed=None
+    ) -> None:
         self.session, self.model_name, self.store, self.opts = session, model_name, store, opts
-        self.out = Output()
+        self.out = Output(env)
         self.recorder, self.resumed = recorder, resumed  # the conversation log; the conversation continued
         self.state = ReplState(
-            session=session, model_name=model_name, markdown=opts.markdown, recorder=recorder
+            session=session, model_name=model_name, markdown=opts.markdown, recorder=recorder, home=env.home
         )
         self._wrote = ""  # the last text streamed this turn: a reply cut off by an error needs a newline
         self.show_stats = opts.stats is not False
@@ -96,7 +98,7 @@ class Repl:
 
     def _error(self, exc: Exception) -> None:
         """One line for any error; the type too when it is not ours; the traceback under LLMCLI_DEBUG."""
-        env = current()
+        env = self.out.env
         if env.debug:
             traceback.print_exception(exc, file=env.stderr)
         text = str(exc) if isinstance(exc, LlmcliError) else f"internal error: {type(exc).__name__}: {exc}"
@@ -131,7 +133,7 @@ class Repl:
             return
         finally:
             signal.signal(signal.SIGINT, previous)
-        log_exchange(self.out, self.recorder, self.session, text, reply)
+        log_exchange(self.recorder, self.session, text, reply, self.out.warn)
         stats = reply.stats
         if stats and stats.finish_reason == "cancelled":
             self.out.warn("reply cancelled (kept in the conversation, marked cancelled)")

@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from llmcli.conversation_file import read_loaded, save_conversation
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
-from llmcli.ui.conversation_file import encode_conversation, read_loaded, write_atomic
 
 
 @dataclass
@@ -24,6 +24,12 @@ class ReplState:
     markdown: bool = False
     running: bool = True
     recorder: Any = None  # llmcli.usecases.conversation.Recorder: the conversation log, or None
+    home: Path | None = None  # $HOME: what a leading `~` in /save, /load and /set schema names
+
+    def path(self, text: str) -> Path:
+        from llmcli.fsutil import expand_home
+
+        return expand_home(text, self.home) if self.home is not None else Path(text)
 
 
 @dataclass
@@ -57,7 +63,9 @@ def _set_schema(state: ReplState, value: str) -> None:
     """/set schema FILE|off: the grammar of the next replies (checked as --schema is)."""
     from llmcli.engine.structured import constraint_from_schema, load_schema
 
-    state.session.constraint = None if value.lower() == "off" else constraint_from_schema(*load_schema(value))
+    state.session.constraint = (
+        None if value.lower() == "off" else constraint_from_schema(*load_schema(value, state.home))
+    )
 
 
 # /set words beyond the parameter table: the REPL's own settings, each with what applies it.
@@ -131,21 +139,15 @@ def cmd_save(state: ReplState, arg: str) -> SlashResult:
         raise UsageError("usage: /save FILE")
     s = state.session
     cid = state.recorder.conversation_id if state.recorder is not None else None
-    data = encode_conversation(state.model_name, s.system, s.params.as_dict(), s.messages, cid)
-    path = Path(arg).expanduser()
-    try:
-        write_atomic(path, data)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose another path") from None
-    except ValueError:  # a NUL or an unencodable character in the path
-        raise UsageError(f"cannot write {path!r}: not a usable file name; choose another path") from None
+    path = state.path(arg)
+    save_conversation(path, state.model_name, s.system, s.params.as_dict(), s.messages, cid)
     return SlashResult(f"saved {len(s.messages)} messages to {path}")
 
 
 def cmd_load(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /load FILE")
-    path = Path(arg).expanduser()
+    path = state.path(arg)
     loaded = read_loaded(path)  # everything checked before the session changes
     state.session.system, state.session.messages = loaded.system, loaded.messages
     logged = ""

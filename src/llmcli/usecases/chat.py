@@ -61,6 +61,7 @@ class ChatInputs:
     interactive: bool = False  # stdin and stdout are terminals: the REPL is possible
     default_model: str | None = None  # $LLMCLI_MODEL
     cache_max: int = 0  # $LLMCLI_CACHE_MAX in bytes (0: no disk prefix cache)
+    home: Path | None = None  # $HOME: what a leading `~` in a model's path names
 
 
 @dataclass
@@ -153,11 +154,19 @@ def open_local(
 
     listed = store.list()  # the one manifest read of this chat
     names: Collection[str] = {m.name for m in listed}
-    ref, prompt = split_arguments(opts, model_ref, lambda r: names_a_model(r, names))
+
+    def read(text: str) -> ModelRef:
+        return model_ref(text, inputs.home)
+
+    ref, prompt = split_arguments(opts, read, lambda r: names_a_model(r, names))
     prompt = join_piped(prompt, inputs.piped)
     check_prompt(prompt, opts, inputs)
     # A continued conversation keeps its model unless one is given.
-    ref = ref or (model_ref(resumed.model) if resumed else None) or default_model_ref(inputs.default_model)
+    ref = (
+        ref
+        or (read(resumed.model) if resumed else None)
+        or default_model_ref(inputs.default_model, inputs.home)
+    )
     entry = find_or_pull(ref, store, pulling=pulling, listed=listed)
     # Fail on a bad filter file or a bad model before anything else is shown.
     model_id = entry.name if entry.name in names else entry.path  # a GGUF outside the store: its path
@@ -199,13 +208,9 @@ def open_remote(
     from llmcli.engine.openai_http import list_models, pick_model
     from llmcli.engine.postprocess import WordFilter
     from llmcli.engine.remote import RemoteChatSession, check_remote_constraint
+    from llmcli.usecases.endpoint import refuse_local_only
 
-    given = [name for name, value in LOCAL_ONLY.items() if value(opts) is not None]
-    if given:
-        raise UsageError(
-            f"{' and '.join(given)} set the local engine; the server at {endpoint} "
-            "has its own (leave them out with --endpoint)"
-        )
+    refuse_local_only({flag: value(opts) for flag, value in LOCAL_ONLY.items()}, endpoint)
     check_remote_constraint(opts.constraint)
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     models = list_models(endpoint)  # also proves the address and the key before any prompt is used

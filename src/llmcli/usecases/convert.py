@@ -34,11 +34,12 @@ class Converted:
 
 
 def source_dir(src: str, config: HubConfig | None = None) -> Path:
-    """SRC as a folder: a path, or a repo id whose snapshot is in the HF cache (never the network)."""
+    """SRC as a folder: a path (its `~` expanded by the command), or a repo id whose snapshot is in the
+    HF cache (never the network)."""
     from llmcli.convert.hf_cache import resolve_source
     from llmcli.hub.remote import HubConfig
 
-    path = Path(src).expanduser()
+    path = Path(src)
     if path.exists():  # a folder: no need to load huggingface_hub for its settings
         return path
     return resolve_source(src, (config or HubConfig.from_hf_constants()).cache_dir)

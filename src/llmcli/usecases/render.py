@@ -26,6 +26,7 @@ class RenderOptions:
     source: str  # where it came from, for messages
     chat_template: Path | None = None
     think: bool | None = None
+    home: Path | None = None  # $HOME: what a leading `~` in MODEL's path names
 
 
 @dataclass
@@ -38,15 +39,19 @@ class RenderedView:
     thinking: str  # what the template and tokens say about reasoning
 
 
-def _content(value: object) -> str | None:
-    """A message's text: a string, or OpenAI content parts that are all text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(
-        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value
-    ):
-        return "".join(p["text"] for p in value)
-    return None
+MAX_MESSAGES_FILE = 64 << 20  # bytes: far past any context
+
+
+def read_messages_file(path: Path) -> str:
+    """--messages FILE: a regular file of bounded size, strict UTF-8 (parse_messages checks the rest)."""
+    from llmcli.fsutil import read_text_file
+
+    return read_text_file(
+        path,
+        what="messages file",
+        fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
+        limit=MAX_MESSAGES_FILE,
+    )
 
 
 def parse_messages(text: str, source: str) -> list[Message]:
@@ -60,12 +65,15 @@ def parse_messages(text: str, source: str) -> list[Message]:
         ) from None
     if not isinstance(data, list) or not data:
         raise UsageError(f'{bad} (want a non-empty JSON list); give [{{"role": "user", "content": "..."}}]')
+    from llmcli.engine.messages import BadMessage, check_message
+
     messages = []
     for i, item in enumerate(data, 1):
-        content = _content(item.get("content")) if isinstance(item, dict) else None
-        if not isinstance(item, dict) or item.get("role") not in ROLES or content is None:
-            raise UsageError(f"{bad} (message {i} needs a role {'/'.join(ROLES)} and text content)")
-        messages.append(Message(item["role"], content))
+        try:
+            checked = check_message(item, i, ROLES, content_parts=True)
+        except BadMessage as exc:
+            raise UsageError(f"{bad} ({exc})") from None
+        messages.append(Message(checked.role, checked.content))  # a messages file marks nothing cancelled
     return messages
 
 
@@ -77,7 +85,7 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
 
     messages = parse_messages(opts.messages_text, opts.source)
     override = read_template_file(opts.chat_template) if opts.chat_template else None
-    entry = store.resolve(model_ref(opts.model))
+    entry = store.resolve(model_ref(opts.model, opts.home))
     with Runtime(entry.path, RuntimeConfig(n_ctx=64, n_threads=n_threads)) as rt:
         session = ChatSession(rt, chat_template=override)
         session.think = opts.think

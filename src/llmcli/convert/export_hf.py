@@ -1,8 +1,9 @@
 """GGUF (llama architecture) -> a Hugging Face checkpoint that transformers loads.
 
-It exists to give the tests real weights and a real tokenizer without network access: the
-embedded SmolLM2 GGUF becomes config.json, model.safetensors, tokenizer.json,
-tokenizer_config.json and generation_config.json. Quantized tensors are dequantized; the rope
+The reverse of the converter, behind scripts/convert/gguf_to_hf.py. The tests and benchmarks use
+it for real weights and a real tokenizer without network access: the embedded SmolLM2 GGUF
+becomes config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
+generation_config.json. Quantized tensors are dequantized; the rope
 permutation the converter applies to q/k is undone.
 """
 
@@ -244,8 +245,8 @@ def save_safetensors(path: Path, tensors: dict[str, np.ndarray], dtype: str = "f
             return a.astype(np.float16)
         # Round to nearest even on the upper 16 bits, as torch does.
         bits = a.view(np.uint32).astype(np.uint64)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        return bits.astype(np.uint16)
+        rounded = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16)
+        return rounded.astype(np.uint16)
 
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0

@@ -8,39 +8,25 @@ temporary file beside the target and renames it over, so a failure never truncat
 from __future__ import annotations
 
 import json
-import os
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmcli.engine.messages import BadMessage, check_message, is_text
 from llmcli.engine.template import Message
 from llmcli.errors import UsageError
-from llmcli.fsutil import chmod_like_new_file, read_text_file
+from llmcli.fsutil import read_text_file
 
 CONVERSATION_FORMAT = "llmcli-conversation"
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far past any context; a bigger file is not a conversation
 MAX_MESSAGES = 100_000
-ROLES = ("user", "assistant")
 FIX = "give a file written by /save"
 
 
-def _lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _message(i: int, m: object, bad: str) -> Message:
-    if not (isinstance(m, dict) and m.get("role") in ROLES and isinstance(m.get("content"), str)):
-        raise UsageError(f"{bad} (message {i + 1} needs a role user/assistant and text content); {FIX}")
-    if not isinstance(m.get("cancelled", False), bool):
-        raise UsageError(f"{bad} (message {i + 1}: cancelled is not true or false); {FIX}")
-    if _lone_surrogate(m["content"]):
-        raise UsageError(f"{bad} (message {i + 1} holds a lone surrogate, which is not text); {FIX}")
-    return Message(m["role"], m["content"], cancelled=m.get("cancelled", False))
+    try:
+        return check_message(m, i + 1)
+    except BadMessage as exc:
+        raise UsageError(f"{bad} ({exc}); {FIX}") from None
 
 
 @dataclass
@@ -74,14 +60,9 @@ def _system_and_messages(data: object, bad: str) -> tuple[object, list]:
     return data.get("system"), data["messages"]
 
 
-def parse_conversation(text: str, source: str) -> tuple[str | None, list[Message]]:
-    """Validate a /save file; anything else is refused with the reason, in one line."""
-    loaded = parse_loaded(text, source)
-    return loaded.system, loaded.messages
-
-
 def parse_loaded(text: str, source: str) -> LoadedConversation:
-    """parse_conversation, with the logged conversation's id when the file has one."""
+    """Validate a /save file (with the logged conversation's id when it has one); anything else is
+    refused with the reason, in one line."""
     bad = f"{source} is not an llmcli conversation"
     try:
         data = json.loads(text)
@@ -92,7 +73,7 @@ def parse_loaded(text: str, source: str) -> LoadedConversation:
     system, raw = _system_and_messages(data, bad)
     if system is not None and not isinstance(system, str):
         raise UsageError(f"{bad} (system is not text); {FIX}")
-    if system is not None and _lone_surrogate(system):
+    if system is not None and not is_text(system):
         raise UsageError(f"{bad} (the system prompt holds a lone surrogate, which is not text); {FIX}")
     if len(raw) > MAX_MESSAGES:
         raise UsageError(f"{bad} ({len(raw):,} messages, over the {MAX_MESSAGES:,} limit); {FIX}")
@@ -100,13 +81,8 @@ def parse_loaded(text: str, source: str) -> LoadedConversation:
     return LoadedConversation(system, messages, _conversation_id(data, bad))
 
 
-def read_conversation(path: Path) -> tuple[str | None, list[Message]]:
-    """A regular file of bounded size, strict UTF-8, then parse_conversation."""
-    loaded = read_loaded(path)
-    return loaded.system, loaded.messages
-
-
 def read_loaded(path: Path) -> LoadedConversation:
+    """A regular file of bounded size, strict UTF-8, then parse_loaded."""
     text = read_text_file(path, what="conversation file", fix=FIX, limit=MAX_FILE_BYTES)
     return parse_loaded(text, str(path))
 
@@ -115,13 +91,13 @@ def encode_conversation(
     model: str, system: str | None, params: dict, messages: list[Message], conversation_id: str | None = None
 ) -> bytes:
     """The bytes /save writes; text that is not valid Unicode is refused before any file is opened."""
-    if system is not None and _lone_surrogate(system):
+    if system is not None and not is_text(system):
         raise UsageError(
             "cannot save: the system prompt holds a lone surrogate, which is not text; "
             "set it again with /system"
         )
     for i, m in enumerate(messages):
-        if _lone_surrogate(m.content):
+        if not is_text(m.content):
             raise UsageError(
                 f"cannot save: message {i + 1} holds a lone surrogate, which is not text; "
                 "/clear the conversation or load another"
@@ -139,20 +115,22 @@ def encode_conversation(
     return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8", "backslashreplace")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write beside the target, fsync, rename over it: the old file stays whole until the new one is."""
-    target = Path(os.path.realpath(path))  # through a symlink, as write_text would
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+def save_conversation(
+    path: Path,
+    model: str,
+    system: str | None,
+    params: dict,
+    messages: list[Message],
+    conversation_id: str | None = None,
+) -> None:
+    """/save: encode everything first, then write atomically (through a symlink, as write_text
+    would); a path that cannot be written is one UsageError naming it."""
+    from llmcli.fsutil import write_atomic
+
+    data = encode_conversation(model, system, params, messages, conversation_id)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-        except FileNotFoundError:
-            chmod_like_new_file(Path(tmp))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_atomic(path, data, follow_symlink=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}; choose another path") from None
+    except ValueError:  # a NUL or an unencodable character in the path
+        raise UsageError(f"cannot write {path!r}: not a usable file name; choose another path") from None

@@ -1,0 +1,55 @@
+"""The one check of a message read from outside (a /load file, the log, a `render` messages file).
+
+Each reader words the failure its own way (a usage error naming the file, a damaged log); what is
+wrong with a message is decided here, once.
+"""
+
+from __future__ import annotations
+
+from llmcli.engine.template import Message
+
+CHAT_ROLES = ("user", "assistant")  # what a conversation holds (the system prompt is kept apart)
+
+
+class BadMessage(ValueError):
+    """What is wrong with one message, in words that name it ("message 3 needs a role ...")."""
+
+
+def _content(value: object, parts: bool) -> str | None:
+    """A message's text: a string, or (with `parts`) OpenAI content parts that are all text."""
+    if isinstance(value, str):
+        return value
+    if (
+        parts
+        and isinstance(value, list)
+        and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in value
+        )
+    ):
+        return "".join(p["text"] for p in value)
+    return None
+
+
+def is_text(text: str) -> bool:
+    """False for a str holding a lone surrogate (JSON's \\ud800 escapes make one): it is not Unicode text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_message(
+    item: object, number: int, roles: tuple[str, ...] = CHAT_ROLES, *, content_parts: bool = False
+) -> Message:
+    """`{"role": ..., "content": ...[, "cancelled": bool]}` -> a Message; BadMessage says what is wrong
+    with message NUMBER (counted from 1). `content_parts` also takes OpenAI's list of text parts."""
+    content = _content(item.get("content"), content_parts) if isinstance(item, dict) else None
+    if not isinstance(item, dict) or item.get("role") not in roles or content is None:
+        raise BadMessage(f"message {number} needs a role {'/'.join(roles)} and text content")
+    cancelled = item.get("cancelled", False)
+    if not isinstance(cancelled, bool):
+        raise BadMessage(f"message {number}: cancelled is not true or false")
+    if not is_text(content):
+        raise BadMessage(f"message {number} holds a lone surrogate, which is not text")
+    return Message(item["role"], content, cancelled=cancelled)

@@ -1,0 +1,134 @@
+"""`bench`: what to measure, on which models and backends (or on a server); rows out, progress by callback.
+
+The command parses the options into `BenchOptions`, passes what it read from the process
+($LLMCLI_MODEL, $HOME, the endpoint) and renders the rows; every check of the options happens here,
+before the first model loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Union
+
+from llmcli.bench import runner
+from llmcli.bench.records import LLAMA, BenchRow, Progress
+from llmcli.errors import UsageError
+from llmcli.store import Store
+
+if TYPE_CHECKING:
+    from llmcli.bench.chat import ChatRow
+    from llmcli.bench.serve import ServeRow
+    from llmcli.engine.openai_http import Endpoint
+
+Row = Union[BenchRow, "ChatRow", "ServeRow"]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    models: list[str] | None = None  # MODEL...: none means $LLMCLI_MODEL, else the embedded model
+    n_prompt: str = "512"  # -p, a list
+    n_gen: str = "128"  # --n-gen, a list
+    repetitions: int = 5
+    threads: str | None = None  # -t, a list (None: every usable core)
+    n_batch: int = 512
+    n_ctx: int | None = None
+    backend: list[str] | None = None
+    chat: bool = False  # --chat: the scripted conversation instead of pp/tg
+    flash_attn: bool = True
+    draft: str | None = None
+    save: Path | None = None  # --save FILE: checked here, before minutes of measuring
+    # With an endpoint: vLLM-style serving levels
+    concurrency: str = "1"
+    num_requests: int = 64
+    duration: float = 60.0
+
+
+def run_bench(
+    opts: BenchOptions,
+    store: Store,
+    *,
+    endpoint: Endpoint | None,
+    progress: Callable[[Progress], None],
+    default_model: str | None = None,
+    home: Path | None = None,
+) -> list[Row]:
+    """Measure, on the server at `endpoint` or on local models; `progress` sees every step."""
+    if endpoint is not None:
+        from llmcli.usecases.endpoint import refuse_local_only
+
+        local_only = {
+            "-t": opts.threads,
+            "--ctx": opts.n_ctx,
+            "--backend": opts.backend,
+            "--chat": opts.chat or None,
+            "--draft": opts.draft,
+        }
+        refuse_local_only(local_only, endpoint)
+        runner.check_save_path(opts.save)
+        return _collect(_remote_events(endpoint, opts), progress)
+    plan = runner.make_plan(
+        n_prompt=opts.n_prompt,
+        n_gen=opts.n_gen,
+        repetitions=opts.repetitions,
+        threads=opts.threads,
+        n_batch=opts.n_batch,
+        n_ctx=opts.n_ctx,
+        default_threads=runner.usable_cores(),
+        flash_attn=opts.flash_attn,
+        draft=opts.draft or "none",
+    )
+    runner.check_save_path(opts.save)
+    backends = runner.parse_backends(opts.backend)
+    if opts.chat and backends != [LLAMA]:
+        raise UsageError("--chat measures llmcli's own chat pipeline on llama.cpp; leave out --backend")
+    if opts.chat and plan.draft != "none":
+        raise UsageError("--draft adds a copy-task row to the pp/tg table; leave out --chat")
+    runner.check_backend_installed(backends)
+    targets = [runner.resolve_target(spec, backends, store, default_model, home) for spec in _specs(opts)]
+    events = runner.run_chat(targets, plan) if opts.chat else runner.run(targets, backends, plan)
+    rows = _collect(events, progress)
+    if not opts.chat:
+        runner.pair_speedups([row for row in rows if isinstance(row, BenchRow)])
+    return rows
+
+
+def _specs(opts: BenchOptions) -> list[str | None]:
+    """MODEL...; none given is one None: the default model (or a server's only one)."""
+    return list(opts.models) if opts.models else [None]
+
+
+def _collect(events: Iterable, progress: Callable[[Progress], None]) -> list[Row]:
+    """The rows of a run; every other event goes to `progress` as it comes."""
+    rows: list[Row] = []
+    for ev in events:
+        if isinstance(ev, Progress):
+            progress(ev)
+        else:
+            rows.append(ev)
+    return rows
+
+
+def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
+    from llmcli.bench.runner import parse_int_list
+    from llmcli.bench.serve import make_serve_plan, run_serve
+    from llmcli.engine.openai_http import list_models, pick_model
+
+    prompts, gens = parse_int_list(opts.n_prompt, "-p", 1), parse_int_list(opts.n_gen, "--n-gen", 1)
+    if len(prompts) > 1 or len(gens) > 1:
+        raise UsageError(
+            "with --endpoint give one -p (prompt words) and one --n-gen (reply tokens); "
+            "sweep --concurrency instead"
+        )
+    plan = make_serve_plan(
+        concurrency=opts.concurrency,
+        num_requests=opts.num_requests,
+        duration=opts.duration,
+        n_prompt=prompts[0],
+        n_gen=gens[0],
+    )
+    available = list_models(server)
+    targets = [pick_model(server, available, spec) for spec in _specs(opts)]
+    for target in targets:
+        yield from run_serve(server, target, plan)
