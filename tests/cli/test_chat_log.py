@@ -13,6 +13,7 @@ import pytest
 
 from llmcli.chatlog import ID_PATTERN
 from tests.support.cli import LLMCLI, cli, cli_process, environment_vars, spawn_cli
+from tests.support.deps import require
 
 FAST = ("-n", "8", "--temp", "0", "-t", "1")  # one thread: the test machines are shared
 
@@ -356,7 +357,7 @@ def test_a_piped_continuation_works(private_store):
 
 
 def test_the_repl_says_what_it_continued_and_logs_into_it(private_store):
-    pexpect = pytest.importorskip("pexpect")
+    pexpect = require("pexpect")
     from tests.support.cli import REPL_PROMPT, cli_pty
 
     ask("Name a fruit.")

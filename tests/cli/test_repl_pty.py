@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-pexpect = pytest.importorskip("pexpect")
+from tests.support.cli import REPL_PROMPT, cli_pty
+from tests.support.deps import require
 
-from tests.support.cli import REPL_PROMPT, cli_pty  # noqa: E402
+pexpect = require("pexpect")
 
 PROMPT = REPL_PROMPT
 

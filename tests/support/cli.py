@@ -111,7 +111,9 @@ def cli_pty(
     *args: str, vars: Mapping[str, str | None] | None = None, timeout: float = 60, columns: int = 120
 ):
     """`python -m llmcli ARGS` on a 40-line pseudo-terminal (a pexpect child), as a person would start it."""
-    import pexpect
+    from tests.support.deps import require
+
+    pexpect = require("pexpect")
 
     terminal = {"TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": str(columns), "LINES": "40"}
     return pexpect.spawn(
