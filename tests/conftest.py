@@ -46,7 +46,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts: dict[str, int] = {}
     for _, why in found:
         counts[why] = counts.get(why, 0) + 1
-    terminalreporter.section(f"{len(found)} skipped")
+    allowed = len(found) - len(refused)
+    terminalreporter.section(f"{len(found)} skipped, {allowed} of them listed in tests/allowed_skips.py")
     for why, n in sorted(counts.items(), key=lambda item: -item[1]):
         terminalreporter.line(f"{n:4d}  {why}")
     if refused:
