@@ -2,15 +2,33 @@
 
 The session hooks make a strict run (LLMCLI_TEST_STRICT=1, as `make test` runs) unable to pass by
 skipping: a missing test extra stops the run at once, and a skip that tests/allowed_skips.py does not
-list fails it. Every run ends with how many tests were skipped and why.
+list fails it. Every run ends with how many tests were skipped and why, and with the fuzzers' seed.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.allowed_skips import is_allowed
+from tests.fuzz import LONG, LONG_VAR, SEED_VAR, rotating_seed
 from tests.support.deps import STRICT_VAR, missing_extras, strict
+
+
+def pytest_configure(config):
+    # Fixed once for the run (and so for every pytest-xdist worker, which inherits the environment).
+    os.environ.setdefault(SEED_VAR, str(rotating_seed()))
+
+
+def fuzz_line() -> str:
+    seed = os.environ[SEED_VAR]
+    mode = "long" if LONG else f"default ({LONG_VAR}=1 for the long mode)"
+    return f"fuzz: rotating seed {seed} (replay: {SEED_VAR}={seed}), fixed seeds too, {mode}"
+
+
+def pytest_report_header(config):
+    return fuzz_line()
 
 
 def pytest_sessionstart(session):
@@ -39,6 +57,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    terminalreporter.write_sep("-", fuzz_line())
     found = skips(config)
     if not found:
         return
