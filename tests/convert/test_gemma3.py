@@ -1,4 +1,4 @@
-"""Gemma 3 (issue 10, item 5): a real checkpoint as transformers 5 saves it, converted and checked
+"""Gemma 3: a real checkpoint as transformers 5 saves it, converted and checked
 against transformers, and the Gemma-specific config checks.
 
 The real checkpoint is Gemma 3 270M, made from the test GGUF by transformers itself (tests/assets.py):
@@ -45,7 +45,7 @@ MULTILINGUAL = [
     "👍🏽 👨‍👩‍👧",
     "\x00\x01 control",
 ]
-# The bar (issue 10): at least as close as llama.cpp's own converter on this checkpoint. Its f32 GGUF
+# The bar: at least as close as llama.cpp's own converter on this checkpoint. Its f32 GGUF
 # has the same tensors byte for byte as llmcli's, so both measure NMSE max 1.7e-6 (mean 1.6e-7) here.
 MAX_NMSE = 1e-5
 

@@ -1,4 +1,4 @@
-"""Hostile and inconsistent checkpoints (issue 14): each is one clear line naming the file or field, exit 2.
+"""Hostile and inconsistent checkpoints: each is one clear line naming the file or field, exit 2.
 
 Every case runs the real CLI (`python -m llmcli convert DIR`) on a hand-made tiny checkpoint that
 converts cleanly, with one thing broken. A timeout in cli_process is the hang check.
