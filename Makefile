@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."
 
+# Strict: a missing test extra or test model fails the run instead of skipping, and so does any skip
+# that tests/allowed_skips.py does not list (tests/support/deps.py, tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest -q
+	LLMCLI_TEST_STRICT=1 $(BIN)/python -m pytest -q
 
 bench: install
 	$(BIN)/python benchmarks/chat_vs_native.py

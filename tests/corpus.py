@@ -15,6 +15,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from tests.support.locks import cache_lock
+
 SDIST = "llama-cpp-python==0.3.36"
 TEMPLATES_IN_SDIST = "vendor/llama.cpp/models/templates/"
 
@@ -29,7 +31,9 @@ def corpus_templates() -> dict[str, str]:
     """{template file name: template source}, downloading and extracting on the first call."""
     target = cache_dir() / f"templates-{SDIST.replace('==', '-')}"
     if not (target / ".complete").exists():
-        _extract(target)
+        with cache_lock(cache_dir(), f".{target.name}.lock"):
+            if not (target / ".complete").exists():  # not made by another process while this one waited
+                _extract(target)
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(target.glob("*.jinja"))}
 
 

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.deps import require
+
 
 @pytest.fixture(scope="session")
 def tiny_hf_dir(tmp_path_factory) -> Path:
     """A tiny random Llama checkpoint written with save_pretrained (for the transformers backend)."""
-    pytest.importorskip(
-        "torch", reason="the transformers backend is an optional extra: pip install '.[transformers]'"
-    )
-    transformers = pytest.importorskip("transformers")
-    import torch
+    torch = require("torch")
+    transformers = require("transformers")
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pexpect
-
 from tests.support.cli import cli_pty
+from tests.support.deps import require
+
+pexpect = require("pexpect")
 
 
 def test_chart_follows_the_table_on_a_terminal():

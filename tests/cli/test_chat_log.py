@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-import resource
-import signal
 import sqlite3
-import subprocess
 
 import pytest
 
 from llmcli.chatlog import ID_PATTERN
-from tests.support.cli import LLMCLI, cli, cli_process, environment_vars, spawn_cli
+from tests.support.cli import cli, cli_process, spawn_cli
+from tests.support.deps import require
 
 FAST = ("-n", "8", "--temp", "0", "-t", "1")  # one thread: the test machines are shared
 
@@ -307,15 +305,6 @@ def test_two_processes_logging_at_once_are_both_logged(private_store):
     assert sorted(e["prompt"] for e in logged(private_store)) == ["process 0", "process 1"]
 
 
-def _fsize_limit(limit: int):
-    def apply() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return apply
-
-
 def test_a_full_disk_while_logging_keeps_the_reply_and_writes_nothing_half(private_store):
     assert ask("the first exchange").exit_code == 0
     db = private_store / "logs.db"
@@ -326,16 +315,17 @@ def test_a_full_disk_while_logging_keeps_the_reply_and_writes_nothing_half(priva
     # 4 kB: two tables, three indexes, the full-text index, and the document's overflow pages) does not fit.
     document = " ".join(f"word{i}" for i in range(250))
     # --no-cache: the prefix cache's own full-disk warning is tested in tests/cli/test_prefix_cache_cli.py.
-    proc = subprocess.run(
-        [*LLMCLI, "chat", *FAST, "--no-cache", "Summarize this."],
+    proc = cli_process(
+        "chat",
+        *FAST,
+        "--no-cache",
+        "Summarize this.",
         input=document,
-        capture_output=True,
-        text=True,
         timeout=180,
-        env=environment_vars({"PYTHONDONTWRITEBYTECODE": "1"}),
-        preexec_fn=_fsize_limit(32768),
+        vars={"PYTHONDONTWRITEBYTECODE": "1"},
+        file_size_limit=32768,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.exit_code == 0, proc.stderr
     assert proc.stdout.strip()  # the reply was printed
     line = one_line(proc.stderr)
     assert line.startswith("llmcli: the exchange was not logged (") and "nothing was half-written" in line
@@ -360,7 +350,7 @@ def test_a_piped_continuation_works(private_store):
 
 
 def test_the_repl_says_what_it_continued_and_logs_into_it(private_store):
-    pexpect = pytest.importorskip("pexpect")
+    pexpect = require("pexpect")
     from tests.support.cli import REPL_PROMPT, cli_pty
 
     ask("Name a fruit.")

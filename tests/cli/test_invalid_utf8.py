@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.support.cli import Result, cli_process
 
 FIX = "give UTF-8 text (convert it with `iconv -t UTF-8`)"
 
 
-def run_bytes(args: list[bytes], stdin: bytes, **env: str) -> subprocess.CompletedProcess:
+def run_bytes(args: list[bytes], stdin: bytes, **env: str) -> Result:
     """`python -m llmcli ARGS` with raw bytes as arguments and stdin, as a shell passes them."""
-    full_env = {**os.environ, **env}
-    return subprocess.run(
-        [sys.executable.encode(), b"-m", b"llmcli", *args],
-        input=stdin,
-        capture_output=True,
-        env=full_env,
-        timeout=120,
-    )
+    return cli_process(*args, input=stdin, vars=env)
 
 
 @pytest.mark.parametrize(
@@ -29,12 +20,12 @@ def run_bytes(args: list[bytes], stdin: bytes, **env: str) -> subprocess.Complet
 @pytest.mark.parametrize("args", [[b"chat", b"-n", b"1", b"-t", b"1"], [b"tokenize", b"smollm2", b"-"]])
 def test_invalid_utf8_on_stdin_is_one_line_and_exit_2(args: list[bytes], io_encoding: str) -> None:
     r = run_bytes(args, b"hello \xff\xfe world", **({"PYTHONIOENCODING": io_encoding} if io_encoding else {}))
-    assert r.returncode == 2, r.stderr
-    err = r.stderr.decode()
+    assert r.exit_code == 2, r.stderr
+    err = r.stderr
     assert (
         err.count("\n") == 1 and err.startswith("llmcli: error: the input is not valid UTF-8") and FIX in err
     )
-    assert r.stdout == b""
+    assert r.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -42,8 +33,8 @@ def test_invalid_utf8_on_stdin_is_one_line_and_exit_2(args: list[bytes], io_enco
 )
 def test_invalid_utf8_in_an_argument_names_the_argument(args: list[bytes]) -> None:
     r = run_bytes(args, b"")
-    assert r.returncode == 2, r.stderr
-    err = r.stderr.decode()
+    assert r.exit_code == 2, r.stderr
+    err = r.stderr
     position = len(args)  # the bad one is always last here
     assert err.count("\n") == 1 and f"argument {position} (" in err and "\\x" in err and FIX in err, err
-    assert "internal error" not in err and r.stdout == b""
+    assert "internal error" not in err and r.stdout == ""

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from llmcli.engine.prefix_cache import TEMP_PREFIX, parse_entry
-from tests.support.cli import LLMCLI, cli, cli_store, environment_vars, spawn_cli
+from tests.support.cli import cli, cli_process, cli_store, spawn_cli
 
 DOC = (
     "\n".join(
@@ -118,23 +116,19 @@ def test_the_cap_evicts_the_least_recently_used_entry():
     assert entries() == [second]  # 0: the cache is neither read nor written
 
 
-def _disk_full() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1_000_000, 1_000_000))
-
-
 def test_a_full_disk_still_prints_the_reply_then_one_warning_and_leaves_nothing_half_written():
-    r = subprocess.run(
-        [*LLMCLI, "chat", "--temp", "0", "-n", "12", "Which day shipped the most apples?"],
+    r = cli_process(
+        "chat",
+        "--temp",
+        "0",
+        "-n",
+        "12",
+        "Which day shipped the most apples?",
         input=DOC,
-        capture_output=True,
-        text=True,
-        env=environment_vars(),
         timeout=600,
-        preexec_fn=_disk_full,
+        file_size_limit=1_000_000,  # as a full disk: the cache entry cannot be written
     )
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert r.stdout.strip()
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "could not save the prompt cache" in lines[0], r.stderr

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-pexpect = pytest.importorskip("pexpect")
+from tests.support.cli import REPL_PROMPT, cli_pty
+from tests.support.deps import require
 
-from tests.support.cli import REPL_PROMPT, cli_pty  # noqa: E402
+pexpect = require("pexpect")
 
 PROMPT = REPL_PROMPT
 
@@ -107,15 +109,33 @@ def test_a_paste_with_newlines_stays_one_message(repl, tmp_path):
     repl.expect(pexpect.EOF)
 
 
-def test_markdown_mode_renders_the_reply(repl):
-    repl.sendline("/set markdown on")
-    repl.expect_exact("markdown = on")
-    repl.expect_exact(PROMPT)
-    repl.sendline("Say hello.")
-    repl.expect("tok/s")
-    repl.expect_exact(PROMPT)
-    repl.sendline("/bye")
-    repl.expect(pexpect.EOF)
+def test_markdown_mode_renders_the_reply(private_store, tmp_path):
+    # A grammar makes the model's reply this exact Markdown, so what the terminal shows can be checked.
+    grammar = tmp_path / "markdown.gbnf"
+    grammar.write_text('root ::= "**Apples** and pears:\\n\\n- one apple\\n- two pears\\n"')
+    child = cli_pty("chat", "--temp", "0", "-n", "40", "-t", "1", "--grammar", str(grammar))
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Fruit?")
+        child.expect("tok/s")
+        plain = child.before
+        child.expect_exact(PROMPT)
+        child.sendline("/set markdown on")
+        child.expect_exact("markdown = on")
+        child.expect_exact(PROMPT)
+        child.sendline("Fruit?")
+        child.expect("tok/s")
+        rendered = child.before
+        child.expect_exact(PROMPT)
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    # Markdown off: the text as written. On: redrawn as it streams, and once whole, as Markdown.
+    assert "**Apples** and pears:" in plain and "- one apple" in plain and "•" not in plain
+    assert "\x1b[1mApples\x1b[0m" in rendered  # bold
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", rendered)  # without the terminal's escapes
+    assert "• one apple" in text and "• two pears" in text  # a list
 
 
 def test_a_hostile_load_is_one_line_and_the_repl_goes_on_with_its_conversation(repl, tmp_path):

@@ -38,7 +38,7 @@ def tiny(tmp_path_factory, smol_hf):
 
 
 @pytest.fixture(scope="session")
-def gemma3_hf() -> Path:
+def gemma3_hf(gemma3_path) -> Path:
     """Gemma 3 270M as transformers 5 saves it, made once per machine from the test GGUF (tests/assets.py)."""
     from tests.assets import gemma3_270m_hf
 

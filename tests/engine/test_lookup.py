@@ -309,22 +309,18 @@ def test_cli_draft_is_local_only():
     assert result.exit_code == 2 and "--draft" in result.stderr and result.stderr.count("\n") == 1
 
 
-def test_cli_json_with_drafting():
+def test_cli_json_with_drafting_reports_the_drafts_and_keeps_the_reply():
     import json
 
-    result = cli_process(
-        "chat",
-        "--draft",
-        "lookup",
-        "-t",
-        "1",
-        "--temp",
-        "0",
-        "--max-tokens",
-        "32",
-        "--json",
-        input=PARAGRAPH + "\n",
-    )
-    assert result.exit_code == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert doc["draft"]["drafted_tokens"] >= doc["draft"]["accepted_tokens"] >= 0
+    def chat(draft: str) -> dict:
+        args = ["chat", "--draft", draft, "-t", "1", "--temp", "0", "--max-tokens", "32", "--json"]
+        result = cli_process(*args, input=COPY + "\n")
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    doc, plain = chat("lookup"), chat("none")
+    draft = doc["draft"]
+    # A copy task: the reply repeats the prompt, so drafts are made and accepted.
+    assert draft["drafted_tokens"] >= draft["accepted_tokens"] > 0 and draft["verify_passes"] > 0
+    assert draft["acceptance_rate"] == round(draft["accepted_tokens"] / draft["drafted_tokens"], 4)
+    assert doc["text"] == plain["text"] and plain["draft"] is None  # greedy: drafting changes no token

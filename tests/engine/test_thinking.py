@@ -1,25 +1,33 @@
 """Thinking models: the reasoning part of a reply is recognised from the model's own template and
 tokens, streamed apart from the answer, counted apart in the stats, and kept in history only as
-the template keeps it. The real embedded model writes the thinking block, shaped by llama.cpp's
-grammar sampler."""
+the template keeps it. The real embedded model writes the thinking block, shaped by a grammar that
+goes through llmcli's own constrained decoding (the session's Sampler and its grammar check), as
+`--grammar` does; a 135M model does not think by itself."""
 
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
-import llmcli.engine.chat as chat_module
 from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import ReasoningDelta, TextDelta, drain
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.template_choice import TemplateChoice
 from llmcli.engine.thinking import ANSWER, REASONING, ReasoningSplitter, ThinkingForm, opens_thinking
 from tests.corpus import corpus_templates
-from tests.support.grammar import CLOSE_THEN_ANSWER, THINK_THEN_ANSWER, grammar_sampler
 
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"
 R1_DISTILL = "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"
+
+# Shaped as Qwen3 writes it: `<think>\n…\n</think>\n\n` then an answer that starts and ends with a letter.
+ANSWER_RULE = "[A-Z] [a-z ]{1,16} [a-z]"
+THINK_THEN_ANSWER = f'root ::= "<think>\\n" [a-z ]{{1,16}} "\\n</think>\\n\\n" {ANSWER_RULE}'
+# A prompt that opens <think> leaves the reply unconstrained until the model closes the block (as
+# llama.cpp's lazy grammar): from there on, the grammar shapes the answer.
+ANSWER_AFTER_THINKING = f'root ::= "\\n\\n" {ANSWER_RULE}'
 
 
 def joined(pieces):
@@ -65,21 +73,19 @@ def test_the_thinking_form_is_read_from_the_template_not_the_name():
     assert ThinkingForm.of("{{ x }}", lambda text: text == "<think>").parses  # a <think> token is enough
 
 
-def session(runtime, name: str, grammar: str, monkeypatch, **params) -> ChatSession:
-    monkeypatch.setattr(chat_module, "Sampler", grammar_sampler(grammar))
+def session(runtime, name: str, grammar: str, **params) -> ChatSession:
     runtime.clear()
     source = corpus_templates()[name]
     return ChatSession(
         runtime,
         params=SamplingParams(temperature=0, max_tokens=40, **params),
         chat_template=TemplateChoice(source, "file", name),
+        constraint=OutputConstraint("grammar", grammar, source="the test's grammar"),
     )
 
 
-def test_a_thinking_reply_streams_its_reasoning_apart_and_history_keeps_what_the_template_keeps(
-    runtime, monkeypatch
-):
-    s = session(runtime, QWEN3, THINK_THEN_ANSWER, monkeypatch)
+def test_a_thinking_reply_streams_its_reasoning_apart_and_history_keeps_what_the_template_keeps(runtime):
+    s = session(runtime, QWEN3, THINK_THEN_ANSWER)
     events = list(s.ask("What is two plus two?"))
     reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
     answer = "".join(e.text for e in events if isinstance(e, TextDelta))
@@ -95,8 +101,8 @@ def test_a_thinking_reply_streams_its_reasoning_apart_and_history_keeps_what_the
     assert reasoning not in s.last_prompt.text and answer.strip() in s.last_prompt.text
 
 
-def test_prefix_reuse_over_three_turns_on_a_thinking_template(runtime, monkeypatch, capsys):
-    s = session(runtime, QWEN3, THINK_THEN_ANSWER, monkeypatch)
+def test_prefix_reuse_over_three_turns_on_a_thinking_template(runtime, capsys):
+    s = session(runtime, QWEN3, THINK_THEN_ANSWER)
     figures = []
     for question in ("What is two plus two?", "And three plus three?", "Thanks, and four?"):
         stats = drain(s.ask(question)).stats
@@ -110,16 +116,23 @@ def test_prefix_reuse_over_three_turns_on_a_thinking_template(runtime, monkeypat
         assert reused == previous and prefilled == prompt - previous
 
 
-def test_a_prompt_that_opens_think_is_recognised_and_the_reply_only_closes_it(runtime, monkeypatch):
-    s = session(runtime, R1_DISTILL, CLOSE_THEN_ANSWER, monkeypatch)
-    reply = drain(s.ask("What is two plus two?"))
+# Worked examples the model copies from, at temperature 0: it writes a line, closes the block, answers.
+WORKED = ("<think>\n" + "two plus two is four\n</think>\n\nFour.\n") * 6
+
+
+def test_a_prompt_that_opens_think_is_recognised_and_the_reply_only_closes_it(runtime):
+    s = session(runtime, R1_DISTILL, ANSWER_AFTER_THINKING)
+    reply = drain(s.ask(WORKED))
     assert opens_thinking(s.last_prompt.text)
-    assert reply.reasoning and reply.text and "</think>" not in reply.text
+    assert reply.reasoning and reply.text and "</think>" not in reply.reasoning + reply.text
     assert 0 < reply.stats.reasoning_tokens < reply.stats.completion_tokens
+    # The grammar held back while the model thought, then shaped the whole answer (left unconstrained,
+    # the model goes on "Four.\n<assistant>..."; the splitter drops the newlines after </think>).
+    assert re.fullmatch(r"[A-Z][a-z ]{1,16}[a-z]", reply.text), reply.text
 
 
-def test_no_think_passes_enable_thinking_false_to_a_template_that_reads_it(runtime, monkeypatch):
-    s = session(runtime, QWEN3, "root ::= [A-Za-z ]{1,8}", monkeypatch)
+def test_no_think_passes_enable_thinking_false_to_a_template_that_reads_it(runtime):
+    s = session(runtime, QWEN3, "root ::= [A-Za-z ]{1,8}")
     s.think = False
     reply = drain(s.ask("What is two plus two?"))
     assert s.last_prompt.text.endswith("<think>\n\n</think>\n\n")  # Qwen3's no-think form

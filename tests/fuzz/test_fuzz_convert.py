@@ -6,17 +6,15 @@ CLI's own entry point. Whatever the input, the run must end with an exit below 1
 never "internal error", at most one line on stderr for an error, no output file after an error,
 and nothing written outside the temporary root. A per-case alarm turns a hang into a failure.
 
-60 cases by default (a few seconds); LLMCLI_FUZZ_LONG=1 runs 1500. LLMCLI_FUZZ_SEED changes the seed.
+60 cases per seed by default (a few seconds); LLMCLI_FUZZ_LONG=1 runs 1500 (seeds: tests/fuzz/__init__.py).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
 import shutil
-import signal
 import struct
 import warnings
 from collections import Counter
@@ -25,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmcli.environment import Environment
-from tests.convert.handmade import CONFIG, write_tiny_llama
+import pytest
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG", "") not in ("", "0")
-N_CASES = 1500 if LONG else 60
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "14"))
+from tests.convert.handmade import CONFIG, write_tiny_llama
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
+from tests.support.cli import Hung, cli
+
+N_CASES = cases(default=60, long=1500)
+FIXED_SEED = 14
 CASE_SECONDS = 30  # a case that takes longer is a hang (a clean one takes well under a second)
 
 # Nesting past Python's recursion limit can be neither built nor dumped as an object, so a
@@ -41,10 +41,6 @@ DEEP_MARK = "\u0000deep\u0000"
 
 def dumps(value: Any) -> str:
     return json.dumps(value).replace(json.dumps(DEEP_MARK), DEEP)
-
-
-class Hang(BaseException):
-    """Raised by the alarm: a BaseException, so the CLI's `except Exception` boundary cannot swallow it."""
 
 
 # Values a hostile file puts where a number, a name or an object belongs.
@@ -436,31 +432,15 @@ class Outcome:
 
 
 def run_convert(args: list[str]) -> tuple[int, str, str]:
-    from llmcli.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    environment = Environment(stdin=io.StringIO(""), stdout=out, stderr=err)
-
-    def alarm(signum, frame):
-        raise Hang
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(CASE_SECONDS)
     # A Python warning would reach the real stderr as extra lines; record it as part of the output.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            main(["convert", *args], environment)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except Hang:
-            code = -1
-        finally:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
+            result = cli("convert", *args, time_limit=CASE_SECONDS)
+        except Hung:
+            return -1, "", ""
     noise = "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
-    return code, out.getvalue(), noise + err.getvalue()
+    return result.exit_code, result.stdout, noise + result.stderr
 
 
 def problem(code: int, stdout: str, stderr: str, output: Path) -> str:
@@ -486,7 +466,8 @@ def listing(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.lstat().st_size for p in folder.rglob("*")}
 
 
-def test_fuzz_convert(tmp_path, capsys):
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_fuzz_convert(tmp_path, capsys, seed):
     root = tmp_path / "root"
     base = write_tiny_llama(root / "base")
     outside = root / "outside"
@@ -496,7 +477,7 @@ def test_fuzz_convert(tmp_path, capsys):
     around_before = sorted(p.name for p in tmp_path.parent.iterdir())
     cwd = os.getcwd()
     os.chdir(root)
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     outcomes: list[Outcome] = []
     try:
         for i in range(N_CASES):
@@ -527,11 +508,12 @@ def test_fuzz_convert(tmp_path, capsys):
     )
     with capsys.disabled():
         print(
-            f"\nfuzz convert (seed {SEED}): {N_CASES} cases, "
+            f"\nfuzz convert (seed {seed}): {N_CASES} cases, "
             + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
         )
-    assert not failures, "\n".join(
+    assert not failures, f"seed {seed}:\n" + "\n".join(
         f"{o.what} -> {o.problem}: {o.stderr.strip()[:300]}" for o in failures[:20]
     )
     # The generator must reach both sides: conversions that still succeed and inputs that are refused.
-    assert counts["success"] and sum(v for k, v in counts.items() if k.startswith("clean")), counts
+    clean = sum(v for k, v in counts.items() if k.startswith("clean"))
+    assert_reached({"success": counts["success"], "clean error": clean}, "success", "clean error", seed=seed)

@@ -7,7 +7,7 @@ run must end as a person expects: an exit status below 128 (no SIGABRT/SIGSEGV),
 and for an error nothing on stdout and one line on stderr (no llama.cpp log or backtrace leaking).
 Nothing may be written outside the temporary root.
 
-Default: 40 cases. LLMCLI_FUZZ_LONG=1: 1000 cases. LLMCLI_FUZZ_SEED picks another seed.
+Default: 40 cases per seed. LLMCLI_FUZZ_LONG=1: 1000 cases (seeds: tests/fuzz/__init__.py).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import math
 import os
 import random
 import struct
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.fuzz import LONG, SEED_IDS, assert_reached, cases, seeds
 from tests.fuzz import gguf_files as g
 from tests.fuzz.gguf_files import (
     ARR,
@@ -37,10 +36,10 @@ from tests.fuzz.gguf_files import (
     encode_kv,
     layout,
 )
+from tests.support.cli import Result, cli_process
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-N_CASES = 1000 if LONG else 40
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "14"))
+N_CASES = cases(default=40, long=1000)
+FIXED_SEED = 14
 
 INTS = [
     0,
@@ -327,7 +326,7 @@ def snapshot(*dirs: Path) -> set[tuple[str, int, int]]:
     return seen
 
 
-def run(root: Path, *args: str) -> subprocess.CompletedProcess:
+def run(root: Path, *args: str) -> Result:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMCLI_", "HF_", "XDG_"))}
     env.update(
         HOME=str(root / "home"),
@@ -339,34 +338,27 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess:
         PYTHONPATH=os.environ.get("PYTHONPATH", ""),
         NO_COLOR="1",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "llmcli", *args],
-        capture_output=True,
-        text=True,
-        errors="replace",
-        env=env,
-        cwd=root / "cwd",
-        timeout=120,
-    )
+    return cli_process(*args, env=env, cwd=root / "cwd", timeout=120)
 
 
-def judge(result: subprocess.CompletedProcess) -> str | None:
+def judge(result: Result) -> str | None:
     """What is wrong with one run, or None."""
     lines = result.stderr.splitlines()
-    if result.returncode < 0 or result.returncode >= 128:
-        return f"exit {result.returncode}: {result.stderr[-300:]!r}"
+    if result.exit_code < 0 or result.exit_code >= 128:
+        return f"exit {result.exit_code}: {result.stderr[-300:]!r}"
     if "Traceback" in result.stderr:
         return "traceback"
     if "internal error" in result.stderr:
         return f"internal error: {lines[-1][:200]!r}"
-    if result.returncode != 0 and result.stdout:
-        return f"exit {result.returncode} with stdout {result.stdout[:200]!r}"
-    if result.returncode != 0 and len(lines) != 1:
-        return f"exit {result.returncode} with {len(lines)} lines on stderr: {result.stderr[:300]!r}"
+    if result.exit_code != 0 and result.stdout:
+        return f"exit {result.exit_code} with stdout {result.stdout[:200]!r}"
+    if result.exit_code != 0 and len(lines) != 1:
+        return f"exit {result.exit_code} with {len(lines)} lines on stderr: {result.stderr[:300]!r}"
     return None
 
 
-def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory):
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory, seed):
     root = tmp_path_factory.mktemp("fuzz-gguf")
     for d in ("home", "llmcli", "hf", "xdg", "xdg-cache", "tmp", "cwd", "cases"):
         (root / d).mkdir()
@@ -383,21 +375,21 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory):
     errors: Counter[str] = Counter()
     examples: dict[str, str] = {}
     failures = []
-    for case in make_cases(tiny, N_CASES, SEED):
+    for case in make_cases(tiny, N_CASES, seed):
         path = root / "cases" / f"case{case.index:04d}.gguf"
         path.write_bytes(case.data)
         show = run(root, "show", str(path))
         runs = [("show", show)]
         # chat loads the file into llama.cpp: on every file show accepted; on a third of the refused
         # ones (the same Python check refuses them first), which keeps the default run near a minute.
-        if show.returncode == 0 or case.index % 3 == 0:
+        if show.exit_code == 0 or case.index % 3 == 0:
             runs.append(("chat", run(root, "chat", str(path), "hi", "-n", "4", "-t", "1", "--seed", "1")))
         for command, result in runs:
             problem = judge(result)
             if problem:
                 outcomes["failure"] += 1
                 failures.append(f"case {case.index} ({case.mutation}: {case.detail}) {command}: {problem}")
-            elif result.returncode == 0:
+            elif result.exit_code == 0:
                 outcomes["success"] += 1
             else:
                 outcomes["clean error"] += 1
@@ -410,22 +402,22 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory):
     after = snapshot(*watched)
     outside = sorted(p for p, *_ in after - before if not p.startswith(str(root)))
     print(
-        f"\nGGUF fuzz (seed {SEED}): {N_CASES} cases, {sum(outcomes.values())} runs: "
+        f"\nGGUF fuzz (seed {seed}): {N_CASES} cases, {sum(outcomes.values())} runs: "
         f"{outcomes['clean error']} clean errors ({dict(errors)}), {outcomes['success']} successes, "
         f"{outcomes['failure']} failures"
     )
     for kind, example in examples.items():
         print(f"  e.g. {kind}: {example}")
     assert not outside, f"written outside the temporary root: {outside[:10]}"
-    assert not failures, "\n".join(failures[:30])
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures[:30])
     assert sorted(p.name for p in (root / "cases").iterdir()) == []  # nothing left beside the model files
-    assert outcomes["clean error"] and outcomes["success"], "the mutations should both break and keep files"
+    assert_reached(outcomes, "clean error", "success", seed=seed)  # the mutations both break and keep files
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS) + list(WHOLE_FILE_MUTATIONS))
 def test_each_mutation_is_seeded(tmp_path, name):
     """The same seed gives the same files, so any failure above is reproducible by its case number."""
     tiny = build_tiny(tmp_path / "tiny.gguf")
-    first = [c.data for c in make_cases(tiny, 20, SEED) if c.mutation == name]
-    again = [c.data for c in make_cases(tiny, 20, SEED) if c.mutation == name]
+    first = [c.data for c in make_cases(tiny, 20, FIXED_SEED) if c.mutation == name]
+    again = [c.data for c in make_cases(tiny, 20, FIXED_SEED) if c.mutation == name]
     assert first and first == again

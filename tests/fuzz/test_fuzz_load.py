@@ -6,14 +6,13 @@ flipped bytes in a good file. /load must either load it (then the conversation i
 renders, tokenizes and round-trips through /save) or refuse it with one UsageError line and leave
 the conversation exactly as it was. Any other exception is a failure.
 
-~200 cases by default (well under 30 s); LLMCLI_FUZZ_LONG=1 runs 2,000. LLMCLI_FUZZ_SEED picks
-another seed. The counts are printed (pytest -s): cases, clean errors, successes, failures.
+~200 cases per seed by default (well under 30 s); LLMCLI_FUZZ_LONG=1 runs 2,000 (seeds:
+tests/fuzz/__init__.py). The counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import traceback
 
@@ -24,10 +23,10 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.template import Message, PromptTooLong
 from llmcli.errors import UsageError
 from llmcli.ui.slash import ReplState, dispatch
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 2000 if LONG else 200
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240614"))
+CASES = cases(default=200, long=2000)
+FIXED_SEED = 20240614
 HUGE = 2 * 1024 * 1024  # the largest string a case builds: big, yet quick to parse
 TEXTS = [
     "hi",
@@ -189,8 +188,9 @@ def _check_loaded(session: ChatSession, tmp_path) -> None:
     assert ([(m.role, m.content, m.cancelled) for m in session.messages], session.system) == before
 
 
-def test_hostile_load_files(session, tmp_path):
-    rng = random.Random(SEED)
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_hostile_load_files(session, tmp_path, seed):
+    rng = random.Random(seed)
     functions = [f for f, weight in KINDS for _ in range(weight)]
     baseline = [Message("user", "remember me"), Message("assistant", "I will")]
     counts = {"error": 0, "ok": 0, "fail": 0}
@@ -219,9 +219,10 @@ def test_hostile_load_files(session, tmp_path):
                 f"(file head {path.read_bytes()[:80]!r})\n{traceback.format_exc(limit=3)}"
             )
     print(
-        f"\nfuzz load (seed {SEED}): {CASES} cases, {counts['error']} "
-        f"clean errors, {counts['ok']} successes, {counts['fail']} failures"
+        f"\nfuzz load (seed {seed}): {CASES} cases, {counts['error']} clean errors, "
+        f"{counts['ok']} successes, {counts['fail']} failures"
     )
     assert counts["error"] + counts["ok"] + counts["fail"] == CASES
-    assert not failures, "\n".join(failures[:10])
-    assert counts["error"] > CASES // 4 and counts["ok"] > CASES // 20  # the generator reaches both outcomes
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures[:10])
+    assert_reached(counts, "error", "ok", seed=seed)
+    assert counts["error"] > CASES // 4 and counts["ok"] > CASES // 20  # and often

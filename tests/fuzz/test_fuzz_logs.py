@@ -6,14 +6,13 @@ a `chat -c` / `--cid` would load. Each must either work (and then the output is 
 or text without terminal escapes) or end with one `llmcli: error:` line and exit 1 or 2. A
 traceback or any other exception is a failure.
 
-~100 cases by default (about a minute on a loaded machine); LLMCLI_FUZZ_LONG=1 runs 1,000.
-LLMCLI_FUZZ_SEED picks another seed.
+~100 cases per seed by default (about a minute on a loaded machine); LLMCLI_FUZZ_LONG=1 runs 1,000
+(seeds: tests/fuzz/__init__.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
@@ -25,11 +24,11 @@ import pytest
 from llmcli.chatlog import ChatLog, Exchange
 from llmcli.errors import LlmcliError
 from llmcli.usecases.conversation import ContinueFrom, open_chat_log
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.support.cli import cli
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 1000 if LONG else 100
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20250611"))
+CASES = cases(default=100, long=1000)
+FIXED_SEED = 20250611
 COLUMNS = [
     "id",
     "conversation_id",
@@ -192,8 +191,9 @@ def _resume(home, which):
     return "ok"
 
 
-def test_a_tampered_log_is_read_or_refused_in_one_line(good_log, tmp_path):
-    rng = random.Random(SEED)
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_a_tampered_log_is_read_or_refused_in_one_line(good_log, tmp_path, seed):
+    rng = random.Random(seed)
     counts = {"ok": 0, "refused": 0}
     failures = []
     for case in range(CASES):
@@ -211,6 +211,7 @@ def test_a_tampered_log_is_read_or_refused_in_one_line(good_log, tmp_path):
         shutil.rmtree(home)
     print(
         f"\nfuzz logs.db: {CASES} cases, {counts['ok']} reads worked, {counts['refused']} refused cleanly, "
-        f"{len(failures)} failures (seed {SEED})"
+        f"{len(failures)} failures (seed {seed})"
     )
-    assert not failures, "\n".join(failures[:5])
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures[:5])
+    assert_reached(counts, "ok", "refused", seed=seed)  # the tampering both keeps and breaks logs

@@ -7,8 +7,8 @@ folders and files under blobs/, huge strings and control characters in names. Ev
 an exit below 128, no traceback, at most one stderr line for an error, both canaries untouched, and
 nothing new outside the store.
 
-~40 cases by default (well under a minute); LLMCLI_FUZZ_LONG=1 runs 400. LLMCLI_FUZZ_SEED picks
-another seed. The counts are printed (pytest -s): cases, clean errors, successes, failures.
+~40 cases per seed by default (well under a minute); LLMCLI_FUZZ_LONG=1 runs 400 (seeds:
+tests/fuzz/__init__.py). The counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ import hashlib
 import json
 import os
 import random
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 400 if LONG else 40
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240615"))
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
+from tests.support.cli import Result, cli_process
+
+CASES = cases(default=40, long=400)
+FIXED_SEED = 20240615
 COMMANDS = ("list", "rm", "chat")
 WEIRD: list[object] = [None, 0, -1, 1.5, "", [], {}, True, [1, {"a": None}], 10**30, "x" * 5000, {"path": 1}]
 NASTY_TEXT = [
@@ -155,7 +155,7 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
     return Case(index, command, root, argv)
 
 
-def run_case(case: Case) -> subprocess.CompletedProcess:
+def run_case(case: Case) -> Result:
     env = {
         **os.environ,
         "LLMCLI_HOME": str(case.root / "home"),
@@ -167,27 +167,20 @@ def run_case(case: Case) -> subprocess.CompletedProcess:
     for var in ("LLMCLI_MODEL", "LLMCLI_DEBUG", "LLMCLI_ENDPOINT", "LLMCLI_API_KEY"):
         env.pop(var, None)
     argv = [a.encode("utf-8", "surrogatepass") for a in case.argv]
-    return subprocess.run(
-        [sys.executable.encode(), b"-m", b"llmcli", *argv],
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        timeout=120,
-        cwd=case.root,
-    )
+    return cli_process(*argv, input=b"", env=env, cwd=case.root, timeout=120)
 
 
 def judge(
     case: Case,
-    r: subprocess.CompletedProcess,
+    r: Result,
     canary: dict[str, str],
     beyond_before: dict[str, str],
     beyond: Path,
 ) -> tuple[str, str]:
     """('clean' | 'success' | 'failure', why)."""
-    err = r.stderr.decode("utf-8", "replace")
-    if r.returncode >= 128 or r.returncode < 0:
-        return "failure", f"exit {r.returncode}: {err[-500:]}"
+    err = r.stderr
+    if r.exit_code >= 128 or r.exit_code < 0:
+        return "failure", f"exit {r.exit_code}: {err[-500:]}"
     if "Traceback" in err or "internal error" in err:
         return "failure", err[-800:]
     if digest_tree(case.root / "canary") != canary:
@@ -197,7 +190,7 @@ def judge(
     unexpected = {p.name for p in case.root.iterdir()} - {"canary", "home"}
     if unexpected:
         return "failure", f"written outside the store: {sorted(unexpected)}"
-    if r.returncode == 0:
+    if r.exit_code == 0:
         return "success", ""
     lines = err.splitlines()
     if len(lines) != 1 or not lines[0].startswith("llmcli: error: "):
@@ -205,8 +198,9 @@ def judge(
     return "clean", ""
 
 
-def test_hostile_manifests_through_list_rm_and_chat(tmp_path: Path, embedded_path: str) -> None:
-    rng = random.Random(SEED)
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_hostile_manifests_through_list_rm_and_chat(tmp_path: Path, embedded_path: str, seed: int) -> None:
+    rng = random.Random(seed)
     base = tmp_path / "root"
     beyond = tmp_path / "beyond"  # outside the temp root that holds the cases: manifests aim at it too
     beyond.mkdir()
@@ -222,21 +216,21 @@ def test_hostile_manifests_through_list_rm_and_chat(tmp_path: Path, embedded_pat
         verdict, why = judge(case, r, canaries[case.index], beyond_before, beyond)
         counts[verdict] += 1
         if verdict == "failure":
-            failures.append(f"case {case.index} ({case.command}, seed {SEED}): {why}")
+            failures.append(f"case {case.index} ({case.command}, seed {seed}): {why}")
     by_command = {cmd: sum(1 for c in cases if c.command == cmd) for cmd in COMMANDS}
     print(
         f"\nmanifest fuzz: {len(cases)} cases {by_command}, {counts['clean']} clean errors, "
         f"{counts['success']} successes, {counts['failure']} failures"
     )
     assert not failures, "\n".join(failures[:5])
-    assert counts["clean"] and counts["success"], counts  # the generator reaches both outcomes
+    assert_reached(counts, "clean", "success", seed=seed)  # the generator reaches both outcomes
 
 
 @pytest.mark.parametrize("unused", [None])
 def test_the_generator_is_seeded(tmp_path: Path, embedded_path: str, unused: None) -> None:
     a, b = (tmp_path / "a", tmp_path / "b")
     for where in (a, b):
-        make_case(0, random.Random(SEED), where, tmp_path, embedded_path)
+        make_case(0, random.Random(FIXED_SEED), where, tmp_path, embedded_path)
     assert (a / "case000/home/manifest.json").read_text() == (
         b / "case000/home/manifest.json"
     ).read_text().replace(str(b), str(a))

@@ -6,7 +6,8 @@ not an object, fields of the wrong type, a version or magic from elsewhere. `par
 load checks before llama.cpp sees a byte) and `PrefixCache.read_info` (what lookup and `llmcli cache`
 read) must raise CorruptEntry or accept an entry whose parts are consistent; nothing else.
 
-2,000 cases by default (a few seconds); LLMCLI_FUZZ_LONG=1 runs 50,000. LLMCLI_FUZZ_SEED picks another seed.
+2,000 cases per seed by default (a few seconds); LLMCLI_FUZZ_LONG=1 runs 50,000
+(seeds: tests/fuzz/__init__.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import random
 import struct
 from pathlib import Path
 
+import pytest
+
 from llmcli.engine.prefix_cache import (
     CacheKey,
     CorruptEntry,
@@ -25,10 +28,10 @@ from llmcli.engine.prefix_cache import (
     encode_header,
     parse_entry,
 )
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 50_000 if LONG else 2_000
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240615"))
+CASES = cases(default=2000, long=50000)
+FIXED_SEED = 20240615
 KEY = CacheKey(
     model="1:ab", llama_cpp="0.3.36", n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=-1, type_k=1, type_v=1
 )
@@ -80,8 +83,9 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(data)
 
 
-def test_damaged_entries_raise_only_corrupt_entry(tmp_path: Path) -> None:
-    rng = random.Random(SEED)
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_damaged_entries_raise_only_corrupt_entry(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
     cache = PrefixCache(tmp_path, 10**9)
     counts = {"corrupt": 0, "accepted": 0}
     for i in range(CASES):
@@ -101,9 +105,11 @@ def test_damaged_entries_raise_only_corrupt_entry(tmp_path: Path) -> None:
             )
             assert info.state_offset + info.state_size + 4 == len(data)
             counts["accepted"] += 1
-    print(f"\nprefix-cache entry fuzz (seed {SEED}): {CASES} cases, {counts}")
-    assert counts["corrupt"] > CASES  # nearly every damaged entry is refused
-    assert all(_ok(valid(random.Random(s))) for s in range(20))  # and the undamaged ones accepted
+    print(f"\nprefix-cache entry fuzz (seed {seed}): {CASES} cases, {counts}")
+    assert counts["corrupt"] > CASES, counts  # nearly every damaged entry is refused
+    counts["undamaged accepted"] = sum(_ok(valid(random.Random(seed + s))) for s in range(20))
+    assert counts["undamaged accepted"] == 20, counts  # and every undamaged one accepted
+    assert_reached(counts, "corrupt", "undamaged accepted", seed=seed)
 
 
 def _ok(data: bytes) -> bool:

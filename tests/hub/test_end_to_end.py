@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
-from tests.hub.conftest import GGUF_REPO
+import filecmp
+
+from tests.hub.conftest import GGUF_REPO, Fixtures
 from tests.hub.fake_hub import FakeHub
 from tests.support.cli import cli, cli_process, cli_store
 
 
-def test_pull_then_chat_answers(hub: FakeHub) -> None:
+def test_pull_then_chat_answers_as_the_same_file_run_directly(hub: FakeHub, fixtures: Fixtures) -> None:
     pulled = cli("pull", f"{GGUF_REPO}:Q4_K_M")
     assert pulled.exit_code == 0, pulled.stderr
     name = pulled.stdout.strip()
-    r = cli_process(
-        "chat", name, "What is the capital of France? One word.", "--temp", "0", "-n", "12", "--no-stats"
-    )
-    assert r.exit_code == 0, r.stderr
-    assert r.stdout.strip(), "the model said nothing"
+    question = [
+        "What is the capital of France? One word.",
+        "--temp",
+        "0",
+        "-n",
+        "12",
+        "-t",
+        "1",
+        "--no-stats",
+    ]
+    by_name = cli_process("chat", name, *question)
+    assert by_name.exit_code == 0, by_name.stderr
+    direct = cli_process("chat", str(fixtures.quants["Q4_K_M"]), *question)
+    assert direct.exit_code == 0, direct.stderr
+    # The store resolved the name to the very file the hub served: greedy decoding gives the same reply.
+    assert by_name.stdout.strip() and by_name.stdout == direct.stdout
+    entry = {m.name: m for m in cli_store().list()}[name]
+    assert filecmp.cmp(entry.path, fixtures.quants["Q4_K_M"], shallow=False)
 
 
 def test_a_pulled_split_gguf_loads_from_its_first_part(hub: FakeHub) -> None:

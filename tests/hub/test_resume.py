@@ -45,7 +45,7 @@ def test_a_killed_pull_resumes_from_the_bytes_on_disk(hub: FakeHub) -> None:
     proc = spawn_cli("pull", SPEC)
     partial = wait_for_partial(GGUF_REPO, proc)
     proc.kill()
-    proc.communicate(timeout=30)
+    proc.result(timeout=30)
     on_disk = partial.stat().st_size
     remote_size = hub.repos[GGUF_REPO.lower()].files[FILE].size
     assert 0 < on_disk < remote_size
@@ -65,11 +65,11 @@ def test_ctrl_c_exits_130_and_the_pull_resumes(hub: FakeHub) -> None:
     proc = spawn_cli("pull", SPEC)
     partial = wait_for_partial(GGUF_REPO, proc)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    assert out == "" and "Traceback" not in err
+    r = proc.result(timeout=30)
+    assert r.exit_code == 130, r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
     assert (
-        err.splitlines()[-1]
+        r.stderr.splitlines()[-1]
         == "llmcli: pull interrupted; run the same command again to resume where it stopped"
     )
     on_disk = partial.stat().st_size

@@ -16,6 +16,7 @@ import pytest
 
 from tests.remote.fake_server import FakeServer
 from tests.remote.hostile_server import HostileServer
+from tests.support.deps import require
 
 API_KEY = "sk-test-7f3a9c-never-print-me"
 ALIAS = "smollm2"
@@ -39,9 +40,7 @@ def _ready(url: str, timeout: float = 1.0) -> bool:
 @pytest.fixture(scope="session")
 def llama_server(embedded_path, tmp_path_factory) -> str:
     """`python -m llama_cpp.server` on the embedded model, one thread, with an API key; its /v1 URL."""
-    pytest.importorskip(
-        "llama_cpp.server.app", reason="needs llama-cpp-python[server]: pip install -e '.[test]'"
-    )
+    require("llama_cpp.server.app")
     port = free_port()
     log = Path(tmp_path_factory.mktemp("llama-server")) / "server.log"
     cmd = [

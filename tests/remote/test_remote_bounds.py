@@ -12,6 +12,10 @@ import pytest
 from tests.remote.hostile_server import SHAPES
 from tests.support.cli import cli_process
 
+# A hang guard, not a speed test: each case ends in a few seconds; the message proves which bound
+# ended it. An endless stream that no bound stopped would run into the child's 60 s timeout.
+HANG_GUARD_S = 30
+
 
 def chat(url: str, *args: str):
     return cli_process("chat", "--endpoint", url, *args, timeout=60)
@@ -25,22 +29,22 @@ def one_error_line(result) -> str:
 
 
 @pytest.mark.parametrize(
-    "scenario,args,words,within",
+    "scenario,args,words",
     [
         # Keep-alive comments are not a reply: silence is timed from the last event.
-        ("pings", ["--timeout", "1"], "sent no complete event for 1 s, only keep-alive comments", 6),
+        ("pings", ["--timeout", "1"], "sent no complete event for 1 s, only keep-alive comments"),
         # Events, but never an end: --timeout 1 with -n 2 allows 1 x (1 + 2/100) s in all.
-        ("trickle", ["--timeout", "1", "-n", "2"], "took longer than 1.02 s in all", 6),
+        ("trickle", ["--timeout", "1", "-n", "2"], "took longer than 1.02 s in all"),
         # A 100 MiB line is refused at its first MiB, not parsed for minutes.
-        ("hugeline", [], "sent a line over 1 MiB in its stream", 10),
+        ("hugeline", [], "sent a line over 1 MiB in its stream"),
     ],
 )
-def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, words, within):
+def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, words):
     start = time.monotonic()
     result = chat(hostile_server.endpoint(scenario), *args, "hi")
     assert result.exit_code == 1, result.stderr
     assert words in one_error_line(result)
-    assert time.monotonic() - start < within
+    assert time.monotonic() - start < HANG_GUARD_S
 
 
 def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server):
@@ -50,7 +54,7 @@ def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server
     )
     assert result.exit_code == 1
     assert "GET /models at" in one_error_line(result) and "took longer than 2 s in all" in result.stderr
-    assert time.monotonic() - start < 8
+    assert time.monotonic() - start < HANG_GUARD_S
 
 
 def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
@@ -62,7 +66,7 @@ def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
     assert doc["usage"]["completion_tokens"] == 5
     plain = chat(hostile_server.endpoint("nostop"), "-n", "3", "hi")
     assert plain.exit_code == 0 and plain.stdout == "w w w \n"
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < HANG_GUARD_S
 
 
 def test_bench_counts_no_more_than_max_tokens_from_a_server_that_ignores_it(hostile_server):

@@ -12,8 +12,9 @@ import pytest
 from tests.remote.conftest import API_KEY
 from tests.remote.fake_server import REPLY
 from tests.support.cli import REPL_PROMPT, cli_pty
+from tests.support.deps import require
 
-pexpect = pytest.importorskip("pexpect")
+pexpect = require("pexpect")
 
 PROMPT = REPL_PROMPT
 

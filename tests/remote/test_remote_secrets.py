@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.support.cli import REPL_PROMPT, cli_process, cli_pty
+from tests.support.deps import require
 
 KEY = "zq7H-Kx9w-Vb2m-Tq8r-Lp4n-Yd6s"  # nothing else in any output looks like any part of it
 ESCAPES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # a terminal control other than a newline or a tab
@@ -78,10 +79,8 @@ def test_model_ids_are_shown_without_escapes_or_line_breaks(hostile_server):
     assert "plain" in result.stdout and "evil model ***" in result.stdout
 
 
-pexpect = pytest.importorskip("pexpect")
-
-
 def test_a_repl_session_and_its_saved_files_never_hold_the_key(hostile_server, private_store, tmp_path):
+    pexpect = require("pexpect")  # only this test needs a pseudo-terminal
     child = cli_pty(
         "chat", "--endpoint", hostile_server.endpoint("echo-repl"), vars={"LLMCLI_API_KEY": KEY}, timeout=20
     )

@@ -120,11 +120,29 @@ def test_load_refuses_what_is_not_a_conversation(state, tmp_path, content):
         dispatch(state, f"/load {path}")
 
 
-def test_stats_after_a_turn(state):
+def test_stats_after_a_turn_shows_every_stage_of_that_request(state):
+    from rich.console import Console
+
+    from llmcli.stages import STAGES, num
+
     assert dispatch(state, "/stats").text == "no request yet"
     state.session.params = SamplingParams(temperature=0, max_tokens=4)
     list(state.session.ask("hi"))
-    assert dispatch(state, "/stats").renderable is not None
+    stats = state.session.last_stats
+    console = Console(width=160, no_color=True, highlight=False)
+    with console.capture() as shown:
+        console.print(dispatch(state, "/stats").renderable)
+    text = shown.get()
+    assert f"last request · smol · {stats.finish_reason}" in text and stats.finish_reason == "length"
+    rows = [[cell.strip() for cell in line.split("│")] for line in text.splitlines()]  # stage, where, ms, ...
+    titles = [stage.title for stage in STAGES]
+    stage_rows = [row for row in rows if row[0] in titles]
+    assert [row[0] for row in stage_rows] == titles  # all seven, in order
+    assert all(row[1] == "local" for row in stage_rows)
+    decode = next(row for row in stage_rows if row[0] == "④ decode")
+    assert decode[2] == num(stats.stage("decode").ms, 2) and "4 tok" in decode[4]
+    total = next(row for row in rows if row[0] == "total")
+    assert total[:3] == ["total", "local", num(stats.total_ms, 2)] and total[4] == "finish: length"
 
 
 def test_a_refused_set_leaves_the_parameters_as_they_were(state):
