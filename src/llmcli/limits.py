@@ -28,7 +28,9 @@ class Limit:
 _ROWS = (
     # Text read from stdin and from option files.
     Limit("bytes_per_token", 32, "bytes", "a prompt may hold n_ctx x this many bytes; real text is under 8"),
-    Limit("prompt_bytes", 8 << 20, "bytes", "the most text one prompt or messages file may be, any --ctx"),
+    # Under the template's render budget (template_env.RENDER_CHARS), so a long prompt is never
+    # blamed on the template.
+    Limit("prompt_bytes", 2 << 20, "bytes", "the most text one prompt or messages file may be, any --ctx"),
     Limit("endpoint_ctx", 131_072, "tokens", "the context assumed for a server's model (stdin's cap)"),
     Limit("option_file_bytes", 1 << 20, "bytes", "a --filter, --grammar or --schema file, and any grammar"),
     # Threads and context.
@@ -48,9 +50,8 @@ _ROWS = (
     Limit("schema_string", 4_096, "characters", "an enum or const string, a property name, a pattern"),
     # render's messages, as chat's.
     Limit("messages", 16_384, "messages", "one --messages list"),
-    Limit("json_depth", 32, "levels", "nested JSON in --messages (a message list is 4 deep)"),
     # Chat templates: a width-like argument (indent, center, ljust, a format width) times its lines.
-    Limit("template_width", 10_000, "characters", "a width a chat template pads or indents to"),
+    Limit("template_width", 10_000, "characters", "a width a template pads or indents to (real ones: 2-4)"),
 )
 LIMITS: dict[str, Limit] = {row.name: row for row in _ROWS}
 
