@@ -41,7 +41,10 @@ def render(
     if messages is None and env.stdin_isatty:
         raise UsageError("no messages: give --messages FILE (OpenAI-style JSON) or pipe them in")
     if messages in (None, "-"):
-        text, source = env.stdin.read(), "stdin"
+        from llmcli.limits import limit, read_bounded
+
+        fix = "give fewer or shorter messages"
+        text, source = read_bounded(env.stdin, limit("prompt_bytes"), "stdin", fix), "stdin"
     else:
         text, source = _read(Path(messages)), messages
     view = render_prompt(Store(env.store_root), RenderOptions(model, text, source, chat_template, think))
@@ -74,10 +77,11 @@ def render(
 
 def _read(path) -> str:
     from llmcli.fsutil import read_text_file
+    from llmcli.limits import limit
 
     return read_text_file(
         path,
         what="messages file",
         fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
-        limit=64 << 20,
+        limit=limit("prompt_bytes"),  # chat's bound on one prompt
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from llmcli.engine.template import Message
 from llmcli.engine.template_choice import TemplateChoice
 from llmcli.errors import UsageError
+from llmcli.limits import check
 from llmcli.store import Store
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -58,8 +59,13 @@ def parse_messages(text: str, source: str) -> list[Message]:
         raise UsageError(
             f'{bad} (not JSON: {exc.msg} at line {exc.lineno}); give [{{"role": "user", "content": "..."}}]'
         ) from None
+    except RecursionError:  # a message list is four levels deep; thousands are not messages
+        raise UsageError(
+            f'{bad} (its JSON nests too deeply to read); give [{{"role": "user", "content": "..."}}]'
+        ) from None
     if not isinstance(data, list) or not data:
         raise UsageError(f'{bad} (want a non-empty JSON list); give [{{"role": "user", "content": "..."}}]')
+    check(f"{source}: a message count of", len(data), "messages", "give fewer messages")
     messages = []
     for i, item in enumerate(data, 1):
         content = _content(item.get("content")) if isinstance(item, dict) else None
