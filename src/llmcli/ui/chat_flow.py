@@ -28,6 +28,13 @@ def one_shot(session, model_name: str, prompt: str, opts: ChatOptions, recorder=
         session.close()  # ⑦ release: nothing follows a one-shot request
     thinking.end()
     stats, text = reply.stats, reply.text
+    if stats is not None and stats.finish_reason == "length" and reply.reasoning and not text.strip():
+        # Not a failure (-n is the user's cap, as on any cut reply: exit 0), but never a silent nothing.
+        shown = "" if thinking.visible else " or use --show-thinking"
+        out.warn(
+            f"the reply ended inside its thinking after {stats.completion_tokens} tokens, "
+            f"before any answer; raise -n{shown}"
+        )
     structured = {}
     if opts.constraint is not None:
         from llmcli.engine.structured import finish
