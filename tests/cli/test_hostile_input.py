@@ -9,36 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
-import subprocess
 
 import pytest
 
 from llmcli.limits import limit, max_threads
-from tests.support.cli import LLMCLI, Result, environment_vars
-
-MEMORY = 4 << 30  # bytes of address space a child may take: far below what the old failures used
-NO_MODEL = "/nonexistent/model.gguf"  # a check that runs before the model is looked up ends first
-
-
-def run_bounded(*args: str, stdin=None, input: str | None = None, timeout: float = 90) -> Result:
-    def confine() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-    done = subprocess.run(
-        [*LLMCLI, *args],
-        stdin=stdin,
-        input=input,
-        capture_output=True,
-        text=True,
-        errors="replace",
-        env=environment_vars(),
-        preexec_fn=confine,
-        timeout=timeout,
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
+from tests.fuzz.bounded import NO_MODEL, run_bounded
+from tests.support.cli import Result
 
 
 def assert_one_line(result: Result, *needles: str) -> None:
