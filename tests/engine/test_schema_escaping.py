@@ -130,8 +130,20 @@ def test_quotes_and_backslashes_in_a_schema_give_valid_json_on_the_model(embedde
     jsonschema.validate(data, schema)
 
 
-def test_a_ref_that_only_refers_to_itself_is_refused_in_the_schemas_words():
-    bad = {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+        {
+            "$defs": {"a": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/b"}]}, "b": {"$ref": "#/$defs/a"}},
+            "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
+    ],
+    ids=["itself", "through-anyOf"],
+)
+def test_a_ref_that_reaches_itself_before_any_value_is_refused_in_the_schemas_words(bad):
     result = cli("chat", "-m", "/nonexistent/model.gguf", "--schema", json.dumps(bad), "hi")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith("llmcli: error: --schema: ") and "fix the grammar" not in result.stderr
+    assert result.stderr.startswith("llmcli: error: --schema: $ref '#/$defs/a' refers to itself before any")
+    assert "grammar" not in result.stderr

@@ -98,8 +98,11 @@ def _refuse(where: str, text: str) -> UsageError:
     return UsageError(f"--schema: {text} at {where or '/'}; see 'Structured output' in the README")
 
 
-def resolve_ref(root: Any, ref: str) -> bool:
-    """Does a local $ref ('#/a/b', a JSON Pointer: ~1 is '/', ~0 is '~') point into the schema?"""
+_MISSING = object()
+
+
+def ref_target(root: Any, ref: str) -> Any:
+    """What a local $ref ('#/a/b', a JSON Pointer: ~1 is '/', ~0 is '~') points to, or _MISSING."""
     from urllib.parse import unquote
 
     node = root
@@ -110,8 +113,61 @@ def resolve_ref(root: Any, ref: str) -> bool:
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            return False
-    return True
+            return _MISSING
+    return node
+
+
+def resolve_ref(root: Any, ref: str) -> bool:
+    """Does a local $ref point into the schema?"""
+    return ref_target(root, ref) is not _MISSING
+
+
+def _bare_refs(node: Any) -> set[str]:
+    """The $refs a value reaches before writing anything: through $ref, anyOf and oneOf only."""
+    found, todo = set(), [node]
+    while todo:
+        here = todo.pop()
+        if not isinstance(here, dict):
+            continue
+        if isinstance(here.get("$ref"), str):
+            found.add(here["$ref"])
+        for key in ("anyOf", "oneOf"):
+            if isinstance(here.get(key), list):
+                todo.extend(here[key])
+    return found
+
+
+def _check_ref_cycles(schema: dict) -> None:
+    """A $ref that reaches itself with no object, array or string between describes a value that
+    never starts (llama.cpp would refuse the grammar as left-recursive): say so in schema terms."""
+    edges: dict[str, set[str]] = {}
+    todo, walk = [], [schema]
+    while walk:  # every $ref anywhere in the schema
+        here = walk.pop()
+        if isinstance(here, dict):
+            if isinstance(here.get("$ref"), str):
+                todo.append(here["$ref"])
+            walk.extend(here.values())
+        elif isinstance(here, list):
+            walk.extend(here)
+    while todo:
+        ref = todo.pop()
+        if ref in edges:
+            continue
+        target = ref_target(schema, ref) if ref.startswith("#") else _MISSING
+        edges[ref] = _bare_refs(target) if target is not _MISSING else set()
+        todo.extend(edges[ref])
+    for start in sorted(edges):
+        seen, frontier = set(), list(edges[start])
+        while frontier:
+            ref = frontier.pop()
+            if ref == start:
+                raise _refuse(
+                    start[1:] or "/", f"$ref {start!r} refers to itself before any object, array or value"
+                )
+            if ref not in seen:
+                seen.add(ref)
+                frontier.extend(edges.get(ref, ()))
 
 
 def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
@@ -250,6 +306,7 @@ def _check_sizes(node: dict, where: str) -> None:
 def check_subset(schema: dict) -> None:
     """Raise UsageError (one line, naming the keyword and its place) unless every keyword is supported."""
     _check_node(schema, "", 0, schema)
+    _check_ref_cycles(schema)
 
 
 def check_is_schema(schema: Any) -> None:
