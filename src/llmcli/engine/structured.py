@@ -20,8 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmcli.engine.schema_check import SCHEMA_KEYWORDS  # noqa: F401 (its home before the split)
-from llmcli.engine.schema_check import _short, check_is_schema, check_subset
+from llmcli.engine.schema_check import (
+    SCHEMA_KEYWORDS,  # noqa: F401 (its home before the split)
+    _short,
+    check_is_schema,
+    check_subset,
+)
 from llmcli.errors import RuntimeFailure, UsageError
 
 KINDS = ("schema", "json", "grammar")  # --schema, --format json, --grammar
