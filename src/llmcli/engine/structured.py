@@ -23,6 +23,7 @@ from typing import Any
 from llmcli.engine.schema_check import (
     SCHEMA_KEYWORDS,  # noqa: F401 (its home before the split)
     _short,
+    check_bounds,
     check_is_schema,
     check_subset,
 )
@@ -216,6 +217,7 @@ def load_schema(arg: str) -> tuple[dict, str]:
 
 
 def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConstraint:
+    check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
     check_is_schema(schema)
     check_subset(schema)
     gbnf = schema_to_gbnf(schema)
