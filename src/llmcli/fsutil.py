@@ -149,19 +149,26 @@ def read_text_file(path: Path, *, what: str, fix: str, limit: int) -> str:
     from llmcli.errors import UsageError
 
     try:
-        info = os.stat(path)
-        if stat.S_ISDIR(info.st_mode):
-            raise UsageError(f"{path} is a folder; {fix}")
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{path} is not a regular file; {fix}")
-        if info.st_size > limit:
-            raise UsageError(
-                f"{path} is {info.st_size:,} bytes, over the {limit:,}-byte limit for a {what}; {fix}"
-            )
-        with open(path, "rb") as fh:
-            raw = fh.read(limit + 1)
+        # O_NONBLOCK: opening a FIFO with no writer returns at once, and fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise UsageError(f"{path} is a folder; {fix}")
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"{path} is not a regular file (a pipe, device or socket); {fix}")
+            if info.st_size > limit:
+                raise UsageError(
+                    f"{path} is {info.st_size:,} bytes, over the {limit:,}-byte limit for a {what}; {fix}"
+                )
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                raw = fh.read(limit + 1)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise UsageError(f"no such {what}: {path}; {fix}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a folder; {fix}") from None
     except OSError as exc:
         raise UsageError(f"cannot read {path} ({exc.strerror or exc}); {fix}") from None
     except ValueError:  # a NUL or an unencodable character in the path

@@ -315,7 +315,11 @@ def _file_type_name(value: Any) -> str | None:
 
 
 def model_facts(path: str | Path) -> ModelFacts:
-    header = read_header(path)
+    return facts_from_header(read_header(path))
+
+
+def facts_from_header(header: GGUFHeader) -> ModelFacts:
+    path = header.path
     md = header.metadata
     arch = md.get("general.architecture")
     if not isinstance(arch, str):

@@ -121,7 +121,12 @@ def test_model_by_prefix_and_path(embedded_path):
         (["chat", "--top-p", "7", "hi"], None, 2, "--top-p"),
         (["chat", "--ctx", "0", "hi"], None, 2, "--ctx"),
         (["chat", "--bogus", "hi"], None, 2, "No such option"),
-        (["chat", "--filter", "/nonexistent/words.txt", "hi"], None, 2, "filter file not found"),
+        (
+            ["chat", "--filter", "/nonexistent/words.txt", "hi"],
+            None,
+            2,
+            "no such filter file: /nonexistent/words.txt",
+        ),
         (["chat"], "   \n", 2, "piped input is empty"),
         (["chat"], "", 2, "piped input is empty"),
         (["chat", "--ctx", "256", "hi " * 400], None, 2, "raise --ctx"),

@@ -31,7 +31,7 @@ def test_filter_releases_a_near_miss():
 def test_filter_file_errors(tmp_path):
     from llmcli.errors import UsageError
 
-    with pytest.raises(UsageError, match="filter file not found"):
+    with pytest.raises(UsageError, match="no such filter file: "):
         WordFilter.from_file(tmp_path / "missing.txt")
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"\xff\xfe\x00")

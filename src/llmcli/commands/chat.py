@@ -244,7 +244,9 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
     store = Store(env.store_root)
     endpoint = endpoint_from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout, env.api_key)
     inputs = ChatInputs(
-        piped=None if env.stdin is None or env.stdin_isatty else env.stdin.read(),
+        piped=None
+        if env.stdin is None or env.stdin_isatty
+        else read_piped(env.stdin, opts, remote=bool(opts.endpoint or env.endpoint)),
         interactive=env.stdin_isatty and env.stdout_isatty,
         default_model=env.default_model,
         cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
@@ -282,6 +284,16 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
         chat_log.close()
+
+
+def read_piped(stdin, opts: ChatOptions, *, remote: bool) -> str:
+    """stdin, read no further than the context could hold (a pipe may be endless: /dev/zero)."""
+    from llmcli.engine.runtime import DEFAULT_CTX
+    from llmcli.limits import limit, prompt_cap, read_bounded
+
+    n_ctx = limit("endpoint_ctx") if remote else opts.ctx or DEFAULT_CTX
+    fix = "pipe less" if remote else f"pipe less, or raise --ctx (now {n_ctx:,} tokens)"
+    return read_bounded(stdin, prompt_cap(n_ctx), "stdin", fix)
 
 
 def open_log_for(opts: ChatOptions, env: Environment):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Annotated, Optional
 
 import typer
@@ -41,7 +42,11 @@ def render(
     if messages is None and env.stdin_isatty:
         raise UsageError("no messages: give --messages FILE (OpenAI-style JSON) or pipe them in")
     if messages in (None, "-"):
-        text, source = (env.stdin.read() if env.stdin is not None else ""), "stdin"
+        from llmcli.limits import limit, read_bounded
+
+        fix = "give fewer or shorter messages"
+        stdin = env.stdin if env.stdin is not None else io.StringIO()
+        text, source = read_bounded(stdin, limit("prompt_bytes"), "stdin", fix), "stdin"
     else:
         text, source = read_messages_file(Path(messages)), messages
     view = render_prompt(

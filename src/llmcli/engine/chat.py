@@ -177,7 +177,9 @@ class ChatSession:
         if self.constraint is None:
             return None
         rt = self.runtime
-        ptr = grammar_sampler(rt.vocab, self.constraint.gbnf, self.constraint.source)
+        ptr = grammar_sampler(
+            rt.vocab, self.constraint.gbnf, self.constraint.source, from_schema=self.constraint.is_json
+        )
         ids = rt.tokenize(THINK_OPEN, parse_special=True)
         think = ids[0] if len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode() else None
         gate = ThinkGate(think, opened_in_prompt=prompt.text.rstrip().endswith(THINK_OPEN))

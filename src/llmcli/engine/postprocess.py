@@ -11,8 +11,6 @@ import codecs
 import re
 from pathlib import Path
 
-from llmcli.errors import UsageError
-
 MASK = "***"
 
 
@@ -90,16 +88,15 @@ class WordFilter:
 
     @classmethod
     def from_file(cls, path: str | Path) -> WordFilter:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UsageError(
-                f"filter file not found: {path}; give a text file with one word or phrase a line"
-            ) from None
-        except (UnicodeDecodeError, IsADirectoryError):
-            raise UsageError(
-                f"filter file {path} is not UTF-8 text; give one word or phrase a line"
-            ) from None
+        from llmcli.fsutil import read_text_file
+        from llmcli.limits import limit
+
+        text = read_text_file(
+            Path(path),
+            what="filter file",
+            fix="give a text file with one word or phrase a line",
+            limit=limit("option_file_bytes"),
+        )
         return cls(text.splitlines())
 
     def _mask(self, text: str) -> str:

@@ -9,26 +9,18 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmcli.errors import BadModelFile, RuntimeFailure
+from llmcli.limits import check_context, check_threads, usable_cores
 
 # llama.cpp's log lines go here instead of to stderr (stdout/stderr carry only what we mean to say);
 # `LLMCLI_DEBUG=1` replays them on failure.
 LOG_LINES: collections.deque[str] = collections.deque(maxlen=200)
 _log_callback = None  # keeps the ctypes callback alive for the life of the process
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (affinity-aware); llama-cpp-python's default is half of them."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS
-        return max(1, os.cpu_count() or 1)
 
 
 def _llama():
@@ -59,19 +51,35 @@ class RuntimeConfig:
 DEFAULT_CTX = 4096
 
 
+def _kv_bytes_per_token(header) -> int | None:
+    """n_layer x (n_embd_k_gqa + n_embd_v_gqa) x 2 bytes (an f16 cache), from the GGUF's metadata;
+    None where the metadata does not say, or says nonsense (llama.cpp then refuses the file itself)."""
+    from llmcli.errors import BadModelFile
+    from llmcli.gguf_check import facts_from_header
+
+    try:
+        value = facts_from_header(header).kv_bytes_per_token()
+    except (BadModelFile, TypeError, ValueError, ArithmeticError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 class Runtime:
     """A model + a context with one sequence; knows which tokens its KV cache holds."""
 
     def __init__(self, path: str | Path, config: RuntimeConfig | None = None) -> None:
         self.path = str(path)
         self.config = config or RuntimeConfig()
+        check_threads(self.config.n_threads)  # libgomp aborts (or segfaults) far above the cores
         self.ll = ll = _llama()
         self._model = self._ctx = None
         t0 = time.perf_counter()
         # llama.cpp trusts the header it reads; a corrupt file must fail here, in Python, instead.
         from llmcli.gguf_check import read_header
 
-        read_header(self.path)
+        header = read_header(self.path)
+        # llama.cpp allocates the whole KV cache with the context: refuse one that cannot fit, first.
+        check_context(self.config.n_ctx or DEFAULT_CTX, _kv_bytes_per_token(header), header.file_size)
         mparams = ll.llama_model_default_params()
         self._model = ll.llama_model_load_from_file(self.path.encode(), mparams)
         if not self._model:

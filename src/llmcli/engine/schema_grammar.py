@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -34,6 +35,33 @@ JSON_CHAR = r'[^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 
 class EmptyRange(ValueError):
     """No value satisfies the bounds."""
+
+
+# -- literals -------------------------------------------------------------------------------------
+# llama.cpp's GBNF literal escapes (parse_char): the converter's own escaping leaves `\` alone, so a
+# value with a backslash became a different JSON escape, and one with `"` a grammar that cannot parse.
+_LITERAL_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def gbnf_literal(text: str) -> str:
+    """A GBNF string literal that matches exactly `text` (UTF-8 as llama.cpp reads it)."""
+    out = []
+    for ch in text:
+        if ch in _LITERAL_ESCAPES:
+            out.append(_LITERAL_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def json_text(value) -> str:
+    """The JSON text a reply writes for a const, an enum value or a property name: characters as
+    they are, except what JSON must escape; a lone surrogate (valid in a JSON escape, not in UTF-8)
+    stays an escape."""
+    text = json.dumps(value, ensure_ascii=False)
+    return re.sub("[\\ud800-\\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # -- integers -------------------------------------------------------------------------------------
@@ -243,6 +271,52 @@ def schema_to_gbnf(schema: dict) -> str:
     from llama_cpp.llama_grammar import RESERVED_NAMES, BuiltinRule, SchemaConverter
 
     class Converter(SchemaConverter):
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self._ref_rules: dict[str, str] = {}  # a $ref -> its rule's name, set before it is visited
+
+        def resolve_refs(self, schema, url):
+            """Every local $ref anywhere in the schema, by JSON Pointer (the converter's own pass
+            skips the rest of a node that has a $ref, so a $ref inside $defs went unresolved)."""
+            from urllib.parse import unquote
+
+            todo = [schema]
+            while todo:
+                node = todo.pop()
+                if isinstance(node, list):
+                    todo.extend(node)
+                elif isinstance(node, dict):
+                    ref = node.get("$ref")
+                    if isinstance(ref, str) and ref.startswith("#") and ref not in self._refs:
+                        target = schema
+                        for raw in ref[2:].split("/") if ref not in ("#", "#/") else []:
+                            part = unquote(raw).replace("~1", "/").replace("~0", "~")
+                            target = target[int(part)] if isinstance(target, list) else target[part]
+                        self._refs[ref] = target
+                    todo.extend(node.values())
+            return schema
+
+        def _format_literal(self, literal):
+            return gbnf_literal(literal)
+
+        def _generate_constant_rule(self, value):
+            return gbnf_literal(json_text(value))
+
+        def _resolve_ref(self, ref):
+            """One rule per definition, named before its body is visited, so a recursive $ref
+            refers to it by that name (the converter's own name could be renamed on the way)."""
+            if ref in self._ref_rules:
+                return self._ref_rules[ref]
+            base = "ref-" + (re.sub(r"[^a-zA-Z0-9-]+", "-", ref.split("/")[-1]) or "root")
+            name, i = base, 0
+            while name in self._rules:
+                i += 1
+                name = f"{base}{i}"
+            self._ref_rules[ref] = name
+            self._rules[name] = ""  # reserved until the body is known
+            self._rules[name] = self.visit(self._refs[ref], f"{name}-def")
+            return name
+
         def _add_primitive(self, name, rule):
             if name == "char":  # the converter lets raw control characters into strings; JSON does not
                 rule = BuiltinRule(JSON_CHAR, [])
@@ -259,5 +333,7 @@ def schema_to_gbnf(schema: dict) -> str:
             return super().visit(node, name)
 
     converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-    converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "stdin"), "")
+    # Named "json", not the converter's "": a property named "" would otherwise name its rule root.
+    top = converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "stdin"), "json")
+    converter._rules["root"] = top
     return converter.format_grammar()

@@ -12,7 +12,6 @@ so a script never receives invalid JSON with exit status 0.
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -21,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmcli.engine.schema_grammar import BOUND_KEYWORDS
+from llmcli.engine.schema_check import (
+    SCHEMA_KEYWORDS,  # noqa: F401 (its home before the split)
+    _short,
+    check_bounds,
+    check_is_schema,
+    check_subset,
+)
 from llmcli.errors import RuntimeFailure, UsageError
 
 KINDS = ("schema", "json", "grammar")  # --schema, --format json, --grammar
@@ -47,210 +52,10 @@ class StructuredReply:
     data: Any = None  # the parsed JSON value (None for --grammar)
 
 
-# -- the supported subset, as a table --------------------------------------------------------
-# Every JSON Schema keyword the checker knows: "grammar" (enforced while generating), "annotation"
-# (no constraint on the value, nothing to enforce), or a refusal with its reason. A keyword that is
-# not in the table is refused too. After generation, jsonschema validates the reply against the
-# whole schema either way.
-GRAMMAR, ANNOTATION = "grammar", "annotation"
-SCHEMA_KEYWORDS: dict[str, str] = {
-    "type": GRAMMAR,
-    "properties": GRAMMAR,
-    "required": GRAMMAR,
-    "additionalProperties": GRAMMAR,
-    "items": GRAMMAR,
-    "prefixItems": GRAMMAR,
-    "minItems": GRAMMAR,
-    "maxItems": GRAMMAR,
-    "enum": GRAMMAR,
-    "const": GRAMMAR,
-    "anyOf": GRAMMAR,
-    "oneOf": GRAMMAR,  # generated as anyOf; "exactly one" is checked after generation
-    "$ref": GRAMMAR,  # local references only ("#/...")
-    "pattern": GRAMMAR,  # anchored ^...$, the converter's regex subset
-    "format": GRAMMAR,  # date, time, date-time, uuid
-    "minLength": GRAMMAR,
-    "maxLength": GRAMMAR,
-    "$defs": ANNOTATION,
-    "definitions": ANNOTATION,  # containers for $ref targets
-    "title": ANNOTATION,
-    "description": ANNOTATION,
-    "$schema": ANNOTATION,
-    "$id": ANNOTATION,
-    "$comment": ANNOTATION,
-    "examples": ANNOTATION,
-    "default": ANNOTATION,
-    "deprecated": ANNOTATION,
-    "readOnly": ANNOTATION,
-    "writeOnly": ANNOTATION,
-    "minimum": GRAMMAR,  # exact bounds (engine/schema_grammar.py), type integer or number
-    "maximum": GRAMMAR,
-    "exclusiveMinimum": GRAMMAR,
-    "exclusiveMaximum": GRAMMAR,
-    "multipleOf": "a grammar cannot express divisibility",
-    "uniqueItems": "a grammar cannot express uniqueness",
-    "contains": "the grammar converter does not support contains",
-    "minContains": "the grammar converter does not support contains",
-    "maxContains": "the grammar converter does not support contains",
-    "minProperties": "the grammar converter does not count properties",
-    "maxProperties": "the grammar converter does not count properties",
-    "patternProperties": "the grammar converter does not support patternProperties",
-    "propertyNames": "the grammar converter does not support propertyNames",
-    "dependentRequired": "the grammar converter does not support dependencies",
-    "dependentSchemas": "the grammar converter does not support dependencies",
-    "dependencies": "the grammar converter does not support dependencies",
-    "if": "the grammar converter does not support if/then/else",
-    "then": "the grammar converter does not support if/then/else",
-    "else": "the grammar converter does not support if/then/else",
-    "not": "a grammar cannot express negation",
-    "allOf": "the grammar converter only merges properties of allOf; write one object",
-    "unevaluatedProperties": "the grammar converter does not support unevaluated*",
-    "unevaluatedItems": "the grammar converter does not support unevaluated*",
-    "additionalItems": "use prefixItems and items (draft 2020-12)",
-    "contentEncoding": "the grammar converter does not support content*",
-    "contentMediaType": "the grammar converter does not support content*",
-    "contentSchema": "the grammar converter does not support content*",
-    "$anchor": "only local $ref paths (#/...) are supported",
-    "$dynamicRef": "only local $ref paths (#/...) are supported",
-    "$dynamicAnchor": "only local $ref paths (#/...) are supported",
-    "$vocabulary": "custom vocabularies are not supported",
-}
-FORMATS = ("date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5")
-TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-
-# Keywords that hold subschemas: a map of them, a list of them, or one (or a bool).
-_SCHEMA_MAPS = ("properties", "$defs", "definitions")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties")
-# Keywords after which the converter looks at nothing else of the same subschema.
-_EXCLUSIVE = ("$ref", "anyOf", "oneOf", "const", "enum")
-
-
-def _refuse(where: str, text: str) -> UsageError:
-    return UsageError(f"--schema: {text} at {where or '/'}; see docs/structured-output.md")
-
-
-def resolve_ref(root: Any, ref: str) -> bool:
-    """Does a local $ref ('#/a/b', a JSON Pointer: ~1 is '/', ~0 is '~') point into the schema?"""
-    from urllib.parse import unquote
-
-    node = root
-    for raw in ref[2:].split("/") if ref != "#/" else [""]:
-        part = unquote(raw).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
-
-
-def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
-    """One subschema: every keyword known and supported, in combinations the converter honours."""
-    if isinstance(node, bool):
-        if not where.endswith("/additionalProperties"):
-            raise _refuse(where, "a true/false subschema (only additionalProperties takes one)")
-        return
-    if not isinstance(node, dict):
-        raise _refuse(where, "a subschema must be an object")
-    if depth > 64:
-        raise _refuse(where, "the schema nests deeper than 64 levels")
-    for key in node:
-        status = SCHEMA_KEYWORDS.get(key)
-        if status is None:
-            raise _refuse(where, f"unknown keyword {key!r}")
-        if status not in (GRAMMAR, ANNOTATION):
-            raise _refuse(where, f"unsupported keyword {key!r} ({status})")
-    constraints = [k for k in node if SCHEMA_KEYWORDS[k] == GRAMMAR]
-    for key in _EXCLUSIVE:
-        if key in node and len(constraints) > 1 and not set(constraints) <= {key, "type"}:
-            others = ", ".join(k for k in constraints if k != key)
-            raise _refuse(where, f"{key} beside {others} (the converter would drop them); nest them instead")
-    if key_type := node.get("type"):
-        types = key_type if isinstance(key_type, list) else [key_type]
-        if isinstance(key_type, list) and len(constraints) > 1:
-            raise _refuse(where, "a list of types beside other keywords; use anyOf with one type each")
-        if any(t not in TYPES for t in types):
-            raise _refuse(where, f"type must be one of {', '.join(TYPES)}")
-    if "format" in node and node["format"] not in FORMATS:
-        raise _refuse(where, f"format {node['format']!r} has no grammar (supported: {', '.join(FORMATS)})")
-    if ("minLength" in node or "maxLength" in node) and (
-        node.get("type") != "string" or "pattern" in node or "format" in node
-    ):
-        raise _refuse(where, "minLength/maxLength need type string, without pattern or format")
-    if bounds := [k for k in BOUND_KEYWORDS if k in node]:
-        if node.get("type") not in ("integer", "number"):
-            raise _refuse(where, f"{bounds[0]} needs type integer or number")
-        for key in bounds:
-            value = node[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise _refuse(
-                    where, f"{key} must be a finite number (draft 2020-12), not {_short(value, 20)}"
-                )
-    if ("minItems" in node or "maxItems" in node) and not isinstance(node.get("items"), dict):
-        raise _refuse(where, "minItems/maxItems need items to be one schema")
-    if "pattern" in node and "format" in node:
-        raise _refuse(where, "pattern beside format (the converter would drop format)")
-    if "items" in node and "prefixItems" in node:
-        raise _refuse(where, "items beside prefixItems (the converter would drop one)")
-    if "pattern" in node and not (
-        isinstance(node["pattern"], str) and node["pattern"].startswith("^") and node["pattern"].endswith("$")
-    ):
-        raise _refuse(where, "pattern must be anchored: ^...$")
-    if "$ref" in node and not str(node["$ref"]).startswith("#/"):
-        raise _refuse(where, f"$ref {node['$ref']!r} is not local (#/...)")
-    if "$ref" in node and not resolve_ref(node if root is None else root, node["$ref"]):
-        raise _refuse(where, f"$ref {node['$ref']!r} points to nothing")
-    missing = [name for name in node.get("required") or [] if name not in (node.get("properties") or {})]
-    if missing:
-        raise _refuse(where, f"required names {missing[0]!r}, which is not in properties")
-    for key in _SCHEMA_MAPS:
-        for name, sub in (node.get(key) or {}).items():
-            _check_node(sub, f"{where}/{key}/{name}", depth + 1, root)
-    for key in _SCHEMA_LISTS:
-        for i, sub in enumerate(node.get(key) or []):
-            _check_node(sub, f"{where}/{key}/{i}", depth + 1, root)
-    for key in _SCHEMA_ONE:
-        if key in node:
-            _check_node(node[key], f"{where}/{key}", depth + 1, root)
-
-
-def check_subset(schema: dict) -> None:
-    """Raise UsageError (one line, naming the keyword and its place) unless every keyword is supported."""
-    _check_node(schema, "", 0, schema)
-
-
-def check_is_schema(schema: Any) -> None:
-    """Is it a JSON Schema at all (jsonschema's metaschema check)? {"type": 5} is not."""
-    import jsonschema
-
-    if not isinstance(schema, dict):
-        raise UsageError(
-            "--schema must be a JSON object (a JSON Schema), e.g. "
-            '\'{"type": "object", "properties": {"name": {"type": "string"}}}\''
-        )
-    if not isinstance(schema.get("$schema", ""), str):
-        raise UsageError("--schema is not a valid JSON Schema at /$schema: it must be a URI string")
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as err:
-        where = "/" + "/".join(str(p) for p in err.absolute_path)
-        raise UsageError(f"--schema is not a valid JSON Schema at {where}: {_short(err.message)}") from None
-    except RecursionError:
-        raise UsageError("--schema nests too deeply to check") from None
-
-
 def _tail(text: str, limit: int = 40) -> str:
     """The end of a reply on one line, starting with '…' when its start is cut off."""
     line = " ".join(text.split())
     return line if len(line) <= limit else "…" + line[-(limit - 1) :]
-
-
-def _short(text: object, limit: int = 160) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def schema_to_gbnf(schema: dict) -> str:
@@ -294,10 +99,15 @@ def _stderr_captured() -> Iterator[list[str]]:
             lines += sink.read().decode("utf-8", "replace").splitlines()
 
 
-def grammar_sampler(vocab, gbnf: str, source: str):
-    """llama.cpp's grammar sampler, or UsageError with the parser's reason (never a silent no-op)."""
+def grammar_sampler(vocab, gbnf: str, source: str, *, from_schema: bool = False):
+    """llama.cpp's grammar sampler, or UsageError with the parser's reason (never a silent no-op).
+    `from_schema`: llmcli wrote the grammar from the user's schema, so no message blames a grammar."""
+    from llmcli.engine.gbnf_bounds import check_shape
     from llmcli.engine.runtime import LOG_LINES, _llama
 
+    fix = "simplify the schema" if from_schema else "fix the grammar"
+    what = f"{source}: the grammar made from it" if from_schema else source
+    check_shape(gbnf, what, fix)  # llama.cpp's recursive parser must never see what overflows it
     ll = _llama()
     if not gbnf.strip():
         raise UsageError(f"{source} is empty; it needs at least a root rule (root ::= ...)")
@@ -308,7 +118,9 @@ def grammar_sampler(vocab, gbnf: str, source: str):
     reason = _parse_error(printed, gbnf) or (LOG_LINES[-1].strip() if LOG_LINES else "llama.cpp refused it")
     if vocab is None and "no vocab" in reason:
         return None  # token references (<[id]>, <token>) need the model: checked again once it loads
-    raise UsageError(f"{source} is not a valid GBNF grammar ({_short(reason)}); fix the grammar")
+    if from_schema:
+        raise UsageError(f"{what} is refused by llama.cpp ({_short(reason)}); {fix}")
+    raise UsageError(f"{source} is not a valid GBNF grammar ({_short(reason)}); {fix}")
 
 
 PARSE_ERROR = "error parsing grammar: "
@@ -343,23 +155,38 @@ def _parse_error(printed: list[str], gbnf: str) -> str | None:
     return first[:-3] if first.endswith(" at") else first
 
 
-def check_gbnf(gbnf: str, source: str) -> None:
+def check_gbnf(gbnf: str, source: str, *, from_schema: bool = False) -> None:
     """Parse a grammar without a model (llama.cpp needs no vocabulary for that), then free it."""
     from llmcli.engine.runtime import _llama
 
-    sampler = grammar_sampler(None, gbnf, source)
+    sampler = grammar_sampler(None, gbnf, source, from_schema=from_schema)
     if sampler:
         _llama().llama_sampler_free(sampler)
 
 
 # -- from the options to one constraint ---------------------------------------------------------
+# What each file option holds, for its messages.
+_FILE_FIX = {
+    "--schema": "give a JSON Schema file, or the schema inline",
+    "--grammar": "give a GBNF grammar file (root ::= ...)",
+}
+
+
 def _read(path: Path, option: str) -> str:
+    """An option's file: regular (a FIFO would block), bounded, UTF-8 (fsutil.read_text_file)."""
+    from llmcli.fsutil import read_text_file
+    from llmcli.limits import limit
+
+    return read_text_file(
+        path, what=f"{option} file", fix=_FILE_FIX[option], limit=limit("option_file_bytes")
+    )
+
+
+def _exists(path: Path) -> bool:
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{option}: no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"{option}: cannot read {path} ({_short(err)})") from None
+        return "\n" not in str(path) and path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _user_path(text: str | Path, home: Path | None) -> Path:
@@ -374,7 +201,7 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
     text, source = arg, "--schema"
     if not arg.lstrip().startswith(("{", "[")):
         path = _user_path(arg, home)
-        if not path.is_file():
+        if not _exists(path):
             try:
                 return json.loads(arg), source  # 42, true, "": JSON, just not a schema (said next)
             except (ValueError, RecursionError):
@@ -397,16 +224,18 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
 
 
 def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConstraint:
+    check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
     check_is_schema(schema)
     check_subset(schema)
-    return OutputConstraint("schema", schema_to_gbnf(schema), schema, source)
+    gbnf = schema_to_gbnf(schema)
+    check_gbnf(gbnf, "--schema", from_schema=True)  # before any model loads, as a --grammar is
+    return OutputConstraint("schema", gbnf, schema, source)
 
 
 def parse_constraint(
     schema: str | None = None, fmt: str | None = None, grammar: Path | None = None, home: Path | None = None
 ) -> OutputConstraint | None:
-    """The three options into one value (or None); everything is checked here, before a model loads.
-    `home` is what a leading `~` in a file's path names."""
+    """The three options into one value (or None); everything is checked here, before a model loads."""
     given = [
         name
         for name, value in (("--schema", schema), ("--format", fmt), ("--grammar", grammar))

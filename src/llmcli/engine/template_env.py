@@ -33,6 +33,11 @@ RENDER_CHARS = 4_000_000  # the largest rendered prompt or intermediate string (
 
 # A width of ten million or more inside a %-format or str.format spec would allocate that much.
 _HUGE_WIDTH = re.compile(r"\d{7,}")
+# The widths in a %-format (`%-30s`, `%*d` takes its width from the arguments) or a str.format
+# spec (`{:>30}`, `{0:^{1}}`).
+_FORMAT_WIDTHS = re.compile(r"%[-+ #0]*(\d+)|\{[^{}]*:[^{}\d]*(\d+)[^{}]*\}")
+# Calls whose int argument is a width, and what the result grows by: once, or once a line / a tab.
+_WIDTH_CALLS = {"indent": "\n", "center": "", "ljust": "", "rjust": "", "zfill": "", "expandtabs": "\t"}
 
 
 class TemplateLimit(TemplateError):
@@ -118,6 +123,34 @@ def _check_binop(op: str, left, right) -> None:
             )
     elif op == "%" and isinstance(left, str) and _HUGE_WIDTH.search(left):
         budget.size(10**7, "a %-formatted string")
+    elif op == "%" and isinstance(left, str):
+        _check_width("format", left, right if isinstance(right, tuple) else (right,), {})
+
+
+def _check_width(name: str, subject, args, kwargs) -> None:
+    """A width past llmcli.limits' template_width, or a result it would make past the budget, is
+    refused before the call: `indent(100000)` on a long text allocated gigabytes."""
+    from llmcli.limits import limit
+
+    budget = _budget()
+    if isinstance(subject, str) and name in ("format", "format_map"):
+        widths = [int(a or b) for a, b in _FORMAT_WIDTHS.findall(subject)]
+        if "%*" in subject or "%-*" in subject:
+            widths += [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    elif name in _WIDTH_CALLS:
+        widths = [a for a in (*args, *kwargs.values()) if isinstance(a, int) and not isinstance(a, bool)]
+    else:
+        return
+    width, cap = max(widths, default=0), limit("template_width")
+    if width > cap:
+        raise TemplateLimit(
+            f"the chat template asked for a width of {width:,} in `{name}` (limit {cap:,}) and was "
+            "stopped; use a model with a sane template"
+        )
+    if isinstance(subject, str) and name in _WIDTH_CALLS:
+        sep = _WIDTH_CALLS[name]
+        times = subject.count(sep) + 1 if sep else 1
+        budget.size(len(subject) + width * times, f"a `{name}` result")
 
 
 # -- transformers' template helpers ---------------------------------------------------------------
@@ -151,6 +184,8 @@ def _guarded_filter(name: str, func):
     def guarded(*args, **kwargs):
         budget = _budget()
         budget.tick()
+        if args:
+            _check_width(name, args[0], args[1:], kwargs)
         for arg in (*args[1:], *kwargs.values()):
             if isinstance(arg, int) and not isinstance(arg, bool) and arg > budget.max_chars:
                 budget.size(arg, f"a `{name}` result")
@@ -239,6 +274,7 @@ def _make_environment():
             target = getattr(__obj, "__wrapped__", __obj)
             owner = getattr(target, "__self__", None)
             if isinstance(owner, str):
+                _check_width(getattr(target, "__name__", ""), owner, args, kwargs)
                 if getattr(target, "__name__", "") in ("format", "format_map") and _HUGE_WIDTH.search(owner):
                     budget.size(10**7, "a formatted string")
                 for arg in (*args, *kwargs.values()):

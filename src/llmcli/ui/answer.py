@@ -42,6 +42,19 @@ class AnswerView:
 
         out, opts, reply = self.out, self.opts, answer.reply
         self.thinking.end()
+        stats = reply.stats
+        if (
+            stats is not None
+            and stats.finish_reason == "length"
+            and reply.reasoning
+            and not reply.text.strip()
+        ):
+            # Not a failure (-n is the user's cap, as on any cut reply: exit 0), but never a silent nothing.
+            shown = "" if self.thinking.visible else " or use --show-thinking"
+            out.warn(
+                f"the reply ended inside its thinking after {stats.completion_tokens} tokens, "
+                f"before any answer; raise -n{shown}"
+            )
         if opts.constraint is not None and not opts.json_out:
             out.write(answer.text)  # the newline follows below, as for any reply
         if opts.json_out:

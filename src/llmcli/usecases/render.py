@@ -14,6 +14,7 @@ from pathlib import Path
 from llmcli.engine.template import Message
 from llmcli.engine.template_choice import TemplateChoice
 from llmcli.errors import UsageError
+from llmcli.limits import check, limit
 from llmcli.store import Store
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -39,9 +40,6 @@ class RenderedView:
     thinking: str  # what the template and tokens say about reasoning
 
 
-MAX_MESSAGES_FILE = 64 << 20  # bytes: far past any context
-
-
 def read_messages_file(path: Path) -> str:
     """--messages FILE: a regular file of bounded size, strict UTF-8 (parse_messages checks the rest)."""
     from llmcli.fsutil import read_text_file
@@ -50,7 +48,7 @@ def read_messages_file(path: Path) -> str:
         path,
         what="messages file",
         fix='give OpenAI-style JSON: [{"role": ..., "content": ...}]',
-        limit=MAX_MESSAGES_FILE,
+        limit=limit("prompt_bytes"),  # chat's bound on one prompt
     )
 
 
@@ -63,10 +61,15 @@ def parse_messages(text: str, source: str) -> list[Message]:
         raise UsageError(
             f'{bad} (not JSON: {exc.msg} at line {exc.lineno}); give [{{"role": "user", "content": "..."}}]'
         ) from None
+    except RecursionError:  # a message list is four levels deep; thousands are not messages
+        raise UsageError(
+            f'{bad} (its JSON nests too deeply to read); give [{{"role": "user", "content": "..."}}]'
+        ) from None
     if not isinstance(data, list) or not data:
         raise UsageError(f'{bad} (want a non-empty JSON list); give [{{"role": "user", "content": "..."}}]')
     from llmcli.engine.messages import BadMessage, check_message
 
+    check(f"{source}: a message count of", len(data), "messages", "give fewer messages")
     messages = []
     for i, item in enumerate(data, 1):
         try:

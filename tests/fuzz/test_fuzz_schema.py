@@ -1,0 +1,154 @@
+"""Seeded hostile JSON Schemas through `chat --schema`, each in a child process.
+
+Each case is a generated schema: nested objects, arrays, strings, enums, consts, anyOf and
+recursive $ref, with counts (maxItems, minItems, maxLength, minLength, pattern {n,m}, enum and
+anyOf sizes) from small to far past the limits (a maxItems of 10^9 once took gigabytes), and
+property names, enum values and consts full of quotes, backslashes, control characters and
+unicode. The model is missing on purpose: a schema that passes every check (the subset, the
+bounds, the conversion, llama.cpp's parse of the grammar made from it) ends on "no such file",
+a refused one on one line that speaks of --schema, never of a grammar to fix. Every case must
+end with an exit below 128, no traceback and exactly one stderr line.
+
+~40 cases by default; LLMCLI_FUZZ_LONG=1 runs 400. LLMCLI_FUZZ_SEED picks another seed. The
+counts are printed (pytest -s): cases, clean errors, successes, failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.fuzz.bounded import NO_MODEL, outcome, run_bounded
+
+LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
+CASES = 400 if LONG else 40
+SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20261203"))
+CHARS = [
+    '"',
+    "\\",
+    "/",
+    "\n",
+    "\x00",
+    "\x1f",
+    "\x7f",
+    "é",
+    "日",
+    "🙂",
+    "\u2028",
+    "{",
+    "}",
+    " ",
+    "a",
+    "_",
+    "-",
+]
+
+
+def _text(rng: random.Random, longest: int = 8) -> str:
+    if rng.random() < 0.03:
+        return "x" * rng.randint(4000, 5000)  # around the string limit
+    return "".join(rng.choice(CHARS) for _ in range(rng.randint(0, longest)))
+
+
+def _count(rng: random.Random) -> int:
+    return rng.choice([rng.randint(0, 6), rng.randint(240, 260), 10**9])
+
+
+def _leaf(rng: random.Random) -> dict:
+    kind = rng.choice(
+        ["string", "integer", "number", "boolean", "null", "enum", "const", "pattern", "lengths"]
+    )
+    if kind == "enum":
+        n = rng.choice([rng.randint(1, 6), rng.randint(1000, 1100)])
+        return {"enum": [_text(rng) if rng.random() < 0.8 else rng.randint(-9, 9) for _ in range(n)]}
+    if kind == "const":
+        return {"const": rng.choice([_text(rng), {"k": _text(rng)}, [1, _text(rng)], None, 1.5])}
+    if kind == "pattern":
+        low = rng.randint(0, 3)
+        high = rng.choice([low + rng.randint(0, 5), rng.randint(250, 300), 10**6])
+        return {"type": "string", "pattern": f"^[a-z]{{{low},{high}}}(x|y)?$"}
+    if kind == "lengths":
+        low = rng.randint(0, 4)
+        return {"type": "string", "minLength": low, "maxLength": rng.choice([low + 3, _count(rng)])}
+    if kind in ("integer", "number") and rng.random() < 0.5:
+        return {"type": kind, "minimum": rng.randint(-50, 0), "maximum": rng.randint(0, 50)}
+    return {"type": kind}
+
+
+def _node(rng: random.Random, depth: int) -> dict:
+    if depth <= 0 or rng.random() < 0.3:
+        return _leaf(rng)
+    kind = rng.choice(["object", "array", "anyOf", "ref"])
+    if kind == "object":
+        props = {_text(rng, 6): _node(rng, depth - 1) for _ in range(rng.choice([rng.randint(0, 4), 300]))}
+        required = [name for name in props if rng.random() < 0.5]
+        node = {"type": "object", "properties": props, "required": required}
+        if rng.random() < 0.2:
+            node["additionalProperties"] = False
+        return node
+    if kind == "array":
+        low = _count(rng) if rng.random() < 0.3 else rng.randint(0, 2)
+        return {
+            "type": "array",
+            "items": _node(rng, depth - 1),
+            "minItems": low,
+            "maxItems": max(low, _count(rng)),
+        }
+    if kind == "anyOf":
+        n = rng.choice([rng.randint(1, 4), rng.randint(120, 140)])
+        return {"anyOf": [_node(rng, depth - 2) for _ in range(n)]}
+    return {"$ref": "#/$defs/tree"}
+
+
+def make_schema(rng: random.Random) -> dict:
+    schema = _node(rng, rng.randint(1, 4))
+    if "$ref" in json.dumps(schema) or rng.random() < 0.2:
+        # A recursive definition: a tree whose children are trees.
+        tree = {
+            "type": "object",
+            "properties": {"v": _leaf(rng), "kids": {"type": "array", "items": {"$ref": "#/$defs/tree"}}},
+            "required": ["v"],
+        }
+        schema = {"$defs": {"tree": tree}, **schema}
+    if rng.random() < 0.1:
+        schema["maxItems"] = -1  # not a valid JSON Schema at all
+    return schema
+
+
+def make_case(index: int, folder: Path) -> str:
+    """The --schema argument: inline JSON, or a file when it is long (a command line has limits)."""
+    text = json.dumps(make_schema(random.Random(SEED * 1000 + index)))
+    if len(text) < 60_000 and index % 3:
+        return text
+    path = folder / f"case{index}.json"
+    path.write_text(text)
+    return str(path)
+
+
+def run_case(arg: str) -> tuple[str, str]:
+    try:
+        result = run_bounded("chat", "-m", NO_MODEL, "--schema", arg, "hi", timeout=120)
+    except subprocess.TimeoutExpired:
+        return "failure", "no end within 120 s"
+    kind, what = outcome(result, forbidden=("fix the grammar", "not a valid GBNF"))
+    if kind == "error" and "--schema" not in what and "over the 1,048,576-byte limit" not in what:
+        return "failure", f"a schema error that does not name --schema: {what!r}"
+    return kind, what
+
+
+def test_fuzz_schemas_end_cleanly(tmp_path):
+    args = [make_case(i, tmp_path) for i in range(CASES)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(run_case, args))
+    counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
+    print(
+        f"\nfuzz schema (seed {SEED}): {CASES} cases, {counts['error']} clean errors, "
+        f"{counts['ok']} successes, {counts['failure']} failures"
+    )
+    failures = [f"case {i}: {what}" for i, (kind, what) in enumerate(outcomes) if kind == "failure"]
+    assert not failures, "\n".join(failures)
+    assert counts["error"] and counts["ok"]  # both outcomes were reached
