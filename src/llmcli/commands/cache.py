@@ -37,7 +37,7 @@ def cache(
     import time
 
     from llmcli.display import printable
-    from llmcli.engine.prefix_cache import PrefixCache
+    from llmcli.engine.prefix_cache import PrefixCache, resolve_root
     from llmcli.environment import current
     from llmcli.store import Store
     from llmcli.ui.output import Output
@@ -45,8 +45,10 @@ def cache(
 
     env = current()
     out = Output(env)
-    root = Store(env.store_root).cache_dir
-    cache = PrefixCache(root, max_bytes=0)  # the cap matters only to writers
+    store = Store(env.store_root)
+    root = store.cache_dir
+    # Links resolved, and refused when they lead out of the store: a clear deletes only in the store.
+    cache = PrefixCache(resolve_root(root, store.root), max_bytes=0)  # the cap matters only to writers
     if action == "clear":
         cleared = cache.clear()
         if json_out:
