@@ -154,7 +154,7 @@ HEADER_FIELDS = {
 }
 
 
-def header_length(head: bytes) -> int:
+def header_length(head: bytes | bytearray) -> int:
     """How many header bytes follow the prefix (0 when `head` does not start with an entry's prefix)."""
     if len(head) < _PREFIX.size or head[: len(MAGIC)] != MAGIC:
         return 0

@@ -283,7 +283,8 @@ class PrefixCache:
         names = self._names()
         for path, st in self._stale_temps():
             self.remove(path, st, temp=True)
-        files = [(st.st_mtime, path, st) for path in names if (st := _is_ours(path, ENTRY_NAME)) is not None]
+        ours = [(path, _is_ours(path, ENTRY_NAME)) for path in names]
+        files = [(st.st_mtime, path, st) for path, st in ours if st is not None]
         total = sum(st.st_size for _, _, st in files)
         evicted = []
         for _, path, st in sorted(files, key=lambda f: (f[0], str(f[1]))):
@@ -326,7 +327,7 @@ class PrefixCache:
                 if exc.seen is None:
                     continue  # unreadable: its bytes prove nothing, so it is not known to be ours
                 whole, seen = False, exc.seen
-            if self.remove(path, seen):
+            if seen is not None and self.remove(path, seen):
                 cleared.bytes += seen.st_size
                 cleared.entries += whole
                 cleared.damaged += not whole

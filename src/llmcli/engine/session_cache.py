@@ -77,7 +77,7 @@ class SessionCache:
     next save: the reply is the same as with --no-cache."""
 
     cache: PrefixCache
-    key: CacheKey
+    key: CacheKey | None  # None only when unusable: the model file is then not hashed at all
     model_name: str
     save: bool = True  # write conversation tips (False: only read)
     unusable: str | None = None
@@ -91,7 +91,7 @@ class SessionCache:
         except CacheUnusable as exc:
             cache, unusable = PrefixCache(Path(root), max_bytes), str(exc)
         # The model's hash, remembered in the cache folder when it can be used.
-        key = cache_key(runtime, cache.root if unusable is None else None)
+        key = cache_key(runtime, cache.root) if unusable is None else None
         return cls(cache, key, model_name, unusable=unusable)
 
     def _fail(self, exc: OSError | CacheUnusable) -> None:
@@ -101,7 +101,7 @@ class SessionCache:
         """Load the entry sharing the longest prefix with `tokens` (at most `limit` of them) when it
         beats `better_than` tokens already in the KV cache. Any failure leaves the runtime cleared
         or untouched, and says why in one note."""
-        if self.unusable is not None or limit < MIN_TOKENS or limit <= better_than:
+        if self.unusable is not None or self.key is None or limit < MIN_TOKENS or limit <= better_than:
             return Restored(0)  # nothing the disk could add: not even a look
         try:
             match = self.cache.best(self.key.id, tokens, remove_damaged=True)
@@ -150,7 +150,7 @@ class SessionCache:
         tokens = list(runtime.kv_tokens)
         if not self.save or len(tokens) < MIN_TOKENS:
             return Saved()
-        if self.unusable is not None:
+        if self.unusable is not None or self.key is None:
             self.save = False  # said once: the session saves nothing more
             return Saved(warning=f"{self.unusable}; answered without the cache")
         from llmcli.units import format_bytes
