@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from llmcli.engine.cache_entry import encode_entry, parse_entry
+from llmcli.engine.model_identity import MEMO_FILE
 from tests.cli.test_prefix_cache_cli import ARGS, DOC, ask, entries
 from tests.engine.test_prefix_cache_hostile import huge_entry, middle_changed
 from tests.support.cli import LLMCLI, cli, cli_store, environment_vars
@@ -144,7 +145,7 @@ def test_cache_clear_through_a_link_inside_the_store_deletes_only_its_own_files(
     r = cli("cache", "clear", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["removed_entries"] >= 1, r.stderr
     assert {name: (real / name).read_bytes() for name in theirs} == theirs
-    assert not [p for p in real.iterdir() if p.name not in theirs]
+    assert not [p for p in real.iterdir() if p.name not in theirs and p.name != MEMO_FILE]
 
 
 def _without_root_powers() -> None:
