@@ -25,8 +25,8 @@ MEMO_VERSION = 1
 MAX_MEMO = 2**20  # bytes: far more than MAX_REMEMBERED rows; a larger memo is not ours and is ignored
 MAX_REMEMBERED = 64  # model files: the oldest rows give way
 CHUNK = 2**20
-# A file changed twice within one timestamp tick keeps its mtime: a stamp younger than this is
-# not remembered (git's "racily clean" rule), so the next run hashes the file again.
+# A file changed twice within one timestamp tick keeps its mtime: a file changed this shortly before
+# it was read is not remembered (git's "racily clean" rule), so the next run hashes it again.
 RACY_NS = 2 * 10**9
 
 
@@ -38,6 +38,7 @@ def model_identity(path: str | Path, memo_dir: Path | None = None) -> str:
     """`<size>:<blake2b of every byte>` of the model file; memoised in `memo_dir` when given."""
     real = Path(path).resolve()
     memo = _read_memo(memo_dir) if memo_dir is not None else {}
+    started = time.time_ns()
     with open(real, "rb") as fh:
         before = os.fstat(fh.fileno())
         known = memo.get(str(real))
@@ -52,7 +53,8 @@ def model_identity(path: str | Path, memo_dir: Path | None = None) -> str:
             digest.update(chunk)
         after = os.fstat(fh.fileno())
     hexdigest = digest.hexdigest()
-    settled = _stamp(after) == _stamp(before) and time.time_ns() - after.st_mtime_ns > RACY_NS
+    # A write after the read began would leave a later mtime, unless within the same tick as it.
+    settled = _stamp(after) == _stamp(before) and started - after.st_mtime_ns > RACY_NS
     if memo_dir is not None and settled:
         memo.pop(str(real), None)
         memo[str(real)] = {"stamp": _stamp(after), "blake2b": hexdigest}
