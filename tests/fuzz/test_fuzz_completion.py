@@ -19,6 +19,8 @@ import os
 import random
 from pathlib import Path
 
+from click.shell_completion import split_arg_string
+
 from llmcli.commands.options import offerable
 from llmcli.errors import LlmcliError
 from llmcli.store import EMBEDDED_NAME, Store
@@ -136,7 +138,9 @@ def test_completion_offers_only_safe_store_names(tmp_path: Path) -> None:
             problem = f"a control character reached the shell: {r.stdout!r}"
         else:
             got = [n for n in offered(shell, r.stdout) if n != EMBEDDED_NAME]
-            expected = [n for n in listed if offerable(n) and n.startswith(prefix)]
+            typed = split_arg_string(words)  # the word as the shell hands it over: `'` opens an empty one
+            incomplete = typed[2] if len(typed) > 2 and not words.endswith(" ") else ""
+            expected = [n for n in listed if offerable(n) and n.startswith(incomplete)]
             unsafe = [n for n in got if any(h in n for h in HOSTILE) or not n.isprintable()]
             if unsafe:
                 problem = f"offered names a shell would act on: {unsafe!r}"
