@@ -155,13 +155,89 @@ TAMPERED = {
 
 
 @pytest.mark.parametrize("column,value", TAMPERED.items(), ids=list(TAMPERED))
-def test_a_tampered_row_is_a_damaged_log_line_not_a_crash(tmp_path, column, value):
+def test_a_tampered_row_is_skipped_with_one_note_and_the_rest_stays_readable(tmp_path, column, value):
     log = _log(tmp_path)
-    e = _add(log, "fine")
+    before, e, after = _add(log, "before"), _add(log, "fine"), _add(log, "after")
     log.db.execute(f"UPDATE exchanges SET {column} = ? WHERE id = ?", (value, e.id))
-    with pytest.raises(LogDamaged, match=f"damaged row .*{column}.*mv ") as info:
-        log.recent(3)
-    assert "\n" not in str(info.value)
+    assert [x.prompt for x in log.recent(3)] == ["before", "after"]
+    assert [x.prompt for x in log.search("before", 3)] == ["before"]
+    note = log.skipped_note
+    assert note is not None and "\n" not in note
+    assert note.startswith(
+        f"skipped 1 damaged row of the conversation log {log.path} (exchange {e.id}: {column} "
+    )
+    assert before.id and after.id
+
+
+def not_utf8(log: ChatLog, exchange_id: str, column: str = "reply") -> None:
+    """Store bytes that are not UTF-8 as TEXT in one column (what another program can write)."""
+    log.db.execute(f"UPDATE exchanges SET {column} = CAST(X'61FF62' AS TEXT) WHERE id = ?", (exchange_id,))
+
+
+def test_a_row_that_is_not_utf8_costs_only_itself(tmp_path):
+    log = _log(tmp_path)
+    first = _add(log, "first apple", cid="")
+    bad = _add(log, "second apple", cid=first.conversation_id)
+    _add(log, "third apple")
+    not_utf8(log, bad.id)
+    assert [x.prompt for x in log.recent(None)] == ["first apple", "third apple"]
+    assert [x.prompt for x in log.search("apple", None)] == ["first apple", "third apple"]
+    assert log.skipped_note.endswith(f"(exchange {bad.id}: reply is not UTF-8 text; ...)")
+    # Its conversation continues from the last whole exchange before it.
+    tip = log.load_conversation(first.conversation_id)
+    assert [m.content for m in tip.messages] == ["first apple", "ok"]
+
+
+def test_a_conversation_whose_every_exchange_is_damaged_is_refused_naming_the_row(tmp_path):
+    log = _log(tmp_path)
+    e = _add(log, "only")
+    not_utf8(log, e.id, "prompt")
+    with pytest.raises(LogDamaged, match=f"damaged row .exchange {e.id}: prompt is not UTF-8 text.*mv "):
+        log.load_conversation(e.conversation_id)
+
+
+def test_the_latest_conversation_is_the_latest_that_names_one(tmp_path):
+    log = _log(tmp_path)
+    good = _add(log, "good")
+    bad = _add(log, "bad")
+    log.db.execute("UPDATE exchanges SET conversation_id = X'00' WHERE id = ?", (bad.id,))
+    assert log.latest_conversation_id() == good.conversation_id
+    assert log.skipped_note is not None and "without a conversation id" in log.skipped_note
+
+
+def test_a_missing_full_text_index_is_made_again_from_the_rows(tmp_path):
+    log = _log(tmp_path)
+    _add(log, "a lighthouse in the fog")
+    log.db.execute("DROP TABLE exchanges_fts")  # its triggers are left behind, as a hand edit would
+    log.close()
+    again = _log(tmp_path)
+    assert again.has_fts and again.fts_problem is None
+    assert [e.prompt for e in again.search("lighthouse", 3)] == ["a lighthouse in the fog"]
+    _add(again, "another lighthouse")  # the triggers index new rows again
+    assert len(again.search("lighthouse", 3)) == 2
+
+
+def test_a_missing_index_that_cannot_be_made_is_named_not_blamed_on_sqlite(tmp_path):
+    log = _log(tmp_path)
+    _add(log, "a lighthouse in the fog")
+    log.db.execute("DROP TABLE exchanges_fts")
+    log.db.execute("BEGIN IMMEDIATE")  # another process holds the write lock all along
+    try:
+        import llmcli.chatlog as chatlog
+
+        waited, chatlog.BUSY_TIMEOUT_MS = chatlog.BUSY_TIMEOUT_MS, 200
+        try:
+            blocked = _log(tmp_path)
+        finally:
+            chatlog.BUSY_TIMEOUT_MS = waited
+    finally:
+        log.db.execute("ROLLBACK")
+    assert not blocked.has_fts
+    assert blocked.fts_problem == (
+        f"the log's full-text index (exchanges_fts in {blocked.path}) is missing and could not be made "
+        "again (database is locked)"
+    )
+    assert [e.prompt for e in blocked.search("lighthouse", 3)] == ["a lighthouse in the fog"]  # LIKE
 
 
 @pytest.mark.parametrize(

@@ -2,33 +2,61 @@
 
 WAL mode and a busy timeout let two llmcli processes log at once; each exchange is written in one
 `BEGIN IMMEDIATE` transaction, so a failed write (a full disk) leaves nothing half-written. The
-schema's version is `PRAGMA user_version`; MIGRATIONS[i] brings a database from version i to i+1.
-Full-text search uses FTS5 over prompt + reply where this SQLite has it, else LIKE.
+schema and its migrations are chatlog_schema's; the checks of a row read back are chatlog_rows'.
 
-The database is input like any file: a row read back is checked (types, JSON shapes, roles) before
-it becomes a message; a damaged file or row is a typed error naming the file and the fix. Library
-code: it never prints, never exits, never reads the environment.
+The database is input like any file. A damaged row is skipped, and counted in `skipped` for the
+caller's one note; the rest of the log stays readable. A file that cannot be opened is a typed
+error saying what is wrong: damaged (move it aside), or a folder or file that cannot be written.
+A missing full-text index is made again. Library code: never prints, exits or reads the environment.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Iterable
 from pathlib import Path
 
+from llmcli.chatlog_rows import (
+    _COLUMNS,
+    _SELECT,
+    ROLES,
+    Conversation,
+    Exchange,
+    LogDamaged,
+    exchange_of,
+    message_of,
+    text_or_bytes,
+)
+from llmcli.chatlog_schema import (
+    FTS_TABLE,
+    ID_PATTERN,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Transaction,
+    create_fts,
+    fts5_available,
+    new_id,
+    utc_now,
+)
 from llmcli.display import printable
 from llmcli.engine.template import Message
 from llmcli.errors import RuntimeFailure, UsageError
 
+__all__ = [
+    "ID_PATTERN",
+    "MIGRATIONS",
+    "ROLES",
+    "SCHEMA_VERSION",
+    "Conversation",
+    "Exchange",
+    "LogDamaged",
+    "new_id",
+]
+
 LOG_FILE = "logs.db"
 BUSY_TIMEOUT_MS = 10_000  # another process's write holds the lock for milliseconds; wait, don't fail
+MAX_SKIPPED_SCAN = 1000  # rows looked at past damaged ones for a conversation's tip or id
 
 
 class LogUnavailable(RuntimeFailure):
@@ -37,206 +65,15 @@ class LogUnavailable(RuntimeFailure):
 
 class LogWriteFailed(RuntimeFailure):
     """An exchange could not be written (a full disk, a read-only store); nothing of it was kept.
-
-    `damaged`: the file itself is damaged, so every later write would fail the same way.
-    """
+    `damaged`: the file itself is damaged, so every later write would fail the same way."""
 
     def __init__(self, message: str, damaged: bool = False) -> None:
         super().__init__(message)
         self.damaged = damaged
 
 
-class LogDamaged(RuntimeFailure):
-    """A row read back is not what llmcli writes (edited by hand or by another program)."""
-
-
-# -- ids -------------------------------------------------------------------------------------
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-ID_PATTERN = re.compile(f"[{_CROCKFORD}]{{26}}")
-_last_id = [0, 0]  # (ms, random) of the last id made here: ids made in one millisecond still sort
-_id_lock = threading.Lock()
-
-
-def new_id(now_ms: int | None = None) -> str:
-    """A ULID in lowercase, as `llm` uses: 48 bits of milliseconds then 80 random bits, 26 characters.
-
-    Ids sort by time as text; within one millisecond in one process the random part counts up.
-    """
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    with _id_lock:
-        if ms <= _last_id[0]:
-            ms, rand = _last_id[0], _last_id[1] + 1
-        else:
-            rand = int.from_bytes(os.urandom(10), "big")
-        _last_id[:] = [ms, rand]
-    value = (ms << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in reversed(range(26)))
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-# -- schema ----------------------------------------------------------------------------------
-def fts5_available() -> bool:
-    """Whether this Python's SQLite was built with FTS5 (most are; some distributions' are not)."""
-    try:
-        with sqlite3.connect(":memory:") as db:
-            db.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
-        return True
-    except sqlite3.Error:
-        return False
-
-
-_V1 = """
-CREATE TABLE conversations (
-    id TEXT PRIMARY KEY,          -- a ULID: sorts by creation time
-    model TEXT NOT NULL,          -- the model it started with
-    system TEXT,                  -- the system prompt it started with (None: the template's default)
-    created TEXT NOT NULL,        -- ISO 8601, UTC
-    updated TEXT NOT NULL
-);
-CREATE TABLE exchanges (
-    n INTEGER PRIMARY KEY,        -- insertion order; a stable rowid for the full-text index
-    id TEXT NOT NULL UNIQUE,      -- a ULID
-    conversation_id TEXT NOT NULL REFERENCES conversations(id),
-    model TEXT NOT NULL,
-    system TEXT,
-    messages TEXT NOT NULL,       -- JSON: the history sent before the prompt, [{role, content[, cancelled]}]
-    prompt TEXT NOT NULL,
-    reply TEXT NOT NULL,
-    reasoning TEXT,               -- a thinking model's reasoning, when there was some
-    options TEXT NOT NULL,        -- JSON: sampling parameters and engine options (never a key or a header)
-    usage TEXT NOT NULL,          -- JSON: prompt, cached, completion and reasoning tokens
-    timings TEXT NOT NULL,        -- JSON: ms per stage, TTFT, rates
-    finish_reason TEXT,
-    datetime_utc TEXT NOT NULL
-);
-CREATE INDEX exchanges_by_conversation ON exchanges(conversation_id, n);
-"""
-
-_V2_FTS = """
-CREATE VIRTUAL TABLE exchanges_fts USING fts5(prompt, reply, content='exchanges', content_rowid='n');
-INSERT INTO exchanges_fts(rowid, prompt, reply) SELECT n, prompt, reply FROM exchanges;
-CREATE TRIGGER exchanges_fts_insert AFTER INSERT ON exchanges BEGIN
-    INSERT INTO exchanges_fts(rowid, prompt, reply) VALUES (new.n, new.prompt, new.reply);
-END;
-CREATE TRIGGER exchanges_fts_delete AFTER DELETE ON exchanges BEGIN
-    INSERT INTO exchanges_fts(exchanges_fts, rowid, prompt, reply)
-        VALUES ('delete', old.n, old.prompt, old.reply);
-END;
-CREATE TRIGGER exchanges_fts_update AFTER UPDATE ON exchanges BEGIN
-    INSERT INTO exchanges_fts(exchanges_fts, rowid, prompt, reply)
-        VALUES ('delete', old.n, old.prompt, old.reply);
-    INSERT INTO exchanges_fts(rowid, prompt, reply) VALUES (new.n, new.prompt, new.reply);
-END;
-"""
-
-
-def _v1(db: sqlite3.Connection, fts: bool) -> None:
-    for statement in _statements(_V1):
-        db.execute(statement)
-
-
-def _v2(db: sqlite3.Connection, fts: bool) -> None:
-    """The full-text index, where FTS5 exists; without it the search falls back to LIKE."""
-    if fts:
-        for statement in _statements(_V2_FTS):
-            db.execute(statement)
-
-
-# MIGRATIONS[i]: version i -> i + 1, run inside the writer's transaction. Adding a version is one line.
-MIGRATIONS: list[Callable[[sqlite3.Connection, bool], None]] = [_v1, _v2]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def _statements(script: str) -> list[str]:
-    """A script -> its statements (executescript would commit the open transaction first)."""
-    out: list[str] = []
-    buf: list[str] = []
-    for line in script.splitlines():
-        buf.append(line)
-        text = "\n".join(buf)
-        if text.strip() and sqlite3.complete_statement(text):
-            out.append(text)
-            buf = []
-    return out
-
-
-# -- records ---------------------------------------------------------------------------------
-@dataclass
-class Exchange:
-    """One prompt and its reply, as logged (and as `logs --json` prints it)."""
-
-    conversation_id: str
-    model: str
-    prompt: str
-    reply: str
-    system: str | None = None
-    messages: list[dict] = field(default_factory=list)  # the history sent before the prompt
-    reasoning: str | None = None
-    options: dict = field(default_factory=dict)
-    usage: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    finish_reason: str | None = None
-    datetime_utc: str = ""
-    id: str = ""
-
-    def as_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "conversation_id": self.conversation_id,
-            "model": self.model,
-            "datetime_utc": self.datetime_utc,
-            "system": self.system,
-            "messages": self.messages,
-            "prompt": self.prompt,
-            "reply": self.reply,
-            "reasoning": self.reasoning,
-            "options": self.options,
-            "usage": self.usage,
-            "timings": self.timings,
-            "finish_reason": self.finish_reason,
-        }
-
-
-@dataclass
-class Conversation:
-    """A logged conversation's tip: what a continued chat starts from."""
-
-    id: str
-    model: str  # the model of its last exchange
-    system: str | None
-    messages: list[Message]  # the whole history, oldest first, ready for session.messages
-
-
-# Columns as read back: name -> (accepts, what it must be). A row that fails is LogDamaged.
-def _text(v: object) -> bool:
-    return isinstance(v, str)
-
-
-def _opt_text(v: object) -> bool:
-    return v is None or isinstance(v, str)
-
-
-_COLUMNS: dict[str, Callable[[object], bool]] = {
-    "id": _text,
-    "conversation_id": _text,
-    "model": _text,
-    "system": _opt_text,
-    "messages": _text,
-    "prompt": _text,
-    "reply": _text,
-    "reasoning": _opt_text,
-    "options": _text,
-    "usage": _text,
-    "timings": _text,
-    "finish_reason": _opt_text,
-    "datetime_utc": _text,
-}
-_SELECT = ", ".join(f"e.{name}" for name in _COLUMNS)
-_JSON_COLUMNS = {"messages": list, "options": dict, "usage": dict, "timings": dict}
-MAX_JSON_DEPTH_CHARS = 64 * 1024 * 1024  # a column bigger than this is not something llmcli wrote
+class SchemaMismatch(sqlite3.DatabaseError):
+    """A database whose schema is not this llmcli's (newer, or lacking a table's columns)."""
 
 
 class ChatLog:
@@ -245,6 +82,11 @@ class ChatLog:
     def __init__(self, path: Path, *, fts: bool | None = None) -> None:
         self.path = Path(path)
         self._fts_module = fts5_available() if fts is None else fts
+        self.skipped: list[str] = []  # damaged rows passed over by the reads so far: what was wrong
+        self.fts_problem: str | None = (
+            None if self._fts_module else f"this SQLite ({sqlite3.sqlite_version}) has no FTS5"
+        )
+        self._existed = self.path.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(
@@ -252,6 +94,7 @@ class ChatLog:
             )
         except (OSError, sqlite3.Error) as exc:
             raise self._unavailable(exc) from None
+        self.db.text_factory = text_or_bytes  # a value that is not UTF-8 costs its row, not the read
         try:
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self.db.execute("PRAGMA journal_mode = WAL")  # persistent: set once, a no-op after
@@ -259,14 +102,36 @@ class ChatLog:
                 "PRAGMA synchronous = NORMAL"
             )  # WAL's safe setting: durable across a process crash
             self._migrate()
-            self.has_fts = self._fts_module and self._table_exists("exchanges_fts")
+            self.has_fts = self._fts_module and self._table_exists(FTS_TABLE)
         except (sqlite3.Error, UnicodeDecodeError) as exc:  # the schema's own text may be damaged too
             self.db.close()
             raise self._unavailable(exc) from None
 
     # -- opening ------------------------------------------------------------------------------
     def _unavailable(self, exc: BaseException) -> LogUnavailable:
-        return LogUnavailable(damaged_message(self.path, exc))
+        """Damaged (move it aside), or a file or folder that cannot be written (moving would not help)."""
+        if is_damage(exc) or isinstance(exc, SchemaMismatch | UnicodeDecodeError):
+            return LogUnavailable(damaged_message(self.path, exc))
+        if not self._existed:
+            return LogUnavailable(
+                f"the conversation log {self.path} cannot be created ({_reason(exc)}); "
+                f"make {self.path.parent} writable, or log nothing with --no-log"
+            )
+        return LogUnavailable(
+            f"the conversation log {self.path} cannot be opened ({_reason(exc)}); "
+            f"make it and {self.path.parent} readable and writable, or log nothing with --no-log"
+        )
+
+    @property
+    def skipped_note(self) -> str | None:
+        """One line for the damaged rows the reads passed over, if any."""
+        if not self.skipped:
+            return None
+        n = len(self.skipped)
+        return (
+            f"skipped {n} damaged row{'s' if n != 1 else ''} of the conversation log {self.path} "
+            f"({self.skipped[0]}{'; ...' if n > 1 else ''})"
+        )
 
     def _table_exists(self, name: str) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
@@ -277,11 +142,12 @@ class ChatLog:
     def _migrate(self) -> None:
         version = self._version()
         if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(
+            raise SchemaMismatch(
                 f"its schema is version {version}, newer than this llmcli's {SCHEMA_VERSION}; upgrade llmcli"
             )
         if version == SCHEMA_VERSION:
             self._check_tables()
+            self._restore_fts()
             return
         with self._writing():
             version = self._version()  # another process may have migrated while we waited
@@ -297,10 +163,25 @@ class ChatLog:
         ):
             have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
             if not columns <= have:
-                raise sqlite3.DatabaseError(f"its table {table} lacks {', '.join(sorted(columns - have))}")
+                raise SchemaMismatch(f"its table {table} lacks {', '.join(sorted(columns - have))}")
+
+    def _restore_fts(self) -> None:
+        """Make the full-text index again when it is missing (dropped by hand or by another program);
+        when it cannot be (a read-only store), `fts_problem` says so and the search uses LIKE."""
+        if not self._fts_module or self._table_exists(FTS_TABLE):
+            return
+        try:
+            with self._writing():
+                if not self._table_exists(FTS_TABLE):  # another process may have made it meanwhile
+                    create_fts(self.db)
+        except sqlite3.Error as exc:
+            self.fts_problem = (
+                f"the log's full-text index ({FTS_TABLE} in {self.path}) is missing and could not be "
+                f"made again ({_reason(exc)})"
+            )
 
     def _writing(self):
-        return _Transaction(self.db)
+        return Transaction(self.db)
 
     def close(self) -> None:
         """Close; the last connection to close checkpoints the write-ahead log into the file."""
@@ -390,11 +271,16 @@ class ChatLog:
             return self.db.execute(sql, tuple(args)).fetchall()
         except sqlite3.Error as exc:
             raise self._unavailable(exc) from None
-        except UnicodeDecodeError:  # a TEXT column holding bytes that are not UTF-8
-            raise LogDamaged(_damaged_row(self.path, "a column is not UTF-8 text")) from None
 
     def _rows(self, sql: str, args: Iterable[object] = ()) -> list[Exchange]:
-        return [_exchange(row, self.path) for row in self._fetch(sql, args)]
+        """The rows as Exchanges; a damaged one is skipped and counted in `skipped`."""
+        found = []
+        for row in self._fetch(sql, args):
+            try:
+                found.append(exchange_of(row, self.path))
+            except LogDamaged as exc:
+                self.skipped.append(exc.what)
+        return found
 
     def recent(self, count: int | None) -> list[Exchange]:
         """The latest `count` exchanges (None: all), oldest first."""
@@ -432,57 +318,41 @@ class ChatLog:
         return self._rows(sql, [*patterns, *args])[::-1]
 
     def latest_conversation_id(self) -> str | None:
-        rows = self._fetch("SELECT conversation_id FROM exchanges ORDER BY n DESC LIMIT 1")
-        row = rows[0] if rows else None
-        if row is not None and not isinstance(row[0], str):
-            raise LogDamaged(_damaged_row(self.path, "its latest exchange has no conversation id"))
-        return row[0] if row else None
+        """The conversation of the latest exchange that names one (damaged ones skipped)."""
+        for (cid,) in self._fetch(
+            f"SELECT conversation_id FROM exchanges ORDER BY n DESC LIMIT {MAX_SKIPPED_SCAN}"
+        ):
+            if isinstance(cid, str):
+                return cid
+            self.skipped.append("an exchange without a conversation id")
+        return None
 
     def has_conversation(self, cid: str) -> bool:
         return bool(self._fetch("SELECT 1 FROM conversations WHERE id = ? LIMIT 1", (cid,)))
 
     def load_conversation(self, cid: str) -> Conversation | None:
-        """The conversation's tip: the last exchange's history, its prompt and its reply; None if unknown."""
-        last = self.conversation(cid, 1)
-        if not last:
-            return None
-        tip = last[0]
-        where = f"exchange {printable(tip.id, 40)}"
-        history = [_message(i, m, self.path, where) for i, m in enumerate(tip.messages)]
-        reply = Message("assistant", tip.reply, cancelled=tip.finish_reason == "cancelled")
-        return Conversation(cid, tip.model, tip.system, [*history, Message("user", tip.prompt), reply])
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: an exchange is written whole or not at all.
-
-    IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of
-    one failing when it upgrades a read lock.
-    """
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
-        return self.db
-
-    def __exit__(self, kind, exc, tb) -> None:
-        if kind is None:
+        """The conversation's tip: the last whole exchange's history, its prompt and its reply (a
+        damaged later one is skipped); None if unknown; LogDamaged if every exchange is damaged."""
+        first_damage: LogDamaged | None = None
+        rows = self._fetch(
+            f"SELECT {_SELECT} FROM exchanges e WHERE e.conversation_id = ? "
+            f"ORDER BY e.n DESC LIMIT {MAX_SKIPPED_SCAN}",
+            (cid,),
+        )
+        for row in rows:
             try:
-                self.db.execute("COMMIT")
-                return
-            except BaseException:
-                self._rollback()
-                raise
-        self._rollback()
-
-    def _rollback(self) -> None:
-        try:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # SQLite rolled back itself (a full disk does that); nothing of the transaction is kept
+                tip = exchange_of(row, self.path)
+                where = f"exchange {printable(tip.id, 40)}"
+                history = [message_of(i, m, self.path, where) for i, m in enumerate(tip.messages)]
+            except LogDamaged as exc:
+                first_damage = first_damage or exc
+                self.skipped.append(exc.what)
+                continue
+            reply = Message("assistant", tip.reply, cancelled=tip.finish_reason == "cancelled")
+            return Conversation(cid, tip.model, tip.system, [*history, Message("user", tip.prompt), reply])
+        if first_damage is not None:
+            raise first_damage
+        return None
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -509,13 +379,6 @@ def is_damage(exc: BaseException) -> bool:
     return any(word in str(exc) for word in DAMAGE_WORDS)
 
 
-def _damaged_row(path: Path, what: str) -> str:
-    return (
-        f"the conversation log {path} has a damaged row ({what}); continue another conversation, "
-        f"or move the log aside: mv {path} {path}.bad"
-    )
-
-
 def _reason(exc: BaseException) -> str:
     return printable(str(exc) or type(exc).__name__, 120)
 
@@ -534,41 +397,3 @@ def _like(word: str) -> str:
 
 def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _exchange(row: tuple, path: Path) -> Exchange:
-    """A row -> an Exchange, every column checked: the file may have been edited by anything."""
-    values = dict(zip(_COLUMNS, row, strict=True))
-    rid = values["id"] if isinstance(values["id"], str) else "?"
-    for name, accepts in _COLUMNS.items():
-        if not accepts(values[name]):
-            raise LogDamaged(
-                _damaged_row(
-                    path, f"exchange {printable(rid, 40)}: {name} is {type(values[name]).__name__}, not text"
-                )
-            )
-    for name, kind in _JSON_COLUMNS.items():
-        try:
-            values[name] = json.loads(values[name])
-        except (ValueError, RecursionError):
-            raise LogDamaged(
-                _damaged_row(path, f"exchange {printable(rid, 40)}: {name} is not JSON")
-            ) from None
-        if not isinstance(values[name], kind):
-            raise LogDamaged(
-                _damaged_row(
-                    path,
-                    f"exchange {printable(rid, 40)}: {name} is not a JSON "
-                    f"{'list' if kind is list else 'object'}",
-                )
-            )
-    return Exchange(**values)
-
-
-def _message(i: int, m: object, path: Path, where: str) -> Message:
-    from llmcli.engine.messages import BadMessage, check_message
-
-    try:
-        return check_message(m, i + 1)
-    except BadMessage as exc:
-        raise LogDamaged(_damaged_row(path, f"{where}: {exc}")) from None

@@ -95,3 +95,68 @@ def test_completing_a_model_name_imports_nothing_heavy(tmp_path):
     env = {**os.environ, "_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": "llmcli rm mi", "COMP_CWORD": "2"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["mine-f16"] and out.stderr.strip().endswith("[]"), out.stderr
+
+
+HOSTILE_NAMES = [
+    "evil$(touch pwned)",
+    "semi;rm -rf x",
+    "new\nline",
+    "esc\x1b]0;title\x07",
+    "red\x1b[31m",
+    "quote'd",
+    'dq"x',
+    "back`tick`",
+    "sp ace",
+    "tab\tname",
+    "pipe|x",
+    "amp&x",
+    "redir>x",
+    "glob*",
+    "bidi\u202eflip",
+    "zero\u200bwidth",
+    "nul-ish\x7f",
+]
+
+SAFE_NAMES = ["mine-f16:Q4_K_M", "Org/Model@v1+2,3=4%5", "модель-1"]  # letters of any script are safe
+
+
+def register_as(path, name: str) -> None:
+    """A store entry named `name`, made as `llmcli` makes one (the manifest), for a stand-in file."""
+    path.write_bytes(b"GGUF")
+    cli_store().register(ModelEntry(name=name, path=str(path), files=[str(path)], source="test"))
+
+
+def completions(shell: str, words: str) -> str:
+    """What a shell gets back from the completion protocol (raw text, as the shell would eval or read it)."""
+    protocol = {
+        "bash": {
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+        },
+        "zsh": {"_TYPER_COMPLETE_ARGS": words},
+        "fish": {"_TYPER_COMPLETE_ARGS": words, "_TYPER_COMPLETE_FISH_ACTION": "get-args"},
+    }[shell]
+    out = cli_process(vars={"_LLMCLI_COMPLETE": f"complete_{shell}", **protocol}, timeout=60)
+    assert out.exit_code == 0 and out.stderr == "", out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_names_with_shell_metacharacters_or_control_characters_are_never_offered(tmp_path, shell):
+    for i, name in enumerate([*HOSTILE_NAMES, *SAFE_NAMES]):
+        register_as(tmp_path / f"m{i}.gguf", name)
+    text = completions(shell, "llmcli show ")
+    assert all(name.replace(":", "") in text.replace("\\", "").replace(":", "") for name in SAFE_NAMES), text
+    for name in HOSTILE_NAMES:
+        assert name.split(maxsplit=1)[0][:4] not in text, (name, text)
+    assert all(c.isprintable() or c in "\n\t" for c in text), repr(text)
+    if shell == "fish":
+        assert "\t" not in text  # fish reads a tab as the start of a description
+
+
+def test_the_callback_skips_unsafe_names_and_keeps_the_rest(tmp_path):
+    for i, name in enumerate(HOSTILE_NAMES):
+        register_as(tmp_path / f"m{i}.gguf", name)
+    register(tmp_path, "mine-f16")
+    assert sorted(complete_model_names("")) == sorted([EMBEDDED_NAME, "mine-f16"])
+    assert complete_model_names("evil") == [] and complete_model_names("new") == []

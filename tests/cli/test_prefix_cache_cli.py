@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.prefix_cache import TEMP_PREFIX, parse_entry
+from llmcli.engine.cache_entry import MAGIC, TEMP_PREFIX, parse_entry
+from llmcli.engine.model_identity import MEMO_FILE
 from tests.support.cli import cli, cli_process, cli_store, spawn_cli
 
 DOC = (
@@ -134,7 +135,7 @@ def test_a_full_disk_still_prints_the_reply_then_one_warning_and_leaves_nothing_
     assert len(lines) == 1 and "could not save the prompt cache" in lines[0], r.stderr
     assert "File too large" in lines[0] and "the reply is complete" in lines[0]
     cache_dir = cli_store().cache_dir
-    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []
+    assert [p.name for p in cache_dir.iterdir()] in ([], [MEMO_FILE])  # the model's hash, remembered
 
 
 def test_cache_lists_and_clears_inside_its_root(tmp_path):
@@ -171,8 +172,10 @@ def test_bad_arguments_and_variables_exit_2_with_one_line():
 def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them():
     ask("Which day shipped the most apples?")
     cache_dir = cli_store().cache_dir
-    for name in ("empty.kv", "junk.kv"):
-        (cache_dir / name).write_bytes(b"" if name == "empty.kv" else b"junk")
+    key_id = entries()[0].name.split("-")[0]
+    for name, content in ((f"{key_id}-{'a' * 24}.kv", MAGIC), (f"{key_id}-{'b' * 24}.kv", MAGIC + b"junk")):
+        (cache_dir / name).write_bytes(content)  # ours (named and marked so), and damaged
+    (cache_dir / "junk.kv").write_bytes(b"junk")  # not ours: neither counted nor removed
     listed = cli("cache")
     assert "1 entry," in listed.stderr and "2 damaged files" in listed.stderr
     (row,) = json.loads(cli("cache", "--json").stdout)
@@ -181,7 +184,7 @@ def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them():
     assert cleared.exit_code == 0 and "removed 1 entry and 2 damaged files (" in cleared.stderr, (
         cleared.stderr
     )
-    assert entries() == []
+    assert [p.name for p in entries()] == ["junk.kv"]
 
 
 def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_the_next_run():

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from llmcli.engine.cache_entry import MAGIC, CacheKey, CorruptEntry, entry_name, parse_entry
 from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Notice, Stats, TextDelta
-from llmcli.engine.prefix_cache import (
-    MIN_TOKENS,
-    CacheKey,
-    CorruptEntry,
-    PrefixCache,
-    SessionCache,
-    cache_key,
-    entry_name,
-    model_identity,
-    parse_entry,
-)
+from llmcli.engine.model_identity import model_identity
+from llmcli.engine.prefix_cache import MIN_TOKENS, PrefixCache
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.session_cache import SessionCache, cache_key
 
 DOC = "\n".join(
     f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}."
@@ -96,7 +90,7 @@ def test_entries_round_trip_and_damage_is_detected(tmp_path, runtime):
     assert path.name == entry_name(key.id, tokens)
     match = cache.best(key.id, tokens + [5, 6])
     assert match.length == len(tokens)
-    info, state = cache.load(match.entry)
+    info, state = cache.load(match.entry, runtime.state_bound())
     assert info.tokens == tokens and len(state) == info.state_size
     data = bytearray(path.read_bytes())
     for broken, reason in [
@@ -235,38 +229,58 @@ def test_files_that_can_never_be_entries_are_removed_by_a_session_once_with_one_
     (entry,) = tmp_path.glob("*.kv")
     key_id = cache_key(runtime).id
     data = entry.read_bytes()
-    broken = {
+    damaged = {
         f"{key_id}-{'a' * 24}.kv": data[: len(data) // 2],  # truncated
-        f"{key_id}-{'b' * 24}.kv": b"garbage" * 100,
-        f"{key_id}-{'c' * 24}.kv": b"",
+        f"{key_id}-{'b' * 24}.kv": MAGIC + b"garbage" * 100,
+        f"{key_id}-{'e' * 24}.kv": MAGIC,
     }
-    for name, content in broken.items():
+    foreign = {  # under an entry's name, but without the magic: not ours, left alone and not counted
+        f"{key_id}-{'c' * 24}.kv": b"",
+        f"{key_id}-{'f' * 24}.kv": b"someone else's notes",
+    }
+    for name, content in {**damaged, **foreign}.items():
         (tmp_path / name).write_bytes(content)
-    temp = tmp_path / f".tmp-{key_id}.kv"  # a writer's file, still being written
+    temp = tmp_path / ".tmp-live0000.kv"  # a writer's file, still being written
     temp.write_bytes(data[:100])
     outside = tmp_path.parent / f"{tmp_path.name}-outside.kv"
-    outside.write_bytes(b"")
+    outside.write_bytes(data)
     (tmp_path / f"{key_id}-{'d' * 24}.kv").symlink_to(outside)
     _, stats, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nList the weeks.")
     assert stats.cache_source == "disk"
     assert stats.cache_note == "removed 3 damaged prefix-cache entries", stats.cache_note
-    assert not [name for name in broken if (tmp_path / name).exists()]
-    assert temp.exists() and outside.exists() and (tmp_path / f"{key_id}-{'d' * 24}.kv").is_symlink()
+    assert not [name for name in damaged if (tmp_path / name).exists()]
+    assert all((tmp_path / name).read_bytes() == content for name, content in foreign.items())
+    assert temp.exists() and outside.read_bytes() == data
+    assert (tmp_path / f"{key_id}-{'d' * 24}.kv").is_symlink()
     _, again, _ = ask(session_on(runtime, tmp_path), f"{DOC}\n\nList the weeks.")
     assert again.cache_note is None  # said once, not at every run
 
 
-def test_clear_counts_entries_and_damaged_files_apart_and_leaves_a_live_writer_alone(tmp_path, runtime):
+def test_clear_counts_entries_and_damaged_files_apart_and_leaves_what_is_not_ours(tmp_path, runtime):
     cache, key = PrefixCache(tmp_path, 10**9), cache_key(runtime)
     whole = cache.write(key, "m", list(range(40)), bytearray(1000))
-    (tmp_path / "empty.kv").write_bytes(b"")
-    (tmp_path / "junk.kv").write_bytes(b"junk" * 10)
-    live = tmp_path / ".tmp-live.kv"
-    live.write_bytes(b"partial")
-    size = whole.stat().st_size
+    damaged = tmp_path / f"{key.id}-{'a' * 24}.kv"
+    damaged.write_bytes(whole.read_bytes()[:-10])
+    foreign = {
+        "empty.kv": b"",
+        "junk.kv": MAGIC + b"junk",  # our magic, not our name
+        f"{key.id}-{'b' * 24}.kv": b"not an entry",  # our name, not our magic
+        ".tmp-old.kv": MAGIC,  # not a name tempfile gives
+        ".tmp-abcdefgh.kv": b"someone's",  # a temporary file's name, not our magic
+        ".tmp-x": b"",
+    }
+    for name, content in foreign.items():
+        (tmp_path / name).write_bytes(content)
+        os.utime(tmp_path / name, (1, 1))  # old enough to be a dead writer's, were it ours
+    dead = tmp_path / ".tmp-dead0000.kv"
+    dead.write_bytes(MAGIC + b"partial")
+    os.utime(dead, (1, 1))
+    live = tmp_path / ".tmp-live0000.kv"
+    live.write_bytes(MAGIC + b"partial")
+    sizes = whole.stat().st_size + damaged.stat().st_size + dead.stat().st_size
     cleared = cache.clear()
-    assert (cleared.entries, cleared.damaged, cleared.bytes) == (1, 2, size + 40)
-    assert [p.name for p in tmp_path.iterdir()] == [live.name]
+    assert (cleared.entries, cleared.damaged, cleared.bytes) == (1, 1, sizes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*foreign, live.name])
 
 
 def test_an_entry_larger_than_the_cap_is_not_saved_and_says_so_in_the_stats(tmp_path, runtime):

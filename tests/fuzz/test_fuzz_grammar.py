@@ -8,24 +8,25 @@ missing on purpose: a grammar that passes every check (the pre-check, then llama
 ends on "no such file", a refused one on its own line. Every case must end with an exit below
 128, no traceback and exactly one stderr line.
 
-~40 cases by default; LLMCLI_FUZZ_LONG=1 runs 400. LLMCLI_FUZZ_SEED picks another seed. The
+~30 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 400 (seeds: tests/fuzz/__init__.py). The
 counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from llmcli.engine.schema_grammar import gbnf_literal
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.fuzz.bounded import NO_MODEL, outcome, run_bounded
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 400 if LONG else 40
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20261203"))
+CASES = cases(default=30, long=400)  # per seed
+FIXED_SEED = 20261203
 CHARS = [
     '"',
     "\\",
@@ -106,8 +107,8 @@ def _big(rng: random.Random) -> str:
 GENERATORS = [_deep, _chain, _repeat, _hidden, _literals, _corrupt, _big]
 
 
-def make_case(index: int, folder: Path) -> Path:
-    rng = random.Random(SEED * 1000 + index)
+def make_case(index: int, folder: Path, seed: int) -> Path:
+    rng = random.Random(seed * 1000 + index)
     path = folder / f"case{index}.gbnf"
     path.write_text(GENERATORS[index % len(GENERATORS)](rng), encoding="utf-8", errors="surrogatepass")
     return path
@@ -121,13 +122,14 @@ def run_case(path: Path) -> tuple[str, str]:
     return outcome(result)
 
 
-def test_fuzz_grammars_end_cleanly(tmp_path):
-    paths = [make_case(i, tmp_path) for i in range(CASES)]
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_fuzz_grammars_end_cleanly(tmp_path, seed):
+    paths = [make_case(i, tmp_path, seed) for i in range(CASES)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = list(pool.map(run_case, paths))
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
     print(
-        f"\nfuzz grammar (seed {SEED}): {CASES} cases, {counts['error']} clean errors, "
+        f"\nfuzz grammar (seed {seed}): {CASES} cases, {counts['error']} clean errors, "
         f"{counts['ok']} successes, {counts['failure']} failures"
     )
     failures = [
@@ -135,5 +137,5 @@ def test_fuzz_grammars_end_cleanly(tmp_path):
         for i, (kind, what) in enumerate(outcomes)
         if kind == "failure"
     ]
-    assert not failures, "\n".join(failures)
-    assert counts["error"] and counts["ok"]  # both outcomes were reached
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+    assert_reached(counts, "error", "ok", seed=seed)

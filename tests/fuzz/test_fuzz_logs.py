@@ -3,8 +3,11 @@
 Each seeded case tampers with a small good log, then reads it every way llmcli does: `logs` (text
 and --json, recent, -q, --cid) in-process through the real error boundary, and the continuation
 a `chat -c` / `--cid` would load. Each must either work (and then the output is one JSON document,
-or text without terminal escapes) or end with one `llmcli: error:` line and exit 1 or 2. A
-traceback or any other exception is a failure.
+or text without terminal escapes, and stderr at most one line for each note: a damaged row
+skipped, a search without its index) or end with one `llmcli: error:` line and exit 1 or 2. A
+traceback or any other exception is a failure, as is a file written outside the case's folder.
+Rows that are not UTF-8 text are among the tampering. The run checks it reached every outcome:
+read whole, read with damaged rows skipped, and refused.
 
 ~100 cases per seed by default (about a minute on a loaded machine); LLMCLI_FUZZ_LONG=1 runs 1,000
 (seeds: tests/fuzz/__init__.py).
@@ -122,6 +125,16 @@ def _tamper(rng: random.Random, path) -> str:
         path.write_bytes(bytes(data))
         return how
     with sqlite3.connect(path) as db:
+        if how == "update" and rng.random() < 0.3:  # bytes that are not UTF-8, stored as TEXT
+            column = rng.choice(COLUMNS)
+            try:
+                db.execute(
+                    f"UPDATE exchanges SET {column} = CAST(? AS TEXT) WHERE n = ?",
+                    (rng.choice([b"\xff", b"a\xc3(b", b"\xed\xa0\x80", rng.randbytes(8)]), rng.randint(1, 3)),
+                )
+            except sqlite3.Error:
+                pass
+            return "not utf-8"
         if how == "drop":
             db.execute(
                 rng.choice(
@@ -170,6 +183,11 @@ def _cli(args, home):
         if "--json" in args:
             json.loads(r.stdout)
         assert not ESCAPES.search(r.stdout.replace("\t", "")), r.stdout[:200]
+        notes = [line for line in r.stderr.splitlines() if line.startswith("llmcli: ")]  # besides info
+        assert "Traceback" not in r.stderr and "error" not in " ".join(notes), r.stderr
+        assert len(notes) <= 2, r.stderr  # a damaged row skipped; a search without its index
+        if any("damaged row" in line for line in notes):
+            return "skipped"
     else:
         assert r.exit_code in (1, 2) and "Traceback" not in r.stderr, r.stderr
         lines = [line for line in r.stderr.splitlines() if line.startswith("llmcli: error:")]
@@ -186,16 +204,23 @@ def _resume(home, which):
         for m in opened.resumed.messages:
             assert m.role in ("user", "assistant") and isinstance(m.content, str)
             m.content.encode("utf-8")
+        assert opened.note is None or "\n" not in opened.note
     finally:
         opened.close()
-    return "ok"
+    return "skipped" if opened.note else "ok"
+
+
+def _snapshot(root) -> set[tuple[str, int, int]]:
+    return {(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
 def test_a_tampered_log_is_read_or_refused_in_one_line(good_log, tmp_path, seed):
     rng = random.Random(seed)
-    counts = {"ok": 0, "refused": 0}
+    counts = {"ok": 0, "skipped": 0, "refused": 0}
     failures = []
+    watched = tmp_path.parent
+    before = {p for p in _snapshot(watched) if not p[0].startswith(str(tmp_path))}
     for case in range(CASES):
         home = tmp_path / f"case{case}"
         home.mkdir()
@@ -205,13 +230,19 @@ def test_a_tampered_log_is_read_or_refused_in_one_line(good_log, tmp_path, seed)
         for what, read in _reads(path, home):
             try:
                 outcome = read()
-                counts["ok" if outcome in (0, "ok") else "refused"] += 1
+                counts[
+                    "ok" if outcome in (0, "ok") else "skipped" if outcome == "skipped" else "refused"
+                ] += 1
             except Exception:  # noqa: BLE001 - the fuzz target: anything but a clean answer is a failure
                 failures.append(f"case {case} ({how}), {what}: {traceback.format_exc(limit=3)}")
         shutil.rmtree(home)
+    after = {p for p in _snapshot(watched) if not p[0].startswith(str(tmp_path))}
+    if after != before:
+        failures.append(f"written outside the cases' folders: {sorted(after ^ before)[:3]}")
     print(
-        f"\nfuzz logs.db: {CASES} cases, {counts['ok']} reads worked, {counts['refused']} refused cleanly, "
-        f"{len(failures)} failures (seed {seed})"
+        f"\nfuzz logs.db: {CASES} cases, {sum(counts.values())} reads: {counts['refused']} clean errors, "
+        f"{counts['ok'] + counts['skipped']} successes ({counts['skipped']} of them skipping damaged rows "
+        f"with one note), {len(failures)} failures (seed {seed})"
     )
     assert not failures, f"seed {seed}:\n" + "\n".join(failures[:5])
-    assert_reached(counts, "ok", "refused", seed=seed)  # the tampering both keeps and breaks logs
+    assert_reached(counts, "ok", "skipped", "refused", seed=seed)  # read whole, skipping rows, refused

@@ -9,24 +9,25 @@ bounds, the conversion, llama.cpp's parse of the grammar made from it) ends on "
 a refused one on one line that speaks of --schema, never of a grammar to fix. Every case must
 end with an exit below 128, no traceback and exactly one stderr line.
 
-~40 cases by default; LLMCLI_FUZZ_LONG=1 runs 400. LLMCLI_FUZZ_SEED picks another seed. The
+~30 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 400 (seeds: tests/fuzz/__init__.py). The
 counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.fuzz.bounded import NO_MODEL, outcome, run_bounded
 
-LONG = os.environ.get("LLMCLI_FUZZ_LONG") == "1"
-CASES = 400 if LONG else 40
-SEED = int(os.environ.get("LLMCLI_FUZZ_SEED", "20261203"))
+CASES = cases(default=30, long=400)  # per seed
+FIXED_SEED = 20261203
 CHARS = [
     '"',
     "\\",
@@ -119,9 +120,9 @@ def make_schema(rng: random.Random) -> dict:
     return schema
 
 
-def make_case(index: int, folder: Path) -> str:
+def make_case(index: int, folder: Path, seed: int) -> str:
     """The --schema argument: inline JSON, or a file when it is long (a command line has limits)."""
-    text = json.dumps(make_schema(random.Random(SEED * 1000 + index)))
+    text = json.dumps(make_schema(random.Random(seed * 1000 + index)))
     if len(text) < 60_000 and index % 3:
         return text
     path = folder / f"case{index}.json"
@@ -140,15 +141,16 @@ def run_case(arg: str) -> tuple[str, str]:
     return kind, what
 
 
-def test_fuzz_schemas_end_cleanly(tmp_path):
-    args = [make_case(i, tmp_path) for i in range(CASES)]
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_fuzz_schemas_end_cleanly(tmp_path, seed):
+    args = [make_case(i, tmp_path, seed) for i in range(CASES)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         outcomes = list(pool.map(run_case, args))
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
     print(
-        f"\nfuzz schema (seed {SEED}): {CASES} cases, {counts['error']} clean errors, "
+        f"\nfuzz schema (seed {seed}): {CASES} cases, {counts['error']} clean errors, "
         f"{counts['ok']} successes, {counts['failure']} failures"
     )
     failures = [f"case {i}: {what}" for i, (kind, what) in enumerate(outcomes) if kind == "failure"]
-    assert not failures, "\n".join(failures)
-    assert counts["error"] and counts["ok"]  # both outcomes were reached
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+    assert_reached(counts, "error", "ok", seed=seed)

@@ -79,9 +79,9 @@ def logs(
         return
     found = find_exchanges(out.env.store_root, count=count, query=query, cid=cid)
     if found.like_search:
-        import sqlite3
-
-        out.warn(f"this SQLite ({sqlite3.sqlite_version}) has no FTS5: searched with LIKE, which is slower")
+        out.warn(f"{found.like_search}: searched with LIKE, which is slower")
+    if found.skipped:
+        out.warn(found.skipped)
     show_exchanges(out, found, json_out)
 
 

@@ -21,6 +21,16 @@ from llmcli.environment import Environment
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS
 
+# What a completed name may hold: the shells insert a completion as typed text, unquoted, so `$(...)`,
+# `;`, a quote, a space or a newline would run or split on the command line, and an escape sequence
+# would reach the terminal. A store name with anything else is not offered (it can still be typed).
+SAFE_NAME_PUNCTUATION = frozenset("._-:/+@=,%")
+
+
+def offerable(name: str) -> bool:
+    """Whether a shell may be given `name` as a completion: letters, digits and SAFE_NAME_PUNCTUATION."""
+    return bool(name) and all(c.isalnum() or c in SAFE_NAME_PUNCTUATION for c in name)
+
 
 def environment(ctx: typer.Context) -> Environment:
     """The Environment `cli.main` passed down as Typer's context object: streams, terminal, variables."""
@@ -42,7 +52,7 @@ def complete_model_names(ctx: typer.Context, incomplete: str) -> list[str]:
         names = model_names(Store(environment(ctx).store_root))
     except Exception:  # a damaged manifest must not break the shell's Tab; `llmcli list` reports it
         return []
-    return [name for name in names if name.startswith(incomplete)]
+    return [name for name in names if name.startswith(incomplete) and offerable(name)]
 
 
 def renamed_option(*old: str, now: str | Mapping[str, str]) -> Any:

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
 from llmcli.engine.lookup import parse_draft
 from llmcli.engine.postprocess import Postprocessor, WordFilter
-from llmcli.engine.prefix_cache import SessionCache, common_prefix
+from llmcli.engine.prefix_cache import common_prefix
 from llmcli.engine.runtime import Runtime
 from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
 from llmcli.engine.session import SessionInfo
+from llmcli.engine.session_cache import SessionCache
 from llmcli.engine.speculative import LookupDecoder
 from llmcli.engine.structured import THINK_OPEN, OutputConstraint, ThinkGate, grammar_sampler
 from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt

@@ -231,6 +231,29 @@ class Runtime:
             )
         return data
 
+    def state_bound(self) -> int:
+        """Bytes that no KV state of this context can exceed: n_ctx cells of every layer's K and V at
+        4 bytes an element (the widest KV type), as if no head were shared, plus cell metadata; a
+        recurrent model's state besides. Generous by design: a prefix-cache entry declaring more is
+        not one this context wrote, and is refused before it is read."""
+        ll, model = self.ll, self._model
+        n_layer, n_embd = int(ll.llama_model_n_layer(model)), int(ll.llama_model_n_embd(model))
+        n_head = max(1, int(ll.llama_model_n_head(model)))
+        width = max(n_embd, *(self._meta_int(f"attention.{k}_length") * n_head for k in ("key", "value")))
+        recurrent = ll.llama_model_is_recurrent(model) or ll.llama_model_is_hybrid(model)
+        return self.n_ctx * (n_layer * 2 * width * 4 + 64) + recurrent * n_layer * n_embd * 4096 + 2**24
+
+    def _meta_int(self, suffix: str) -> int:
+        """`<architecture>.<suffix>` from the GGUF's metadata as an int (0 when absent)."""
+        buf = ctypes.create_string_buffer(256)
+        if self.ll.llama_model_meta_val_str(self._model, b"general.architecture", buf, len(buf)) < 0:
+            return 0
+        key = f"{buf.value.decode('utf-8', 'replace')}.{suffix}".encode()
+        if self.ll.llama_model_meta_val_str(self._model, key, buf, len(buf)) < 0:
+            return 0
+        text = buf.value.decode("ascii", "replace")
+        return int(text) if text.isdigit() else 0
+
     def load_state(self, data: bytes | bytearray | memoryview, tokens: list[int]) -> bool:
         """Replace the KV cache with a state from `state_bytes` that holds `tokens`.
 

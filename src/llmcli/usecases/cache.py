@@ -20,9 +20,12 @@ class CacheListing:
 
 
 def _cache(store: Store):
-    from llmcli.engine.prefix_cache import PrefixCache
+    from llmcli.engine.prefix_cache import PrefixCache, resolve_root
 
-    return PrefixCache(store.cache_dir, max_bytes=0)  # the cap matters only to writers
+    # Links resolved, and refused when they lead out of the store: a clear deletes only in the store.
+    return PrefixCache(
+        resolve_root(store.cache_dir, store.root), max_bytes=0
+    )  # the cap matters only to writers
 
 
 def list_cache(store: Store) -> CacheListing:

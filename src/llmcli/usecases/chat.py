@@ -178,17 +178,18 @@ def open_local(
 def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs) -> None:
     """Point the session at the disk prefix cache, and tell it where the shared start of the prompt
     ends: the piped document, which later questions about the same document will repeat."""
-    from llmcli.engine.prefix_cache import PrefixCache, SessionCache, cache_key
+    from llmcli.engine.session_cache import SessionCache
 
     if inputs.piped is not None and inputs.piped.strip():
         session.stable_text = inputs.piped.rstrip("\n")  # as join_piped puts it first
     if opts.no_cache or inputs.cache_max <= 0:
         return
     # A one-shot reply saves its tip at release; the REPL keeps its KV cache in RAM and saves it at exit.
-    session.disk_cache = SessionCache(
-        PrefixCache(store.cache_dir, inputs.cache_max), cache_key(session.runtime), entry.name
+    # The cap applies now (a lowered one too), not only when an entry is next saved; a cache folder
+    # that cannot be used costs one warning, never the reply.
+    session.disk_cache = SessionCache.open(
+        store.cache_dir, store.root, inputs.cache_max, session.runtime, entry.name
     )
-    session.disk_cache.enforce_cap()  # a lowered cap applies now, not only when an entry is next saved
 
 
 # Options that tune llama.cpp in this process; a server has its own settings.

@@ -62,7 +62,7 @@ class OpenedLog:
 
     log: ChatLog | None
     resumed: Conversation | None = None
-    note: str | None = None  # why logging is off, when the log could not be opened
+    note: str | None = None  # why logging is off, or which damaged rows the continuation passed over
 
     def close(self) -> None:
         if self.log is not None:
@@ -91,8 +91,8 @@ def open_chat_log(store_root: Path, *, write: bool, resume: ContinueFrom | None)
         raise
     if not write:
         log.close()
-        return OpenedLog(None, resumed)
-    return OpenedLog(log, resumed)
+        return OpenedLog(None, resumed, log.skipped_note)
+    return OpenedLog(log, resumed, log.skipped_note)
 
 
 def _resume(log: ChatLog | None, resume: ContinueFrom | None, path: Path) -> Conversation | None:
@@ -227,7 +227,8 @@ class Found:
 
     exchanges: list[Exchange]
     path: Path
-    like_search: bool = False  # --query without FTS5 in this SQLite
+    like_search: str | None = None  # --query searched with LIKE: why there was no full-text index
+    skipped: str | None = None  # the damaged rows passed over, as one note
 
 
 DEFAULT_COUNT = 3  # as `llm logs`
@@ -256,7 +257,9 @@ def find_exchanges(store_root: Path, *, count: int | None, query: str | None, ci
                 f"--cid: no conversation '{printable(cid, 40)}' in {path}; `llmcli logs` shows the ids"
             )
         if query is not None:
-            return Found(log.search(query, limit, cid), path, like_search=not log.has_fts)
-        return Found(log.conversation(cid, limit) if cid is not None else log.recent(limit), path)
+            found = log.search(query, limit, cid)
+            return Found(found, path, None if log.has_fts else log.fts_problem, log.skipped_note)
+        found = log.conversation(cid, limit) if cid is not None else log.recent(limit)
+        return Found(found, path, skipped=log.skipped_note)
     finally:
         log.close()
