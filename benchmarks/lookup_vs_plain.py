@@ -10,7 +10,7 @@ tasks >= 1.3x native llama-bench tg at the same KV depth (given LLAMA_BENCH=/pat
 see build_native.sh, each round also runs `llama-bench -p 0 -n 128 -d DEPTH` at each copy task's
 depth halfway through its reply, and the drafted rate is compared with it).
 
---suite issue (default) runs long copy tasks: a ~1,500-token Python file with
+--suite copy (default) runs long copy tasks: a ~1,500-token Python file with
 one small change, a ~1,000-token text with typos, and quoting the sentences of a ~1,000-token text
 that mention one subject; --suite small runs the earlier, shorter copy tasks (a 60-line file,
 a paragraph). Both add the two free-form prompts.
@@ -20,7 +20,7 @@ near-tie: llama.cpp's single-token decode splits attention across threads (anoth
 the batched kernels, which round as a single thread does), so plain decoding's own output depends
 on -t. The script reports where the replies first differ instead of stopping.
 
-    python benchmarks/lookup_vs_plain.py [--suite issue|small] [--rounds 5] [--threads 2]
+    python benchmarks/lookup_vs_plain.py [--suite copy|small] [--rounds 5] [--threads 2]
                                          [--max-tokens N] [--model PATH]
 """
 
@@ -179,7 +179,7 @@ FREE = [
 ]
 # (name, kind, prompt) as `cat FILE | llmcli chat "INSTRUCTION"` builds it: stdin, blank line, instruction.
 SUITES: dict[str, list[tuple[str, str, str]]] = {
-    "issue": [
+    "copy": [
         (
             "rename",
             "copy",
@@ -249,7 +249,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--suite", choices=sorted(SUITES), default="issue")
+    parser.add_argument("--suite", choices=sorted(SUITES), default="copy")
     parser.add_argument(
         "--max-tokens",
         type=int,
@@ -266,7 +266,7 @@ def main() -> int:
     from llmcli.store import embedded_model_path
 
     tasks = SUITES[args.suite]
-    max_tokens = args.max_tokens or (2000 if args.suite == "issue" else 256)
+    max_tokens = args.max_tokens or (2000 if args.suite == "copy" else 256)
     model = args.model or str(embedded_model_path())
     rt = Runtime(model, RuntimeConfig(n_ctx=4096, n_threads=args.threads))
     # A free-form reply is capped at 256 tokens whatever the suite: the small model's poem never ends.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """docs/cli.md, generated from the Typer app: every command's usage, help and options as `--help`
-shows them, then the environment variables llmcli reads and its exit codes. Also the sampling
+shows them, then the environment variables llmcli reads, the input limits (src/llmcli/limits.py's
+table) and its exit codes. Also the sampling
 table in docs/chat.md, from src/llmcli/params.py.
 
     python scripts/gen_cli_docs.py            # rewrite both (`make docs`)
@@ -134,6 +135,7 @@ def render() -> str:
     sys.path.insert(0, str(SRC))
     from llmcli.cli import app
     from llmcli.errors import ExitStatus
+    from llmcli.limits import LIMITS
 
     found = variables_in_source()
     check_environment_table(found)
@@ -167,6 +169,27 @@ def render() -> str:
         "|---|---|",
     ]
     lines += [f"| `{var}` | {meaning} |" for var, meaning in ENVIRONMENT.items()]
+    lines += [
+        "",
+        "## Input limits",
+        "",
+        "What a user, a file or a pipe may hand llmcli (`src/llmcli/limits.py`). A value past one is "
+        "refused before it is read, allocated or given to llama.cpp: one line naming the limit and the fix, "
+        "exit 2.",
+        "",
+        "| limit | value | what it bounds |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| `{row.name}` | {row.value:,} {row.unit} | {row.why} |".replace("  |", " |")
+        for row in LIMITS.values()
+    ]
+    lines += [
+        "",
+        "Beside the table: a `--ctx` whose KV cache (its tokens times the model's KV bytes a token) "
+        "cannot fit "
+        "the memory left beside the weights is refused with the largest context that fits.",
+    ]
     lines += ["", "## Exit codes", "", "| code | meaning |", "|---|---|"]
     missing = [status.name for status in ExitStatus if status.name not in EXIT_MEANINGS]
     if missing:

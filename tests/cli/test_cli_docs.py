@@ -68,6 +68,14 @@ def test_the_environment_table_holds_what_the_source_reads(rendered):
         assert f"| `{name}` |" in table, name
 
 
+def test_every_input_limit_is_listed_with_its_value(rendered):
+    from llmcli.limits import LIMITS
+
+    table = rendered.split("## Input limits", 1)[1].split("\n## ", 1)[0]
+    for row in LIMITS.values():
+        assert f"| `{row.name}` | {row.value:,}" in table, row.name
+
+
 def test_an_undocumented_variable_stops_the_generator():
     found = gen.variables_in_source()
     with pytest.raises(SystemExit, match="read in src/ but not documented: LLMCLI_SOMETHING_NEW"):
