@@ -15,6 +15,13 @@ from tests.allowed_skips import is_allowed
 from tests.fuzz import LONG, LONG_VAR, SEED_VAR, rotating_seed
 from tests.support.deps import STRICT_VAR, missing_extras, strict
 
+# llama.cpp's CPU threads come from libgomp, whose idle threads spin by default. The suite runs many
+# llama.cpp processes at once (subprocess tests, pytest-xdist workers) on few cores; spinning threads
+# then steal the cores the working ones need, and a 24-token reply took 40 s instead of 3 s under
+# load. Passive waiting costs a few microseconds a token. Set before any llama.cpp library loads, and
+# inherited by every child process.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def pytest_configure(config):
     # Fixed once for the run (and so for every pytest-xdist worker, which inherits the environment).
