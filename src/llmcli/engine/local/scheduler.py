@@ -77,6 +77,7 @@ class Scheduler:
         self._pending_events: list[SeqEvent] = []
         self._hold = False  # a sequence was deferred: admit nothing more until a release
         self._next_id = 0
+        runtime.clear()  # the scheduler owns the context's cells from here on
 
     # -- the client's side -------------------------------------------------------------------
     def submit(self, request: Request) -> Sequence:
@@ -361,8 +362,11 @@ class Scheduler:
             self._samplers.setdefault(key, []).append(sampler)
 
     def close(self) -> None:
+        """Free every cell and sampler; the runtime stays loaded (its owner closes it)."""
         for seq in list(self.running):
             self._release(seq, keep=False)
+        for slot in list(self.idle):
+            self._evict(slot)
         for free in self._samplers.values():
             for sampler in free:
                 sampler.close()
