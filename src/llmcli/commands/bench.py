@@ -163,6 +163,14 @@ def bench(
             help="With --endpoint: no new request after this long, per level.",
         ),
     ] = 60.0,
+    parallel: Annotated[
+        Optional[str],
+        typer.Option(
+            "--parallel",
+            show_default=False,
+            help="B sequences decoded together, a list: 1,2,4,8. Rows as llama-batched-bench's (S_TG: decode tok/s).",
+        ),
+    ] = None,
 ) -> None:
     from llmcli.bench import report, runner
     from llmcli.bench.chat import ChatRow
@@ -175,6 +183,33 @@ def bench(
         raise UsageError(f"unknown output format '{out_format}'; choose one of {', '.join(report.FORMATS)}")
     env = current()
     server = Endpoint.from_options(endpoint or env.endpoint, api_key, timeout, default_api_key=env.api_key)
+    if parallel is not None:
+        from llmcli.bench.parallel import bench_parallel
+
+        others = {
+            "--endpoint": server,
+            "--chat": chat,
+            "--backend": backend,
+            "--draft": draft,
+            "--save": save,
+        }
+        env.stdout.write(
+            bench_parallel(
+                parallel,
+                models,
+                n_prompt=n_prompt,
+                n_gen=n_gen,
+                threads=threads,
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                flash_attn=flash_attn,
+                out_format=out_format,
+                store_root=env.store_root,
+                default_model=env.default_model,
+                conflicts=others,
+            )
+        )
+        return
     if server is not None:
         local_only = {
             "-t": threads,

@@ -38,6 +38,9 @@ class SchedulerConfig:
     keep_prefixes: bool = True  # a finished sequence's cells stay, as a prefix to share, until needed
     share_prefixes: bool = True
     min_shared: int = 4  # a shorter common prefix is prefilled again rather than copied
+    # No decoding while a prompt is being prefilled (llama-batched-bench's phases: all prompts, then
+    # all replies); the default interleaves them, so that generating sequences never stall.
+    prefill_first: bool = False
 
 
 @dataclass
@@ -87,11 +90,12 @@ class Scheduler:
             raise UsageError("an empty prompt gives the model nothing to continue; send at least one token")
         if budget < 1:
             raise UsageError(f"max tokens must be at least 1, not {budget}")
-        need = n_prompt + budget if self.config.reserve else n_prompt + 1
+        # The last token of a reply is sampled, never decoded: n reply tokens occupy n - 1 cells.
+        need = n_prompt + budget - 1 if self.config.reserve else n_prompt
         if need > self.n_ctx_seq:
             raise NeverFits(
-                f"the prompt ({n_prompt} tokens) and its reply budget ({budget}) need {n_prompt + budget} "
-                f"KV cells and a sequence can hold {self.n_ctx_seq}; shorten the prompt, lower --max-tokens "
+                f"the prompt ({n_prompt} tokens) and its reply budget ({budget}) need {need} KV cells "
+                f"and a sequence can hold {self.n_ctx_seq}; shorten the prompt, lower --max-tokens "
                 "or raise --ctx"
             )
         seq = Sequence(self._next_id, request)
@@ -152,6 +156,8 @@ class Scheduler:
         batch, plan = self.batch, []
         batch.clear()
         generating = [s for s in self.running if not s.prefilling]
+        if self.config.prefill_first and len(generating) < len(self.running):
+            generating = []
         for seq in self.running:
             seq.i_batch = -1
         for seq in generating:
@@ -185,7 +191,7 @@ class Scheduler:
                 continue
             token = seq.sampler.sample(seq.i_batch)
             event = seq.accept(token, rt.piece(token), rt.is_eog(token))
-            if event.finish_reason is None and seq.n_tokens >= self.n_ctx_seq:
+            if event.finish_reason is None and seq.n_tokens > self.n_ctx_seq:
                 event = seq.finish("length", delta=event.text)  # its cells are full: no room to decode it
             events.append(event)
             if event.finish_reason is not None:
@@ -202,7 +208,7 @@ class Scheduler:
             if placed is None:
                 return
             slot, source, shared, src = placed
-            need = seq.n_tokens + (seq.max_tokens - len(seq.generated) if self.config.reserve else 1)
+            need = seq.n_tokens + (seq.max_tokens - len(seq.generated) - 1 if self.config.reserve else 0)
             need -= shared if source == "live" else 0
             if self.unified and not self._room_for(need, keep=slot):
                 if slot not in self.idle:
