@@ -73,10 +73,9 @@ def main() -> None:
     args = ap.parse_args()
 
     sys.path.insert(0, str(HERE.parent / "src"))
-    from llmcli.models import default_model_ref
-    from llmcli.store import Store
+    from llmcli.store import embedded_model_path
 
-    model = args.model or Store().resolve(default_model_ref(os.environ.get("LLMCLI_MODEL"))).path
+    model = args.model or str(embedded_model_path())
     native = native_binary()
     pls = [int(b) for b in args.parallel.split(",")]
     pp, tg, t = args.n_prompt, args.n_gen, args.threads

@@ -335,6 +335,7 @@ class Scheduler:
         self.ll.llama_memory_seq_rm(self._memory, seq.slot, -1, -1)
         self.free_slots.append(seq.slot)
         seq.slot, seq.n_past, seq.reserved, seq.i_batch, seq.state = None, 0, 0, -1, WAITING
+        seq.wait_for = None
         seq.stats.deferrals += 1
         self.counters.deferrals += 1
         self.waiting.appendleft(seq)
