@@ -201,3 +201,34 @@ def test_a_bad_request_is_refused_before_it_is_queued(runtime8):
     sched = Scheduler(runtime8)
     with pytest.raises(Exception, match="empty prompt"):
         sched.submit(Request([], greedy()))
+
+
+def test_a_finished_sequences_sampler_is_reset_and_reused_by_the_next(runtime8):
+    rt = runtime8
+    seeded = SamplingParams(temperature=0.8, seed=7, max_tokens=16)
+    sched = Scheduler(rt, SchedulerConfig(keep_prefixes=False))
+    first = sched.submit(Request(tokens(rt, PROMPTS[3]), seeded))
+    sched.run()
+    chain = sched._samplers[Scheduler._key(seeded)][0]
+    second = sched.submit(Request(tokens(rt, PROMPTS[3]), seeded))
+    sched.step()
+    assert second.sampler is chain  # the same chain, its RNG seeded again
+    sched.run()
+    assert first.text and second.text == first.text
+
+
+def test_cancelling_a_waiting_sequence_ends_it_without_admitting_it(runtime8):
+    rt = runtime8
+    sched = Scheduler(rt)
+    seqs = [sched.submit(Request(tokens(rt, p), greedy(4))) for p in PROMPTS] + [
+        sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(4)))
+    ]
+    late = seqs[-1]  # the ninth: no slot for it until one of the eight is done
+    sched.step()
+    assert late.state == WAITING
+    sched.cancel(late)
+    events = sched.step()
+    assert [e.finish_reason for e in events if e.seq is late] == ["cancelled"]
+    sched.run()
+    assert late.stats.t_admit is None and not late.generated
+    assert all(s.finish_reason in ("stop", "length") for s in seqs[:-1])
