@@ -95,7 +95,8 @@ def bench_parallel(
         )
     ctx = n_ctx or needed
     store = Store(store_root)
-    targets = [resolve_target(spec, [LLAMA], store, default_model) for spec in (models or [None])]
+    specs: list[str | None] = list(models) if models else [None]
+    targets = [resolve_target(spec, [LLAMA], store, default_model) for spec in specs]
     rows: list[ParallelRow] = []
     for target in targets:
         rows += measure(

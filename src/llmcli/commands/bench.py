@@ -168,7 +168,8 @@ def bench(
         typer.Option(
             "--parallel",
             show_default=False,
-            help="B sequences decoded together, a list: 1,2,4,8. Rows as llama-batched-bench's (S_TG: decode tok/s).",
+            help="B sequences decoded together, a list: 1,2,4,8; rows as llama-batched-bench's "
+            "(S_TG: decode tok/s).",
         ),
     ] = None,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 
 class TokenBatch:
@@ -18,10 +19,10 @@ class TokenBatch:
         self.capacity = capacity
         self.raw = ll.llama_batch_init(capacity, 0, 1)
         raw = self.raw
-        self._token = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.token.contents))
-        self._pos = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.pos.contents))
-        self._n_seq = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.n_seq_id.contents))
-        self._logits = (ctypes.c_int8 * capacity).from_address(ctypes.addressof(raw.logits.contents))
+        self._token: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.token.contents))
+        self._pos: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.pos.contents))
+        self._n_seq: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.n_seq_id.contents))
+        self._logits: Any = (ctypes.c_int8 * capacity).from_address(ctypes.addressof(raw.logits.contents))
         self._seq = raw.seq_id  # int32** : one pointer per token, each to an array of n_seq_max ids
         self._n_seq[:capacity] = [1] * capacity
         self.n = 0

@@ -189,6 +189,7 @@ class Scheduler:
         for seq, _ in plan:
             if seq.i_batch < 0:
                 continue
+            assert seq.sampler is not None  # given at admission
             token = seq.sampler.sample(seq.i_batch)
             event = seq.accept(token, rt.piece(token), rt.is_eog(token))
             if event.finish_reason is None and seq.n_tokens > self.n_ctx_seq:
@@ -283,6 +284,7 @@ class Scheduler:
     def _copy_prefix(self, seq: Sequence) -> bool:
         """Give seq the prefix it waits for, once its source has computed it (llama_memory_seq_cp adds
         seq's id to the same cells). False: not yet. A source that left first: seq prefills it."""
+        assert seq.wait_for is not None
         src, n = seq.wait_for
         if src.state != RUNNING:
             seq.wait_for = None
@@ -299,7 +301,7 @@ class Scheduler:
         """Free its cells at once (or keep them as an idle prefix) and its slot."""
         self.running.remove(seq)
         seq.state = DONE
-        slot, seq.slot = seq.slot, None
+        slot, seq.slot = seq.slot, -1
         if keep and self.config.keep_prefixes and seq.n_past:
             self.idle[slot] = seq.tokens()[: seq.n_past]
         else:
@@ -334,7 +336,7 @@ class Scheduler:
         self.running.remove(seq)
         self.ll.llama_memory_seq_rm(self._memory, seq.slot, -1, -1)
         self.free_slots.append(seq.slot)
-        seq.slot, seq.n_past, seq.reserved, seq.i_batch, seq.state = None, 0, 0, -1, WAITING
+        seq.slot, seq.n_past, seq.reserved, seq.i_batch, seq.state = -1, 0, 0, -1, WAITING
         seq.wait_for = None
         seq.stats.deferrals += 1
         self.counters.deferrals += 1

@@ -95,7 +95,7 @@ class Sequence:
         self.parts: list[str] = []
         self.post = Postprocessor(request.stops, request.word_filter)
         self.state = WAITING
-        self.slot: int | None = None
+        self.slot = -1  # the KV sequence id it holds; -1: none
         self.n_past = 0
         self.reserved = 0  # cells admission set aside for it
         self.i_batch = -1  # where its logits row is in the current batch, -1: it does not sample
