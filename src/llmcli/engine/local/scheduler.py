@@ -122,7 +122,15 @@ class Scheduler:
         """Step until every submitted sequence is done; every event, in order."""
         events: list[SeqEvent] = []
         while self.busy:
-            events += self.step()
+            calls = self.counters.decode_calls
+            new = self.step()
+            if not new and calls == self.counters.decode_calls:
+                # Nothing decoded and nothing ended: stepping again would spin for ever.
+                raise RuntimeFailure(
+                    f"the scheduler cannot place {len(self.waiting)} waiting sequences in "
+                    f"{self.n_ctx} KV cells; raise --ctx"
+                )
+            events += new
         return events
 
     # -- one step ----------------------------------------------------------------------------
