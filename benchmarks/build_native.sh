@@ -3,6 +3,8 @@
 # so a "native vs llmcli" ratio compares the same kernels, not two llama.cpp versions.
 #
 #   benchmarks/build_native.sh        -> builds (once) and prints the llama-bench path on stdout
+#   benchmarks/build_native.sh --batched
+#                                     -> the same for llama-batched-bench (B sequences decoded together)
 #   benchmarks/build_native.sh --callgrind
 #                                     -> builds (once) llama.cpp's shared libraries without AVX-512
 #                                        (valgrind cannot run AVX-512 code) and prints their directory,
@@ -29,11 +31,15 @@ fi
 SDIST_DIR="$NATIVE/sdist"
 SRC="$NATIVE/src/llama_cpp_python-$VERSION"
 BUILD="$NATIVE/build-$VERSION"
-BIN="$BUILD/bin/llama-bench"
+TARGET="llama-bench"
 
 log() { echo "build_native: $*" >&2; }
 
 MODE="${1:-}"
+if [ "$MODE" = "--batched" ]; then
+    TARGET="llama-batched-bench"
+fi
+BIN="$BUILD/bin/$TARGET"
 if [ "$MODE" = "--callgrind" ]; then
     BUILD="$NATIVE/build-callgrind"
     BIN="$BUILD/bin/libllama.so"
@@ -89,8 +95,8 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
         -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF >&2
 fi
 
-log "building llama-bench with -j$JOBS (a few minutes on 2 cores)"
-cmake --build "$BUILD" --config Release --target llama-bench -j"$JOBS" >&2
+log "building $TARGET with -j$JOBS (a few minutes on 2 cores)"
+cmake --build "$BUILD" --config Release --target "$TARGET" -j"$JOBS" >&2
 
 if [ ! -x "$BIN" ]; then
     log "the build finished but $BIN is missing"

@@ -175,6 +175,15 @@ def bench(
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
     old_format: Annotated[Optional[str], renamed_option("-f", "--format", now=REPORT_FLAGS)] = None,
     old_output: Annotated[Optional[str], renamed_option("-o", "--output", now=REPORT_FLAGS)] = None,
+    parallel: Annotated[
+        Optional[str],
+        typer.Option(
+            "--parallel",
+            show_default=False,
+            help="B sequences decoded together, a list: 1,2,4,8; rows as llama-batched-bench's "
+            "(S_TG: decode tok/s).",
+        ),
+    ] = None,
 ) -> None:
     from llmcli.store import Store
     from llmcli.usecases.bench import BenchOptions, run_bench
@@ -184,6 +193,34 @@ def bench(
     env = environment(context)
     save = env.expand_user(save) if save is not None else None
     server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
+    if parallel is not None:
+        from llmcli.usecases.bench import run_parallel
+
+        others = {
+            "--endpoint": server,
+            "--chat": chat,
+            "--backend": backend,
+            "--draft": draft,
+            "--save": save,
+        }
+        env.stdout.write(
+            run_parallel(
+                parallel,
+                models,
+                n_prompt=n_prompt,
+                n_gen=n_gen,
+                threads=threads,
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                flash_attn=flash_attn,
+                out_format=out_format,
+                store_root=env.store_root,
+                default_model=env.default_model,
+                conflicts=others,
+                home=env.home,
+            )
+        )
+        return
     opts = BenchOptions(
         models=models,
         n_prompt=n_prompt,

@@ -46,6 +46,8 @@ class RuntimeConfig:
     n_threads: int | None = None  # None: every usable core
     n_batch: int = 512
     flash_attn: bool = True  # "auto" in llama.cpp terms: on where the backend supports it
+    n_seq_max: int = 1  # sequences the context serves at once (engine.local.scheduler)
+    kv_unified: bool | None = None  # one KV pool for all sequences; None: llama.cpp's default
 
 
 DEFAULT_CTX = 4096
@@ -97,6 +99,9 @@ class Runtime:
             ll.LLAMA_FLASH_ATTN_TYPE_AUTO if self.config.flash_attn else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
         cparams.no_perf = True
+        cparams.n_seq_max = self.config.n_seq_max
+        if self.config.kv_unified is not None:
+            cparams.kv_unified = self.config.kv_unified
         self._ctx = ll.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             self.close()

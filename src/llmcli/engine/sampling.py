@@ -79,6 +79,10 @@ class Sampler:
             grammar.observe(token)
         return token
 
+    def reset(self) -> None:
+        """A fresh chain's state again (penalty history, the seeded RNG), for the next sequence."""
+        self.ll.llama_sampler_reset(self._chain)
+
     def close(self) -> None:
         if self.grammar is not None:
             self.grammar.close()

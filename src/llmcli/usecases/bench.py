@@ -132,3 +132,11 @@ def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
     targets = [pick_model(server, available, spec) for spec in _specs(opts)]
     for target in targets:
         yield from run_serve(server, target, plan)
+
+
+def run_parallel(parallel: str, models: list[str] | None, **options) -> str:
+    """`bench --parallel`: B sequences decoded together by the scheduler, as llama-batched-bench
+    measures them; the rows rendered in the asked format."""
+    from llmcli.bench.parallel import bench_parallel
+
+    return bench_parallel(parallel, models, **options)

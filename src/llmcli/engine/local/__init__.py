@@ -1,0 +1,1 @@
+"""The local engine's scheduler: many sequences over one llama.cpp context."""

@@ -1,0 +1,65 @@
+"""A reusable llama_batch that holds tokens of several sequences, filled with slice writes."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+
+class TokenBatch:
+    """llama_batch_init(capacity, 0, 1) with Python views of its arrays.
+
+    Each token belongs to one sequence (n_seq_id = 1). Whole runs of a sequence are written with
+    ctypes slice assignment, so a prefill chunk of hundreds of tokens costs a few calls, not one
+    per field per token.
+    """
+
+    def __init__(self, ll, capacity: int) -> None:
+        self.ll = ll
+        self.capacity = capacity
+        self.raw = ll.llama_batch_init(capacity, 0, 1)
+        raw = self.raw
+        self._token: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.token.contents))
+        self._pos: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.pos.contents))
+        self._n_seq: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.n_seq_id.contents))
+        self._logits: Any = (ctypes.c_int8 * capacity).from_address(ctypes.addressof(raw.logits.contents))
+        self._seq = raw.seq_id  # int32** : one pointer per token, each to an array of n_seq_max ids
+        self._n_seq[:capacity] = [1] * capacity
+        self.n = 0
+
+    def clear(self) -> None:
+        self.n = 0
+
+    def add_run(self, tokens: list[int], pos: int, seq_id: int, logits_last: bool) -> int:
+        """Append tokens at positions pos, pos+1, ... of seq_id; return the batch index of the last one
+        (whose logits are kept when logits_last), or -1."""
+        n0, k = self.n, len(tokens)
+        n1 = n0 + k
+        if n1 > self.capacity:
+            raise ValueError(f"a batch of {n1} tokens exceeds its capacity of {self.capacity}")
+        self._token[n0:n1] = tokens
+        self._pos[n0:n1] = range(pos, pos + k)
+        self._logits[n0:n1] = [0] * k
+        seq = self._seq
+        for i in range(n0, n1):
+            seq[i][0] = seq_id
+        self.n = n1
+        if logits_last:
+            self._logits[n1 - 1] = 1
+            return n1 - 1
+        return -1
+
+    def for_decode(self):
+        self.raw.n_tokens = self.n
+        return self.raw
+
+    def close(self) -> None:
+        if self.raw is not None:
+            self.ll.llama_batch_free(self.raw)
+            self.raw = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

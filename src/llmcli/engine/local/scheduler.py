@@ -1,0 +1,391 @@
+"""Many sequences over one llama context: one llama_decode per step, each sequence sampled at its row.
+
+A step (llama-server's update_slots, in small):
+  release what was cancelled → admit waiting sequences (a slot, KV cells, a shared prefix)
+  → one batch: every generating sequence's last token, then capped prefill chunks
+  → llama_decode (on "no KV slot": evict idle prefixes, else defer the newest sequence, and retry)
+  → sample each sequence at its batch index → post-process → release the finished → admit again.
+
+The KV pool is n_ctx cells. With kv_unified every sequence draws on the whole pool and a prefix can
+be shared between live sequences (llama_memory_seq_cp adds a sequence id to the same cells);
+without it each of the n_seq_max sequences owns n_ctx / n_seq_max cells of its own stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from llmcli.engine.local.batch import TokenBatch
+from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
+from llmcli.engine.prefix_cache import common_prefix
+from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.errors import ContextOverflow, RuntimeFailure, UsageError
+
+
+class NeverFits(ContextOverflow):
+    """A sequence that no amount of waiting would make fit the KV pool (exit 2)."""
+
+
+@dataclass
+class SchedulerConfig:
+    # Prefill tokens per step while other sequences are generating: a long prompt is fed in chunks,
+    # so the others' time between tokens grows by one chunk's compute, not by the whole prompt.
+    # When nothing is generating, a step takes up to n_batch prompt tokens.
+    prefill_chunk: int = 128
+    reserve: bool = True  # admission sets aside prompt + max_tokens cells (else prompt cells only)
+    keep_prefixes: bool = True  # a finished sequence's cells stay, as a prefix to share, until needed
+    share_prefixes: bool = True
+    min_shared: int = 4  # a shorter common prefix is prefilled again rather than copied
+    # No decoding while a prompt is being prefilled (llama-batched-bench's phases: all prompts, then
+    # all replies); the default interleaves them, so that generating sequences never stall.
+    prefill_first: bool = False
+
+
+@dataclass
+class SchedulerCounters:
+    steps: int = 0
+    decode_calls: int = 0
+    no_slot: int = 0  # llama_decode returned 1
+    deferrals: int = 0
+    evictions: int = 0  # idle prefixes dropped to make room
+    shared_tokens: int = 0
+    prefill_tokens: int = 0
+    decoded_tokens: int = 0
+    step_ms: list[float] = field(default_factory=list)
+
+
+class Scheduler:
+    """Serves Requests on `runtime`'s context (a Runtime made with RuntimeConfig(n_seq_max=N))."""
+
+    def __init__(self, runtime, config: SchedulerConfig | None = None) -> None:
+        self.rt = runtime
+        self.ll = ll = runtime.ll
+        self.config = config or SchedulerConfig()
+        ctx = runtime.ctx_ptr
+        self._memory = ll.llama_get_memory(ctx)
+        self.n_slots = int(ll.llama_n_seq_max(ctx))
+        self.n_ctx = int(ll.llama_n_ctx(ctx))
+        self.n_ctx_seq = int(ll.llama_n_ctx_seq(ctx))  # cells one sequence can ever hold
+        self.unified = self.n_slots == 1 or self.n_ctx_seq * self.n_slots > self.n_ctx
+        self.n_batch = runtime.n_batch
+        self.batch = TokenBatch(ll, self.n_batch)
+        self.free_slots: list[int] = list(range(self.n_slots))
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # in admission order
+        self.idle: OrderedDict[int, list[int]] = OrderedDict()  # slot -> the tokens its cells hold (LRU)
+        self.counters = SchedulerCounters()
+        self._samplers: dict[tuple, list[Sampler]] = {}  # finished chains, reset and reused
+        self._pending_events: list[SeqEvent] = []
+        self._hold = False  # a sequence was deferred: admit nothing more until a release
+        self._next_id = 0
+        runtime.clear()  # the scheduler owns the context's cells from here on
+
+    # -- the client's side -------------------------------------------------------------------
+    def submit(self, request: Request) -> Sequence:
+        """Queue a request. NeverFits (a UsageError) when it could not fit even alone."""
+        n_prompt, budget = len(request.prompt), request.budget
+        if not n_prompt:
+            raise UsageError("an empty prompt gives the model nothing to continue; send at least one token")
+        if budget < 1:
+            raise UsageError(f"max tokens must be at least 1, not {budget}")
+        # The last token of a reply is sampled, never decoded: n reply tokens occupy n - 1 cells.
+        need = n_prompt + budget - 1 if self.config.reserve else n_prompt
+        if need > self.n_ctx_seq:
+            raise NeverFits(
+                f"the prompt ({n_prompt} tokens) and its reply budget ({budget}) need {need} KV cells "
+                f"and a sequence can hold {self.n_ctx_seq}; shorten the prompt, lower --max-tokens "
+                "or raise --ctx"
+            )
+        seq = Sequence(self._next_id, request)
+        self._next_id += 1
+        self.waiting.append(seq)
+        return seq
+
+    def cancel(self, seq: Sequence) -> None:
+        """Stop it: a waiting one at once, a running one at the start of the next step (its cells free)."""
+        if seq.state == DONE:
+            return
+        seq.cancel_requested = True
+        if seq.state == WAITING:
+            self.waiting.remove(seq)
+            seq.state = DONE
+            self._return_sampler(seq)
+            self._pending_events.append(seq.finish("cancelled"))
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running or self._pending_events)
+
+    def run(self) -> list[SeqEvent]:
+        """Step until every submitted sequence is done; every event, in order."""
+        events: list[SeqEvent] = []
+        while self.busy:
+            calls = self.counters.decode_calls
+            new = self.step()
+            if not new and calls == self.counters.decode_calls:
+                # Nothing decoded and nothing ended: stepping again would spin for ever.
+                raise RuntimeFailure(
+                    f"the scheduler cannot place {len(self.waiting)} waiting sequences in "
+                    f"{self.n_ctx} KV cells; raise --ctx"
+                )
+            events += new
+        return events
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self) -> list[SeqEvent]:
+        t0 = time.perf_counter()
+        events, self._pending_events = self._pending_events, []
+        for seq in [s for s in self.running if s.cancel_requested]:
+            events.append(seq.finish("cancelled"))
+            self._release(seq, keep=False)
+        self._admit()
+        while True:
+            plan = self._fill_batch()
+            if not plan:
+                return events
+            rc = int(self.ll.llama_decode(self.rt.ctx_ptr, self.batch.for_decode()))
+            self.counters.decode_calls += 1
+            if rc == 0:
+                break
+            if rc != 1:
+                raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.rt.last_log()})")
+            self.counters.no_slot += 1
+            events += self._make_room(plan)
+        self._after_decode(plan, events)
+        self._admit()  # the cells released in this step go to waiting sequences now
+        self.counters.steps += 1
+        self.counters.step_ms.append((time.perf_counter() - t0) * 1000)
+        return events
+
+    def _fill_batch(self) -> list[tuple[Sequence, int]]:
+        """The next batch: every generating sequence's last token first, then prefill chunks."""
+        batch, plan = self.batch, []
+        batch.clear()
+        generating = [s for s in self.running if not s.prefilling]
+        if self.config.prefill_first and len(generating) < len(self.running):
+            generating = []
+        for seq in self.running:
+            seq.i_batch = -1
+        for seq in generating:
+            seq.i_batch = batch.add_run([seq.generated[-1]], seq.n_past, seq.slot, True)
+            plan.append((seq, 1))
+        room = self.n_batch - len(generating)
+        budget = min(room, self.config.prefill_chunk) if generating else room
+        for seq in self.running:
+            if budget <= 0:
+                break
+            if not seq.prefilling or (seq.wait_for is not None and not self._copy_prefix(seq)):
+                continue
+            chunk = seq.pending(budget)
+            last = seq.n_past + len(chunk) == seq.n_tokens
+            seq.i_batch = batch.add_run(chunk, seq.n_past, seq.slot, last)
+            plan.append((seq, len(chunk)))
+            budget -= len(chunk)
+        return plan
+
+    def _after_decode(self, plan: list[tuple[Sequence, int]], events: list[SeqEvent]) -> None:
+        rt, counters = self.rt, self.counters
+        for seq, n in plan:
+            if seq.prefilling:
+                seq.stats.prefill_tokens += n
+                counters.prefill_tokens += n
+            else:
+                counters.decoded_tokens += n
+            seq.n_past += n
+        for seq, _ in plan:
+            if seq.i_batch < 0:
+                continue
+            assert seq.sampler is not None  # given at admission
+            token = seq.sampler.sample(seq.i_batch)
+            event = seq.accept(token, rt.piece(token), rt.is_eog(token))
+            if event.finish_reason is None and seq.n_tokens > self.n_ctx_seq:
+                event = seq.finish("length", delta=event.text)  # its cells are full: no room to decode it
+            events.append(event)
+            if event.finish_reason is not None:
+                self._release(seq, keep=event.finish_reason != "cancelled")
+
+    # -- admission and release ---------------------------------------------------------------
+    def _used_cells(self) -> int:
+        return sum(s.reserved for s in self.running) + sum(len(t) for t in self.idle.values())
+
+    def _admit(self) -> None:
+        while self.waiting and not self._hold:
+            seq = self.waiting[0]
+            placed = self._place(seq)
+            if placed is None:
+                return
+            slot, source, shared, src = placed
+            need = seq.n_tokens + (seq.max_tokens - len(seq.generated) - 1 if self.config.reserve else 0)
+            need -= shared if source == "live" else 0
+            if self.unified and not self._room_for(need, keep=slot):
+                if slot not in self.idle:
+                    self.free_slots.append(slot)
+                return
+            self.waiting.popleft()
+            self._start(seq, slot, source, shared, src, need)
+
+    def _room_for(self, need: int, keep: int) -> bool:
+        """Evict idle prefixes (least recently used first, not `keep`) until `need` cells are free."""
+        while self._used_cells() - len(self.idle.get(keep, ())) + need > self.n_ctx:
+            victims = [slot for slot in self.idle if slot != keep]
+            if not victims:
+                return False
+            self._evict(victims[0])
+        return True
+
+    def _place(self, seq: Sequence) -> tuple[int, str, int, int] | None:
+        """A slot for seq, where its first cells come from and how many, and the source:
+        ("idle": the prefix its slot kept), ("live": a copy of the prefix of running[src]) or
+        ("none": an empty slot). None: no slot yet."""
+        tokens, cap = seq.tokens(), seq.n_tokens - 1  # the last token is computed again, for logits
+        best, best_len = None, 0
+        if self.config.share_prefixes:
+            sources = [("idle", slot, held) for slot, held in self.idle.items()]
+            if self.unified:  # what a live sequence holds, or will once its prompt is prefilled
+                sources += [
+                    ("live", i, s.tokens()[: max(s.n_past, len(s.prompt))])
+                    for i, s in enumerate(self.running)
+                    if s.wait_for is None
+                ]
+            for kind, src, held in sources:
+                n = min(common_prefix(held, tokens), cap)
+                if n > best_len:
+                    best, best_len = (kind, src), n
+        if best is not None and best_len >= self.config.min_shared:
+            kind, src = best
+            if kind == "idle":  # taken over in _start, once the cells are granted
+                return src, "idle", best_len, src
+            dst = self._free_slot()
+            if dst is not None:
+                return dst, "live", best_len, src
+        dst = self._free_slot()
+        return None if dst is None else (dst, "none", 0, -1)
+
+    def _free_slot(self) -> int | None:
+        if not self.free_slots and self.idle:
+            self._evict(next(iter(self.idle)))
+        return self.free_slots.pop(0) if self.free_slots else None
+
+    def _start(self, seq: Sequence, slot: int, source: str, shared: int, src: int, need: int) -> None:
+        ll, mem = self.ll, self._memory
+        if source == "idle":
+            del self.idle[slot]
+        if source == "idle" and not ll.llama_memory_seq_rm(mem, slot, shared, -1):
+            ll.llama_memory_seq_rm(mem, slot, -1, -1)  # a state that cannot be cut (recurrent): start over
+            shared = 0
+        seq.slot, seq.n_past, seq.reserved, seq.state = slot, 0, need, RUNNING
+        if source == "live":
+            seq.wait_for = (self.running[src], shared)
+            self._copy_prefix(seq)
+        elif shared:
+            seq.n_past = shared
+            seq.stats.shared_tokens += shared
+            self.counters.shared_tokens += shared
+        if seq.stats.t_admit is None:
+            seq.stats.t_admit = time.perf_counter()
+        if seq.sampler is None:
+            seq.sampler = self._sampler(seq.request.params)
+        self.running.append(seq)
+
+    def _copy_prefix(self, seq: Sequence) -> bool:
+        """Give seq the prefix it waits for, once its source has computed it (llama_memory_seq_cp adds
+        seq's id to the same cells). False: not yet. A source that left first: seq prefills it."""
+        assert seq.wait_for is not None
+        src, n = seq.wait_for
+        if src.state != RUNNING:
+            seq.wait_for = None
+            return True
+        if src.n_past < n:
+            return False
+        self.ll.llama_memory_seq_cp(self._memory, src.slot, seq.slot, 0, n)
+        seq.wait_for, seq.n_past = None, n
+        seq.stats.shared_tokens += n
+        self.counters.shared_tokens += n
+        return True
+
+    def _release(self, seq: Sequence, keep: bool) -> None:
+        """Free its cells at once (or keep them as an idle prefix) and its slot."""
+        self.running.remove(seq)
+        seq.state = DONE
+        slot, seq.slot = seq.slot, -1
+        if keep and self.config.keep_prefixes and seq.n_past:
+            self.idle[slot] = seq.tokens()[: seq.n_past]
+        else:
+            self.ll.llama_memory_seq_rm(self._memory, slot, -1, -1)
+            self.free_slots.append(slot)
+        self._return_sampler(seq)
+        self._hold = False
+
+    def _evict(self, slot: int) -> None:
+        del self.idle[slot]
+        self.ll.llama_memory_seq_rm(self._memory, slot, -1, -1)
+        self.free_slots.append(slot)
+        self.counters.evictions += 1
+
+    def _make_room(self, plan: list[tuple[Sequence, int]]) -> list[SeqEvent]:
+        """llama_decode found no KV slot for the batch: free cells without losing any work for good."""
+        if self.idle:
+            for slot in list(self.idle):
+                self._evict(slot)
+            return []
+        if len(self.running) > 1:
+            self._defer(self.running[-1])
+            return []
+        # One sequence alone does not fit the pool that is left: its reply ends here.
+        seq = self.running[0]
+        event = seq.finish("length")
+        self._release(seq, keep=False)
+        return [event]
+
+    def _defer(self, seq: Sequence) -> None:
+        """Give back its cells and queue it first again; it prefills prompt + reply when readmitted."""
+        self.running.remove(seq)
+        self.ll.llama_memory_seq_rm(self._memory, seq.slot, -1, -1)
+        self.free_slots.append(seq.slot)
+        seq.slot, seq.n_past, seq.reserved, seq.i_batch, seq.state = -1, 0, 0, -1, WAITING
+        seq.wait_for = None
+        seq.stats.deferrals += 1
+        self.counters.deferrals += 1
+        self.waiting.appendleft(seq)
+        self._hold = True
+
+    # -- samplers ----------------------------------------------------------------------------
+    @staticmethod
+    def _key(params: SamplingParams) -> tuple | None:
+        """Chains that reset to the same state are reused; an unseeded draw needs a fresh seed."""
+        if params.temperature > 0 and params.seed is None:
+            return None
+        return tuple(params.as_dict().values())
+
+    def _sampler(self, params: SamplingParams) -> Sampler:
+        key = self._key(params)
+        free = self._samplers.get(key) if key is not None else None
+        if free:
+            sampler = free.pop()
+            sampler.reset()
+            return sampler
+        return Sampler(self.rt, params)
+
+    def _return_sampler(self, seq: Sequence) -> None:
+        sampler, seq.sampler = seq.sampler, None
+        if sampler is None:
+            return
+        key = self._key(seq.request.params)
+        if key is None:
+            sampler.close()
+        else:
+            self._samplers.setdefault(key, []).append(sampler)
+
+    def close(self) -> None:
+        """Free every cell and sampler; the runtime stays loaded (its owner closes it)."""
+        for seq in list(self.running):
+            self._release(seq, keep=False)
+        for slot in list(self.idle):
+            self._evict(slot)
+        for free in self._samplers.values():
+            for sampler in free:
+                sampler.close()
+        self._samplers.clear()
+        self.batch.close()

@@ -1,0 +1,234 @@
+"""The scheduler on the real embedded model: sequences decoded together behave as decoded alone."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from llmcli.engine.local.scheduler import NeverFits, Scheduler, SchedulerConfig
+from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request
+from llmcli.engine.runtime import Runtime, RuntimeConfig
+from llmcli.engine.sampling import SamplingParams
+from llmcli.errors import ExitStatus
+
+PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The three primary colors are",
+    "In 1969, the first astronauts",
+    "A good recipe for tomato soup starts with",
+    "Water boils at a temperature of",
+    "List of the planets of the solar system:",
+]
+NEAR_TIE = 0.1  # logits closer than this may swap between a batch of 1 and a batch of 8
+
+
+def greedy(n: int = 24) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_tokens=n)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["unified", "split"])
+def runtime8(request, embedded_path):
+    """8 sequences, 1 thread (the same kernels whatever the batch), a unified or a split KV pool."""
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=2048, n_threads=1, n_seq_max=8, kv_unified=request.param))
+    yield rt
+    rt.close()
+
+
+def tokens(rt: Runtime, text: str) -> list[int]:
+    return rt.tokenize(text, add_special=True)
+
+
+def alone(rt: Runtime, request: Request) -> str:
+    sched = Scheduler(rt)
+    seq = sched.submit(request)
+    sched.run()
+    sched.close()
+    return seq.text
+
+
+def logits_after(rt: Runtime, prefix: list[int]) -> list[float]:
+    """The logits row of the last token of `prefix`, decoded alone."""
+    sched = Scheduler(rt)
+    seq = sched.submit(Request(prefix, greedy(1)))
+    while seq.state != DONE:
+        sched.step()
+    row = ctypes.cast(rt.ll.llama_get_logits_ith(rt.ctx_ptr, seq.i_batch), ctypes.POINTER(ctypes.c_float))
+    values = row[: rt.n_vocab]
+    sched.close()
+    return values
+
+
+def assert_same_or_near_tie(rt: Runtime, seq, text: str) -> None:
+    """seq's greedy text is the one decoded alone, or the first token where they part was a near-tie
+    in the logits of the run alone."""
+    if seq.text == text:
+        return
+    ref = Scheduler(rt)
+    single_seq = ref.submit(Request(seq.prompt, greedy(seq.max_tokens)))
+    ref.run()
+    ref.close()
+    assert single_seq.text == text  # the run alone is itself reproducible
+    batched, single = seq.generated + [seq.eog_token], single_seq.generated + [single_seq.eog_token]
+    k = next(i for i, (a, b) in enumerate(zip(batched, single, strict=False)) if a != b)
+    row = logits_after(rt, seq.prompt + single[:k])
+    gap = abs(row[single[k]] - row[batched[k]])
+    assert gap < NEAR_TIE, f"token {k} of {seq.text!r} differs by {gap:.4f} logits, not a near-tie"
+
+
+def test_eight_prompts_in_one_batch_give_the_texts_they_give_alone(runtime8):
+    rt = runtime8
+    solo = [alone(rt, Request(tokens(rt, p), greedy())) for p in PROMPTS]
+    sched = Scheduler(rt, SchedulerConfig(share_prefixes=False))
+    seqs = [sched.submit(Request(tokens(rt, p), greedy())) for p in PROMPTS]
+    sched.step()
+    assert all(s.state == RUNNING for s in seqs)  # all eight were admitted and prefilled together
+    assert sched.counters.decode_calls == 1
+    sched.run()
+    assert max(sched.counters.step_ms) > 0
+    for seq, text in zip(seqs, solo, strict=True):
+        assert seq.finish_reason in ("stop", "length") and seq.generated
+        assert_same_or_near_tie(rt, seq, text)
+
+
+def test_a_cancelled_sequence_frees_its_cells_and_the_next_one_reuses_them(embedded_path):
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1, n_seq_max=2, kv_unified=True))
+    try:
+        sched = Scheduler(rt)
+        first = sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(200)))
+        second = sched.submit(Request(tokens(rt, PROMPTS[1]), greedy(60)))
+        for _ in range(3):
+            sched.step()
+        # 200 + 60 reply cells and the prompts do not fit 256: the second waits for the first's cells.
+        assert first.state == RUNNING and second.state == WAITING
+        slot = first.slot
+        mem = rt.ll.llama_get_memory(rt.ctx_ptr)
+        assert rt.ll.llama_memory_seq_pos_max(mem, slot) >= len(first.prompt)
+        sched.cancel(first)
+        events = sched.step()
+        assert [e.finish_reason for e in events if e.seq is first] == ["cancelled"]
+        assert rt.ll.llama_memory_seq_pos_max(mem, slot) == -1  # its cells are empty at once
+        assert second.state == RUNNING  # admitted in the same step
+        sched.run()
+        assert second.finish_reason in ("stop", "length") and second.generated
+        assert_same_or_near_tie(rt, second, alone(rt, Request(tokens(rt, PROMPTS[1]), greedy(60))))
+        assert not first.text or len(first.generated) <= 5
+    finally:
+        rt.close()
+
+
+def test_admission_refuses_a_sequence_that_can_never_fit_with_one_line(runtime8):
+    rt = runtime8
+    sched = Scheduler(rt)
+    with pytest.raises(NeverFits) as err:
+        sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(sched.n_ctx_seq)))
+    message = str(err.value)
+    assert "\n" not in message and "--ctx" in message and str(sched.n_ctx_seq) in message
+    assert err.value.exit_status == ExitStatus.USAGE
+    assert not sched.waiting and not sched.busy  # nothing was queued
+
+
+def test_decode_finding_no_kv_slot_is_survived(embedded_path):
+    # Admission without reservation lets 8 sequences in whose replies outgrow a 256-cell pool.
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1, n_seq_max=8, kv_unified=True))
+    try:
+        sched = Scheduler(rt, SchedulerConfig(reserve=False, keep_prefixes=False))
+        params = SamplingParams(temperature=0.0, max_tokens=40)
+        seqs = [sched.submit(Request(tokens(rt, p), params, ignore_eog=True)) for p in PROMPTS]
+        sched.run()
+        assert sched.counters.no_slot >= 1 and sched.counters.deferrals >= 1
+        assert all(s.finish_reason == "length" and len(s.generated) == 40 for s in seqs)
+        assert sum(s.stats.deferrals for s in seqs) == sched.counters.deferrals
+    finally:
+        rt.close()
+
+
+def test_seeded_sampling_is_reproducible_per_sequence_whatever_shares_the_batch(runtime8):
+    rt = runtime8
+    seeded = SamplingParams(temperature=0.8, seed=42, max_tokens=32)
+    target = Request(tokens(rt, PROMPTS[1]), seeded)
+    solo = alone(rt, target)
+    sched = Scheduler(rt, SchedulerConfig(share_prefixes=False))
+    others = [
+        sched.submit(Request(tokens(rt, p), SamplingParams(temperature=0.8, seed=i, max_tokens=40)))
+        for i, p in enumerate(PROMPTS[2:6])
+    ]
+    seq = sched.submit(Request(tokens(rt, PROMPTS[1]), seeded))
+    sched.run()
+    assert solo and seq.text == solo
+    assert len({s.text for s in others}) > 1  # the neighbours really drew their own texts
+
+
+def test_a_shared_prefix_is_copied_not_prefilled(runtime8):
+    rt = runtime8
+    head = tokens(rt, "Read this note carefully. " * 12)
+    questions = [" Question: what is it about?", " Question: who wrote it?"]
+    sched = Scheduler(rt)
+    seqs = [sched.submit(Request(head + rt.tokenize(q), greedy(12))) for q in questions]
+    sched.run()
+    later = sched.submit(Request(head + rt.tokenize(" Question: is it long?"), greedy(12)))
+    sched.run()
+    shared = [s.stats.shared_tokens for s in seqs + [later]]
+    assert shared[0] == 0 and shared[2] >= len(head) - 1  # the third took an idle slot's prefix
+    if sched.unified:  # live sequences share cells only in one KV pool
+        assert shared[1] >= len(head) - 1
+    for seq in seqs + [later]:
+        assert seq.stats.prefill_tokens + seq.stats.shared_tokens == len(seq.prompt)
+        assert_same_or_near_tie(rt, seq, alone(rt, Request(seq.prompt, greedy(12))))
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_while_the_others_keep_generating(runtime8):
+    rt = runtime8
+    sched = Scheduler(rt, SchedulerConfig(prefill_chunk=64, share_prefixes=False))
+    talker = sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(40), ignore_eog=True))
+    sched.step()
+    long = sched.submit(Request(tokens(rt, "A very long document. " * 40), greedy(4)))
+    steps = 0
+    while long.stats.t_first is None:
+        before = len(talker.generated)
+        sched.step()
+        steps += 1
+        assert len(talker.generated) == before + 1  # one token every step, the prefill notwithstanding
+        assert sched.batch.n <= 64 + 1
+    assert steps >= len(long.prompt) // 64
+    sched.run()
+    assert long.stats.prefill_tokens == len(long.prompt)
+
+
+def test_a_bad_request_is_refused_before_it_is_queued(runtime8):
+    sched = Scheduler(runtime8)
+    with pytest.raises(Exception, match="empty prompt"):
+        sched.submit(Request([], greedy()))
+
+
+def test_a_finished_sequences_sampler_is_reset_and_reused_by_the_next(runtime8):
+    rt = runtime8
+    seeded = SamplingParams(temperature=0.8, seed=7, max_tokens=16)
+    sched = Scheduler(rt, SchedulerConfig(keep_prefixes=False))
+    first = sched.submit(Request(tokens(rt, PROMPTS[3]), seeded))
+    sched.run()
+    chain = sched._samplers[Scheduler._key(seeded)][0]
+    second = sched.submit(Request(tokens(rt, PROMPTS[3]), seeded))
+    sched.step()
+    assert second.sampler is chain  # the same chain, its RNG seeded again
+    sched.run()
+    assert first.text and second.text == first.text
+
+
+def test_cancelling_a_waiting_sequence_ends_it_without_admitting_it(runtime8):
+    rt = runtime8
+    sched = Scheduler(rt)
+    seqs = [sched.submit(Request(tokens(rt, p), greedy(4))) for p in PROMPTS] + [
+        sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(4)))
+    ]
+    late = seqs[-1]  # the ninth: no slot for it until one of the eight is done
+    sched.step()
+    assert late.state == WAITING
+    sched.cancel(late)
+    events = sched.step()
+    assert [e.finish_reason for e in events if e.seq is late] == ["cancelled"]
+    sched.run()
+    assert late.stats.t_admit is None and not late.generated
+    assert all(s.finish_reason in ("stop", "length") for s in seqs[:-1])
