@@ -60,10 +60,12 @@ def main() -> None:
     args = ap.parse_args()
 
     sys.path.insert(0, str(HERE.parent / "src"))
+    from llmcli.environment import Environment
     from llmcli.models import default_model_ref
     from llmcli.store import Store
 
-    model = args.model or Store().resolve(default_model_ref(os.environ.get("LLMCLI_MODEL"))).path
+    env = Environment()
+    model = args.model or Store(env.store_root).resolve(default_model_ref(env.default_model, env.home)).path
     bench = native_binary()
     # Same settings on both sides: threads, batch = ubatch = 512 (llmcli's engine default),
     # flash attention auto (both tools' default), the same repetitions, warm-up on.
