@@ -25,7 +25,7 @@ demo: install
 # Strict: a missing test extra or test model fails the run instead of skipping, and so does any skip
 # that tests/allowed_skips.py does not list (tests/support/deps.py, tests/conftest.py).
 test: install
-	LLMCLI_TEST_STRICT=1 $(BIN)/python -m pytest -q
+	LLMCLI_TEST_STRICT=1 $(BIN)/python -m pytest -q -n 2 --durations=20
 
 bench: install
 	$(BIN)/python benchmarks/chat_vs_native.py

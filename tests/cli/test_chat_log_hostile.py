@@ -29,13 +29,13 @@ def test_a_row_that_is_not_utf8_is_skipped_by_logs_search_and_continue_with_one_
     first, damaged, latest = logged_ids(private_store)
     make_not_utf8(private_store, damaged)
     db = private_store / "logs.db"
-    for args in (("logs",), ("logs", "-n", "0", "--json"), ("logs", "-q", "Name")):
+    for args in (("logs",), ("logs", "--count", "0", "--json"), ("logs", "--query", "Name")):
         r = cli(*args)
         assert r.exit_code == 0, r.stderr
         note = one_line(r.stderr)
         assert f"skipped 1 damaged row of the conversation log {db} (exchange {damaged}: reply" in note
         assert "mv " not in note  # nothing to move aside: the rest of the log is fine
-    shown = json.loads(cli("logs", "-n", "0", "--json").stdout)
+    shown = json.loads(cli("logs", "--count", "0", "--json").stdout)
     assert [e["id"] for e in shown] == [first, latest]
     r = ask("-c", "And a third colour?")  # the latest conversation is whole: nothing to say
     assert r.exit_code == 0 and r.stdout.strip() and r.stderr == "", r.stderr
@@ -49,7 +49,7 @@ def test_continuing_a_conversation_whose_tip_is_damaged_starts_from_its_last_who
     r = ask("-c", "And a third one?")
     assert r.exit_code == 0 and r.stdout.strip(), r.stderr
     assert f"(exchange {tip}: prompt is not UTF-8 text)" in one_line(r.stderr)
-    shown = json.loads(cli("logs", "-n", "0", "--json").stdout)
+    shown = json.loads(cli("logs", "--count", "0", "--json").stdout)
     assert shown[-1]["messages"][0]["content"] == "Name a fruit."  # sent from the whole exchange on
     assert first in [e["id"] for e in shown]
 
@@ -58,7 +58,7 @@ def test_a_missing_full_text_index_is_made_again_and_nothing_is_blamed_on_sqlite
     assert ask("Tell me about lighthouses.").exit_code == 0
     with sqlite3.connect(private_store / "logs.db") as db:
         db.execute("DROP TABLE exchanges_fts")
-    r = cli("logs", "-q", "lighthouses")
+    r = cli("logs", "--query", "lighthouses")
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     assert "lighthouses" in r.stdout
     with sqlite3.connect(private_store / "logs.db") as db:

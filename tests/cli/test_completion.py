@@ -158,5 +158,5 @@ def test_the_callback_skips_unsafe_names_and_keeps_the_rest(tmp_path):
     for i, name in enumerate(HOSTILE_NAMES):
         register_as(tmp_path / f"m{i}.gguf", name)
     register(tmp_path, "mine-f16")
-    assert sorted(complete_model_names("")) == sorted([EMBEDDED_NAME, "mine-f16"])
-    assert complete_model_names("evil") == [] and complete_model_names("new") == []
+    assert sorted(complete("")) == sorted([EMBEDDED_NAME, "mine-f16"])
+    assert complete("evil") == [] and complete("new") == []

@@ -80,7 +80,8 @@ NETWORK = ("http.client", "ssl", "llmcli.engine.openai_http")
 def test_list_without_a_server_loads_no_http_client(args):
     modules = imported_after(args)
     assert "llmcli.commands.list" in modules
-    assert loaded(modules, NETWORK) == []
+    # socket comes with typer itself (pydantic -> importlib.metadata -> email.utils): see below
+    assert loaded(modules, tuple(name for name in NETWORK if name != "socket")) == []
 
 
 def test_help_imports_only_the_command_modules():

@@ -32,6 +32,8 @@ TEST_EXTRAS: dict[str, str] = {
     "sentencepiece": "sentencepiece",
     "protobuf": "google.protobuf",
     "accelerate": "accelerate",
+    "ruff": "ruff",
+    "mypy": "mypy",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
 INSTALL = "pip install -e '.[test]'"

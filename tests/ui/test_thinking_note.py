@@ -7,10 +7,9 @@ import io
 import pytest
 
 from llmcli.engine.sampling import SamplingParams
-from llmcli.environment import Environment, installed
+from llmcli.environment import Environment
 from llmcli.usecases.chat import ChatOptions
-from tests.engine.test_thinking import R1_DISTILL, session
-from tests.support.grammar import CLOSE_THEN_ANSWER
+from tests.engine.test_thinking import ANSWER_AFTER_THINKING, QWEN3, R1_DISTILL, THINK_THEN_ANSWER, session
 
 
 @pytest.fixture
@@ -24,17 +23,20 @@ def own_runtime(embedded_path):
 
 
 def run_one_shot(s, opts: ChatOptions) -> tuple[str, str]:
-    from llmcli.ui.chat_flow import one_shot
+    from llmcli.ui.answer import AnswerView
+    from llmcli.usecases.answer import ask_once
 
     out, err = io.StringIO(), io.StringIO()
-    with installed(Environment(vars={}, stdin=io.StringIO(""), stdout=out, stderr=err)):
-        one_shot(s, "test", "What is two plus two?", opts)
+    view = AnswerView(Environment(vars={}, stdin=io.StringIO(""), stdout=out, stderr=err), opts, "test")
+    answer = ask_once(s, "What is two plus two?", opts.constraint, view.hooks())
+    view.show(answer, lambda: None)
     return out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("show", [False, True])
-def test_a_reply_cut_inside_its_thinking_is_one_note_not_silence(own_runtime, monkeypatch, show):
-    s = session(own_runtime, R1_DISTILL, CLOSE_THEN_ANSWER, monkeypatch)  # the prompt opens <think>
+def test_a_reply_cut_inside_its_thinking_is_one_note_not_silence(own_runtime, show):
+    # The prompt opens <think>; the grammar waits for the model to close it, which 4 tokens never do.
+    s = session(own_runtime, R1_DISTILL, ANSWER_AFTER_THINKING)
     s.params = SamplingParams(temperature=0, max_tokens=4)  # ends before </think>
     out, err = run_one_shot(s, ChatOptions(stats=False, show_thinking=show))
     assert out == ""
@@ -45,7 +47,7 @@ def test_a_reply_cut_inside_its_thinking_is_one_note_not_silence(own_runtime, mo
     ], err
 
 
-def test_a_reply_that_answers_has_no_note(own_runtime, monkeypatch):
-    s = session(own_runtime, R1_DISTILL, CLOSE_THEN_ANSWER, monkeypatch)
+def test_a_reply_that_answers_has_no_note(own_runtime):
+    s = session(own_runtime, QWEN3, THINK_THEN_ANSWER)  # the grammar thinks, closes, then answers
     out, err = run_one_shot(s, ChatOptions(stats=False))
     assert out.strip() and "thinking" not in err
