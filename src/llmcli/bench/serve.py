@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from llmcli.bench.records import Progress, mean, stdev
-from llmcli.engine.openai_http import ChatStream, Endpoint
+from llmcli.engine.openai.client import ChatStream, Endpoint
 from llmcli.errors import LlmcliError, UsageError
 
 WORDS = (

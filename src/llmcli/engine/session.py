@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from llmcli.engine.events import Event, Stats
+from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.template import Message
 
 
 @dataclass

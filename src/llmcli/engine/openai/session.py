@@ -14,12 +14,12 @@ import time
 from collections.abc import Iterator
 
 from llmcli.engine.events import Event, RemoteReport, Stats, TextDelta, rate, reported
-from llmcli.engine.openai_http import ChatStream, Endpoint
+from llmcli.engine.messages import Message
+from llmcli.engine.openai.client import ChatStream, Endpoint
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import OutputConstraint
-from llmcli.engine.template import Message
 from llmcli.errors import LlmcliError, UsageError
 from llmcli.params import request_fields
 from llmcli.stages import STAGES, StageRecord, num

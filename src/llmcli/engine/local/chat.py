@@ -10,19 +10,22 @@ import time
 from collections.abc import Iterator
 
 from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
-from llmcli.engine.lookup import parse_draft
+from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
+from llmcli.engine.local.lookup import parse_draft
+from llmcli.engine.local.prefix_cache import common_prefix
+from llmcli.engine.local.runtime import Runtime
+from llmcli.engine.local.sampler import GrammarCheck, Sampler
+from llmcli.engine.local.session_cache import SessionCache
+from llmcli.engine.local.speculative import LookupDecoder
+from llmcli.engine.messages import Message
 from llmcli.engine.postprocess import Postprocessor, WordFilter
-from llmcli.engine.prefix_cache import common_prefix
-from llmcli.engine.runtime import Runtime
-from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
+from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
-from llmcli.engine.session_cache import SessionCache
-from llmcli.engine.speculative import LookupDecoder
-from llmcli.engine.structured import THINK_OPEN, OutputConstraint, ThinkGate, grammar_sampler
-from llmcli.engine.template import ChatTemplate, Message, PromptTooLong, RenderedPrompt
-from llmcli.engine.template_choice import TemplateChoice, choose_template
-from llmcli.engine.template_env import TemplateLimit
-from llmcli.engine.thinking import REASONING, ReasoningSplitter, ThinkingForm, opens_thinking
+from llmcli.engine.structured import THINK_OPEN, OutputConstraint
+from llmcli.engine.templates.choice import TemplateChoice, choose_template
+from llmcli.engine.templates.render import ChatTemplate, PromptTooLong, RenderedPrompt
+from llmcli.engine.templates.sandbox import TemplateLimit
+from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter, ThinkingForm, opens_thinking
 from llmcli.errors import ContextOverflow, Interrupted
 from llmcli.stages import STAGES, StageRecord, num
 

@@ -444,7 +444,7 @@ def __getattr__(name: str):
     # ChatStream lives in openai_stream (it imports this module); `from openai_http import ChatStream`
     # keeps working without an import cycle.
     if name == "ChatStream":
-        from llmcli.engine.openai_stream import ChatStream
+        from llmcli.engine.openai.stream import ChatStream
 
         return ChatStream
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
