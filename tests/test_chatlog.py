@@ -298,6 +298,7 @@ def test_a_recorder_on_a_damaged_file_warns_once_then_logs_nothing(tmp_path):
     class Session:  # what Recorder.record reads of a chat session
         system, params = None, SamplingParams()
         messages = [Message("user", "hi"), Message("assistant", "hello")]
+        stops, think, constraint, base_url = [], None, None, None
 
     db = _damaged_log(tmp_path)
     recorder = Recorder(_log(tmp_path), "m")

@@ -20,6 +20,7 @@ from llmcli.store import ModelEntry, Store
 if TYPE_CHECKING:
     from llmcli.chatlog import Conversation
     from llmcli.engine.openai.client import Endpoint
+    from llmcli.engine.session import Session
     from llmcli.engine.structured import OutputConstraint
     from llmcli.hub.events import ProgressScope
 
@@ -68,7 +69,7 @@ class ChatInputs:
 class Opened:
     """A session ready to talk, the name to show for its model, and the prompt (None: the REPL)."""
 
-    session: object  # llmcli.engine.session.Session
+    session: Session
     model_name: str
     prompt: str | None
     model_id: str = ""  # what finds the model again (a store name, a GGUF's path, a server's id): the log's

@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from llmcli.engine.events import Event, Notice, ReasoningDelta, Stats, TextDelta, rate
+from llmcli.engine.events import Event, Notice, Stats, rate
 from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
 from llmcli.engine.local.lookup import parse_draft
 from llmcli.engine.local.prefix_cache import common_prefix
+from llmcli.engine.local.report import ReplySplit, elapsed_ms, stage_details
 from llmcli.engine.local.runtime import Runtime
 from llmcli.engine.local.sampler import GrammarCheck, Sampler
 from llmcli.engine.local.session_cache import SessionCache
@@ -25,16 +26,14 @@ from llmcli.engine.structured import THINK_OPEN, OutputConstraint
 from llmcli.engine.templates.choice import TemplateChoice, choose_template
 from llmcli.engine.templates.render import ChatTemplate, PromptTooLong, RenderedPrompt
 from llmcli.engine.templates.sandbox import TemplateLimit
-from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter, ThinkingForm, opens_thinking
+from llmcli.engine.templates.thinking import ReasoningSplitter, ThinkingForm, opens_thinking
 from llmcli.errors import ContextOverflow, Interrupted
-from llmcli.stages import STAGES, StageRecord, num
-
-
-def _ms(start: float, end: float | None = None) -> float:
-    return ((end if end is not None else time.perf_counter()) - start) * 1000
+from llmcli.stages import STAGES, StageRecord
 
 
 class ChatSession:
+    base_url: str | None = None  # llama.cpp answers in this process
+
     def __init__(
         self,
         runtime: Runtime,
@@ -217,7 +216,7 @@ class ChatSession:
         # ① parse, template, tokenize
         user = Message("user", text)
         prompt = self._tokenize_within_context(user)
-        ms["tokenize"] = _ms(t0)
+        ms["tokenize"] = elapsed_ms(t0)
 
         # ② schedule: fit the conversation and the reply's budget into the context
         t1 = time.perf_counter()
@@ -259,7 +258,7 @@ class ChatSession:
         stats.prompt_tokens, stats.cached_tokens = len(prompt.tokens), reuse
         stats.prefill_tokens = len(prompt.tokens) - reuse
         self.last_prompt = prompt
-        ms["schedule"] = _ms(t1)
+        ms["schedule"] = elapsed_ms(t1)
 
         # ③ prefill, up to the first sampled token
         t2 = time.perf_counter()
@@ -270,7 +269,7 @@ class ChatSession:
             rt.prefill(prompt.tokens[reuse:stable])
         rt.prefill(prompt.tokens[max(reuse, stable) :])
         rt.synchronize()
-        ms["prefill"] = _ms(t2)
+        ms["prefill"] = elapsed_ms(t2)
         sampler = Sampler(rt, params, self._grammar_check(prompt))
         # Drafting needs a KV cache that can drop rejected positions (recurrent models decode plainly),
         # and a grammar checks one token at a time, so constrained replies decode plainly too.
@@ -282,13 +281,13 @@ class ChatSession:
         kv_base = len(rt.kv_tokens)
         token = sampler.sample()
         t_first = t_last = time.perf_counter()
-        stats.ttft_ms = _ms(t0, t_first)
+        stats.ttft_ms = elapsed_ms(t0, t_first)
 
         # ④ decode loop: forward → sample → stop check; ⑤ post-process each token as it comes.
         # The loop is what runs between two llama_decode calls, so it does no more than it must:
         # one clock read per stage boundary (postprocess, return, decode), sums kept in locals.
         post = Postprocessor(self.stops, WordFilter(self.word_filter_words))
-        split = _Split(
+        split = ReplySplit(
             ReasoningSplitter(self.thinking.parses, opens_thinking(prompt.text)), stats, t0, t_first
         )
         generated: list[int] = []
@@ -333,10 +332,10 @@ class ChatSession:
                 stats.draft = decoder.stats
             sampler.close()
         ms["postprocess"], ms["return"] = post_s * 1000, return_s * 1000
-        stats.decode_ms = ms["decode"] = _ms(t_first, t_last)
+        stats.decode_ms = ms["decode"] = elapsed_ms(t_first, t_last)
         tp = time.perf_counter()
         tail = post.flush()
-        ms["postprocess"] += _ms(tp)
+        ms["postprocess"] += elapsed_ms(tp)
         if tail:
             parts.append(tail)
         yield from split.events(tail, len(generated), final=True)
@@ -374,9 +373,9 @@ class ChatSession:
                 save_note = saved.note
             rt.clear()
         self._kept = keep_cache
-        ms["release"] = _ms(t7)
-        stats.total_ms = _ms(t0)
-        details = _details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)
+        ms["release"] = elapsed_ms(t7)
+        stats.total_ms = elapsed_ms(t0)
+        details = stage_details(stats, rate(stats.prefill_tokens, ms["prefill"]), keep_cache)
         stats.stages = [
             StageRecord(stage.key, ms[stage.key], "local", details.get(stage.key, stage.covers))
             for stage in STAGES
@@ -385,80 +384,3 @@ class ChatSession:
             stats.cache_note = "; ".join(filter(None, [stats.cache_note, save_note]))
         self.last_stats = stats
         yield stats
-
-
-class _Split:
-    """Reply text -> ReasoningDelta / TextDelta events, timing and counting the reasoning as it goes."""
-
-    def __init__(self, splitter: ReasoningSplitter, stats: Stats, t0: float, t_first: float) -> None:
-        self.splitter, self.stats, self.t0, self.t_first = splitter, stats, t0, t_first
-        self._reasoned = False
-
-    def events(self, text: str, n_generated: int, final: bool = False) -> list[Event]:
-        stats, splitter = self.stats, self.splitter
-        if splitter.state == "answer" and not final and stats.ttfa_ms is not None and self._settled:
-            return [TextDelta(text)]  # the common case, once per token: nothing left to time or split
-        pieces = splitter.feed(text) if text else []
-        if final:
-            pieces += splitter.flush()
-        now = time.perf_counter()
-        self._reasoned |= splitter.state == "thinking" or splitter.closed
-        events: list[Event] = []
-        for kind, piece in pieces:
-            if kind == REASONING:
-                events.append(ReasoningDelta(piece))
-            else:
-                if stats.ttfa_ms is None:
-                    stats.ttfa_ms = _ms(self.t0, now)
-                events.append(TextDelta(piece))
-        if self._reasoned and stats.reasoning_ms is None and (splitter.closed or final):
-            # The token that closed the reasoning counts as reasoning; an unclosed one is all reasoning.
-            stats.reasoning_tokens, stats.reasoning_ms = n_generated, _ms(self.t_first, now)
-        return events
-
-    @property
-    def _settled(self) -> bool:
-        """No reasoning, or its time is taken: the answer's text passes through as it is."""
-        return not self._reasoned or self.stats.reasoning_ms is not None
-
-
-def _details(stats: Stats, prefill_tps: float | None, keep_cache: bool) -> dict[str, str]:
-    """What each stage did in this request, where there is more to say than what the stage covers."""
-    dropped = f", {stats.dropped_messages} old messages dropped" if stats.dropped_messages else ""
-    details = {
-        "tokenize": f"{stats.prompt_tokens} prompt tokens",
-        "schedule": (
-            f"{stats.cached_tokens} reused from cache{_source(stats)}, {stats.prefill_tokens} to prefill"
-            f"{dropped}" + (f" ({stats.cache_note})" if stats.cache_note else "")
-        ),
-        "prefill": f"{num(prefill_tps)} tok/s · TTFT {num(stats.ttft_ms)} ms",
-        "decode": (
-            f"{stats.completion_tokens} tokens · {num(stats.decode_tps)} tok/s · "
-            f"{num(stats.ms_per_token, 2)} ms/tok" + _draft_detail(stats)
-        ),
-        "release": (
-            f"KV cache {stats.ctx_used}/{stats.n_ctx} positions, "
-            + ("kept for the next turn" if keep_cache else "freed")
-        ),
-    }
-    if stats.reasoning_tokens:
-        details["decode"] += f" · {stats.reasoning_tokens} thinking, {num(stats.reasoning_ms)} ms"
-    if stats.masked_words:
-        details["postprocess"] = f"{stats.masked_words} words masked"
-    return details
-
-
-def _source(stats: Stats) -> str:
-    return (
-        f" ({'the disk prefix cache' if stats.cache_source == 'disk' else 'RAM'})"
-        if stats.cache_source
-        else ""
-    )
-
-
-def _draft_detail(stats: Stats) -> str:
-    draft = stats.draft
-    if draft is None:
-        return ""
-    accepted = f" ({num(draft.acceptance_rate * 100, 0)}%)" if draft.acceptance_rate is not None else ""
-    return f" · drafted {draft.drafted}, accepted {draft.accepted}{accepted} in {draft.passes} passes"

@@ -100,12 +100,18 @@ class RemoteChatSession:
         self.params = params or SamplingParams()
         self.stops = list(stops or [])
         self.word_filter_words = word_filter.words if word_filter else []
+        self.think: bool | None = None  # the server's template decides; no request field sets it
+        self.cache_warning: str | None = None  # the server owns its cache: there is nothing to save
         self.messages: list[Message] = []
         self.last_stats: Stats | None = None
         self._cancel = False
         self._stream: ChatStream | None = None
 
     # -- the Session surface ------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.base_url
+
     def conversation(self, extra: list[Message] | None = None) -> list[dict]:
         head = [Message("system", self.system)] if self.system else []
         return [{"role": m.role, "content": m.content} for m in head + self.messages + (extra or [])]
