@@ -6,13 +6,8 @@ import io
 
 import pytest
 
-from llmcli.engine.openai.client import (
-    Endpoint,
-    RemoteModel,
-    http_error,
-    pick_model,
-    server_message,
-)
+from llmcli.engine.openai.client import Endpoint, http_error, server_message
+from llmcli.engine.openai.models import RemoteModel, pick_model
 from llmcli.engine.openai.session import request_body
 from llmcli.engine.openai.sse import sse_events
 from llmcli.engine.sampling import SamplingParams

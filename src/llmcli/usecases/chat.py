@@ -207,7 +207,7 @@ LOCAL_ONLY = {
 def open_remote(
     endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs, resumed: Conversation | None = None
 ) -> Opened:
-    from llmcli.engine.openai.client import list_models, pick_model
+    from llmcli.engine.openai.models import list_models, pick_model
     from llmcli.engine.openai.session import RemoteChatSession, check_remote_constraint
     from llmcli.engine.postprocess import WordFilter
     from llmcli.usecases.endpoint import refuse_local_only

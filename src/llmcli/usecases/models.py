@@ -10,7 +10,8 @@ from llmcli.models import ModelRef
 from llmcli.store import ModelEntry, Removed, Store
 
 if TYPE_CHECKING:
-    from llmcli.engine.openai.client import Endpoint, RemoteModel
+    from llmcli.engine.openai.client import Endpoint
+    from llmcli.engine.openai.models import RemoteModel
     from llmcli.engine.templates.choice import TemplateChoice
     from llmcli.gguf_check import ModelFacts
 
@@ -40,7 +41,7 @@ def list_models(store: Store) -> list[ModelEntry]:
 
 def list_remote_models(endpoint: Endpoint) -> list[RemoteModel]:
     """The models a server serves (its /v1/models)."""
-    from llmcli.engine.openai.client import list_models as served
+    from llmcli.engine.openai.models import list_models as served
 
     return served(endpoint)
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 from llmcli.engine.events import Event, RemoteReport, Stats, TextDelta, rate, reported
 from llmcli.engine.messages import Message
-from llmcli.engine.openai.client import ChatStream, Endpoint
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.stream import ChatStream
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
