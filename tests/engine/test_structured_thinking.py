@@ -12,7 +12,7 @@ import json
 
 import jsonschema
 
-import llmcli.engine.local.chat as chat_module
+import llmcli.engine.local.turn as chat_module
 from llmcli.engine.events import drain
 from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.local.sampler import Sampler
