@@ -3,8 +3,9 @@
 Strict at both ends. Before generating, a schema is checked against the subset that the grammar
 converter (llama-cpp-python's SchemaConverter, with exact numeric bounds added in
 engine/schema_grammar.py) turns into GBNF: a keyword outside SCHEMA_KEYWORDS
-is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads;
-a grammar that does not parse is refused (llama.cpp's server once "failed open" on one). After
+is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads
+(engine/local/grammar.py, whichever backend answers); a grammar that does not parse is refused
+(llama.cpp's server once "failed open" on one). After
 generating, the reply is parsed and validated with `jsonschema`: a reply that fails is an error,
 so a script never receives invalid JSON with exit status 0.
 """
