@@ -14,9 +14,12 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.support.locks import cache_lock
+
+if TYPE_CHECKING:
+    from tests.support.gguf_layout import Layout
 
 CACHE = Path(__file__).resolve().parent.parent / "models" / ".test-cache"
 
@@ -100,10 +103,11 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
     """Gemma 3 270M as transformers 5 saves it: f32 safetensors, config with layer_types and
     rope_parameters, tokenizer.json only (no tokenizer.model).
 
-    Made once per machine from the test GGUF: transformers dequantizes it (from_pretrained with
-    gguf_file, which needs accelerate) and save_pretrained writes the checkpoint. The weights are
-    the Q4_K_M values exactly, in f32, so the converter's f32 output can be compared with
-    transformers on the same numbers.
+    Made once per machine from the test GGUF, file for file what transformers' from_pretrained with
+    gguf_file and save_pretrained write: its config from the GGUF's metadata, the tensors dequantized
+    by gguf-py and renamed by transformers, its tokenizer built from the GGUF. The weights are the
+    Q4_K_M values exactly, in f32, so the converter's f32 output can be compared with transformers
+    on the same numbers.
     """
     target = cache / GEMMA3_HF
     stamp = target / ".complete"
@@ -118,35 +122,41 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
 
 
 def _save_gemma3_hf(gguf_path: Path, cache: Path, target: Path, stamp: Path) -> None:
+    """What AutoModelForCausalLM and AutoTokenizer.from_pretrained(gguf_file=...) followed by
+    save_pretrained write, made from the same transformers and gguf-py pieces, without the three
+    passes of gguf-py's reader over the vocabulary those calls make (tests/support/gguf_layout.py)."""
     import shutil
+    import tempfile
 
     import torch
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
     from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
 
+    from tests.support.gguf_layout import read_layout, write_without_vocabulary
+
     staging = cache / f".{GEMMA3_HF}.{os.getpid()}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    # The config is the one step left to gguf-py's reader, which walks the 262k-entry vocabulary
-    # element by element (~30 s). Loading the model and AutoTokenizer from the GGUF would each walk it
-    # again, so the weights and the tokenizer are made here from the same pieces they use.
-    config = AutoConfig.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    layout = read_layout(gguf_path)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        write_without_vocabulary(layout, Path(scratch) / gguf_path.name)
+        config = AutoConfig.from_pretrained(scratch, gguf_file=gguf_path.name)
     model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]  # the class AutoModelForCausalLM picks
     model = model_class.from_pretrained(
-        None, config=config, state_dict=_gemma3_state_dict(gguf_path, config), dtype=torch.float32
+        None, config=config, state_dict=_state_dict(layout, config), dtype=torch.float32
     )
     model.save_pretrained(staging)
-    tokenizer_class = TOKENIZER_MAPPING[type(config)]  # the class AutoTokenizer picks for this config
+    # the class AutoTokenizer picks for this config; it reads the GGUF with transformers' fast reader
+    tokenizer_class = TOKENIZER_MAPPING[type(config)]
     tokenizer_class.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(staging)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     stamp.write_text(GEMMA3_HF_VERSION)
 
 
-def _gemma3_state_dict(gguf_path: Path, config: Any) -> dict[str, Any]:
-    """The GGUF's tensors dequantized to f32 under transformers' names: the tensor loop of
-    transformers' load_gguf_checkpoint, with gguf-py's dequantize and transformers' own name map
-    and tensor processor, over the raw tensors of the file."""
+def _state_dict(layout: Layout, config: Any) -> dict[str, Any]:
+    """The GGUF's tensors in f32 under transformers' names: the tensor loop of transformers'
+    load_gguf_checkpoint (gguf-py's dequantize, transformers' name map and tensor processor)."""
     import numpy as np
     import torch
     from gguf import dequantize
@@ -157,83 +167,16 @@ def _gemma3_state_dict(gguf_path: Path, config: Any) -> dict[str, Any]:
         get_gguf_hf_weights_map,
     )
 
-    architecture, tensors = _gguf_tensors(gguf_path)
+    from tests.support.gguf_layout import raw_tensors
+
+    architecture = layout.values["general.architecture"]
     processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
     with torch.device("meta"):  # only its parameter names are needed
         skeleton = AutoModelForCausalLM.from_config(config)
     names = get_gguf_hf_weights_map(skeleton, processor)
     state_dict = {}
-    for name, ggml_type, blocks in tensors:
-        result = processor.process(weights=dequantize(blocks, ggml_type), name=name, tensor_key_mapping=names)
+    for name, ggml_type, rows in raw_tensors(layout):
+        result = processor.process(weights=dequantize(rows, ggml_type), name=name, tensor_key_mapping=names)
         if result.name in names:
             state_dict[names[result.name]] = torch.from_numpy(np.copy(result.weights)).to(torch.float32)
     return state_dict
-
-
-def _gguf_tensors(gguf_path: Path) -> tuple[str, list[tuple[str, Any, Any]]]:
-    """The file's architecture and its tensors as (name, ggml type, rows of raw bytes), the layout
-    gguf-py's reader hands to dequantize. Read here because gguf-py's reader parses every
-    vocabulary entry on the way (~30 s), and transformers' fast reader does not know every ggml type
-    (Q5_0)."""
-    import struct
-
-    import numpy as np
-    from gguf import (
-        GGML_QUANT_SIZES,
-        GGUF_DEFAULT_ALIGNMENT,
-        GGMLQuantizationType,
-        GGUFReader,
-        GGUFValueType,
-    )
-
-    blob = np.memmap(gguf_path, dtype=np.uint8, mode="r")
-    widths = {t: np.dtype(n).itemsize for t, n in GGUFReader.gguf_scalar_to_np.items()}  # a class table
-
-    def read(fmt: str, pos: int) -> tuple[Any, ...]:
-        return struct.unpack_from("<" + fmt, blob, pos)
-
-    def string(pos: int) -> tuple[str, int]:
-        (length,) = read("Q", pos)
-        return bytes(blob[pos + 8 : pos + 8 + length]).decode(), pos + 8 + length
-
-    def skip(value_type: int, pos: int) -> int:
-        if value_type == GGUFValueType.STRING:
-            return string(pos)[1]
-        if value_type != GGUFValueType.ARRAY:
-            return pos + widths[value_type]
-        item_type, count = read("IQ", pos)
-        pos += 12
-        if item_type in widths:
-            return pos + count * widths[item_type]
-        for _ in range(count):
-            pos = skip(item_type, pos)
-        return pos
-
-    _magic, _version, tensor_count, kv_count = read("4sIQQ", 0)
-    pos, values = 24, {}
-    for _ in range(kv_count):
-        key, pos = string(pos)
-        (value_type,) = read("I", pos)
-        if key in ("general.architecture", "general.alignment"):
-            values[key] = string(pos + 4)[0] if value_type == GGUFValueType.STRING else read("I", pos + 4)[0]
-        pos = skip(value_type, pos + 4)
-    table = []
-    for _ in range(tensor_count):
-        name, pos = string(pos)
-        (dims,) = read("I", pos)
-        shape = read(f"{dims}Q", pos + 4)
-        ggml_type, offset = read("IQ", pos + 4 + 8 * dims)
-        pos += 4 + 8 * dims + 12
-        table.append((name, shape, GGMLQuantizationType(ggml_type), offset))
-    alignment = values.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
-    data_start = (pos + alignment - 1) // alignment * alignment
-    tensors = []
-    for name, shape, ggml_type, offset in table:
-        block, block_bytes = GGML_QUANT_SIZES[ggml_type]
-        row_bytes = shape[0] // block * block_bytes
-        start = data_start + offset
-        raw = blob[start : start + row_bytes * int(np.prod(shape[1:], dtype=np.int64))]
-        tensors.append(
-            (name, ggml_type, raw.reshape(*reversed(shape[1:]), row_bytes))
-        )  # ggml lists ne0 first
-    return values["general.architecture"], tensors
