@@ -51,3 +51,21 @@ def test_a_reply_that_answers_has_no_note(own_runtime):
     s = session(own_runtime, QWEN3, THINK_THEN_ANSWER)  # the grammar thinks, closes, then answers
     out, err = run_one_shot(s, ChatOptions(stats=False))
     assert out.strip() and "thinking" not in err
+
+
+def test_a_repl_turn_cut_inside_its_thinking_is_one_note_naming_the_repl_setting(own_runtime, tmp_path):
+    from llmcli.store import Store
+    from llmcli.ui.repl import Repl
+
+    s = session(own_runtime, R1_DISTILL, ANSWER_AFTER_THINKING)
+    s.params = SamplingParams(temperature=0, max_tokens=4)  # ends before </think>
+    out, err = io.StringIO(), io.StringIO()
+    env = Environment(vars={}, stdin=io.StringIO(""), stdout=out, stderr=err)
+    repl = Repl(env, s, "test", Store(tmp_path), ChatOptions(stats=False))
+    repl._turn("What is two plus two?")
+    notes = [line for line in err.getvalue().splitlines() if line.startswith("llmcli: ")]
+    assert notes == [
+        "llmcli: the reply ended inside its thinking after 4 tokens, before any answer; "
+        "raise it with /set max_tokens N"
+    ], err.getvalue()
+    assert out.getvalue().strip() == ""

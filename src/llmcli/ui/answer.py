@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from llmcli.environment import Environment
 from llmcli.ui.output import Output
-from llmcli.ui.thinking import ThinkingStream
+from llmcli.ui.thinking import ThinkingStream, cut_inside_thinking
 
 if TYPE_CHECKING:
     from llmcli.chatlog import Exchange
@@ -42,19 +42,8 @@ class AnswerView:
 
         out, opts, reply = self.out, self.opts, answer.reply
         self.thinking.end()
-        stats = reply.stats
-        if (
-            stats is not None
-            and stats.finish_reason == "length"
-            and reply.reasoning
-            and not reply.text.strip()
-        ):
-            # Not a failure (-n is the user's cap, as on any cut reply: exit 0), but never a silent nothing.
-            shown = "" if self.thinking.visible else " or use --show-thinking"
-            out.warn(
-                f"the reply ended inside its thinking after {stats.completion_tokens} tokens, "
-                f"before any answer; raise -n{shown}"
-            )
+        if note := cut_inside_thinking(reply, self.thinking.visible):
+            out.warn(note)
         if opts.constraint is not None and not opts.json_out:
             out.write(answer.text)  # the newline follows below, as for any reply
         if opts.json_out:

@@ -13,6 +13,7 @@ from llmcli.errors import LlmcliError
 from llmcli.store import Store
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
+from llmcli.ui.thinking import cut_inside_thinking
 from llmcli.usecases.answer import log_exchange
 
 if TYPE_CHECKING:
@@ -145,6 +146,9 @@ class Repl:
         finally:
             signal.signal(signal.SIGINT, previous)
         log_exchange(self.recorder, self.session, text, reply, self.out.warn)
+        # The REPL's cap is /set max_tokens; --show-thinking is no advice at a prompt that is already open.
+        if note := cut_inside_thinking(reply, True, "raise it with /set max_tokens N"):
+            self.out.warn(note)
         stats = reply.stats
         if stats and stats.finish_reason == "cancelled":
             self.out.warn("reply cancelled (kept in the conversation, marked cancelled)")
@@ -175,6 +179,7 @@ class Repl:
             on_notice=self.out.warn,
             on_reasoning=thinking.write,
         )
+        thinking.end()  # a reply cut inside its thinking has no answer to end the reasoning's line
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
         return reply

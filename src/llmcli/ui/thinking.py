@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from llmcli.ui.output import Output
+
+if TYPE_CHECKING:
+    from llmcli.engine.events import Reply
+
+
+def cut_inside_thinking(reply: Reply, thinking_shown: bool, raise_how: str = "raise -n") -> str | None:
+    """The note for a reply that -n (or /set max_tokens) cut before its thinking ended: not a failure,
+    since the cap is the user's, but never a silent nothing. None for any other reply."""
+    stats = reply.stats
+    if stats is None or stats.finish_reason != "length" or not reply.reasoning or reply.text.strip():
+        return None
+    shown = "" if thinking_shown else " or use --show-thinking"
+    cut = f"the reply ended inside its thinking after {stats.completion_tokens} tokens, before any answer"
+    return f"{cut}; {raise_how}{shown}"
 
 
 class ThinkingStream:
