@@ -34,6 +34,8 @@ TEST_EXTRAS: dict[str, str] = {
     "accelerate": "accelerate",
     "ruff": "ruff",
     "mypy": "mypy",
+    "openai": "openai",
+    "ollama": "ollama",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
 INSTALL = "pip install -e '.[test]'"
