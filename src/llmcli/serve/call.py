@@ -119,4 +119,3 @@ class Call:
             self.server.engine.cancel(self.job)
         else:
             self.server.gate.charge(self.who, self.outcome.prompt_tokens + self.outcome.completion_tokens)
-            self.server.metrics.requests.labels(finished_reason=self.outcome.finish_reason).inc()

@@ -256,6 +256,7 @@ class Engine:
         s = seq.stats
         self.metrics.prompt_tokens.inc(s.prompt_tokens)
         self.metrics.generation_tokens.inc(s.completion_tokens)
+        self.metrics.requests.labels(finished_reason=reason).inc()
         done = s.t_done if s.t_done is not None else now
         return Outcome(
             finish_reason=reason,
