@@ -47,14 +47,17 @@ class Gate:
             raise ApiError(401, "the API key is not valid for this server")
         return f"key{found}"
 
-    def admit(self, who: str) -> None:
-        """Rate and token limits, then room in the queue: 429 or 503 with Retry-After, at once."""
+    def count(self, who: str) -> None:
+        """One more request against the key's rate limit (every route but /health and /metrics)."""
         if self._requests is not None and not self._limiter.hit(self._requests, who):
             raise ApiError(
                 429,
                 f"over {self._requests.amount} requests a minute for this key; wait and try again",
                 retry_after=self._retry_after(self._requests, who),
             )
+
+    def admit(self, who: str) -> None:
+        """A generation: the token limit, then room in the queue; 429 or 503 with Retry-After, at once."""
         if self._tokens is not None and not self._limiter.test(self._tokens, who):
             raise ApiError(
                 429,

@@ -14,6 +14,7 @@ from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
 
 PUBLIC = ("/health",)  # answered without a key: a load balancer's probe
+UNCOUNTED = ("/health", "/metrics")  # a scraper's polls do not use up a key's rate limit
 
 
 @dataclass
@@ -59,9 +60,10 @@ class AccessMiddleware:
         if path not in PUBLIC:
             headers = Headers(scope=scope)
             try:
-                state["who"] = self.server.gate.identify(
-                    headers.get("authorization"), headers.get("x-api-key")
-                )
+                who = self.server.gate.identify(headers.get("authorization"), headers.get("x-api-key"))
+                state["who"] = who
+                if path not in UNCOUNTED:
+                    self.server.gate.count(who)
                 length = headers.get("content-length")
                 if length is not None and length.isdigit() and int(length) > self.server.config.max_body:
                     from llmcli.serve.body import too_large

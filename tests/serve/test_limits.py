@@ -1,0 +1,129 @@
+"""Limits and the schedule: 429 with Retry-After per key (requests, tokens), 503 at once when the
+queue is full, the refusals at start, and SIGTERM letting a stream finish before exit 0."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+
+import httpx
+import pytest
+
+from tests.serve.server import ServeProcess
+from tests.support.cli import cli
+
+KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big")  # one a test: the limits are per key
+HI = [{"role": "user", "content": "Say hello."}]
+TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the third one is over
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedded_path):
+    home = tmp_path_factory.mktemp("serve-limits")
+    key_file = home / "keys.txt"
+    key_file.write_text("# one key a line\n" + "\n".join(KEYS) + "\n")
+    srv = ServeProcess(
+        home,
+        embedded_path,
+        "--parallel", "1", "--max-queue", "0", "--api-key-file", str(key_file),
+        "--rate-limit", "3", "--token-limit", str(TOKEN_LIMIT),
+    )  # fmt: skip
+    yield srv
+    assert srv.stop() == 0
+
+
+def auth(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def chat(server, key: str, **extra) -> httpx.Response:
+    body = {"messages": HI, "max_tokens": 4, **extra}
+    return httpx.post(server.url + "/v1/chat/completions", json=body, headers=auth(key), timeout=60)
+
+
+def test_past_the_rate_limit_is_429_with_retry_after(server):
+    for _ in range(3):
+        assert httpx.get(server.url + "/v1/models", headers=auth(KEYS[0])).status_code == 200
+    r = httpx.get(server.url + "/v1/models", headers=auth(KEYS[0]))
+    assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60
+    error = r.json()["error"]
+    assert error["type"] == "rate_limit_exceeded" and "3 requests a minute" in error["message"]
+    assert server.metric("llmcli:num_requests_running", auth(KEYS[0])) == 0  # /metrics is not counted
+
+
+def test_past_the_token_limit_is_429_and_other_keys_are_unaffected(server):
+    spent = 0
+    while spent < TOKEN_LIMIT:
+        r = chat(server, KEYS[1])
+        assert r.status_code == 200, r.text
+        spent += r.json()["usage"]["total_tokens"]
+    r = chat(server, KEYS[1])
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert f"{TOKEN_LIMIT} tokens a minute" in r.json()["error"]["message"]
+
+
+def test_a_full_queue_is_503_at_once_and_the_place_comes_back(server):
+    # A count goes on for its whole budget (a chat may end early): the one sequence stays taken.
+    body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 300, "stream": True}
+    with httpx.stream(
+        "POST", server.url + "/v1/completions", json=body, headers=auth(KEYS[2]), timeout=60
+    ) as stream:
+        lines = stream.iter_lines()  # kept: a dropped iterator closes the response, and the server cancels
+        assert next(line for line in lines if line.startswith("data: "))
+        busy = chat(server, KEYS[2])  # the one sequence is taken and --max-queue is 0
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert "queue is full" in busy.json()["error"]["message"]
+    assert chat(server, KEYS[2]).status_code == 200
+
+
+def test_a_request_over_the_whole_pool_is_400_before_any_token(server, embedded_path):
+    r = httpx.post(
+        server.url + "/v1/completions",
+        json={"prompt": "word " * 2000, "max_tokens": 4},
+        headers=auth(KEYS[3]),
+        timeout=60,
+    )
+    assert r.status_code == 400 and "KV" in r.json()["error"]["message"]
+
+
+# -- refused at start: one line, exit 2 ---------------------------------------------------------
+def test_listening_beyond_loopback_without_a_key_is_refused():
+    result = cli("serve", "--host", "0.0.0.0")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "--api-key" in result.stderr
+
+
+def test_an_empty_key_file_is_refused(tmp_path):
+    empty = tmp_path / "keys.txt"
+    empty.write_text("# no keys yet\n\n")
+    result = cli("serve", "--api-key-file", str(empty))
+    assert result.exit_code == 2 and "holds no key" in result.stderr
+
+
+def test_a_taken_port_is_refused_naming_the_flag():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = cli("serve", "--port", str(port))
+    assert result.exit_code == 2 and "choose another --port" in result.stderr
+
+
+# -- SIGTERM -----------------------------------------------------------------------------------
+def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedded_path):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "30")
+    try:
+        body = {"messages": HI, "max_tokens": 12, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=60) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data: "))
+            srv.proc.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert rest[-1] == "data: [DONE]"
+        finish = [json.loads(line[6:]) for line in rest[:-1]][-1]["choices"][0]["finish_reason"]
+        assert finish in ("stop", "length")
+        assert srv.proc.wait(60) == 0
+        assert srv.stderr_lines[-1] == "llmcli: stopped"
+    finally:
+        srv.stop()
