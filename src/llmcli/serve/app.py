@@ -116,7 +116,7 @@ def create_app(server: Server):
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
-        first = next(iter(exc.errors()), {})
+        first: dict = next(iter(exc.errors()), {})
         where = ".".join(str(part) for part in first.get("loc", ()))
         return error_response(
             ApiError(400, f"{where}: {first.get('msg', 'invalid')}", where or None),
