@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+from pathlib import Path
 
 import httpx
 import pytest
@@ -112,7 +113,7 @@ def test_a_taken_port_is_refused_naming_the_flag():
 
 # -- SIGTERM -----------------------------------------------------------------------------------
 def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedded_path):
-    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "30")
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "30", "--json")
     try:
         body = {"messages": HI, "max_tokens": 12, "stream": True}
         with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=60) as stream:
@@ -125,5 +126,8 @@ def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedde
         assert finish in ("stop", "length")
         assert srv.proc.wait(60) == 0
         assert srv.stderr_lines[-1] == "llmcli: stopped"
+        assert srv.proc.stdout is not None
+        (line,) = srv.proc.stdout.read().decode().splitlines()  # --json: where it listened, on stdout
+        assert json.loads(line) == {"url": srv.url, "model": Path(embedded_path).name, "path": embedded_path}
     finally:
         srv.stop()

@@ -7,7 +7,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from llmcli.commands.options import CtxOpt, ThreadsOpt, complete_model_names, environment, param_option
+from llmcli.commands.options import (
+    CtxOpt,
+    JsonOpt,
+    ThreadsOpt,
+    complete_model_names,
+    environment,
+    param_option,
+)
 
 HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests decoded together.
 
@@ -20,6 +27,7 @@ HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests 
 Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
 /api/tags, /api/show, /api/version (Ollama); /health and /metrics (Prometheus).
 SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
+With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
 
 
@@ -110,7 +118,9 @@ def serve(
         float,
         typer.Option("--grace", metavar="SECONDS", min=0, help="After SIGTERM, time for requests in flight."),
     ] = 30.0,
+    json_out: JsonOpt = False,
 ) -> None:
+    import json
     import signal
 
     from llmcli.engine.postprocess import WordFilter
@@ -164,6 +174,9 @@ def serve(
     config.model_path, config.model_name = entry.path, entry.name
 
     def listening(url: str) -> None:
+        if json_out:  # the address (with --port 0, the port chosen) for a script that started it
+            env.stdout.write(json.dumps({"url": url, "model": entry.name, "path": entry.path}) + "\n")
+            env.stdout.flush()
         env.stderr.write(f"llmcli: serving {entry.name} on {url} (loading; /health answers 200 when ready)\n")
         env.stderr.flush()
 
