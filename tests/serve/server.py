@@ -77,6 +77,13 @@ class ServeProcess:
         assert found, f"no {name} in /metrics"
         return float(found.group(1))
 
+    def running_after(self, headers: dict | None = None, timeout: float = 10) -> float:
+        """llmcli:num_requests_running once it is 0, or when `timeout` has passed (a cancel takes a step)."""
+        end = time.monotonic() + timeout
+        while (running := self.metric("llmcli:num_requests_running", headers)) and time.monotonic() < end:
+            time.sleep(0.05)
+        return running
+
     def stop(self, timeout: float = 60) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

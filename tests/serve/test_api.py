@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 
 import httpx
 import pytest
@@ -266,10 +265,7 @@ def test_a_client_that_leaves_mid_stream_frees_its_sequence(server):
         assert len(seen) >= 2
         assert server.metric("llmcli:num_requests_running", AUTH) == 1
     # The connection is closed: the next step cancels the sequence and frees its cells.
-    end = time.monotonic() + 10
-    while server.metric("llmcli:num_requests_running", AUTH) != 0 and time.monotonic() < end:
-        time.sleep(0.05)
-    assert server.metric("llmcli:num_requests_running", AUTH) == 0
+    assert server.running_after(AUTH) == 0
     assert server.metric("llmcli:kv_cache_usage_perc", AUTH) == 0
     assert server.metric('llmcli:requests_total{finished_reason="cancelled"}', AUTH) >= 1
 
@@ -280,3 +276,29 @@ def test_metrics_count_tokens_and_refusals(server):
     assert server.metric("llmcli:generation_tokens_total", AUTH) > before
     assert server.metric('llmcli:http_refusals_total{status="401"}', AUTH) >= 1
     assert server.metric("llmcli:time_to_first_token_seconds_count", AUTH) >= 1
+
+
+# -- llmcli's own clients ----------------------------------------------------------------------
+def test_llmcli_chat_endpoint_answers_through_the_server(server):
+    from tests.support.cli import cli_process
+
+    result = cli_process(
+        "chat", "--endpoint", server.url + "/v1", "--api-key", KEY, "Say hello.", "-n", "4", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["text"] and document["usage"]["completion_tokens"] <= 4
+    assert document["server"]["timings"]["predicted_n"] == document["usage"]["completion_tokens"]
+
+
+def test_llmcli_bench_endpoint_measures_the_server(server):
+    from tests.support.cli import cli_process
+
+    result = cli_process(
+        "bench", "--endpoint", server.url + "/v1", "--api-key", KEY,
+        "--concurrency", "2", "--num-requests", "2", "--n-gen", "4", "-p", "16", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["completed"] == 2 and row["failed"] == 0 and row["usage_reported"], row
+    assert row["total_output_tokens"] == 8  # 4 tokens each: the prompt is random, the count is exact

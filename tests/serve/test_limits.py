@@ -131,3 +131,18 @@ def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedde
         assert json.loads(line) == {"url": srv.url, "model": Path(embedded_path).name, "path": embedded_path}
     finally:
         srv.stop()
+
+
+# -- --timeout -----------------------------------------------------------------------------------
+def test_a_request_past_timeout_is_504_whole_or_an_error_event_streamed(tmp_path, embedded_path):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "2", "--timeout", "1")
+    try:
+        body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 900}
+        whole = httpx.post(srv.url + "/v1/completions", json=body, timeout=60)
+        assert whole.status_code == 504 and "--timeout" in whole.json()["error"]["message"]
+        streamed = httpx.post(srv.url + "/v1/completions", json={**body, "stream": True}, timeout=60)
+        last = streamed.text.strip().split("\n\n")[-1]
+        assert last.startswith("data: ") and json.loads(last[6:])["error"]["code"] == 504
+        assert srv.running_after() == 0
+    finally:
+        assert srv.stop() == 0
