@@ -146,3 +146,25 @@ def test_a_request_past_timeout_is_504_whole_or_an_error_event_streamed(tmp_path
         assert srv.running_after() == 0
     finally:
         assert srv.stop() == 0
+
+
+# -- the terminal ---------------------------------------------------------------------------------
+def test_on_a_terminal_a_live_status_line_shows_sequences_queue_and_requests(embedded_path):
+    import re
+
+    from tests.support.cli import cli_pty
+
+    child = cli_pty("serve", embedded_path, "--port", "0", "-t", "1", "--ctx", "512", "--parallel", "1")
+    try:
+        child.expect(r"on (http://127\.0\.0\.1:\d+) ")
+        url = child.match.group(1)
+        child.expect(r"0 running · 0 waiting · [\d.,]+ tok/s · 0 done · KV 0%", timeout=60)
+        httpx.post(url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 2}, timeout=60)
+        child.expect(r"1 done", timeout=30)
+        child.kill(signal.SIGTERM)
+        child.expect("llmcli: stopped")
+        child.wait()
+        assert child.exitstatus == 0
+        assert not re.search(r"Traceback|error", child.before or "")
+    finally:
+        child.terminate(force=True)

@@ -180,7 +180,21 @@ def serve(
         env.stderr.write(f"llmcli: serving {entry.name} on {url} (loading; /health answers 200 when ready)\n")
         env.stderr.flush()
 
-    stopped_by = run(config, listening)
+    def status(now) -> None:  # one line, rewritten in place
+        line = (
+            "loading the model..."
+            if now.loading
+            else f"{now.running} running · {now.waiting} waiting · {now.tokens_per_s:,.1f} tok/s · "
+            f"{now.finished:,} done · KV {now.kv_used:.0%}"
+        )
+        env.stderr.write(f"\r\x1b[K{line}")
+        env.stderr.flush()
+
+    try:
+        stopped_by = run(config, listening, status if env.stderr_isatty else None)
+    finally:
+        if env.stderr_isatty:
+            env.stderr.write("\r\x1b[K")
     if stopped_by == signal.SIGINT:
         raise Interrupted("stopped; the requests in flight were given their grace period")
     env.stderr.write("llmcli: stopped\n")

@@ -4,6 +4,7 @@ shapes, /health and /metrics; the OpenAI and Ollama routes live in their own mod
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -26,6 +27,41 @@ class Server:
     gate: Gate
     metrics: ServeMetrics
     started: float = field(default_factory=time.time)
+    on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
+
+
+@dataclass
+class Status:
+    """What a terminal's status line shows."""
+
+    loading: bool
+    running: int
+    waiting: int
+    finished: int
+    tokens_per_s: float  # generated in the last interval
+    kv_used: float  # 0..1
+
+
+async def report_status(server: Server, every: float = 1.0) -> None:
+    import asyncio
+
+    assert server.on_status is not None
+    last_tokens, last_t = 0, time.perf_counter()
+    while True:
+        await asyncio.sleep(every)
+        snap, now = server.engine.snapshot, time.perf_counter()
+        rate = (snap.generated - last_tokens) / (now - last_t) if snap.generated >= last_tokens else 0.0
+        last_tokens, last_t = snap.generated, now
+        server.on_status(
+            Status(
+                loading=not snap.ready,
+                running=snap.running,
+                waiting=server.engine.queued,
+                finished=snap.finished,
+                tokens_per_s=rate,
+                kv_used=snap.kv_used / snap.n_ctx if snap.n_ctx else 0.0,
+            )
+        )
 
 
 def is_ollama(path: str) -> bool:
@@ -97,10 +133,15 @@ def create_app(server: Server):
 
     @asynccontextmanager
     async def lifespan(app):
+        import asyncio
+
         server.engine.start()
+        status = asyncio.create_task(report_status(server)) if server.on_status else None
         try:
             yield
         finally:
+            if status is not None:
+                status.cancel()
             server.engine.stop(timeout=server.config.grace + 30)
 
     app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)

@@ -46,6 +46,9 @@ class Snapshot:
     kv_used: int = 0  # cells held by running sequences
     kv_cached: int = 0  # cells kept as idle prefixes (evicted when needed)
     n_ctx: int = 0
+    finished: int = 0  # requests ended since the start (any reason)
+    generated: int = 0  # tokens generated since the start
+    ready: bool = False
 
 
 class Engine:
@@ -125,7 +128,8 @@ class Engine:
             "n_ctx": self.rt.n_ctx,
             "n_ctx_train": self.rt.n_ctx_train,
         }
-        self.snapshot = Snapshot(n_ctx=self.sched.n_ctx)
+        self.snapshot = Snapshot(n_ctx=self.sched.n_ctx, ready=True)
+        self._finished = self._generated = 0
 
     def _close(self) -> None:
         sched = getattr(self, "sched", None)
@@ -257,6 +261,8 @@ class Engine:
         self.metrics.prompt_tokens.inc(s.prompt_tokens)
         self.metrics.generation_tokens.inc(s.completion_tokens)
         self.metrics.requests.labels(finished_reason=reason).inc()
+        self._finished += 1
+        self._generated += s.completion_tokens
         done = s.t_done if s.t_done is not None else now
         return Outcome(
             finish_reason=reason,
@@ -289,4 +295,7 @@ class Engine:
             kv_used=sum(s.n_past for s in sched.running),
             kv_cached=sum(len(tokens) for tokens in sched.idle.values()),
             n_ctx=sched.n_ctx,
+            finished=self._finished,
+            generated=self._generated,
+            ready=True,
         )

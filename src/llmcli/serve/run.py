@@ -39,8 +39,11 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ServeConfig, on_listening: Callable[[str], None]) -> int:
-    """Serve until told to stop; the signal that stopped it (0: none). Raises what failed the engine."""
+def serve(
+    config: ServeConfig, on_listening: Callable[[str], None], on_status: Callable[[Any], None] | None = None
+) -> int:
+    """Serve until told to stop; the signal that stopped it (0: none). Raises what failed the engine.
+    on_status: given an app.Status every second (a terminal's live status line)."""
     import uvicorn
 
     from llmcli.serve.access import Gate
@@ -59,7 +62,7 @@ def serve(config: ServeConfig, on_listening: Callable[[str], None]) -> int:
     metrics = ServeMetrics()
     engine = Engine(config, metrics, on_fatal=engine_stopped)
     metrics.watch(engine)
-    app = create_app(Server(config, engine, Gate(config), metrics))
+    app = create_app(Server(config, engine, Gate(config), metrics, on_status=on_status))
     uv = _server(
         uvicorn.Config(
             app,
