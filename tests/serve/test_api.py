@@ -270,12 +270,24 @@ def test_a_client_that_leaves_mid_stream_frees_its_sequence(server):
     assert server.metric('llmcli:requests_total{finished_reason="cancelled"}', AUTH) >= 1
 
 
-def test_metrics_count_tokens_and_refusals(server):
-    before = server.metric("llmcli:generation_tokens_total", AUTH)
-    post(server, "/v1/chat/completions", {"messages": HI, "max_tokens": 3})
-    assert server.metric("llmcli:generation_tokens_total", AUTH) > before
-    assert server.metric('llmcli:http_refusals_total{status="401"}', AUTH) >= 1
-    assert server.metric("llmcli:time_to_first_token_seconds_count", AUTH) >= 1
+def test_metrics_count_tokens_latencies_and_refusals(server):
+    names = (
+        "generation_tokens_total",
+        "time_to_first_token_seconds_count",
+        "inter_token_latency_seconds_count",
+    )
+    before = {name: server.metric(f"llmcli:{name}", AUTH) for name in names}
+    r = post(server, "/v1/completions", {"prompt": "1, 2, 3,", "max_tokens": 5})
+    n = r.json()["usage"]["completion_tokens"]
+    after = {name: server.metric(f"llmcli:{name}", AUTH) for name in names}
+    assert n >= 2
+    assert after["generation_tokens_total"] - before["generation_tokens_total"] == n
+    assert after["time_to_first_token_seconds_count"] - before["time_to_first_token_seconds_count"] == 1
+    assert after["inter_token_latency_seconds_count"] - before["inter_token_latency_seconds_count"] == n - 1
+    refused = 'llmcli:http_refusals_total{status="401"}'
+    before_401 = server.metric(refused, AUTH)
+    assert post(server, "/v1/models", {}, headers={}).status_code == 401
+    assert server.metric(refused, AUTH) == before_401 + 1
 
 
 # -- llmcli's own clients ----------------------------------------------------------------------

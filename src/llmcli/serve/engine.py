@@ -34,6 +34,7 @@ class Job:
     seq: Any = None  # its llmcli.engine.local.sequence.Sequence, once submitted
     tokenize_ms: float = 0.0
     t_last: float | None = None  # when its last token was sampled (inter-token latency)
+    n_seen: int = 0  # reply tokens counted in the metrics so far
     dropped: bool = field(default=False)  # cancelled before the engine took it
 
 
@@ -239,14 +240,13 @@ class Engine:
             if job is None:
                 continue
             stats = event.seq.stats
-            if event.token is not None or (event.finish_reason and stats.t_first is not None):
-                if job.t_last is None and stats.t_first is not None:
+            if stats.completion_tokens > job.n_seen:  # a new token (the last one comes with the finish)
+                if job.n_seen == 0 and stats.t_first is not None:
                     metrics.ttft.observe(stats.t_first - job.t_arrival)
                     metrics.queue_time.observe((stats.queue_ms or 0.0) / 1000)
-                    job.t_last = stats.t_first
-                elif job.t_last is not None and event.token is not None:
+                elif job.t_last is not None:
                     metrics.itl.observe(now - job.t_last)
-                    job.t_last = now
+                job.n_seen, job.t_last = stats.completion_tokens, now
             if event.text:
                 job.deliver(Delta(event.text))
             if event.finish_reason is not None:
