@@ -133,6 +133,26 @@ def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedde
         srv.stop()
 
 
+def test_a_stream_still_running_when_the_grace_period_ends_is_cut_and_the_exit_is_still_0(
+    tmp_path, embedded_path
+):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "1")
+    try:
+        body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 900, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=60) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data: "))
+            srv.proc.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert "data: [DONE]" not in rest and len(rest) < 899
+        assert srv.proc.wait(60) == 0
+        srv.stop()
+        # One line when it started, one when it stopped: no traceback, no uvicorn log lines.
+        assert len(srv.stderr_lines) == 2 and srv.stderr_lines[-1] == "llmcli: stopped", srv.stderr_lines
+    finally:
+        srv.stop()
+
+
 # -- --timeout -----------------------------------------------------------------------------------
 def test_a_request_past_timeout_is_504_whole_or_an_error_event_streamed(tmp_path, embedded_path):
     srv = ServeProcess(tmp_path, embedded_path, "--parallel", "2", "--timeout", "1")

@@ -191,7 +191,7 @@ def serve(
         env.stderr.flush()
 
     try:
-        stopped_by = run(config, listening, status if env.stderr_isatty else None)
+        stopped_by = run(config, listening, status if env.stderr_isatty else None, debug=env.debug)
     finally:
         if env.stderr_isatty:
             env.stderr.write("\r\x1b[K")

@@ -3,6 +3,7 @@ shapes, /health and /metrics; the OpenAI and Ollama routes live in their own mod
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -43,8 +44,6 @@ class Status:
 
 
 async def report_status(server: Server, every: float = 1.0) -> None:
-    import asyncio
-
     assert server.on_status is not None
     last_tokens, last_t = 0, time.perf_counter()
     while True:
@@ -108,7 +107,12 @@ class AccessMiddleware:
             except ApiError as exc:
                 await error_response(exc, path, self.server.metrics)(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        except asyncio.CancelledError:
+            # The grace period after SIGTERM ran out and uvicorn cancelled the request: its sequence
+            # is cancelled with the engine's stop; nothing to report per request.
+            return
 
 
 async def read_json(request, server: Server) -> dict:
@@ -133,8 +137,6 @@ def create_app(server: Server):
 
     @asynccontextmanager
     async def lifespan(app):
-        import asyncio
-
         server.engine.start()
         status = asyncio.create_task(report_status(server)) if server.on_status else None
         try:

@@ -39,6 +39,7 @@ class Call:
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
+        self._polled = time.perf_counter()
 
     def _deliver(self, event: object) -> None:
         """From the engine thread: onto this request's queue, on the event loop's thread."""
@@ -95,14 +96,20 @@ class Call:
 
     async def _next(self, disconnected: Callable[[], Awaitable[bool]] | None) -> object:
         while True:
-            left = self.deadline - time.perf_counter()
+            now = time.perf_counter()
+            left = self.deadline - now
             if left <= 0:
                 raise self._timeout()
+            # Tokens may arrive faster than POLL_S: look for a client that left on a clock, not only
+            # when the queue is quiet.
+            if disconnected is not None and now - self._polled >= POLL_S:
+                self._polled = now
+                if await disconnected():
+                    raise ClientLeft()
             try:
                 return await asyncio.wait_for(self.queue.get(), min(left, POLL_S))
             except asyncio.TimeoutError:
-                if disconnected is not None and await disconnected():
-                    raise ClientLeft() from None
+                continue
 
     def _timeout(self) -> ApiError:
         return ApiError(

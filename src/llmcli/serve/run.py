@@ -40,10 +40,14 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    config: ServeConfig, on_listening: Callable[[str], None], on_status: Callable[[Any], None] | None = None
+    config: ServeConfig,
+    on_listening: Callable[[str], None],
+    on_status: Callable[[Any], None] | None = None,
+    debug: bool = False,
 ) -> int:
     """Serve until told to stop; the signal that stopped it (0: none). Raises what failed the engine.
-    on_status: given an app.Status every second (a terminal's live status line)."""
+    on_status: given an app.Status every second (a terminal's live status line). debug: uvicorn's
+    own log lines and tracebacks on stderr (else it says nothing: llmcli speaks for itself)."""
     import uvicorn
 
     from llmcli.serve.access import Gate
@@ -67,10 +71,12 @@ def serve(
         uvicorn.Config(
             app,
             log_config=None,
-            log_level="warning",
+            log_level="warning" if debug else "critical",
             access_log=False,  # a request line is nobody's business on stderr (and never a key)
             server_header=False,
-            timeout_graceful_shutdown=max(1, round(config.grace)),
+            # SSE streams end themselves (cleanly, without [DONE]) at --grace; uvicorn cancels what is
+            # left a little later.
+            timeout_graceful_shutdown=round(config.grace) + 2,
             lifespan="on",
         )
     )
