@@ -42,9 +42,9 @@ def client(server, openai_module):
     return openai_module.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
 
 
-def post(server, path: str, body, headers=AUTH, **kw) -> httpx.Response:
+def post(server, path: str, body, headers=AUTH, timeout: float = 60) -> httpx.Response:
     data = body if isinstance(body, (bytes, str)) else json.dumps(body)
-    return httpx.post(server.url + path, content=data, headers=headers, timeout=60, **kw)
+    return httpx.post(server.url + path, content=data, headers=headers, timeout=timeout)
 
 
 # -- the openai client -------------------------------------------------------------------------
@@ -268,6 +268,19 @@ def test_a_client_that_leaves_mid_stream_frees_its_sequence(server):
     assert server.running_after(AUTH) == 0
     assert server.metric("llmcli:kv_cache_usage_perc", AUTH) == 0
     assert server.metric('llmcli:requests_total{finished_reason="cancelled"}', AUTH) >= 1
+
+
+def test_a_client_that_leaves_before_a_whole_answer_frees_its_sequence(server):
+    cancelled = 'llmcli:requests_total{finished_reason="cancelled"}'
+    before = (
+        server.metric(cancelled, AUTH)
+        if "cancelled" in httpx.get(server.url + "/metrics", headers=AUTH).text
+        else 0
+    )
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+        post(server, "/v1/completions", {"prompt": "1, 2, 3,", "max_tokens": 400}, timeout=1.0)
+    assert server.running_after(AUTH) == 0
+    assert server.metric(cancelled, AUTH) == before + 1
 
 
 def test_metrics_count_tokens_latencies_and_refusals(server):
