@@ -102,6 +102,29 @@ def test_an_empty_key_file_is_refused(tmp_path):
     assert result.exit_code == 2 and "holds no key" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--ctx", "99999999"], "give a smaller --ctx"),
+        (["-t", "100000"], "give a smaller -t"),
+        (["--parallel", "0"], "--parallel"),
+        (["--max-queue", "-1"], "--max-queue"),
+        (["--temp", "11"], "0..10"),
+        (["--port", "70000"], "--port"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_loads(args, words):
+    result = cli("serve", *args)
+    assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
+
+
+def test_a_file_that_is_not_a_model_is_refused_before_listening(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all" * 100)
+    result = cli("serve", str(bad), "--port", "0")
+    assert result.exit_code == 2 and "not a GGUF file" in result.stderr and "serving" not in result.stderr
+
+
 def test_a_taken_port_is_refused_naming_the_flag():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

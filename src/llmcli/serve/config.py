@@ -66,6 +66,11 @@ def check_config(config: ServeConfig) -> None:
             raise UsageError(f"{flag} must be at least {low}, not {value}")
     if config.parallel > 256:  # llama.cpp's LLAMA_MAX_SEQ
         raise UsageError(f"--parallel must be at most 256 (llama.cpp's limit), not {config.parallel}")
+    from llmcli.limits import check, check_threads
+
+    if config.ctx is not None:
+        check("--ctx", config.ctx, "ctx", "give a smaller --ctx")
+    check_threads(config.threads)
     if not config.timeout > 0 or not config.grace >= 0:
         raise UsageError("--timeout must be more than 0 seconds and the grace period at least 0")
 

@@ -50,12 +50,14 @@ def serve(
     own log lines and tracebacks on stderr (else it says nothing: llmcli speaks for itself)."""
     import uvicorn
 
+    from llmcli.gguf_check import model_facts
     from llmcli.serve.access import Gate
     from llmcli.serve.app import Server, create_app
     from llmcli.serve.engine import Engine
     from llmcli.serve.metrics import ServeMetrics
 
     check_config(config)
+    model_facts(config.model_path)  # a file llama.cpp would refuse (or crash on) fails before we listen
     sock = bind(config.host, config.port)
     uv: Any = None
 
