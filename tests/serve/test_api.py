@@ -113,6 +113,20 @@ def test_openai_completion_continues_the_raw_prompt(client):
     assert reply.usage.prompt_tokens < 10  # no chat template around it
 
 
+def test_a_prompt_that_starts_like_an_earlier_one_shares_its_cells(client):
+    system = {"role": "system", "content": "You answer in one short sentence about colours and paint. " * 4}
+    first = client.chat.completions.create(
+        model=EMBEDDED_NAME, messages=[system, {"role": "user", "content": "Is red warm?"}], max_tokens=2
+    )
+    second = client.chat.completions.create(
+        model=EMBEDDED_NAME, messages=[system, {"role": "user", "content": "Is blue cold?"}], max_tokens=2
+    )
+    shared = second.model_extra["timings"]["cache_n"]
+    assert first.usage.prompt_tokens > 40 and shared > 40  # the system prompt, prefilled once
+    assert second.model_extra["timings"]["prompt_n"] == second.usage.prompt_tokens - shared
+    assert second.usage.prompt_tokens_details.cached_tokens == shared
+
+
 def test_openai_models_lists_the_default_model(client):
     assert [m.id for m in client.models.list().data] == [EMBEDDED_NAME]
 
