@@ -127,6 +127,27 @@ def test_a_prompt_that_starts_like_an_earlier_one_shares_its_cells(client):
     assert second.usage.prompt_tokens_details.cached_tokens == shared
 
 
+def test_requests_decoded_together_each_get_their_own_continuation(server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Sequences a small model continues the one obvious way: a reply in the wrong place shows.
+    prompts = {
+        "1, 2, 3, 4, 5,": "6",
+        "a, b, c, d, e,": "f",
+        "Monday, Tuesday, Wednesday,": "Thursday",
+    }
+
+    def complete(prompt: str) -> str:
+        r = post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 3, "temperature": 0})
+        return r.json()["choices"][0]["text"]
+
+    with ThreadPoolExecutor(len(prompts)) as pool:  # three at once on two sequences: one waits
+        replies = dict(zip(prompts, pool.map(complete, prompts), strict=True))
+    for prompt, reply in replies.items():
+        assert prompts[prompt] in reply, replies
+        assert not any(word in reply for word in prompts.values() if word != prompts[prompt]), replies
+
+
 def test_openai_models_lists_the_default_model(client):
     assert [m.id for m in client.models.list().data] == [EMBEDDED_NAME]
 
