@@ -119,6 +119,7 @@ class Engine:
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
         self.prompts = PromptMaker(self.rt)
+        self.prompts.warm_up(self.sched.n_ctx_seq)
         self.template_source = self.prompts.source
         self.load_ms = self.rt.load_ms
         self.model_facts = {

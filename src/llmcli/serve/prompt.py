@@ -33,6 +33,15 @@ class PromptMaker:
         rendered = self.template.tokenize(self.rt, messages, limit=limit)
         return Prompt(rendered.tokens, self.thinking.parses and opens_thinking(rendered.text))
 
+    def warm_up(self, limit: int) -> None:
+        """Render once at load, so that the first request does not pay for the renderer's first run."""
+        from llmcli.errors import LlmcliError
+
+        try:
+            self.chat([Message("user", "Hello.")], limit)
+        except LlmcliError:  # a template that fails is reported to the request that meets it
+            pass
+
     def raw(self, text: str) -> Prompt:
         """A completion prompt: the text as is (a typed `<|im_end|>` stays text), with the BOS
         the model wants."""
