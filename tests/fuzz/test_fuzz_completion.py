@@ -9,7 +9,7 @@ every offerable name matching the prefix must be offered, and the output must ho
 character. A damaged manifest completes nothing. Nothing is written outside the case's folder.
 The run checks it reached every outcome: names offered, names withheld, a damaged manifest.
 
-40 cases by default (3 subprocesses each); LLMCLI_FUZZ_LONG=1 runs 400
+15 cases per seed by default (3 subprocesses each); LLMCLI_FUZZ_LONG=1 runs 400
 (seeds: tests/fuzz/__init__.py).
 """
 
@@ -28,7 +28,7 @@ from llmcli.store import EMBEDDED_NAME, Store
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.support.cli import cli_process
 
-CASES = cases(default=40, long=400)  # per seed
+CASES = cases(default=15, long=400)  # per seed
 FIXED_SEED = 20261203
 SAFE = "abcxyzABCXYZ0123456789._-:/+@=,%" + "мдλΩ中文é"
 HOSTILE = [

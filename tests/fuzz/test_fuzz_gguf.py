@@ -7,7 +7,7 @@ run must end as a person expects: an exit status below 128 (no SIGABRT/SIGSEGV),
 and for an error nothing on stdout and one line on stderr (no llama.cpp log or backtrace leaking).
 Nothing may be written outside the temporary root.
 
-Default: 40 cases per seed. LLMCLI_FUZZ_LONG=1: 1000 cases (seeds: tests/fuzz/__init__.py).
+Default: 15 cases per seed. LLMCLI_FUZZ_LONG=1: 1000 cases (seeds: tests/fuzz/__init__.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tests.fuzz.gguf_files import (
 )
 from tests.support.cli import Result, cli_process
 
-N_CASES = cases(default=40, long=1000)
+N_CASES = cases(default=15, long=1000)
 FIXED_SEED = 14
 
 INTS = [

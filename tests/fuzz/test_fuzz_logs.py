@@ -9,7 +9,7 @@ traceback or any other exception is a failure, as is a file written outside the 
 Rows that are not UTF-8 text are among the tampering. The run checks it reached every outcome:
 read whole, read with damaged rows skipped, and refused.
 
-~100 cases per seed by default (about a minute on a loaded machine); LLMCLI_FUZZ_LONG=1 runs 1,000
+30 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 1,000
 (seeds: tests/fuzz/__init__.py).
 """
 
@@ -30,7 +30,7 @@ from llmcli.usecases.conversation import ContinueFrom, open_chat_log
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.support.cli import cli
 
-CASES = cases(default=100, long=1000)
+CASES = cases(default=30, long=1000)
 FIXED_SEED = 20250611
 COLUMNS = [
     "id",

@@ -7,7 +7,7 @@ folders and files under blobs/, huge strings and control characters in names. Ev
 an exit below 128, no traceback, at most one stderr line for an error, both canaries untouched, and
 nothing new outside the store.
 
-~40 cases per seed by default (well under a minute); LLMCLI_FUZZ_LONG=1 runs 400 (seeds:
+15 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 400 (seeds:
 tests/fuzz/__init__.py). The counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
@@ -26,7 +26,7 @@ import pytest
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.support.cli import Result, cli_process
 
-CASES = cases(default=40, long=400)
+CASES = cases(default=15, long=400)
 FIXED_SEED = 20240615
 COMMANDS = ("list", "rm", "chat")
 WEIRD: list[object] = [None, 0, -1, 1.5, "", [], {}, True, [1, {"a": None}], 10**30, "x" * 5000, {"path": 1}]

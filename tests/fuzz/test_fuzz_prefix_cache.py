@@ -8,7 +8,7 @@ load checks before llama.cpp sees a byte) and `PrefixCache.read_info` (what look
 read) must raise CorruptEntry (NotAnEntry when the magic is gone) or accept an entry whose parts are
 consistent; nothing else. An accepted entry's binding matches its tokens and state.
 
-2,000 cases per seed by default (a few seconds); LLMCLI_FUZZ_LONG=1 runs 50,000
+600 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 50,000
 (seeds: tests/fuzz/__init__.py).
 """
 
@@ -34,7 +34,7 @@ from llmcli.engine.cache_entry import (
 from llmcli.engine.prefix_cache import PrefixCache
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 
-CASES = cases(default=2000, long=50000)
+CASES = cases(default=600, long=50000)
 FIXED_SEED = 20240615
 KEY = CacheKey(
     model="1:ab", llama_cpp="0.3.36", n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=-1, type_k=1, type_v=1
@@ -155,7 +155,7 @@ def _ok(data: bytes) -> bool:
 
 
 # -- `llmcli cache` and `cache clear` over seeded folders ---------------------------------------
-CLI_CASES = cases(default=60, long=600)
+CLI_CASES = cases(default=20, long=600)
 ROOT_KINDS = ("folder", "folder", "folder", "file", "loop", "link out", "link in", "missing")
 
 

@@ -9,7 +9,7 @@ bounds, the conversion, llama.cpp's parse of the grammar made from it) ends on "
 a refused one on one line that speaks of --schema, never of a grammar to fix. Every case must
 end with an exit below 128, no traceback and exactly one stderr line.
 
-~30 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 400 (seeds: tests/fuzz/__init__.py). The
+12 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 400 (seeds: tests/fuzz/__init__.py). The
 counts are printed (pytest -s): cases, clean errors, successes, failures.
 """
 
@@ -26,7 +26,7 @@ import pytest
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.fuzz.bounded import NO_MODEL, outcome, run_bounded
 
-CASES = cases(default=30, long=400)  # per seed
+CASES = cases(default=12, long=400)  # per seed
 FIXED_SEED = 20261203
 CHARS = [
     '"',

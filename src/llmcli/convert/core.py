@@ -244,8 +244,10 @@ def _tensor_data(t: PlannedTensor) -> np.ndarray:
 
 
 def _llama_quantize(src: Path, dst: Path, out: OutType) -> None:
-    import llama_cpp
-    from llama_cpp._utils import suppress_stdout_stderr
+    from llmcli import llama_lib
+
+    llama_cpp = llama_lib.load()
+    suppress_stdout_stderr = llama_lib.load("_utils").suppress_stdout_stderr
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = out.llama_ftype

@@ -75,8 +75,10 @@ def hf_ids(tokenizer_json: dict, texts: Sequence[str], where: str) -> list[list[
 
 def llama_ids(gguf_path: Path, texts: Sequence[str]) -> list[list[int]]:
     """llama.cpp's ids for each text on a vocab-only load of `gguf_path`, without special tokens."""
-    import llama_cpp.llama_cpp as C
-    from llama_cpp._utils import suppress_stdout_stderr
+    from llmcli import llama_lib
+
+    C = llama_lib.load()
+    suppress_stdout_stderr = llama_lib.load("_utils").suppress_stdout_stderr
 
     C.llama_backend_init()
     params = C.llama_model_default_params()

@@ -26,7 +26,9 @@ _log_callback = None  # keeps the ctypes callback alive for the life of the proc
 def _llama():
     """Import llama.cpp's bindings once, with its logging captured instead of printed."""
     global _log_callback
-    import llama_cpp.llama_cpp as ll
+    from llmcli import llama_lib
+
+    ll = llama_lib.load()
 
     if _log_callback is None:
 

@@ -268,9 +268,12 @@ def bounded_rule(schema: dict) -> str:
 def schema_to_gbnf(schema: dict) -> str:
     """The converter's grammar, with bounded integers and numbers as above. Raises what the
     converter raises (AssertionError and friends) and EmptyRange."""
-    from llama_cpp.llama_grammar import RESERVED_NAMES, BuiltinRule, SchemaConverter
+    from llmcli import llama_lib
 
-    class Converter(SchemaConverter):
+    grammar = llama_lib.load("llama_grammar")
+
+    # mypy cannot follow a module loaded by name; the base is llama_cpp.llama_grammar.SchemaConverter.
+    class Converter(grammar.SchemaConverter):  # type: ignore[name-defined]
         def __init__(self, **kwargs) -> None:
             super().__init__(**kwargs)
             self._ref_rules: dict[str, str] = {}  # a $ref -> its rule's name, set before it is visited
@@ -319,7 +322,7 @@ def schema_to_gbnf(schema: dict) -> str:
 
         def _add_primitive(self, name, rule):
             if name == "char":  # the converter lets raw control characters into strings; JSON does not
-                rule = BuiltinRule(JSON_CHAR, [])
+                rule = grammar.BuiltinRule(JSON_CHAR, [])
             return super()._add_primitive(name, rule)
 
         def visit(self, node, name):
@@ -328,7 +331,7 @@ def schema_to_gbnf(schema: dict) -> str:
                 and node.get("type") in ("integer", "number")
                 and any(k in node for k in BOUND_KEYWORDS)
             ):
-                rule_name = name + "-" if name in RESERVED_NAMES else name or "root"
+                rule_name = name + "-" if name in grammar.RESERVED_NAMES else name or "root"
                 return self._add_rule(rule_name, f"({bounded_rule(node)}) space")
             return super().visit(node, name)
 

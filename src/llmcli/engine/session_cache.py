@@ -35,14 +35,13 @@ def _prepare(cache: PrefixCache) -> str | None:
 def cache_key(runtime, memo_dir: Path | None = None) -> CacheKey:
     """The key for states made by this runtime (an engine.runtime.Runtime); the model file's hash
     is memoised in `memo_dir` (the cache folder) when given."""
-    import llama_cpp
-
+    from llmcli import llama_lib
     from llmcli.engine.model_identity import model_identity
 
     params = runtime.kv_params
     return CacheKey(
         model=model_identity(runtime.path, memo_dir),
-        llama_cpp=str(llama_cpp.__version__),
+        llama_cpp=llama_lib.version(),
         n_ctx=runtime.n_ctx,
         n_batch=runtime.n_batch,
         n_ubatch=params["n_ubatch"],

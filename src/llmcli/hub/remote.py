@@ -66,7 +66,7 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], type[BaseExcep
     try:
         import httpx2 as httpx
     except ImportError:  # pragma: no cover - depends on the installed huggingface_hub
-        import httpx  # type: ignore[no-redef]
+        import httpx  # type: ignore[import-not-found,no-redef,unused-ignore]
     from huggingface_hub.errors import OfflineModeIsEnabled
 
     return (httpx.TransportError, OfflineModeIsEnabled), httpx.RequestError
