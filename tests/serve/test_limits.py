@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,8 @@ import pytest
 from tests.serve.server import ServeProcess
 from tests.support.cli import cli
 
-KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big")  # one a test: the limits are per key
+# One a test: the limits are per key.
+KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama")
 HI = [{"role": "user", "content": "Say hello."}]
 TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the third one is over
 
@@ -86,6 +88,29 @@ def test_a_request_over_the_whole_pool_is_400_before_any_token(server, embedded_
         timeout=60,
     )
     assert r.status_code == 400 and "KV" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("route,key", [("/v1/completions", KEYS[4]), ("/api/generate", KEYS[5])])
+def test_a_client_that_leaves_right_after_asking_gives_its_place_back(server, route, key):
+    """Gone before its stream began: the sequence is cancelled and its place in the queue comes back
+    (with --parallel 1 and --max-queue 0 a place that leaked would make every later request a 503)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    body = json.dumps(
+        {"prompt": "1, 2, 3,", "max_tokens": 500, "stream": True, "options": {"num_predict": 500}}
+    )
+    request = (
+        f"POST {route} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+    )
+    cancelled = 'llmcli:requests_total{finished_reason="cancelled"}'
+    metrics = httpx.get(server.url + "/metrics", headers=auth(key)).text
+    before = server.metric(cancelled, auth(key)) if cancelled in metrics else 0
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(request.encode())  # and gone at once, before any answer
+    time.sleep(0.5)  # the server reads the request, starts the sequence, and finds the client gone
+    assert server.running_after(auth(key)) == 0
+    assert server.metric(cancelled, auth(key)) == before + 1  # it did start, and was cancelled
+    assert chat(server, key).status_code == 200
 
 
 # -- refused at start: one line, exit 2 ---------------------------------------------------------

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fastapi import Request
+from starlette.responses import StreamingResponse
 
 from llmcli.engine.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
@@ -62,6 +63,20 @@ class Shape:
         return body
 
 
+class ClosingStream(StreamingResponse):
+    """Closes its call once sent or abandoned (see openai_api.ClosingEvents)."""
+
+    def __init__(self, call: Call, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.call = call
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.call.close()
+
+
 def details(server: Server) -> dict:
     facts = server.engine.model_facts
     arch = str(facts.get("arch") or "")
@@ -82,7 +97,7 @@ def details(server: Server) -> dict:
 
 
 def register(app, server: Server) -> None:
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import JSONResponse, Response
 
     config = server.config
 
@@ -98,7 +113,7 @@ def register(app, server: Server) -> None:
         await call.start()
         shape = Shape(chat, config.model_name)
         if gen.stream:
-            return StreamingResponse(lines(call, shape), media_type="application/x-ndjson")
+            return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
         parts: dict[str, list[str]] = {REASONING: [], "answer": []}
         outcome = None
         try:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import Request
+from sse_starlette import EventSourceResponse
 
 from llmcli.engine.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
@@ -93,9 +94,23 @@ async def answer(request, server: Server, call: Call, shape: Shape):
     return JSONResponse(body)
 
 
+class ClosingEvents(EventSourceResponse):
+    """Closes its call once sent or abandoned: a stream whose client left before its first item
+    never runs its generator's `finally`."""
+
+    def __init__(self, call: Call, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.call = call
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.call.close()
+
+
 def stream(server: Server, call: Call, shape: Shape):
     """Server-sent events in OpenAI's format, `data: [DONE]` last."""
-    from sse_starlette import EventSourceResponse
 
     async def events():
         send = time.perf_counter
@@ -131,7 +146,7 @@ def stream(server: Server, call: Call, shape: Shape):
             yield json.dumps(tail)
         yield "[DONE]"
 
-    return EventSourceResponse(events(), sep="\n", shutdown_grace_period=server.config.grace)
+    return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace)
 
 
 def register(app, server: Server) -> None:
