@@ -76,7 +76,7 @@ def native(binary: str, model: str, threads: int, depth: int) -> dict[str, float
 
 def document_of(n_tokens: int, model: str) -> str:
     """A prompt body that the chat template turns into about n_tokens tokens."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     sentence = "The quick brown fox jumps over the lazy dog while the river keeps flowing. "
     with Runtime(model, RuntimeConfig(n_ctx=256)) as rt:

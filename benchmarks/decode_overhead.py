@@ -37,10 +37,11 @@ PROMPT = "List 200 animals, one per line."
 
 BARE = """
 import sys
-from llmcli.engine.chat import ChatSession
-from llmcli.engine.runtime import Runtime, RuntimeConfig
-from llmcli.engine.sampling import Sampler, SamplingParams
-from llmcli.engine.template import Message
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.local.sampler import Sampler
+from llmcli.engine.messages import Message
 rt = Runtime(sys.argv[1], RuntimeConfig(n_ctx=512, n_threads=1))
 session = ChatSession(rt, params=SamplingParams(temperature=0.0))
 prompt = session.template.tokenize(rt, [Message("user", sys.argv[3])], limit=rt.n_ctx)

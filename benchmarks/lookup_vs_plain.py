@@ -259,9 +259,9 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="a GGUF path (default: the embedded model)")
     args = parser.parse_args()
 
-    from llmcli.engine.chat import ChatSession
     from llmcli.engine.events import drain
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.chat import ChatSession
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.engine.sampling import SamplingParams
     from llmcli.store import embedded_model_path
 

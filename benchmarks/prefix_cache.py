@@ -40,7 +40,7 @@ TOPICS = ["the harbour", "the budget", "the schedule", "the suppliers", "the ris
 def document(n_tokens: int) -> str:
     """A report of about n_tokens on the embedded model's vocabulary."""
     sys.path.insert(0, str(ROOT / "src"))
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.store import embedded_model_path
 
     rt = Runtime(embedded_model_path(), RuntimeConfig(n_ctx=256))

@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--model", default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(HERE.parent / "src"))
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.store import embedded_model_path
 
     model = args.model or str(embedded_model_path())

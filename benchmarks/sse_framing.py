@@ -13,7 +13,7 @@ import argparse
 import io
 import time
 
-from llmcli.engine.sse import sse_events
+from llmcli.engine.openai.sse import sse_events
 
 
 class Body(io.BytesIO):

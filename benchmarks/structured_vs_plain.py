@@ -37,8 +37,9 @@ def open_list_grammar() -> str:
 
 
 def run(rt, prompt_tokens: list[int], n_gen: int, temp: float, grammar_text: str | None) -> tuple[float, int]:
-    from llmcli.engine.sampling import GrammarCheck, Sampler, SamplingParams
-    from llmcli.engine.structured import ThinkGate, grammar_sampler
+    from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
+    from llmcli.engine.local.sampler import GrammarCheck, Sampler
+    from llmcli.engine.sampling import SamplingParams
 
     rt.clear()
     rt.prefill(prompt_tokens)
@@ -58,8 +59,9 @@ def run(rt, prompt_tokens: list[int], n_gen: int, temp: float, grammar_text: str
 
 
 def main() -> None:
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.engine.template import ChatTemplate, Message
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.messages import Message
+    from llmcli.engine.templates.render import ChatTemplate
     from llmcli.store import embedded_model_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

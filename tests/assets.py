@@ -14,8 +14,12 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tests.support.locks import cache_lock
+
+if TYPE_CHECKING:
+    from tests.support.gguf_layout import Layout
 
 CACHE = Path(__file__).resolve().parent.parent / "models" / ".test-cache"
 
@@ -99,10 +103,11 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
     """Gemma 3 270M as transformers 5 saves it: f32 safetensors, config with layer_types and
     rope_parameters, tokenizer.json only (no tokenizer.model).
 
-    Made once per machine from the test GGUF: transformers dequantizes it (from_pretrained with
-    gguf_file, which needs accelerate) and save_pretrained writes the checkpoint. The weights are
-    the Q4_K_M values exactly, in f32, so the converter's f32 output can be compared with
-    transformers on the same numbers.
+    Made once per machine from the test GGUF, file for file what transformers' from_pretrained with
+    gguf_file and save_pretrained write: its config from the GGUF's metadata, the tensors dequantized
+    by gguf-py and renamed by transformers, its tokenizer built from the GGUF. The weights are the
+    Q4_K_M values exactly, in f32, so the converter's f32 output can be compared with transformers
+    on the same numbers.
     """
     target = cache / GEMMA3_HF
     stamp = target / ".complete"
@@ -117,29 +122,61 @@ def gemma3_270m_hf(cache: Path = CACHE) -> Path:
 
 
 def _save_gemma3_hf(gguf_path: Path, cache: Path, target: Path, stamp: Path) -> None:
+    """What AutoModelForCausalLM and AutoTokenizer.from_pretrained(gguf_file=...) followed by
+    save_pretrained write, made from the same transformers and gguf-py pieces, without the three
+    passes of gguf-py's reader over the vocabulary those calls make (tests/support/gguf_layout.py)."""
     import shutil
+    import tempfile
 
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
+
+    from tests.support.gguf_layout import read_layout, write_without_vocabulary
 
     staging = cache / f".{GEMMA3_HF}.{os.getpid()}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    loaded = AutoModelForCausalLM.from_pretrained(
-        gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
+    layout = read_layout(gguf_path)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        write_without_vocabulary(layout, Path(scratch) / gguf_path.name)
+        config = AutoConfig.from_pretrained(scratch, gguf_file=gguf_path.name)
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]  # the class AutoModelForCausalLM picks
+    model = model_class.from_pretrained(
+        None, config=config, state_dict=_state_dict(layout, config), dtype=torch.float32
     )
-    # A model loaded from a GGUF is marked as gguf-quantized and refuses save_pretrained, though its
-    # weights are plain f32 by now: move them into a fresh model of the same config.
-    config = AutoConfig.for_model(
-        **{
-            k: v
-            for k, v in loaded.config.to_dict().items()
-            if k not in ("quantization_config", "transformers_version")
-        }
-    )
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(loaded.state_dict())
     model.save_pretrained(staging)
-    AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(staging)
+    # the class AutoTokenizer picks for this config; it reads the GGUF with transformers' fast reader
+    tokenizer_class = TOKENIZER_MAPPING[type(config)]
+    tokenizer_class.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(staging)
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     stamp.write_text(GEMMA3_HF_VERSION)
+
+
+def _state_dict(layout: Layout, config: Any) -> dict[str, Any]:
+    """The GGUF's tensors in f32 under transformers' names: the tensor loop of transformers'
+    load_gguf_checkpoint (gguf-py's dequantize, transformers' name map and tensor processor)."""
+    import numpy as np
+    import torch
+    from gguf import dequantize
+    from transformers import AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import (
+        TENSOR_PROCESSORS,
+        TensorProcessor,
+        get_gguf_hf_weights_map,
+    )
+
+    from tests.support.gguf_layout import raw_tensors
+
+    architecture = layout.values["general.architecture"]
+    processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=config.to_dict())
+    with torch.device("meta"):  # only its parameter names are needed
+        skeleton = AutoModelForCausalLM.from_config(config)
+    names = get_gguf_hf_weights_map(skeleton, processor)
+    state_dict = {}
+    for name, ggml_type, rows in raw_tensors(layout):
+        result = processor.process(weights=dequantize(rows, ggml_type), name=name, tensor_key_mapping=names)
+        if result.name in names:
+            state_dict[names[result.name]] = torch.from_numpy(np.copy(result.weights)).to(torch.float32)
+    return state_dict

@@ -135,7 +135,7 @@ def gemma3_path() -> str:
 @pytest.fixture(scope="session")
 def runtime(embedded_path):
     """One loaded model for the engine tests (loading is the slow part, so share it)."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     rt = Runtime(embedded_path, RuntimeConfig(n_ctx=2048))
     yield rt

@@ -291,13 +291,14 @@ def test_a_write_into_a_damaged_file_says_how_to_move_it_aside(tmp_path):
 
 def test_a_recorder_on_a_damaged_file_warns_once_then_logs_nothing(tmp_path):
     from llmcli.engine.events import Reply
+    from llmcli.engine.messages import Message
     from llmcli.engine.sampling import SamplingParams
-    from llmcli.engine.template import Message
     from llmcli.usecases.conversation import Recorder
 
     class Session:  # what Recorder.record reads of a chat session
         system, params = None, SamplingParams()
         messages = [Message("user", "hi"), Message("assistant", "hello")]
+        stops, think, constraint, base_url = [], None, None, None
 
     db = _damaged_log(tmp_path)
     recorder = Recorder(_log(tmp_path), "m")

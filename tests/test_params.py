@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.remote import request_body
+from llmcli.engine.openai.session import request_body
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from llmcli.params import INT32_MAX, PARAMS, UINT32_MAX, USER_PARAMS, find, options_table

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Notice, RemoteReport, Stats, TextDelta, drain, json_document, reported
-from llmcli.engine.openai_http import Endpoint
-from llmcli.engine.remote import RemoteChatSession
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.session import RemoteChatSession
 from llmcli.engine.sampling import SamplingParams
 from llmcli.stages import STAGES, UNKNOWN
 from llmcli.ui.stats import stats_panel, stats_table

@@ -40,7 +40,7 @@ from llmcli.chatlog_schema import (
     utc_now,
 )
 from llmcli.display import printable
-from llmcli.engine.template import Message
+from llmcli.engine.messages import Message
 from llmcli.errors import RuntimeFailure, UsageError
 
 __all__ = [

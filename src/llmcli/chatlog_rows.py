@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmcli.display import printable
-from llmcli.engine.template import Message
+from llmcli.engine.messages import Message
 from llmcli.errors import RuntimeFailure
 
 ROLES = ("user", "assistant")

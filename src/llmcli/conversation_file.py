@@ -11,8 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcli.engine.messages import BadMessage, check_message, is_text
-from llmcli.engine.template import Message
+from llmcli.engine.messages import BadMessage, Message, check_message, is_text
 from llmcli.errors import UsageError
 from llmcli.fsutil import read_text_file
 

@@ -282,7 +282,7 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
         ggml_type, offset = r.u32(), r.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset, _tensor_bytes(ggml_type, shape, r)))
     header = GGUFHeader(path, version, size, metadata, tensors, 0, types)
-    from llmcli.gguf_rules import check_layout, check_metadata
+    from llmcli.gguf_consistency import check_layout, check_metadata
 
     check_metadata(header, r.fail)  # general.alignment is checked here, before it places the data
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)

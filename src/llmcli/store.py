@@ -148,7 +148,7 @@ class Store:
 
     @property
     def cache_dir(self) -> Path:
-        """The disk prefix cache (engine.prefix_cache): KV states of prompts' stable starts."""
+        """The disk prefix cache (engine.local.prefix_cache): KV states of prompts' stable starts."""
         return self.root / "cache"
 
     @property

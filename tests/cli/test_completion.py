@@ -89,7 +89,7 @@ def test_completing_a_model_name_imports_nothing_heavy(tmp_path):
     code = (
         "import sys\nfrom llmcli.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
         "print([m for m in ('llama_cpp', 'numpy', 'huggingface_hub', 'torch', 'jinja2', 'prompt_toolkit', "
-        "'llmcli.hub.remote', 'llmcli.hub.transfer', 'llmcli.engine.runtime') if m in sys.modules], "
+        "'llmcli.hub.remote', 'llmcli.hub.transfer', 'llmcli.engine.local.runtime') if m in sys.modules], "
         "file=sys.stderr)"
     )
     env = {**os.environ, "_LLMCLI_COMPLETE": "complete_bash", "COMP_WORDS": "llmcli rm mi", "COMP_CWORD": "2"}

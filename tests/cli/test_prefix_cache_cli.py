@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.cache_entry import MAGIC, TEMP_PREFIX, parse_entry
-from llmcli.engine.model_identity import MEMO_FILE
+from llmcli.engine.local.cache_entry import MAGIC, TEMP_PREFIX, parse_entry
+from llmcli.engine.local.model_identity import MEMO_FILE
 from tests.support.cli import cli, cli_process, cli_store, spawn_cli
 
 DOC = (

@@ -44,8 +44,8 @@ UNUSED_LAYERS = (
     "llmcli.hub.transfer",
     "llmcli.hub.plan",
     "llmcli.hub.choose",
-    "llmcli.engine.runtime",
-    "llmcli.engine.chat",
+    "llmcli.engine.local.runtime",
+    "llmcli.engine.local.chat",
     "llmcli.convert.core",
     "llmcli.convert.families",
     "llmcli.convert.vocab",
@@ -81,7 +81,7 @@ def test_start_up_imports_no_heavy_library_and_no_unused_layer(args):
 
 # The HTTP client of remote servers: only a command given a server loads it. (socket itself may
 # load: importlib.metadata, which finds the embedded model's wheel, imports it through email.utils.)
-NETWORK = ("http.client", "ssl", "llmcli.engine.openai_http")
+NETWORK = ("http.client", "ssl", "llmcli.engine.openai.client")
 
 
 @pytest.mark.parametrize("args", [["list"], ["list", "--json"]])
@@ -141,7 +141,7 @@ def test_list_without_an_endpoint_loads_no_network_module(args):
 def test_list_with_an_endpoint_does_load_the_http_client():
     # The probe above sees the client when it is used: a closed port on loopback answers at once.
     importers = network_importers(["list", "--endpoint", "http://127.0.0.1:9/v1"])
-    assert importers["http.client"] == {"llmcli.engine.openai_http"}
+    assert importers["http.client"] == {"llmcli.engine.openai.client"}
 
 
 # llmcli.convert.outtypes and llmcli.params are tables with no imports: the one place the outtype

@@ -41,7 +41,8 @@ def test_fixture_is_what_transformers_5_saves(spm_tiny):
 
 def test_reader_matches_sentencepiece(spm_model, sp):
     """The hand-written protobuf reader gives sentencepiece's own pieces, scores and types."""
-    from llmcli.convert.vocab import BYTE, CONTROL, NORMAL, UNKNOWN, read_sentencepiece_model
+    from llmcli.convert.spm_model import read_sentencepiece_model
+    from llmcli.convert.vocab import BYTE, CONTROL, NORMAL, UNKNOWN
 
     pieces, add_dummy_prefix = read_sentencepiece_model(spm_model)
     assert add_dummy_prefix is True
@@ -66,7 +67,7 @@ def test_reader_sees_add_dummy_prefix_off(tmp_path):
 
     import sentencepiece
 
-    from llmcli.convert.vocab import read_sentencepiece_model
+    from llmcli.convert.spm_model import read_sentencepiece_model
     from tests.convert.fixtures import SPM_TRAINING_TEXT
 
     buf = io.BytesIO()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Notice, Stats, TextDelta
+from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.postprocess import WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ContextOverflow
@@ -164,7 +164,7 @@ def _multi_token_word(runtime, ids: list[int], text: str) -> str | None:
 
 
 def test_context_budget_drops_oldest_turns_but_keeps_the_system_prompt(embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     with Runtime(embedded_path, RuntimeConfig(n_ctx=256)) as rt:
         session = ChatSession(rt, system="You are terse.", params=greedy(max_tokens=40))
@@ -179,7 +179,7 @@ def test_context_budget_drops_oldest_turns_but_keeps_the_system_prompt(embedded_
 
 
 def test_a_prompt_larger_than_the_context_is_a_clear_error(embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     with Runtime(embedded_path, RuntimeConfig(n_ctx=64)) as rt:
         session = ChatSession(rt, params=greedy())
@@ -201,11 +201,11 @@ def test_cancel_keeps_the_partial_reply_marked(session):
 
 LONG_HISTORY_TURN = """
 import sys, time
-from llmcli.engine.chat import ChatSession
+from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.events import Notice, Stats
-from llmcli.engine.runtime import Runtime, RuntimeConfig
+from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.template import Message
+from llmcli.engine.messages import Message
 
 with Runtime(sys.argv[1], RuntimeConfig(n_ctx=256, n_threads=1)) as rt:
     session = ChatSession(rt, params=SamplingParams(temperature=0.0, max_tokens=8))
@@ -233,8 +233,8 @@ def test_a_turn_after_ten_thousand_loaded_messages_finishes_and_drops_old_turns(
 
 
 def test_the_fit_keeps_as_many_turns_as_fit_and_no_more(embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.engine.template import Message
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.messages import Message
 
     with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as rt:
         session = ChatSession(rt, system="Be brief.", params=greedy(max_tokens=8))
@@ -261,7 +261,7 @@ def test_the_fit_keeps_as_many_turns_as_fit_and_no_more(embedded_path):
 
 
 def test_ctrl_c_while_fitting_the_context_stops_and_keeps_the_conversation(runtime):
-    from llmcli.engine.template import Message
+    from llmcli.engine.messages import Message
     from llmcli.errors import Interrupted
 
     runtime.clear()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Stats, drain, json_document
-from llmcli.engine.lookup import (
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.local.lookup import (
     LookupConfig,
     LookupDrafter,
     NgramIndex,
@@ -116,7 +116,7 @@ def test_a_bad_draft_mode_names_the_choices():
 # -- on the model: identical output --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def rt(embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     runtime = Runtime(embedded_path, RuntimeConfig(n_ctx=1024, n_threads=1))
     yield runtime
@@ -149,7 +149,7 @@ class RecordingDrafter(LookupDrafter):
 @pytest.fixture
 def eager(monkeypatch) -> list[RecordingDrafter]:
     """Every lookup decoder of the test drafts eagerly; the list holds their drafters, in order."""
-    from llmcli.engine import speculative
+    from llmcli.engine.local import speculative
 
     made: list[RecordingDrafter] = []
 
@@ -237,7 +237,7 @@ def test_drafts_near_max_tokens_never_run_past_it(rt, eager, max_tokens):
 
 @pytest.mark.parametrize("eagerly", [False, True])
 def test_drafting_near_the_end_of_the_context(embedded_path, request, eagerly):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     made = request.getfixturevalue("eager") if eagerly else None
     long_copy = "Repeat this text exactly:\n\n" + " ".join([PARAGRAPH] * 3)

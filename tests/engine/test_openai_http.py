@@ -6,16 +6,11 @@ import io
 
 import pytest
 
-from llmcli.engine.openai_http import (
-    Endpoint,
-    RemoteModel,
-    http_error,
-    pick_model,
-    server_message,
-)
-from llmcli.engine.remote import request_body
+from llmcli.engine.openai.client import Endpoint, http_error, server_message
+from llmcli.engine.openai.models import RemoteModel, pick_model
+from llmcli.engine.openai.session import request_body
+from llmcli.engine.openai.sse import sse_events
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.sse import sse_events
 from llmcli.errors import ExitStatus, UsageError
 
 KEY = "sk-unit-secret"
@@ -156,7 +151,7 @@ SSE_HANG_GUARD_S = 20  # a hang guard, not a speed test: this takes well under 2
 def test_sse_framing_reads_a_line_up_to_the_bound_and_refuses_one_past_it():
     import time
 
-    from llmcli.engine.sse import EventTooLong
+    from llmcli.engine.openai.sse import EventTooLong
 
     line = b"data: " + b"a" * ((1 << 20) - 100) + b"\n\n"  # just under the bound, in 1 KiB reads
     start = time.monotonic()
@@ -197,7 +192,7 @@ def test_the_reply_deadline_grows_with_timeout_and_max_tokens():
 
 
 def test_chunks_are_checked_and_reports_keep_only_numbers():
-    from llmcli.engine.openai_chunks import BadChunk, check_chunk
+    from llmcli.engine.openai.chunks import BadChunk, check_chunk
 
     chunk = check_chunk(
         {
@@ -233,7 +228,7 @@ def test_chunks_are_checked_and_reports_keep_only_numbers():
 
 
 def test_the_token_budget_counts_chunks_usage_and_length():
-    from llmcli.engine.openai_chunks import TokenBudget
+    from llmcli.engine.openai.chunks import TokenBudget
 
     def text(t: str, **extra) -> dict:
         return {"choices": [{"delta": {"content": t}, "finish_reason": None}], **extra}

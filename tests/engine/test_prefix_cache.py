@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.cache_entry import MAGIC, CacheKey, CorruptEntry, entry_name, parse_entry
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import Notice, Stats, TextDelta
-from llmcli.engine.model_identity import model_identity
-from llmcli.engine.prefix_cache import MIN_TOKENS, PrefixCache
+from llmcli.engine.local.cache_entry import MAGIC, CacheKey, CorruptEntry, entry_name, parse_entry
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.local.model_identity import model_identity
+from llmcli.engine.local.prefix_cache import MIN_TOKENS, PrefixCache
+from llmcli.engine.local.session_cache import SessionCache, cache_key
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.session_cache import SessionCache, cache_key
 
 DOC = "\n".join(
     f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}."
@@ -55,7 +55,7 @@ def test_a_state_round_trip_continues_exactly_as_the_original(runtime):
 
 def ask_plain(runtime) -> list[int]:
     """Greedy continuation of what the KV cache holds (its last token computed again for logits)."""
-    from llmcli.engine.sampling import Sampler
+    from llmcli.engine.local.sampler import Sampler
 
     last = runtime.kv_tokens[-1]
     runtime.keep_prefix(len(runtime.kv_tokens) - 1)
@@ -209,7 +209,7 @@ def test_a_follow_up_turn_reuses_the_saved_tip(tmp_path, runtime):
 
 
 def test_a_repl_session_saves_what_its_kv_cache_holds_when_it_closes(tmp_path, embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     rt = Runtime(embedded_path, RuntimeConfig(n_ctx=1024))
     session = ChatSession(rt, params=greedy())

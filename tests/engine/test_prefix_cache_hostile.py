@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.cache_entry import MAGIC, CorruptEntry, encode_entry, parse_entry
 from llmcli.engine.events import Notice
-from llmcli.engine.model_identity import MEMO_FILE, model_identity
-from llmcli.engine.prefix_cache import CacheUnusable, PrefixCache, resolve_root
-from llmcli.engine.session_cache import SessionCache, cache_key
+from llmcli.engine.local.cache_entry import MAGIC, CorruptEntry, encode_entry, parse_entry
+from llmcli.engine.local.model_identity import MEMO_FILE, model_identity
+from llmcli.engine.local.prefix_cache import CacheUnusable, PrefixCache, resolve_root
+from llmcli.engine.local.session_cache import SessionCache, cache_key
 from tests.engine.test_prefix_cache import DOC, ask, session_on
 
 MIB = 2**20
@@ -126,7 +126,7 @@ def test_an_entry_declaring_a_state_larger_than_the_context_is_refused_before_it
 
 
 def test_the_bound_holds_a_real_state_of_a_full_context(embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     rt = Runtime(embedded_path, RuntimeConfig(n_ctx=256))
     try:

@@ -45,8 +45,8 @@ def random_values(n: int) -> list[str]:
 
 def grammar_accepts(runtime, gbnf: str, text: str) -> bool:
     """Does the grammar take `text`, token by token, and then allow the end of the reply?"""
-    from llmcli.engine.sampling import GrammarCheck
-    from llmcli.engine.structured import ThinkGate, grammar_sampler
+    from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
+    from llmcli.engine.local.sampler import GrammarCheck
 
     check = GrammarCheck(runtime, grammar_sampler(runtime.vocab, gbnf, "test"), ThinkGate(None))
     try:

@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 
+from llmcli.engine.local.grammar import check_gbnf
 from llmcli.engine.schema_grammar import EmptyRange, bounded_rule, integer_range, schema_to_gbnf
-from llmcli.engine.structured import check_gbnf
 
 
 def as_regex(gbnf: str) -> re.Pattern:
@@ -175,8 +175,8 @@ def test_a_sampled_value_from_a_random_range_is_inside_it():
 def test_a_string_never_takes_a_raw_control_character(runtime):
     # llama-cpp-python 0.3.36's own char rule let a raw newline into a string (a sampled run at
     # temperature 0.8 wrote one, and json.loads refused it); the rule here is JSON's.
-    from llmcli.engine.sampling import GrammarCheck
-    from llmcli.engine.structured import ThinkGate, grammar_sampler
+    from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
+    from llmcli.engine.local.sampler import GrammarCheck
 
     gbnf = schema_to_gbnf({"type": "string", "maxLength": 8})
     check = GrammarCheck(runtime, grammar_sampler(runtime.vocab, gbnf, "test"), ThinkGate(None))

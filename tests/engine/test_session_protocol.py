@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from llmcli.engine.chat import ChatSession
-from llmcli.engine.openai_http import Endpoint
-from llmcli.engine.remote import RemoteChatSession
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.session import RemoteChatSession
 from llmcli.engine.session import Session, SessionInfo
 
 

@@ -8,12 +8,11 @@ import random
 
 import pytest
 
-from llmcli.engine.remote import request_body
+from llmcli.engine.local.grammar import ThinkGate, check_gbnf
+from llmcli.engine.openai.session import request_body
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.schema_check import SCHEMA_KEYWORDS
 from llmcli.engine.structured import (
-    SCHEMA_KEYWORDS,
-    ThinkGate,
-    check_gbnf,
     check_subset,
     constraint_from_schema,
     finish,

@@ -11,8 +11,8 @@ import json
 import jsonschema
 import pytest
 
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import drain
+from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import constraint_from_schema, finish
 from tests.fuzz import cases

@@ -12,13 +12,14 @@ import json
 
 import jsonschema
 
-import llmcli.engine.chat as chat_module
-from llmcli.engine.chat import ChatSession
+import llmcli.engine.local.turn as chat_module
 from llmcli.engine.events import drain
-from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.local.sampler import Sampler
+from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import constraint_from_schema, finish
-from llmcli.engine.template_choice import TemplateChoice
-from llmcli.engine.thinking import opens_thinking
+from llmcli.engine.templates.choice import TemplateChoice
+from llmcli.engine.templates.thinking import opens_thinking
 from tests.corpus import corpus_templates
 
 R1_DISTILL = "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"  # its generation prompt ends in <think>

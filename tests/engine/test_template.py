@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmcli.engine.template import ChatTemplate, Message, PromptTooLong
+from llmcli.engine.messages import Message
+from llmcli.engine.templates.render import ChatTemplate, PromptTooLong
 from llmcli.errors import TemplateError
 
 MESSAGES = [{"role": "user", "content": "hi"}]

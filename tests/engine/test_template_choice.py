@@ -7,8 +7,8 @@ import ctypes
 
 import pytest
 
-from llmcli.engine.template import FALLBACK_TEMPLATE, ChatTemplate
-from llmcli.engine.template_choice import BUILTIN_TEMPLATES, choose_template, read_template_file
+from llmcli.engine.templates.choice import BUILTIN_TEMPLATES, choose_template, read_template_file
+from llmcli.engine.templates.render import FALLBACK_TEMPLATE, ChatTemplate
 from llmcli.errors import UsageError
 
 CONVERSATIONS = [

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.template import ChatTemplate, Message
+from llmcli.engine.messages import Message
+from llmcli.engine.templates.render import ChatTemplate
 from tests.corpus import corpus_templates, gguf_template
 from tests.support.deps import require
 

@@ -11,12 +11,18 @@ import re
 
 import pytest
 
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import ReasoningDelta, TextDelta, drain
+from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import OutputConstraint
-from llmcli.engine.template_choice import TemplateChoice
-from llmcli.engine.thinking import ANSWER, REASONING, ReasoningSplitter, ThinkingForm, opens_thinking
+from llmcli.engine.templates.choice import TemplateChoice
+from llmcli.engine.templates.thinking import (
+    ANSWER,
+    REASONING,
+    ReasoningSplitter,
+    ThinkingForm,
+    opens_thinking,
+)
 from tests.corpus import corpus_templates
 
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"

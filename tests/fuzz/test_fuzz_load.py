@@ -18,9 +18,10 @@ import traceback
 
 import pytest
 
-from llmcli.engine.chat import ChatSession
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.template import Message, PromptTooLong
+from llmcli.engine.templates.render import PromptTooLong
 from llmcli.errors import UsageError
 from llmcli.ui.slash import ReplState, dispatch
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
@@ -164,7 +165,7 @@ KINDS = [
 
 @pytest.fixture(scope="module")
 def session(embedded_path):
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as rt:
         yield ChatSession(rt, params=SamplingParams(temperature=0.0, max_tokens=8))

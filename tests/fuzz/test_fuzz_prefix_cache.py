@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.engine.cache_entry import (
+from llmcli.engine.local.cache_entry import (
     CacheKey,
     CorruptEntry,
     NotAnEntry,
@@ -31,7 +31,7 @@ from llmcli.engine.cache_entry import (
     encode_header,
     parse_entry,
 )
-from llmcli.engine.prefix_cache import PrefixCache
+from llmcli.engine.local.prefix_cache import PrefixCache
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 
 CASES = cases(default=600, long=50000)

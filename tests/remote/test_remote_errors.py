@@ -142,7 +142,7 @@ def test_the_remote_client_is_not_imported_for_help():
 
     code = (
         "import sys, llmcli.cli\n"
-        "print([m for m in ('http.client', 'ssl', 'llmcli.engine.openai_http', 'llmcli.bench.serve') "
+        "print([m for m in ('http.client', 'ssl', 'llmcli.engine.openai.client', 'llmcli.bench.serve') "
         "if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

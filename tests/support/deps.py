@@ -31,7 +31,6 @@ TEST_EXTRAS: dict[str, str] = {
     "llama-cpp-python[server]": "llama_cpp.server.app",
     "sentencepiece": "sentencepiece",
     "protobuf": "google.protobuf",
-    "accelerate": "accelerate",
     "ruff": "ruff",
     "mypy": "mypy",
     "openai": "openai",

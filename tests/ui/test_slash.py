@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
-from llmcli.engine.chat import ChatSession
+from llmcli.engine.local.chat import ChatSession
+from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.template import Message
 from llmcli.errors import UsageError
 from llmcli.ui.slash import SLASH_COMMANDS, ReplState, dispatch
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from llmcli.chatlog import ChatLog
-from llmcli.engine.chat import ChatSession
 from llmcli.engine.events import drain
+from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from llmcli.ui.slash import ReplState, dispatch

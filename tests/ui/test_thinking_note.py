@@ -15,7 +15,7 @@ from tests.engine.test_thinking import ANSWER_AFTER_THINKING, QWEN3, R1_DISTILL,
 @pytest.fixture
 def own_runtime(embedded_path):
     """one_shot closes its session and the runtime with it: never the shared fixture's."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     rt = Runtime(embedded_path, RuntimeConfig(n_ctx=1024, n_threads=1))
     yield rt

@@ -119,8 +119,8 @@ def _raw_tg_tps(rt, depth: int, n_gen: int, repetitions: int, seed: int) -> floa
 
 def run_chat(name: str, path: str, plan: BenchPlan, max_tokens: int) -> Iterator[Progress | ChatRow]:
     """The scripted conversation on one GGUF, for each thread count of the plan."""
-    from llmcli.engine.chat import ChatSession
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.chat import ChatSession
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.engine.sampling import SamplingParams
 
     reset_peak_rss()

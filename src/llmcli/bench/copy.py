@@ -33,9 +33,9 @@ def copy_test_name(n_gen: int, draft: str) -> str:
 
 def run_copy(target: LlamaTarget, plan: BenchPlan, draft: str) -> Iterator[Progress | BenchRow]:
     """For each thread count and each tg<N> of the plan: a copy<N> row plain and one drafted."""
-    from llmcli.engine.chat import ChatSession
     from llmcli.engine.events import drain
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.chat import ChatSession
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.engine.sampling import SamplingParams
     from llmcli.gguf_check import model_facts
 

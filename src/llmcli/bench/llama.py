@@ -120,7 +120,7 @@ def row_fields(target: LlamaTarget, rt, plan: BenchPlan, facts) -> dict:
 
 def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | BenchRow]:
     """Measure every (threads, test) of the plan on one GGUF; yields progress, then each row."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.gguf_check import model_facts
 
     facts = model_facts(target.path)  # validates the file before llama.cpp opens it

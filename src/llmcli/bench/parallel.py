@@ -130,9 +130,9 @@ def measure(
     seed: int = 1234,
 ) -> list[ParallelRow]:
     """Every (pp, tg, B) on one loaded model, in llama-batched-bench's order."""
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
     from llmcli.engine.local.sequence import Request
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
     from llmcli.engine.sampling import SamplingParams
     from llmcli.gguf_check import model_facts
 

@@ -19,8 +19,8 @@ from llmcli.bench.records import (
     BenchTest,
     Progress,
 )
-from llmcli.engine.lookup import parse_draft
-from llmcli.engine.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
+from llmcli.engine.local.lookup import parse_draft
+from llmcli.engine.local.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
 from llmcli.errors import UsageError
 from llmcli.store import Store
 

@@ -29,7 +29,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from llmcli.bench.records import Progress, mean, stdev
-from llmcli.engine.openai_http import ChatStream, Endpoint
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.stream import ChatStream
 from llmcli.errors import LlmcliError, UsageError
 
 WORDS = (

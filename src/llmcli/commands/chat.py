@@ -288,7 +288,7 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
 
 def read_piped(stdin, opts: ChatOptions, *, remote: bool) -> str:
     """stdin, read no further than the context could hold (a pipe may be endless: /dev/zero)."""
-    from llmcli.engine.runtime import DEFAULT_CTX
+    from llmcli.engine.local.runtime import DEFAULT_CTX
     from llmcli.limits import limit, prompt_cap, read_bounded
 
     n_ctx = limit("endpoint_ctx") if remote else opts.ctx or DEFAULT_CTX

@@ -222,7 +222,7 @@ def param_option(name: str) -> Any:
 
 
 def _check_draft(value: str | None) -> str | None:
-    from llmcli.engine.lookup import parse_draft
+    from llmcli.engine.local.lookup import parse_draft
 
     try:
         return None if value is None else parse_draft(value)

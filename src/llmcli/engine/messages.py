@@ -1,4 +1,5 @@
-"""The one check of a message read from outside (a /load file, the log, a `render` messages file).
+"""A conversation's message, and the one check of a message read from outside (a /load file, the
+log, a `render` messages file).
 
 Each reader words the failure its own way (a usage error naming the file, a damaged log); what is
 wrong with a message is decided here, once.
@@ -6,7 +7,22 @@ wrong with a message is decided here, once.
 
 from __future__ import annotations
 
-from llmcli.engine.template import Message
+from dataclasses import dataclass
+
+
+@dataclass
+class Message:
+    role: str
+    content: str
+    token_ids: list[int] | None = None  # the ids an assistant reply was generated as
+    cancelled: bool = False
+
+    def as_dict(self) -> dict:
+        data: dict[str, object] = {"role": self.role, "content": self.content}
+        if self.cancelled:
+            data["cancelled"] = True
+        return data
+
 
 CHAT_ROLES = ("user", "assistant")  # what a conversation holds (the system prompt is kept apart)
 

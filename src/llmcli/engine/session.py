@@ -1,7 +1,8 @@
-"""What the REPL, one-shot, --json and bench need of a chat session, whichever backend runs it.
+"""What the REPL, one-shot, --json, the log and bench need of a chat session, whichever backend runs it.
 
-`ChatSession` (llama.cpp in this process) and `RemoteChatSession` (an OpenAI-compatible server)
-both satisfy `Session`; the UI talks to this surface only, never to a backend's insides.
+`ChatSession` (llama.cpp in this process, engine/local/chat.py) and `RemoteChatSession` (an
+OpenAI-compatible server, engine/openai/session.py) both satisfy `Session`; the UI and the use-cases
+talk to this surface only, never to a backend's insides, and never probe it for a member.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from llmcli.engine.events import Event, Stats
+from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
-from llmcli.engine.template import Message
+from llmcli.engine.structured import OutputConstraint
 
 
 @dataclass
@@ -29,6 +31,13 @@ class Session(Protocol):
     system: str | None
     params: SamplingParams
     last_stats: Stats | None
+    stops: list[str]  # the reply ends before the first of these
+    think: bool | None  # --think/--no-think; None leaves the template's default (a server: its own)
+    constraint: OutputConstraint | None  # --schema / --format json / --grammar
+    cache_warning: str | None  # set by close(): why the session's cache could not be saved
+
+    @property
+    def base_url(self) -> str | None: ...  # the server that answers; None: this process
 
     def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]: ...
 

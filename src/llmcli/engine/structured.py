@@ -3,8 +3,9 @@
 Strict at both ends. Before generating, a schema is checked against the subset that the grammar
 converter (llama-cpp-python's SchemaConverter, with exact numeric bounds added in
 engine/schema_grammar.py) turns into GBNF: a keyword outside SCHEMA_KEYWORDS
-is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads;
-a grammar that does not parse is refused (llama.cpp's server once "failed open" on one). After
+is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads
+(engine/local/grammar.py, whichever backend answers); a grammar that does not parse is refused
+(llama.cpp's server once "failed open" on one). After
 generating, the reply is parsed and validated with `jsonschema`: a reply that fails is an error,
 so a script never receives invalid JSON with exit status 0.
 """
@@ -12,16 +13,11 @@ so a script never receives invalid JSON with exit status 0.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmcli.engine.schema_check import (
-    SCHEMA_KEYWORDS,  # noqa: F401 (its home before the split)
     _short,
     check_bounds,
     check_is_schema,
@@ -80,88 +76,6 @@ def schema_to_gbnf(schema: dict) -> str:
 
 # Any JSON value, from the converter's own primitives.
 ANY_JSON = {"anyOf": [{"type": t} for t in ("object", "array", "string", "number", "boolean", "null")]}
-
-
-# -- GBNF: parsed by llama.cpp before the model loads -------------------------------------------
-@contextmanager
-def _stderr_captured() -> Iterator[list[str]]:
-    """llama.cpp's grammar parser writes its error to fd 2 itself; keep it off the user's stderr."""
-    lines: list[str] = []
-    with tempfile.TemporaryFile() as sink:
-        saved = os.dup(2)
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            lines += sink.read().decode("utf-8", "replace").splitlines()
-
-
-def grammar_sampler(vocab, gbnf: str, source: str, *, from_schema: bool = False):
-    """llama.cpp's grammar sampler, or UsageError with the parser's reason (never a silent no-op).
-    `from_schema`: llmcli wrote the grammar from the user's schema, so no message blames a grammar."""
-    from llmcli.engine.gbnf_bounds import check_shape
-    from llmcli.engine.runtime import LOG_LINES, _llama
-
-    fix = "simplify the schema" if from_schema else "fix the grammar"
-    what = f"{source}: the grammar made from it" if from_schema else source
-    check_shape(gbnf, what, fix)  # llama.cpp's recursive parser must never see what overflows it
-    ll = _llama()
-    if not gbnf.strip():
-        raise UsageError(f"{source} is empty; it needs at least a root rule (root ::= ...)")
-    with _stderr_captured() as printed:
-        sampler = ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
-    if sampler:
-        return sampler
-    reason = _parse_error(printed, gbnf) or (LOG_LINES[-1].strip() if LOG_LINES else "llama.cpp refused it")
-    if vocab is None and "no vocab" in reason:
-        return None  # token references (<[id]>, <token>) need the model: checked again once it loads
-    if from_schema:
-        raise UsageError(f"{what} is refused by llama.cpp ({_short(reason)}); {fix}")
-    raise UsageError(f"{source} is not a valid GBNF grammar ({_short(reason)}); {fix}")
-
-
-PARSE_ERROR = "error parsing grammar: "
-
-
-def _parse_error(printed: list[str], gbnf: str) -> str | None:
-    """llama.cpp's parse error, with where it happened. llama.cpp writes '<reason> at <the rest of
-    the grammar>', a blank line, then the whole grammar: the rest is a suffix of the grammar, which
-    gives the line and column (an empty rest would otherwise leave a dangling 'at')."""
-    text = "\n".join(printed)
-    start = text.find(PARSE_ERROR)
-    if start < 0:
-        return None
-    what = text[start + len(PARSE_ERROR) :]
-    for dump in ("\n\n" + gbnf, "\n\n" + gbnf.rstrip("\n")):  # splitlines may drop the final newline
-        if what.endswith(dump):
-            what = what[: len(what) - len(dump)]
-            break
-    at = what.find(" at ")
-    while at >= 0:
-        rest = what[at + 4 :]
-        if gbnf.endswith(rest):
-            if not rest.strip():
-                where = f"the end of the grammar (line {gbnf.rstrip().count(chr(10)) + 1})"
-            else:
-                pos = len(gbnf) - len(rest)
-                line, column = gbnf.count("\n", 0, pos) + 1, pos - (gbnf.rfind("\n", 0, pos) + 1) + 1
-                where = f"line {line}, column {column}: {_short(rest, 30)}"
-            return f"{what[:at]} at {where}"
-        at = what.find(" at ", at + 1)
-    first = what.split("\n", 1)[0].strip()
-    return first[:-3] if first.endswith(" at") else first
-
-
-def check_gbnf(gbnf: str, source: str, *, from_schema: bool = False) -> None:
-    """Parse a grammar without a model (llama.cpp needs no vocabulary for that), then free it."""
-    from llmcli.engine.runtime import _llama
-
-    sampler = grammar_sampler(None, gbnf, source, from_schema=from_schema)
-    if sampler:
-        _llama().llama_sampler_free(sampler)
 
 
 # -- from the options to one constraint ---------------------------------------------------------
@@ -228,6 +142,8 @@ def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConst
     check_is_schema(schema)
     check_subset(schema)
     gbnf = schema_to_gbnf(schema)
+    from llmcli.engine.local.grammar import check_gbnf
+
     check_gbnf(gbnf, "--schema", from_schema=True)  # before any model loads, as a --grammar is
     return OutputConstraint("schema", gbnf, schema, source)
 
@@ -250,46 +166,16 @@ def parse_constraint(
             raise UsageError(f"--format {fmt!r} is not known; the one format is json")
         return OutputConstraint("json", schema_to_gbnf(ANY_JSON), {}, "--format json")
     if grammar is not None:
+        from llmcli.engine.local.grammar import check_gbnf
+
         gbnf = _read(_user_path(grammar, home), "--grammar")
         check_gbnf(gbnf, str(grammar))
         return OutputConstraint("grammar", gbnf, None, str(grammar))
     return None
 
 
-# -- thinking: the grammar applies after </think> ------------------------------------------------
+# -- thinking: the reply after </think> ---------------------------------------------------------
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-
-
-class ThinkGate:
-    """When the grammar starts to apply: at once, or after a thinking block is closed.
-
-    A reasoning model may open its reply with <think> (a single token in its vocabulary), or its
-    template may open the block in the prompt. Either way the model thinks freely, and the grammar
-    applies from the token after </think> (the idea of llama.cpp's lazy grammar).
-    """
-
-    def __init__(self, think_token: int | None, opened_in_prompt: bool = False) -> None:
-        self.think_token = think_token
-        self.state = (
-            "thinking" if opened_in_prompt else ("undecided" if think_token is not None else "constrained")
-        )
-        self._text = ""
-
-    @property
-    def constrained(self) -> bool:
-        return self.state == "constrained"
-
-    def first(self, token: int) -> bool:
-        """The first token was drawn unconstrained; True if it opens a thinking block."""
-        self.state = "thinking" if token == self.think_token else "constrained"
-        return self.state == "thinking"
-
-    def observe(self, piece: str) -> None:
-        """Text generated while thinking; the grammar starts after the closing tag."""
-        if self.state == "thinking":
-            self._text = (self._text + piece)[-64:]
-            if THINK_CLOSE in self._text:
-                self.state = "constrained"
 
 
 def strip_thinking(text: str) -> str:

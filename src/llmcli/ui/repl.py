@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import traceback
+from typing import TYPE_CHECKING
 
 from llmcli.display import printable
 from llmcli.engine.events import Reply, drain
@@ -13,6 +14,9 @@ from llmcli.store import Store
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
 from llmcli.usecases.answer import log_exchange
+
+if TYPE_CHECKING:
+    from llmcli.engine.session import Session
 
 PROMPT = ">>> "
 CONTINUATION = "... "
@@ -32,7 +36,14 @@ def _key_bindings():
 
 class Repl:
     def __init__(
-        self, env: Environment, session, model_name: str, store: Store, opts, recorder=None, resumed=None
+        self,
+        env: Environment,
+        session: Session,
+        model_name: str,
+        store: Store,
+        opts,
+        recorder=None,
+        resumed=None,
     ) -> None:
         self.session, self.model_name, self.store, self.opts = session, model_name, store, opts
         self.out = Output(env)
@@ -93,7 +104,7 @@ class Repl:
             except Exception as exc:  # noqa: BLE001 - the REPL's boundary: one line, then the next prompt
                 self._error(exc)
         self.session.close()
-        if warning := getattr(self.session, "cache_warning", None):  # the prefix cache could not save the tip
+        if warning := self.session.cache_warning:  # the prefix cache could not save the tip
             self.out.warn(warning)
 
     def _error(self, exc: Exception) -> None:
@@ -145,7 +156,7 @@ class Repl:
     def _check(self, reply: Reply) -> None:
         """With /set schema, the reply is parsed and validated as a one-shot reply is: a reply that
         fails raises RuntimeFailure, which the turn shows as one line before the next prompt."""
-        constraint = getattr(self.session, "constraint", None)
+        constraint = self.session.constraint
         if constraint is None or (reply.stats and reply.stats.finish_reason == "cancelled"):
             return
         from llmcli.engine.structured import finish

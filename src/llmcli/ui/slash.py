@@ -9,17 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmcli.conversation_file import read_loaded, save_conversation
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
 
+if TYPE_CHECKING:
+    from llmcli.engine.session import Session
+
 
 @dataclass
 class ReplState:
-    session: Any  # llmcli.engine.session.Session: ChatSession or RemoteChatSession
+    session: Session  # ChatSession or RemoteChatSession
     model_name: str
     markdown: bool = False
     running: bool = True
@@ -102,7 +105,8 @@ def cmd_set(state: ReplState, arg: str) -> SlashResult:
         REPL_SETTINGS[name](state, value)
     else:
         # A new record rather than setattr, so SamplingParams checks itself as everywhere else.
-        state.session.params = replace(state.session.params, **{name: row.parse(value)})
+        change: dict[str, Any] = {name: row.parse(value)}
+        state.session.params = replace(state.session.params, **change)
     return SlashResult(f"{name} = {value}")
 
 

@@ -20,7 +20,7 @@ from llmcli.store import Store
 if TYPE_CHECKING:
     from llmcli.bench.chat import ChatRow
     from llmcli.bench.serve import ServeRow
-    from llmcli.engine.openai_http import Endpoint
+    from llmcli.engine.openai.client import Endpoint
 
 Row = Union[BenchRow, "ChatRow", "ServeRow"]
 
@@ -113,7 +113,7 @@ def _collect(events: Iterable, progress: Callable[[Progress], None]) -> list[Row
 def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
     from llmcli.bench.runner import parse_int_list
     from llmcli.bench.serve import make_serve_plan, run_serve
-    from llmcli.engine.openai_http import list_models, pick_model
+    from llmcli.engine.openai.models import list_models, pick_model
 
     prompts, gens = parse_int_list(opts.n_prompt, "-p", 1), parse_int_list(opts.n_gen, "--n-gen", 1)
     if len(prompts) > 1 or len(gens) > 1:

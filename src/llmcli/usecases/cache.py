@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from llmcli.store import Store
 
 if TYPE_CHECKING:
-    from llmcli.engine.prefix_cache import Cleared, EntryInfo
+    from llmcli.engine.local.prefix_cache import Cleared, EntryInfo
 
 
 @dataclass
@@ -20,7 +20,7 @@ class CacheListing:
 
 
 def _cache(store: Store):
-    from llmcli.engine.prefix_cache import PrefixCache, resolve_root
+    from llmcli.engine.local.prefix_cache import PrefixCache, resolve_root
 
     # Links resolved, and refused when they lead out of the store: a clear deletes only in the store.
     return PrefixCache(

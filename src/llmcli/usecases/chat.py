@@ -19,7 +19,8 @@ from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:
     from llmcli.chatlog import Conversation
-    from llmcli.engine.openai_http import Endpoint
+    from llmcli.engine.openai.client import Endpoint
+    from llmcli.engine.session import Session
     from llmcli.engine.structured import OutputConstraint
     from llmcli.hub.events import ProgressScope
 
@@ -68,7 +69,7 @@ class ChatInputs:
 class Opened:
     """A session ready to talk, the name to show for its model, and the prompt (None: the REPL)."""
 
-    session: object  # llmcli.engine.session.Session
+    session: Session
     model_name: str
     prompt: str | None
     model_id: str = ""  # what finds the model again (a store name, a GGUF's path, a server's id): the log's
@@ -117,10 +118,10 @@ def check_prompt(prompt: str | None, opts: ChatOptions, inputs: ChatInputs) -> N
 
 
 def load_session(entry: ModelEntry, opts: ChatOptions):
-    from llmcli.engine.chat import ChatSession
+    from llmcli.engine.local.chat import ChatSession
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.engine.postprocess import WordFilter
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.engine.template_choice import read_template_file
+    from llmcli.engine.templates.choice import read_template_file
 
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     override = read_template_file(opts.chat_template) if opts.chat_template else None
@@ -178,7 +179,7 @@ def open_local(
 def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs) -> None:
     """Point the session at the disk prefix cache, and tell it where the shared start of the prompt
     ends: the piped document, which later questions about the same document will repeat."""
-    from llmcli.engine.session_cache import SessionCache
+    from llmcli.engine.local.session_cache import SessionCache
 
     if inputs.piped is not None and inputs.piped.strip():
         session.stable_text = inputs.piped.rstrip("\n")  # as join_piped puts it first
@@ -206,9 +207,9 @@ LOCAL_ONLY = {
 def open_remote(
     endpoint: Endpoint, opts: ChatOptions, inputs: ChatInputs, resumed: Conversation | None = None
 ) -> Opened:
-    from llmcli.engine.openai_http import list_models, pick_model
+    from llmcli.engine.openai.models import list_models, pick_model
+    from llmcli.engine.openai.session import RemoteChatSession, check_remote_constraint
     from llmcli.engine.postprocess import WordFilter
-    from llmcli.engine.remote import RemoteChatSession, check_remote_constraint
     from llmcli.usecases.endpoint import refuse_local_only
 
     refuse_local_only({flag: value(opts) for flag, value in LOCAL_ONLY.items()}, endpoint)

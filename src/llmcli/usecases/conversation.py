@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from llmcli.chatlog import LOG_FILE, ChatLog, Conversation, Exchange, LogUnavailable, LogWriteFailed
 from llmcli.display import printable
 from llmcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from llmcli.engine.session import Session
 
 
 def log_path(store_root: Path) -> Path:
@@ -124,19 +128,17 @@ def loggable_endpoint(base_url: str | None) -> str | None:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def logged_options(session, settings: dict[str, object]) -> dict:
+def logged_options(session: Session, settings: dict[str, object]) -> dict:
     """What shaped a reply: the sampling record, stop strings, the engine settings given (None left out)."""
     options: dict = dict(session.params.as_dict())
-    if getattr(session, "stops", None):
+    if session.stops:
         options["stop"] = list(session.stops)
-    if getattr(session, "think", None) is not None:
+    if session.think is not None:
         options["think"] = session.think
-    constraint = getattr(session, "constraint", None)
-    if constraint is not None:
-        options["constraint"] = constraint.kind
-    endpoint = getattr(session, "endpoint", None)
-    if endpoint is not None:
-        options["endpoint"] = loggable_endpoint(getattr(endpoint, "base_url", None))
+    if session.constraint is not None:
+        options["constraint"] = session.constraint.kind
+    if session.base_url is not None:
+        options["endpoint"] = loggable_endpoint(session.base_url)
     options.update({k: v for k, v in settings.items() if v is not None})
     return options
 

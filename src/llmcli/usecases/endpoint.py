@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from llmcli.errors import UsageError
 
 if TYPE_CHECKING:
-    from llmcli.engine.openai_http import Endpoint
+    from llmcli.engine.openai.client import Endpoint
 
 
 def endpoint_from_options(
@@ -19,7 +19,7 @@ def endpoint_from_options(
     engine. The HTTP client loads only when there is a server (or a key to refuse without one)."""
     if not url and not api_key:
         return None
-    from llmcli.engine.openai_http import Endpoint
+    from llmcli.engine.openai.client import Endpoint
 
     return Endpoint.from_options(url, api_key, timeout, default_api_key=default_api_key)
 

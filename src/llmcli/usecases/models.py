@@ -10,8 +10,9 @@ from llmcli.models import ModelRef
 from llmcli.store import ModelEntry, Removed, Store
 
 if TYPE_CHECKING:
-    from llmcli.engine.openai_http import Endpoint, RemoteModel
-    from llmcli.engine.template_choice import TemplateChoice
+    from llmcli.engine.openai.client import Endpoint
+    from llmcli.engine.openai.models import RemoteModel
+    from llmcli.engine.templates.choice import TemplateChoice
     from llmcli.gguf_check import ModelFacts
 
 
@@ -40,7 +41,7 @@ def list_models(store: Store) -> list[ModelEntry]:
 
 def list_remote_models(endpoint: Endpoint) -> list[RemoteModel]:
     """The models a server serves (its /v1/models)."""
-    from llmcli.engine.openai_http import list_models as served
+    from llmcli.engine.openai.models import list_models as served
 
     return served(endpoint)
 
@@ -55,7 +56,7 @@ class ModelView:
 
 
 def show_model(store: Store, ref: ModelRef, ctx: int | None = None) -> ModelView:
-    from llmcli.engine.runtime import DEFAULT_CTX
+    from llmcli.engine.local.runtime import DEFAULT_CTX
     from llmcli.gguf_check import model_facts
     from llmcli.usecases.render import template_choice_for
 
@@ -79,7 +80,7 @@ class Tokens:
 
 def tokenize(store: Store, ref: ModelRef, text: str, special: bool = False) -> Tokens:
     """TEXT as the model's tokenizer splits it; `special`: special-token text becomes the token."""
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     entry = store.resolve(ref)
     with Runtime(entry.path, RuntimeConfig(n_ctx=64)) as rt:

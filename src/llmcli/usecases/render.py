@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcli.engine.template import Message
-from llmcli.engine.template_choice import TemplateChoice
+from llmcli.engine.messages import Message
+from llmcli.engine.templates.choice import TemplateChoice
 from llmcli.errors import UsageError
 from llmcli.limits import check, limit
 from llmcli.store import Store
@@ -81,9 +81,9 @@ def parse_messages(text: str, source: str) -> list[Message]:
 
 
 def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 1) -> RenderedView:
-    from llmcli.engine.chat import ChatSession
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
-    from llmcli.engine.template_choice import read_template_file
+    from llmcli.engine.local.chat import ChatSession
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.templates.choice import read_template_file
     from llmcli.models import model_ref
 
     messages = parse_messages(opts.messages_text, opts.source)
@@ -102,11 +102,11 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
 
 def template_choice_for(path: str, own: str | None, arch: str | None) -> TemplateChoice:
     """Which template `chat` would use for this GGUF, and why (loads the vocabulary only when needed)."""
-    from llmcli.engine.template_choice import choose_template
+    from llmcli.engine.templates.choice import choose_template
 
     if own:
         return choose_template(own, arch, lambda _: False)
-    from llmcli.engine.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     with Runtime(path, RuntimeConfig(n_ctx=64, n_threads=1)) as rt:
         return choose_template(None, arch, rt.has_token)

@@ -6,9 +6,9 @@ import ctypes
 
 import pytest
 
+from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.scheduler import NeverFits, Scheduler, SchedulerConfig
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request
-from llmcli.engine.runtime import Runtime, RuntimeConfig
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ExitStatus
 

@@ -1,1 +1,1 @@
-"""The local engine's scheduler: many sequences over one llama.cpp context."""
+"""llama.cpp in this process: runtime, the scheduler of sequences, sampling, grammar, prefix cache, lookup."""

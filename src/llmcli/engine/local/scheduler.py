@@ -18,9 +18,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from llmcli.engine.local.batch import TokenBatch
+from llmcli.engine.local.prefix_cache import common_prefix
+from llmcli.engine.local.sampler import Sampler
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
-from llmcli.engine.prefix_cache import common_prefix
-from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ContextOverflow, RuntimeFailure, UsageError
 
 

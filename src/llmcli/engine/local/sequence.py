@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from llmcli.engine.local.sampler import Sampler
 from llmcli.engine.postprocess import Postprocessor, WordFilter
-from llmcli.engine.sampling import Sampler, SamplingParams
+from llmcli.engine.sampling import SamplingParams
 
 WAITING, RUNNING, DONE = "waiting", "running", "done"
 

@@ -10,8 +10,8 @@ import json
 import time
 from collections.abc import Iterator
 
-from llmcli.engine.openai_chunks import BadChunk, TokenBudget, check_chunk
-from llmcli.engine.openai_http import (
+from llmcli.engine.openai.chunks import BadChunk, TokenBudget, check_chunk
+from llmcli.engine.openai.client import (
     FALLBACK_STATUSES,
     FIELD_FALLBACKS,
     MAX_ERROR_BODY,
@@ -26,7 +26,7 @@ from llmcli.engine.openai_http import (
     server_message,
     shutdown,
 )
-from llmcli.engine.sse import MAX_LINE, EventTooLong, sse_events
+from llmcli.engine.openai.sse import MAX_LINE, EventTooLong, sse_events
 
 # More text than this per token is not one token: a bound for a server that ignores max_tokens.
 TOKEN_CHARS = 256

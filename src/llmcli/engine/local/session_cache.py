@@ -13,8 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcli.engine.cache_entry import CacheKey, CorruptEntry
-from llmcli.engine.prefix_cache import MIN_TOKENS, CacheUnusable, PrefixCache, reason, resolve_root, unusable
+from llmcli.engine.local.cache_entry import CacheKey, CorruptEntry
+from llmcli.engine.local.prefix_cache import (
+    MIN_TOKENS,
+    CacheUnusable,
+    PrefixCache,
+    reason,
+    resolve_root,
+    unusable,
+)
 from llmcli.errors import RuntimeFailure
 
 
@@ -36,7 +43,7 @@ def cache_key(runtime, memo_dir: Path | None = None) -> CacheKey:
     """The key for states made by this runtime (an engine.runtime.Runtime); the model file's hash
     is memoised in `memo_dir` (the cache folder) when given."""
     from llmcli import llama_lib
-    from llmcli.engine.model_identity import model_identity
+    from llmcli.engine.local.model_identity import model_identity
 
     params = runtime.kv_params
     return CacheKey(

@@ -35,7 +35,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from llmcli.engine.template_env import RENDER_CHARS, Budget, compile_template, render
+from llmcli.engine.messages import Message
+from llmcli.engine.templates.sandbox import RENDER_CHARS, Budget, compile_template, render
 from llmcli.errors import ContextOverflow, TemplateError
 
 # Used when a GGUF carries no template: ChatML, the most common format among open models.
@@ -53,20 +54,6 @@ _ESCAPED = re.compile("[\ue000-\uf8ff\ufdd0-\ufdef\U000f0000-\U0010ffff]")
 _MARKS = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_SEP}|{_MARK_CLOSE}")
 
 _CONTROL_ATTRS = (1 << 0) | (1 << 3)  # LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL: what parse_special toggles
-
-
-@dataclass
-class Message:
-    role: str
-    content: str
-    token_ids: list[int] | None = None  # the ids an assistant reply was generated as
-    cancelled: bool = False
-
-    def as_dict(self) -> dict:
-        data: dict[str, object] = {"role": self.role, "content": self.content}
-        if self.cancelled:
-            data["cancelled"] = True
-        return data
 
 
 @dataclass

@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterator
 
 from llmcli.engine.events import Event, RemoteReport, Stats, TextDelta, rate, reported
-from llmcli.engine.openai_http import ChatStream, Endpoint
+from llmcli.engine.messages import Message
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.stream import ChatStream
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import OutputConstraint
-from llmcli.engine.template import Message
 from llmcli.errors import LlmcliError, UsageError
 from llmcli.params import request_fields
 from llmcli.stages import STAGES, StageRecord, num
@@ -100,12 +101,18 @@ class RemoteChatSession:
         self.params = params or SamplingParams()
         self.stops = list(stops or [])
         self.word_filter_words = word_filter.words if word_filter else []
+        self.think: bool | None = None  # the server's template decides; no request field sets it
+        self.cache_warning: str | None = None  # the server owns its cache: there is nothing to save
         self.messages: list[Message] = []
         self.last_stats: Stats | None = None
         self._cancel = False
         self._stream: ChatStream | None = None
 
     # -- the Session surface ------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.base_url
+
     def conversation(self, extra: list[Message] | None = None) -> list[dict]:
         head = [Message("system", self.system)] if self.system else []
         return [{"role": m.role, "content": m.content} for m in head + self.messages + (extra or [])]

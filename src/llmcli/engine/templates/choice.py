@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcli.engine.template import FALLBACK_TEMPLATE
+from llmcli.engine.templates.render import FALLBACK_TEMPLATE
 from llmcli.errors import UsageError
 
 MAX_TEMPLATE_BYTES = 1 << 20  # the longest real templates are ~30 kB

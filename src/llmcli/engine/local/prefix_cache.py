@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmcli.engine.cache_entry import (
+from llmcli.engine.local.cache_entry import (
     ENTRY_NAME,
     MAGIC,
     SUFFIX,

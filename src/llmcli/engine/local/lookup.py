@@ -3,7 +3,7 @@
 Shell jobs such as `cat app.py | llmcli chat "Add type hints."` copy most of their input into the
 reply, so the few tokens that followed the reply's last n tokens in the prompt (or earlier in the
 reply) are often the next ones. The model checks a draft in one batched forward pass (see
-engine/speculative.py); this module only proposes drafts and decides how long they should be.
+engine/local/speculative.py); this module only proposes drafts and decides how long they should be.
 
 Whether a draft pays depends on two numbers. On a CPU, verifying a batch of 1 + k tokens costs
 about 1 + OVERHEAD + COST·k single steps (measured on the embedded model at 2 threads on an idle

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 
 from llmcli.engine.events import DraftStats
-from llmcli.engine.lookup import LookupDrafter
+from llmcli.engine.local.lookup import LookupDrafter
 from llmcli.errors import RuntimeFailure
 
 

@@ -1,0 +1,157 @@
+"""llama.cpp's native sampler chain, built from the sampling parameters."""
+
+from __future__ import annotations
+
+import random
+
+from llmcli.engine.sampling import SamplingParams
+
+
+class Sampler:
+    """Owns a llama_sampler chain; `sample` picks the next token from the context's last logits."""
+
+    def __init__(self, runtime, params: SamplingParams, grammar=None) -> None:
+        """grammar: a llmcli.engine.local.sampler.GrammarCheck (owned from here on), or None."""
+        ll = self.ll = runtime.ll
+        self.grammar = grammar
+        self._ctx = runtime.ctx_ptr
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        # Order as llama.cpp's common sampler: penalties, then truncation, then temperature, then draw.
+        # Only the penalties sampler keeps state on accept; without it a drawn token needs no undo.
+        self._stateful = params.repeat_penalty != 1.0
+        if self._stateful:
+            ll.llama_sampler_chain_add(
+                chain, ll.llama_sampler_init_penalties(params.repeat_last_n, params.repeat_penalty, 0.0, 0.0)
+            )
+        if params.temperature <= 0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+        else:
+            if params.top_k > 0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(params.top_k))
+            if params.top_p < 1.0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
+            if params.min_p > 0:
+                ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(params.temperature))
+            seed = params.seed if params.seed is not None else random.getrandbits(32)
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        self._chain = chain
+
+    def sample(self, idx: int = -1) -> int:
+        """The next token from the logits of batch index idx (-1: the last decoded position).
+        llama_sampler_sample also accepts the token into the chain (penalty history, RNG draw),
+        exactly once per call, so verifying a draft position by position keeps the chain's state
+        that of plain decoding. A grammar is only used with idx -1 (drafting is off under one)."""
+        grammar = self.grammar
+        if grammar is None or grammar.gate.state == "thinking":
+            token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
+        else:
+            token = grammar.sample(self._chain, self._ctx, self._stateful)
+        if grammar is not None:
+            grammar.observe(token)
+        return token
+
+    def reset(self) -> None:
+        """A fresh chain's state again (penalty history, the seeded RNG), for the next sequence."""
+        self.ll.llama_sampler_reset(self._chain)
+
+    def close(self) -> None:
+        if self.grammar is not None:
+            self.grammar.close()
+            self.grammar = None
+        if self._chain:
+            self.ll.llama_sampler_free(self._chain)
+            self._chain = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class GrammarCheck:
+    """A llama.cpp grammar sampler used as llama.cpp's common sampler uses it, for speed.
+
+    Masking the whole vocabulary with a grammar on every token is what makes constrained decoding
+    slow elsewhere. Instead: draw from the normal chain, check that one token against the grammar
+    (a one-candidate array), and only when it is rejected draw again over the full vocabulary with
+    the grammar applied first. The chosen token is then accepted into both samplers.
+    """
+
+    def __init__(self, runtime, grammar_ptr, gate) -> None:
+        import numpy as np
+
+        ll = self.ll = runtime.ll
+        self.runtime = runtime
+        self.gate = gate  # llmcli.engine.local.grammar.ThinkGate: when the grammar starts to apply
+        self._grammar = grammar_ptr
+        self.resamples = 0  # tokens the grammar rejected (for tests and the benchmark)
+        n = runtime.n_vocab
+        self._ids = np.arange(n, dtype=np.int32)
+        self._cands = np.zeros(
+            n, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+        )
+        self._all = ll.llama_token_data_array(self._cands.ctypes.data_as(ll.llama_token_data_p), n, -1, False)
+        self._one_data = (ll.llama_token_data * 1)()
+        self._one = ll.llama_token_data_array(self._one_data, 1, -1, False)
+        self._np = np
+
+    def _fill(self, ctx) -> None:
+        """The full candidate array from the last logits (samplers reorder it in place, so refill)."""
+        logits = self._np.ctypeslib.as_array(self.ll.llama_get_logits_ith(ctx, -1), shape=(len(self._ids),))
+        self._cands["id"] = self._ids
+        self._cands["logit"] = logits
+        self._cands["p"] = 0.0
+        arr = self._all
+        arr.data = self._cands.ctypes.data_as(self.ll.llama_token_data_p)
+        arr.size, arr.selected, arr.sorted = len(self._ids), -1, False
+
+    def _draw(self, sampler) -> int:
+        import ctypes
+
+        self.ll.llama_sampler_apply(sampler, ctypes.byref(self._all))
+        return int(self._all.data[self._all.selected].id)
+
+    def allows(self, token: int) -> bool:
+        import ctypes
+
+        one = self._one_data[0]
+        one.id, one.logit, one.p = token, 1.0, 0.0
+        self._one.size, self._one.selected, self._one.sorted = 1, -1, False
+        self.ll.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
+        return one.logit != float("-inf")
+
+    def sample(self, chain, ctx, stateful_chain: bool = True) -> int:
+        """One token that the grammar allows. stateful_chain: the chain remembers accepted tokens
+        (penalties), so the first draw must not be accepted before the grammar has seen it."""
+        import ctypes
+
+        ll = self.ll
+        if stateful_chain:
+            self._fill(ctx)
+            token = self._draw(chain)
+        else:  # all in C: the chain's accept is a no-op
+            token = int(ll.llama_sampler_sample(chain, ctx, -1))
+        if self.gate.state == "undecided" and self.gate.first(token):
+            if stateful_chain:
+                ll.llama_sampler_accept(chain, token)
+            return token  # it opens a thinking block: no grammar yet
+        if not self.allows(token):
+            self.resamples += 1
+            self._fill(ctx)
+            ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+            token = self._draw(chain)
+        ll.llama_sampler_accept(self._grammar, token)
+        if stateful_chain:
+            ll.llama_sampler_accept(chain, token)
+        return token
+
+    def observe(self, token: int) -> None:
+        if self.gate.state == "thinking":
+            self.gate.observe(self.runtime.piece(token, special=True).decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        if self._grammar:
+            self.ll.llama_sampler_free(self._grammar)
+            self._grammar = None

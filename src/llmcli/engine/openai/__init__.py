@@ -1,0 +1,1 @@
+"""The client of remote OpenAI-compatible servers: the session, HTTP, SSE and chunks."""
