@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from llmcli.engine.thinking import ReasoningSplitter
+from llmcli.engine.templates.thinking import ReasoningSplitter
 from llmcli.serve.body import Generation
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError

@@ -106,8 +106,8 @@ class Engine:
             self._close()
 
     def _load(self) -> None:
+        from llmcli.engine.local.runtime import Runtime, RuntimeConfig
         from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
-        from llmcli.engine.runtime import Runtime, RuntimeConfig
         from llmcli.serve.prompt import PromptMaker
 
         c = self.config
@@ -174,7 +174,7 @@ class Engine:
     def _submit(self, job: Job) -> None:
         from llmcli.engine.local.sequence import Request
         from llmcli.engine.postprocess import WordFilter
-        from llmcli.engine.template import PromptTooLong
+        from llmcli.engine.templates.render import PromptTooLong
 
         if job.dropped:
             return

@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import Request
 from starlette.responses import StreamingResponse
 
-from llmcli.engine.thinking import REASONING
+from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
 from llmcli.serve.body import ollama_chat, ollama_generate
 from llmcli.serve.call import Call, ClientLeft

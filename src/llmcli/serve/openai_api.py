@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import Request
 from sse_starlette import EventSourceResponse
 
-from llmcli.engine.thinking import REASONING
+from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
 from llmcli.serve.body import Generation, openai_chat, openai_completion
 from llmcli.serve.call import Call, ClientLeft

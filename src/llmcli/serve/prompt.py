@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmcli.engine.messages import Message
-from llmcli.engine.template import ChatTemplate
-from llmcli.engine.template_choice import choose_template
-from llmcli.engine.thinking import ThinkingForm, opens_thinking
+from llmcli.engine.templates.choice import choose_template
+from llmcli.engine.templates.render import ChatTemplate
+from llmcli.engine.templates.thinking import ThinkingForm, opens_thinking
 
 
 @dataclass
