@@ -57,6 +57,9 @@ class Call:
         except asyncio.TimeoutError:
             self.close()
             raise self._timeout() from None
+        except BaseException:  # cancelled (the server's grace period ran out): give the place back
+            self.close()
+            raise
         if isinstance(event, Refused):
             self.close()
             raise ApiError(event.status, event.message, event.param)
