@@ -286,6 +286,12 @@ def test_bad_parameters_are_400_naming_the_field_with_llmclis_bounds(server, pat
     assert error["param"] == param and words in error["message"] and error["type"] == "invalid_request_error"
 
 
+def test_null_parameters_mean_the_servers_defaults(server):
+    body = {"messages": HI, "max_tokens": 2, "temperature": None, "top_p": None, "seed": None, "stop": None}
+    r = post(server, "/v1/chat/completions", body)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
+
+
 def test_ollama_bad_option_is_400_in_ollamas_shape(server):
     r = post(server, "/api/chat", {"model": EMBEDDED_NAME, "messages": HI, "options": {"temperature": -1}})
     assert r.status_code == 400 and r.json() == {"error": "options.temperature must be in 0..10, not -1"}

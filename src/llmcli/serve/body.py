@@ -174,17 +174,14 @@ def _refuse_unsupported(body: dict) -> None:
 
 
 def _openai_values(body: dict) -> dict[str, tuple[str, Any]]:
+    """The parameters a body sets, by row name; null is OpenAI's "not given" (the server's default)."""
     values: dict[str, tuple[str, Any]] = {}
     for name, row in PARAMS.items():
         for sent in ((row.openai,) if row.openai else ()) + row.extensions:
-            if sent in body:
+            if body.get(sent) is not None:
                 values[name] = (sent, body[sent])
     if body.get("max_completion_tokens") is not None:
         values["max_tokens"] = ("max_completion_tokens", body["max_completion_tokens"])
-    if values.get("max_tokens", ("", 0))[1] is None:
-        del values["max_tokens"]
-    if values.get("seed", ("", 0))[1] is None:
-        del values["seed"]
     return values
 
 
