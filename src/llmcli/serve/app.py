@@ -188,5 +188,7 @@ def create_app(server: Server):
 
 
 def ready_or_503(server: Server) -> None:
+    if server.engine.error is not None:  # the server is on its way down
+        raise ApiError(503, "the engine has stopped; the server is shutting down")
     if not server.engine.ready.is_set():
         raise ApiError(503, "the model is still loading; try again in a moment", retry_after=1)

@@ -90,14 +90,9 @@ class Engine:
     def _main(self) -> None:
         try:
             self._load()
-        except BaseException as exc:  # reported by the command once the server has stopped
-            self.error = exc
-            self.on_fatal()
-            return
-        self.ready.set()
-        try:
+            self.ready.set()
             self._loop()
-        except BaseException as exc:
+        except BaseException as exc:  # reported by the command once the server has stopped
             self.error = exc
             for job in list(self._jobs.values()):
                 job.deliver(Refused(500, f"the engine failed: {exc}"))
