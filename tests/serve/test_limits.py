@@ -201,6 +201,17 @@ def test_a_stream_still_running_when_the_grace_period_ends_is_cut_and_the_exit_i
         srv.stop()
 
 
+def test_ctrl_c_stops_it_with_130(tmp_path, embedded_path):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1")
+    try:
+        srv.proc.send_signal(signal.SIGINT)
+        assert srv.proc.wait(60) == 130
+        srv.stop()
+        assert srv.stderr_lines[-1].startswith("llmcli: stopped;"), srv.stderr_lines
+    finally:
+        srv.stop()
+
+
 # -- --timeout -----------------------------------------------------------------------------------
 def test_a_request_past_timeout_is_504_whole_or_an_error_event_streamed(tmp_path, embedded_path):
     srv = ServeProcess(tmp_path, embedded_path, "--parallel", "2", "--timeout", "1")
