@@ -16,7 +16,17 @@ ENGINE = PACKAGE / "engine"
 
 # The library: it never talks to a terminal, so it imports none of the terminal's packages (nor
 # llmcli's own terminal layers); the commands and the ui render its results.
-LIBRARY = ("engine", "store.py", "hub", "convert", "usecases", "bench", "chatlog.py", "gguf_check.py")
+LIBRARY = (
+    "engine",
+    "store.py",
+    "hub",
+    "convert",
+    "usecases",
+    "bench",
+    "serve",
+    "chatlog.py",
+    "gguf_check.py",
+)
 TERMINAL = ("typer", "rich", "prompt_toolkit", "llmcli.ui", "llmcli.commands", "llmcli.cli")
 # The two backends under engine/: each depends on the contract at engine/'s root, never on the other.
 ROOMS = {"local": "llmcli.engine.openai", "openai": "llmcli.engine.local"}

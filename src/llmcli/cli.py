@@ -19,7 +19,20 @@ from typer.core import TyperCommand, TyperGroup
 # Explicit, so a reader sees every edge. At module level a command module imports only typer,
 # commands/options, environment and errors (tests/cli/test_startup.py checks; heavy imports live
 # inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
-from llmcli.commands import bench, cache, chat, completion, convert, logs, pull, render, rm, show, tokenize
+from llmcli.commands import (
+    bench,
+    cache,
+    chat,
+    completion,
+    convert,
+    logs,
+    pull,
+    render,
+    rm,
+    serve,
+    show,
+    tokenize,
+)
 from llmcli.commands import list as list_
 from llmcli.environment import Environment
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
@@ -69,6 +82,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "pull": pull.pull,
     "convert": convert.convert,
     "bench": bench.bench,
+    "serve": serve.serve,
     "cache": cache.cache,
     "completion": completion.completion,
 }

@@ -27,6 +27,13 @@ HEAVY = (
     "sentencepiece",
     "yaml",
     "safetensors",
+    # serve's HTTP stack
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "sse_starlette",
+    "prometheus_client",
+    "limits",
 )
 # llmcli's own heavier layers, which neither --help nor list uses.
 # (llmcli.convert itself may load: its __init__ is lazy, and convert/outtypes.py is the dependency-free
@@ -46,6 +53,7 @@ UNUSED_LAYERS = (
     "llmcli.ui.answer",
     "llmcli.usecases.answer",
     "llmcli.ui.download",
+    "llmcli.serve",
 )
 
 

@@ -33,6 +33,8 @@ TEST_EXTRAS: dict[str, str] = {
     "protobuf": "google.protobuf",
     "ruff": "ruff",
     "mypy": "mypy",
+    "openai": "openai",
+    "ollama": "ollama",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
 INSTALL = "pip install -e '.[test]'"

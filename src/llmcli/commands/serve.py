@@ -1,0 +1,203 @@
+"""`llmcli serve`: an OpenAI- and Ollama-compatible server on the batch scheduler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from llmcli.commands.options import (
+    CtxOpt,
+    JsonOpt,
+    ThreadsOpt,
+    complete_model_names,
+    environment,
+    param_option,
+)
+
+HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests decoded together.
+
+\b
+  llmcli serve                              the default model on http://127.0.0.1:8080
+  llmcli serve MODEL --parallel 8 --ctx 16384
+  llmcli serve --host 0.0.0.0 --api-key-file keys.txt --rate-limit 60
+
+\b
+Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
+/api/tags, /api/show, /api/version (Ollama); /health and /metrics (Prometheus).
+SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
+With --json, stdout gets one line once it listens: {"url", "model", "path"}.
+"""
+
+
+def serve(
+    context: typer.Context,
+    model: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="MODEL",
+            help="Model (see `llmcli list`), a .gguf path or REPO[:QUANT]. \\[the default model]",
+            autocompletion=complete_model_names,
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")] = 8080,
+    parallel: Annotated[
+        int, typer.Option("--parallel", min=1, max=256, help="Sequences decoded together (one KV pool).")
+    ] = 4,
+    ctx: CtxOpt = None,
+    threads: ThreadsOpt = None,
+    system: Annotated[
+        Optional[str],
+        typer.Option("-s", "--system", help="System prompt for chats that bring none.", show_default=False),
+    ] = None,
+    temp: Annotated[Optional[float], param_option("temperature")] = None,
+    top_p: Annotated[Optional[float], param_option("top_p")] = None,
+    top_k: Annotated[Optional[int], param_option("top_k")] = None,
+    min_p: Annotated[Optional[float], param_option("min_p")] = None,
+    repeat_penalty: Annotated[Optional[float], param_option("repeat_penalty")] = None,
+    seed: Annotated[Optional[int], param_option("seed")] = None,
+    max_tokens: Annotated[Optional[int], param_option("max_tokens")] = None,
+    stop: Annotated[
+        Optional[list[str]],
+        typer.Option("--stop", help="Stop every reply at this string (repeatable).", show_default=False),
+    ] = None,
+    filter_file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--filter",
+            help="Mask the words/phrases in FILE (one a line) with *** in every reply.",
+            show_default=False,
+        ),
+    ] = None,
+    api_key: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--api-key",
+            metavar="KEY",
+            show_default=False,
+            help="A key clients must send (Bearer or x-api-key); repeatable. Never logged. "
+            "Prefer --api-key-file (a command line is visible to other users).",
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Optional[Path],
+        typer.Option("--api-key-file", metavar="FILE", show_default=False, help="Keys, one a line."),
+    ] = None,
+    rate_limit: Annotated[
+        Optional[int],
+        typer.Option(
+            "--rate-limit", metavar="N", min=1, show_default=False, help="Requests a minute, per key."
+        ),
+    ] = None,
+    token_limit: Annotated[
+        Optional[int],
+        typer.Option(
+            "--token-limit",
+            metavar="N",
+            min=1,
+            show_default=False,
+            help="Prompt + reply tokens a minute, per key.",
+        ),
+    ] = None,
+    max_body: Annotated[
+        int, typer.Option("--max-body", metavar="BYTES", min=1, help="Largest request body.")
+    ] = 4 << 20,
+    max_queue: Annotated[
+        int,
+        typer.Option(
+            "--max-queue", metavar="N", min=0, help="Requests waiting for a sequence; past it, 503."
+        ),
+    ] = 16,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECONDS", min=0.001, help="Longest a request may take.")
+    ] = 600.0,
+    grace: Annotated[
+        float,
+        typer.Option("--grace", metavar="SECONDS", min=0, help="After SIGTERM, time for requests in flight."),
+    ] = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    import json
+    import signal
+
+    from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.sampling import SamplingParams
+    from llmcli.errors import Interrupted
+    from llmcli.serve.config import ServeConfig, check_config, read_key_file
+    from llmcli.serve.run import find_model
+    from llmcli.serve.run import serve as run
+    from llmcli.store import Store
+    from llmcli.ui.download import pull_report
+
+    env = environment(context)
+    overrides: dict[str, Any] = {
+        "temperature": temp,
+        "top_p": top_p,
+        "top_k": top_k,
+        "min_p": min_p,
+        "repeat_penalty": repeat_penalty,
+        "seed": seed,
+        "max_tokens": max_tokens,
+    }
+    keys = list(api_key or []) + (read_key_file(api_key_file) if api_key_file else [])
+    config = ServeConfig(
+        model_path="",
+        model_name="",
+        host=host,
+        port=port,
+        parallel=parallel,
+        ctx=ctx,
+        threads=threads,
+        system=system,
+        params=SamplingParams(**{k: v for k, v in overrides.items() if v is not None}),
+        stops=stop or [],
+        filter_words=WordFilter.from_file(filter_file).words if filter_file else [],
+        api_keys=keys,
+        rate_limit=rate_limit,
+        token_limit=token_limit,
+        max_body=max_body,
+        max_queue=max_queue,
+        timeout=timeout,
+        grace=grace,
+    )
+    check_config(config)  # before a model is looked for, let alone pulled
+    entry = find_model(
+        Store(env.store_root),
+        model,
+        env.default_model,
+        env.home,
+        lambda: pull_report(env.stderr, env.stderr_isatty),
+    )
+    config.model_path, config.model_name = entry.path, entry.name
+
+    def listening(url: str) -> None:
+        if json_out:  # the address (with --port 0, the port chosen) for a script that started it
+            env.stdout.write(json.dumps({"url": url, "model": entry.name, "path": entry.path}) + "\n")
+            env.stdout.flush()
+        env.stderr.write(f"llmcli: serving {entry.name} on {url} (loading; /health answers 200 when ready)\n")
+        env.stderr.flush()
+
+    def status(now) -> None:  # one line, rewritten in place
+        line = (
+            "loading the model..."
+            if now.loading
+            else f"{now.running} running · {now.waiting} waiting · {now.tokens_per_s:,.1f} tok/s · "
+            f"{now.finished:,} done · KV {now.kv_used:.0%}"
+        )
+        env.stderr.write(f"\r\x1b[K{line}")
+        env.stderr.flush()
+
+    try:
+        stopped_by = run(config, listening, status if env.stderr_isatty else None, debug=env.debug)
+    finally:
+        if env.stderr_isatty:
+            env.stderr.write("\r\x1b[K")
+    if stopped_by == signal.SIGINT:
+        raise Interrupted("stopped; the requests in flight were given their grace period")
+    env.stderr.write("llmcli: stopped\n")
+
+
+serve.__doc__ = HELP

@@ -1,0 +1,131 @@
+"""One request's exchange with the engine thread, on the event loop.
+
+`start` submits it and waits for the engine's answer (a 400 or 503 before any byte is sent);
+`events` then yields its text and, last, its Outcome. A client that leaves, or the request's time
+limit, cancels the sequence: the engine frees its cells in its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from llmcli.engine.templates.thinking import ReasoningSplitter
+from llmcli.serve.body import Generation
+from llmcli.serve.engine import Job
+from llmcli.serve.errors import ApiError
+from llmcli.serve.outcome import Delta, Outcome, Refused, Started
+
+POLL_S = 0.25  # how often a non-streamed request looks for a client that left
+
+
+class ClientLeft(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+class Call:
+    def __init__(self, server, gen: Generation, who: str, t_arrival: float) -> None:
+        self.server = server
+        self.gen = gen
+        self.who = who
+        self.queue: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        self.job = Job(gen, self._deliver, t_arrival)
+        self._loop = loop
+        self.deadline = t_arrival + server.config.timeout
+        self.outcome: Outcome | None = None
+        self.splitter: ReasoningSplitter | None = None
+        self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
+        self.return_s = 0.0  # stage ⑥: handing them to the connection
+        self._counted = False
+        self._polled = time.perf_counter()
+
+    def _deliver(self, event: object) -> None:
+        """From the engine thread: onto this request's queue, on the event loop's thread."""
+        self._loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    async def start(self) -> Started:
+        server = self.server
+        server.gate.admit(self.who)
+        server.gate.in_flight += 1
+        self._counted = True
+        self.job.access_ms = (time.perf_counter() - self.job.t_arrival) * 1000
+        server.engine.submit(self.job)
+        try:
+            event = await asyncio.wait_for(self.queue.get(), max(self.deadline - time.perf_counter(), 0.001))
+        except asyncio.TimeoutError:
+            self.close()
+            raise self._timeout() from None
+        except BaseException:  # cancelled (the server's grace period ran out): give the place back
+            self.close()
+            raise
+        if isinstance(event, Refused):
+            self.close()
+            raise ApiError(event.status, event.message, event.param)
+        assert isinstance(event, Started)
+        self.splitter = ReasoningSplitter(server.engine.prompts.thinking.parses, event.opens_thinking)
+        return event
+
+    async def events(
+        self, disconnected: Callable[[], Awaitable[bool]] | None = None
+    ) -> AsyncIterator[tuple[str, str] | Outcome]:
+        """Delta pieces as (kind, text) and, last, the Outcome. `disconnected`: polled while waiting
+        (a streamed response learns of a client that left from its own send instead)."""
+        assert self.splitter is not None
+        splitter = self.splitter
+        try:
+            while True:
+                event = await self._next(disconnected)
+                t0 = time.perf_counter()
+                if isinstance(event, Refused):
+                    raise ApiError(event.status, event.message, event.param)
+                if isinstance(event, Delta):
+                    pieces = splitter.feed(event.text)
+                    self.postprocess_s += time.perf_counter() - t0
+                    for piece in pieces:
+                        yield piece
+                    continue
+                assert isinstance(event, Outcome)
+                pieces = splitter.flush()
+                self.postprocess_s += time.perf_counter() - t0
+                for piece in pieces:
+                    yield piece
+                self.outcome = event
+                yield event
+                return
+        finally:
+            self.close()
+
+    async def _next(self, disconnected: Callable[[], Awaitable[bool]] | None) -> object:
+        while True:
+            now = time.perf_counter()
+            left = self.deadline - now
+            if left <= 0:
+                raise self._timeout()
+            # Tokens may arrive faster than POLL_S: look for a client that left on a clock, not only
+            # when the queue is quiet.
+            if disconnected is not None and now - self._polled >= POLL_S:
+                self._polled = now
+                if await disconnected():
+                    raise ClientLeft()
+            try:
+                return await asyncio.wait_for(self.queue.get(), min(left, POLL_S))
+            except asyncio.TimeoutError:
+                continue
+
+    def _timeout(self) -> ApiError:
+        return ApiError(
+            504, f"the request took longer than {self.server.config.timeout:g} s, the server's --timeout"
+        )
+
+    def close(self) -> None:
+        """Once: cancel the sequence if it has not finished, give back its place, charge its tokens."""
+        if not self._counted:
+            return
+        self._counted = False
+        self.server.gate.in_flight -= 1
+        if self.outcome is None:
+            self.server.engine.cancel(self.job)
+        else:
+            self.server.gate.charge(self.who, self.outcome.prompt_tokens + self.outcome.completion_tokens)

@@ -1,0 +1,90 @@
+"""What `llmcli serve` is told: the listening address, the pool, the access rules, the schedule."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmcli.engine.sampling import SamplingParams
+from llmcli.errors import UsageError
+
+MIB = 1 << 20
+
+
+@dataclass
+class ServeConfig:
+    model_path: str
+    model_name: str
+    host: str = "127.0.0.1"
+    port: int = 8080
+    parallel: int = 4  # sequences decoded together
+    ctx: int | None = None  # the KV pool, shared by every sequence (None: the runtime's default)
+    threads: int | None = None
+    system: str | None = None  # prepended to a chat that has no system message of its own
+    params: SamplingParams = field(default_factory=SamplingParams)  # defaults a request may override
+    stops: list[str] = field(default_factory=list)
+    filter_words: list[str] = field(default_factory=list)
+    api_keys: list[str] = field(default_factory=list)
+    rate_limit: int | None = None  # requests a minute, per key
+    token_limit: int | None = None  # prompt + completion tokens a minute, per key
+    max_body: int = 4 * MIB
+    max_queue: int = 16  # requests waiting for a sequence; one more is 503 at once
+    timeout: float = 600.0  # seconds a request may take, queue included
+    grace: float = 30.0  # seconds in-flight requests get to finish after SIGTERM
+
+    def __repr__(self) -> str:  # the keys never reach a log or a traceback
+        return f"ServeConfig(model={self.model_name!r}, {self.host}:{self.port}, keys={len(self.api_keys)})"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_config(config: ServeConfig) -> None:
+    """Refuse what must not start: an open address without a key, numbers out of their range."""
+    if not config.api_keys and not is_loopback(config.host):
+        raise UsageError(
+            f"--host {config.host} listens beyond this machine and no key is set; "
+            "add --api-key KEY (or --api-key-file FILE), or listen on 127.0.0.1"
+        )
+    if not 0 <= config.port <= 65535:
+        raise UsageError(f"--port must be in 0..65535, not {config.port}")
+    for flag, value, low in (
+        ("--parallel", config.parallel, 1),
+        ("--max-queue", config.max_queue, 0),
+        ("--max-body", config.max_body, 1),
+        ("--rate-limit", config.rate_limit, 1),
+        ("--token-limit", config.token_limit, 1),
+    ):
+        if value is not None and value < low:
+            raise UsageError(f"{flag} must be at least {low}, not {value}")
+    if config.parallel > 256:  # llama.cpp's LLAMA_MAX_SEQ
+        raise UsageError(f"--parallel must be at most 256 (llama.cpp's limit), not {config.parallel}")
+    from llmcli.limits import check, check_threads
+
+    if config.ctx is not None:
+        check("--ctx", config.ctx, "ctx", "give a smaller --ctx")
+    check_threads(config.threads)
+    if not config.timeout > 0 or not config.grace >= 0:
+        raise UsageError("--timeout must be more than 0 seconds and the grace period at least 0")
+
+
+def read_key_file(path: Path) -> list[str]:
+    """One key a line; blank lines and `#` comments are skipped. An empty file is a mistake."""
+    from llmcli.limits import limit
+
+    cap = limit("option_file_bytes")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read(cap + 1)
+    if len(text) > cap:
+        raise UsageError(f"--api-key-file {path} is over {cap:,} characters; give a file of keys, one a line")
+    keys = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not keys:
+        raise UsageError(f"--api-key-file {path} holds no key; write one key a line")
+    return keys

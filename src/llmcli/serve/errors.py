@@ -1,0 +1,58 @@
+"""An HTTP answer other than 200, and its body in the shape the client's API expects.
+
+OpenAI's routes answer `{"error": {"message", "type", "param", "code"}}`; Ollama's answer
+`{"error": "message"}` (what its Python client reads into ResponseError).
+"""
+
+from __future__ import annotations
+
+# status -> OpenAI's error type
+TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    500: "server_error",
+    503: "server_busy",
+    504: "timeout",
+}
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        found = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
+        if self.status == 401:
+            found["WWW-Authenticate"] = "Bearer"
+        return found
+
+    def body(self, ollama: bool) -> dict:
+        if ollama:
+            return {"error": self.message}
+        return {
+            "error": {
+                "message": self.message,
+                "type": TYPES.get(self.status, "server_error"),
+                "param": self.param,
+                "code": self.status,
+            }
+        }
+
+
+def bad(param: str | None, message: str) -> ApiError:
+    return ApiError(400, message, param)

@@ -1,0 +1,186 @@
+"""OpenAI's routes: /v1/chat/completions and /v1/completions (SSE or JSON), /v1/models."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi import Request
+from sse_starlette import EventSourceResponse
+
+from llmcli.engine.templates.thinking import REASONING
+from llmcli.serve.app import Server, read_json, ready_or_503
+from llmcli.serve.body import Generation, openai_chat, openai_completion
+from llmcli.serve.call import Call, ClientLeft
+from llmcli.serve.errors import ApiError
+from llmcli.serve.outcome import Outcome, timings, usage
+
+
+async def begin(request, server: Server, parse: Callable[[dict], Generation]) -> Call:
+    ready_or_503(server)
+    gen = parse(await read_json(request, server))
+    call = Call(server, gen, request.state.who, request.state.t_arrival)
+    await call.start()
+    return call
+
+
+class Shape:
+    """How one route words its objects: a chat's message and delta, or a completion's text."""
+
+    def __init__(self, chat: bool, model: str) -> None:
+        self.chat = chat
+        self.model = model
+        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+
+    def envelope(self, choices: list[dict], chunk: bool) -> dict:
+        kind = ("chat.completion" if self.chat else "text_completion") + (
+            ".chunk" if chunk and self.chat else ""
+        )
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+
+    def piece(self, kind: str, text: str) -> dict:
+        if self.chat:
+            key = "reasoning_content" if kind == REASONING else "content"
+            return {"index": 0, "delta": {key: text}, "finish_reason": None}
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": None}
+
+    def last(self, outcome: Outcome) -> dict:
+        reason = "length" if outcome.finish_reason == "length" else "stop"
+        if self.chat:
+            return {"index": 0, "delta": {}, "finish_reason": reason}
+        return {"index": 0, "text": "", "logprobs": None, "finish_reason": reason}
+
+    def whole(self, text: str, reasoning: str, outcome: Outcome) -> dict:
+        reason = "length" if outcome.finish_reason == "length" else "stop"
+        if self.chat:
+            message: dict = {"role": "assistant", "content": text}
+            if reasoning:
+                message["reasoning_content"] = reasoning
+            return {"index": 0, "message": message, "finish_reason": reason, "logprobs": None}
+        return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+
+
+async def answer(request, server: Server, call: Call, shape: Shape):
+    """The whole reply as one JSON object."""
+    from starlette.responses import JSONResponse, Response
+
+    parts: dict[str, list[str]] = {REASONING: [], "answer": []}
+    outcome = None
+    try:
+        async for item in call.events(request.is_disconnected):
+            if isinstance(item, Outcome):
+                outcome = item
+            else:
+                kind, text = item
+                parts[kind if kind == REASONING else "answer"].append(text)
+    except ClientLeft:
+        return Response(status_code=499)  # nobody reads it: the sequence is cancelled
+    assert outcome is not None
+    t0 = time.perf_counter()
+    body = shape.envelope([shape.whole("".join(parts["answer"]), "".join(parts[REASONING]), outcome)], False)
+    body["usage"] = usage(outcome)
+    call.return_s += time.perf_counter() - t0
+    body["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
+    return JSONResponse(body)
+
+
+class ClosingEvents(EventSourceResponse):
+    """Closes its call once sent or abandoned: a stream whose client left before its first item
+    never runs its generator's `finally`."""
+
+    def __init__(self, call: Call, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.call = call
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.call.close()
+
+
+def stream(server: Server, call: Call, shape: Shape):
+    """Server-sent events in OpenAI's format, `data: [DONE]` last."""
+
+    async def events():
+        send = time.perf_counter
+        if shape.chat:
+            yield json.dumps(
+                shape.envelope(
+                    [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}], True
+                )
+            )
+        outcome = None
+        try:
+            async for item in call.events():
+                if isinstance(item, Outcome):
+                    outcome = item  # the last item: the loop ends and the call closes
+                    continue
+                t0 = send()
+                data = json.dumps(shape.envelope([shape.piece(*item)], True))
+                t1 = send()
+                call.postprocess_s += t1 - t0
+                yield data
+                call.return_s += send() - t1
+        except ApiError as exc:  # the time limit, or the engine failed: OpenAI's mid-stream error
+            yield json.dumps(exc.body(ollama=False))
+            return
+        if outcome is None:
+            return
+        last = shape.envelope([shape.last(outcome)], True)
+        last["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
+        yield json.dumps(last)
+        if call.gen.include_usage:
+            tail = shape.envelope([], True)
+            tail["usage"] = usage(outcome)
+            yield json.dumps(tail)
+        yield "[DONE]"
+
+    return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace)
+
+
+def register(app, server: Server) -> None:
+
+    config = server.config
+
+    @app.get("/v1/models")
+    async def models():
+        created = int(Path(config.model_path).stat().st_mtime)
+        return {
+            "object": "list",
+            "data": [{"id": config.model_name, "object": "model", "created": created, "owned_by": "llmcli"}],
+        }
+
+    async def generate(request: Request, chat: bool):
+        def parse(body: dict) -> Generation:
+            if chat:
+                return openai_chat(body, config.params, config.system)
+            return openai_completion(body, config.params)
+
+        call = await begin(request, server, parse)
+        shape = Shape(chat, config.model_name)
+        if call.gen.stream:
+            return stream(server, call, shape)
+        try:
+            return await answer(request, server, call, shape)
+        except BaseException:
+            call.close()
+            raise
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await generate(request, True)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await generate(request, False)

@@ -1,0 +1,105 @@
+"""What the engine thread hands the event loop, and the `timings` object every response carries.
+
+`timings` has llama-server's field names (prompt_n, prompt_ms, predicted_n, cache_n...) and then
+llmcli's seven stages, each a stage record (llmcli.stages), queue time included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmcli.stages import STAGES, StageRecord
+
+
+@dataclass
+class Started:
+    """The request is tokenized and queued: from here on the answer is a 200."""
+
+    prompt_tokens: int
+    opens_thinking: bool
+
+
+@dataclass
+class Delta:
+    text: str
+
+
+@dataclass
+class Refused:
+    status: int
+    message: str
+    param: str | None = None
+
+
+@dataclass
+class Outcome:
+    finish_reason: str  # stop | length | cancelled
+    prompt_tokens: int
+    cached_tokens: int  # prompt tokens shared from cells another sequence had computed
+    prefill_tokens: int
+    completion_tokens: int
+    access_ms: float  # auth, rate limit, body, parse: on the event loop
+    tokenize_ms: float  # template + tokenize: on the engine thread
+    queue_ms: float | None
+    prefill_ms: float | None
+    decode_ms: float | None
+    ttft_ms: float | None
+    release_ms: float
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def _per(n: int, ms: float | None) -> tuple[float | None, float | None]:
+    if not n or not ms:
+        return None, None
+    return round(ms / n, 3), round(n / ms * 1000, 3)
+
+
+def timings(o: Outcome, postprocess_ms: float, return_ms: float) -> dict:
+    prompt_per_token, prompt_per_second = _per(o.prefill_tokens, o.prefill_ms)
+    predicted_per_token, predicted_per_second = _per(o.completion_tokens, o.decode_ms)
+    ms = {
+        "tokenize": o.access_ms + o.tokenize_ms,
+        "schedule": o.queue_ms,
+        "prefill": o.prefill_ms,
+        "decode": o.decode_ms,
+        "postprocess": postprocess_ms,
+        "return": return_ms,
+        "release": o.release_ms,
+    }
+    details = {
+        "tokenize": f"access {o.access_ms:.1f} ms (key, limits, body), "
+        f"template + tokenize {o.tokenize_ms:.1f} ms",
+        "schedule": f"queued, then admitted with {o.cached_tokens} prompt tokens shared",
+        "prefill": f"{o.prefill_tokens} prompt tokens computed",
+        "decode": f"{o.completion_tokens} tokens, batched with the other sequences",
+        "postprocess": "stop strings, word filter, reasoning split, response chunks",
+        "return": "written to the connection",
+        "release": "the sequence's cells freed or kept as a shared prefix",
+    }
+    return {
+        "cache_n": o.cached_tokens,
+        "prompt_n": o.prefill_tokens,
+        "prompt_ms": _r(o.prefill_ms),
+        "prompt_per_token_ms": prompt_per_token,
+        "prompt_per_second": prompt_per_second,
+        "predicted_n": o.completion_tokens,
+        "predicted_ms": _r(o.decode_ms),
+        "predicted_per_token_ms": predicted_per_token,
+        "predicted_per_second": predicted_per_second,
+        "queue_ms": _r(o.queue_ms),
+        "ttft_ms": _r(o.ttft_ms),
+        "stages": [StageRecord(s.key, ms[s.key], "local", details[s.key]).as_dict() for s in STAGES],
+    }
+
+
+def usage(o: Outcome) -> dict:
+    """OpenAI's usage object (with the cached prompt tokens where OpenAI reports them)."""
+    return {
+        "prompt_tokens": o.prompt_tokens,
+        "completion_tokens": o.completion_tokens,
+        "total_tokens": o.prompt_tokens + o.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": o.cached_tokens},
+    }

@@ -1,0 +1,127 @@
+"""Run the server until SIGTERM or Ctrl-C: bind, load the model behind /health, serve, drain.
+
+SIGTERM (and the first Ctrl-C) stops accepting, gives in-flight requests the grace period to
+finish, then stops the engine thread, which frees every cell. uvicorn would re-raise the signal
+once drained (the process would die of it); here the caller gets it back as a value instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
+from llmcli.serve.config import ServeConfig, check_config
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, made here so that a taken port is one clear line (and port 0 works)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(
+            f"--host {host} is not an address here ({exc.strerror}); give an IP or a host name"
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def serve(
+    config: ServeConfig,
+    on_listening: Callable[[str], None],
+    on_status: Callable[[Any], None] | None = None,
+    debug: bool = False,
+) -> int:
+    """Serve until told to stop; the signal that stopped it (0: none). Raises what failed the engine.
+    on_status: given an app.Status every second (a terminal's live status line). debug: uvicorn's
+    own log lines and tracebacks on stderr (else it says nothing: llmcli speaks for itself)."""
+    import uvicorn
+
+    from llmcli.gguf_check import model_facts
+    from llmcli.serve.access import Gate
+    from llmcli.serve.app import Server, create_app
+    from llmcli.serve.engine import Engine
+    from llmcli.serve.metrics import ServeMetrics
+
+    check_config(config)
+    model_facts(config.model_path)  # a file llama.cpp would refuse (or crash on) fails before we listen
+    sock = bind(config.host, config.port)
+    uv: Any = None
+
+    def engine_stopped() -> None:  # from the engine thread: main_loop reads the flag every 0.1 s
+        if uv is not None:
+            uv.should_exit = True
+
+    metrics = ServeMetrics()
+    engine = Engine(config, metrics, on_fatal=engine_stopped)
+    metrics.watch(engine)
+    app = create_app(Server(config, engine, Gate(config), metrics, on_status=on_status))
+    uv = _server(
+        uvicorn.Config(
+            app,
+            log_config=None,
+            log_level="warning" if debug else "critical",
+            access_log=False,  # a request line is nobody's business on stderr (and never a key)
+            server_header=False,
+            # SSE streams end themselves (cleanly, without [DONE]) at --grace; uvicorn cancels what is
+            # left a little later.
+            timeout_graceful_shutdown=round(config.grace) + 2,
+            lifespan="on",
+        )
+    )
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    on_listening(f"http://{shown}:{port}")
+    asyncio.run(uv.serve(sockets=[sock]))
+    if engine.error is not None:
+        if isinstance(engine.error, LlmcliError):
+            raise engine.error
+        raise RuntimeFailure(f"the engine stopped: {type(engine.error).__name__}: {engine.error}")
+    return uv.stopped_by
+
+
+def _server(config) -> Any:
+    """uvicorn.Server with the signals kept: handled and reported, never re-raised."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        stopped_by = 0
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            handled = (signal.SIGINT, signal.SIGTERM)
+            before = {sig: signal.signal(sig, self.on_signal) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+
+        def on_signal(self, sig, frame) -> None:
+            self.stopped_by = self.stopped_by or sig
+            self.handle_exit(sig, frame)
+
+    return Server(config)
+
+
+def find_model(store, text: str | None, default_model: str | None, home, pulling):
+    """MODEL as `chat` reads it (a store name, a GGUF path, REPO[:QUANT], pulled if need be), else
+    $LLMCLI_MODEL, else the embedded model."""
+    from llmcli.models import default_model_ref, model_ref
+    from llmcli.usecases.pull import find_or_pull
+
+    ref = model_ref(text, home) if text else default_model_ref(default_model, home)
+    return find_or_pull(ref, store, pulling=pulling)

@@ -1,0 +1,96 @@
+"""`llmcli serve` as a real child process on 127.0.0.1 and a free port (port 0: the server says which)."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.support.cli import LLMCLI
+
+# Few threads and a small pool: the tests ask for a handful of tokens and run beside other workers.
+BASE = ("--port", "0", "-t", "1", "--ctx", "1024", "--temp", "0")
+URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
+
+
+class ServeProcess:
+    def __init__(self, home: Path, *args: str, wait: bool = True) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
+        env.update(LLMCLI_HOME=str(home), OMP_WAIT_POLICY="PASSIVE")
+        self.proc = subprocess.Popen(
+            [*LLMCLI, "serve", *BASE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        self.stderr_lines: list[str] = []
+        self.url = self._read_url()
+        # The rest of stderr, drained so that the pipe never fills and blocks the server.
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+        if wait:
+            self.wait_ready()
+
+    def _read_url(self, timeout: float = 60) -> str:
+        assert self.proc.stderr is not None
+        end = time.monotonic() + timeout
+        buf = b""
+        while time.monotonic() < end:
+            ready, _, _ = select.select([self.proc.stderr], [], [], 0.5)
+            if ready:
+                chunk = os.read(self.proc.stderr.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                if b"\n" in buf:
+                    line, _, _ = buf.partition(b"\n")
+                    self.stderr_lines.append(line.decode())
+                    found = URL_LINE.search(line.decode())
+                    assert found, f"unexpected first line from serve: {line!r}"
+                    return found.group(1)
+        raise AssertionError(f"serve printed no address: {buf!r}, exit {self.proc.poll()}")
+
+    def _read_rest(self) -> None:
+        assert self.proc.stderr is not None
+        for line in iter(self.proc.stderr.readline, b""):
+            self.stderr_lines.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert self.proc.poll() is None, f"serve exited {self.proc.returncode}: {self.stderr_lines}"
+            time.sleep(0.1)
+        raise AssertionError("serve never became ready")
+
+    def metric(self, name: str, headers: dict | None = None) -> float:
+        text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
+        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+        assert found, f"no {name} in /metrics"
+        return float(found.group(1))
+
+    def running_after(self, headers: dict | None = None, timeout: float = 10) -> float:
+        """llmcli:num_requests_running once it is 0, or when `timeout` has passed (a cancel takes a step)."""
+        end = time.monotonic() + timeout
+        while (running := self.metric("llmcli:num_requests_running", headers)) and time.monotonic() < end:
+            time.sleep(0.05)
+        return running
+
+    def stop(self, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        self._drain.join(5)
+        return code

@@ -1,0 +1,370 @@
+"""`llmcli serve` through the official openai and ollama clients and curl, on the embedded model.
+
+One server for the module, with a key (every request here sends it) and a small body cap.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import httpx
+import pytest
+
+from llmcli.stages import STAGES
+from llmcli.store import EMBEDDED_NAME
+from tests.serve.server import ServeProcess
+
+KEY = "sk-test-main"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+MAX_BODY = 4096
+HI = [{"role": "user", "content": "Say hello."}]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedded_path):
+    srv = ServeProcess(
+        tmp_path_factory.mktemp("serve-home"),
+        "--parallel",
+        "2",
+        "--api-key",
+        KEY,
+        "--max-body",
+        str(MAX_BODY),
+    )
+    yield srv
+    assert srv.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def client(server, openai_module):
+    return openai_module.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+
+
+def post(server, path: str, body, headers=AUTH, timeout: float = 60) -> httpx.Response:
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return httpx.post(server.url + path, content=data, headers=headers, timeout=timeout)
+
+
+# -- the openai client -------------------------------------------------------------------------
+def test_openai_chat_answers_with_usage_and_the_seven_stages(client):
+    reply = client.chat.completions.create(model=EMBEDDED_NAME, messages=HI, max_tokens=8)
+    choice = reply.choices[0]
+    assert choice.message.role == "assistant" and choice.message.content.strip()
+    assert choice.finish_reason in ("stop", "length")
+    usage = reply.usage
+    assert 0 < usage.completion_tokens <= 8 and usage.prompt_tokens > 5
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    timings = reply.model_extra["timings"]
+    assert timings["predicted_n"] == usage.completion_tokens
+    assert timings["prompt_n"] + timings["cache_n"] == usage.prompt_tokens
+    assert [s["name"] for s in timings["stages"]] == [s.key for s in STAGES]
+    assert all(s["ms"] is not None and s["ms"] >= 0 for s in timings["stages"])
+
+
+def test_openai_stream_gives_the_same_text_as_one_answer_and_usage_last(client):
+    whole = client.chat.completions.create(model=EMBEDDED_NAME, messages=HI, max_tokens=8, temperature=0)
+    chunks = list(
+        client.chat.completions.create(
+            model=EMBEDDED_NAME,
+            messages=HI,
+            max_tokens=8,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish == [whole.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert "timings" in chunks[-2].model_extra  # on the finishing chunk, as llama-server puts it
+
+
+def test_openai_stream_without_include_usage_has_no_usage_chunk(client):
+    chunks = list(client.chat.completions.create(model=EMBEDDED_NAME, messages=HI, max_tokens=3, stream=True))
+    assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
+
+
+@pytest.mark.parametrize(
+    "response_format",
+    [
+        {"type": "json_object"},
+        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+    ],
+)
+def test_openai_response_format_is_refused_until_the_scheduler_takes_a_grammar(
+    client, openai_module, response_format
+):
+    with pytest.raises(openai_module.BadRequestError) as err:
+        client.chat.completions.create(
+            model=EMBEDDED_NAME, messages=HI, max_tokens=4, response_format=response_format
+        )
+    assert err.value.status_code == 400
+    body = err.value.body
+    assert body["param"] == "response_format" and "constrained decoding" in body["message"]
+
+
+def test_openai_completion_continues_the_raw_prompt(client):
+    reply = client.completions.create(model=EMBEDDED_NAME, prompt="The capital of France is", max_tokens=4)
+    assert reply.choices[0].text and reply.usage.completion_tokens <= 4
+    assert reply.usage.prompt_tokens < 10  # no chat template around it
+
+
+def test_a_prompt_that_starts_like_an_earlier_one_shares_its_cells(client):
+    system = {"role": "system", "content": "You answer in one short sentence about colours and paint. " * 4}
+    first = client.chat.completions.create(
+        model=EMBEDDED_NAME, messages=[system, {"role": "user", "content": "Is red warm?"}], max_tokens=2
+    )
+    second = client.chat.completions.create(
+        model=EMBEDDED_NAME, messages=[system, {"role": "user", "content": "Is blue cold?"}], max_tokens=2
+    )
+    shared = second.model_extra["timings"]["cache_n"]
+    assert first.usage.prompt_tokens > 40 and shared > 40  # the system prompt, prefilled once
+    assert second.model_extra["timings"]["prompt_n"] == second.usage.prompt_tokens - shared
+    assert second.usage.prompt_tokens_details.cached_tokens == shared
+
+
+def test_requests_decoded_together_each_get_their_own_continuation(server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Sequences a small model continues the one obvious way: a reply in the wrong place shows.
+    prompts = {
+        "1, 2, 3, 4, 5,": "6",
+        "a, b, c, d, e,": "f",
+        "Monday, Tuesday, Wednesday,": "Thursday",
+    }
+
+    def complete(prompt: str) -> str:
+        r = post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 3, "temperature": 0})
+        return r.json()["choices"][0]["text"]
+
+    with ThreadPoolExecutor(len(prompts)) as pool:  # three at once on two sequences: one waits
+        replies = dict(zip(prompts, pool.map(complete, prompts), strict=True))
+    for prompt, reply in replies.items():
+        assert prompts[prompt] in reply, replies
+        assert not any(word in reply for word in prompts.values() if word != prompts[prompt]), replies
+
+
+def test_openai_models_lists_the_default_model(client):
+    assert [m.id for m in client.models.list().data] == [EMBEDDED_NAME]
+
+
+# -- the ollama client -------------------------------------------------------------------------
+def test_ollama_chat_streamed_and_whole_agree(server, ollama_module):
+    ollama = ollama_module.Client(host=server.url, headers=AUTH)
+    options = {"num_predict": 6, "temperature": 0}
+    whole = ollama.chat(model=EMBEDDED_NAME, messages=HI, options=options)
+    parts = list(ollama.chat(model=EMBEDDED_NAME, messages=HI, options=options, stream=True))
+    assert whole.message.content and "".join(p.message.content for p in parts) == whole.message.content
+    assert parts[-1].done and not any(p.done for p in parts[:-1])
+    assert whole.eval_count == parts[-1].eval_count and 0 < whole.eval_count <= 6
+    assert whole.done_reason in ("stop", "length") and whole.eval_duration > 0
+
+
+def test_ollama_generate_and_list(server, ollama_module):
+    ollama = ollama_module.Client(host=server.url, headers=AUTH)
+    reply = ollama.generate(model=EMBEDDED_NAME, prompt="Say hello.", options={"num_predict": 4})
+    assert reply.response and reply.done and reply.prompt_eval_count > 3
+    (entry,) = ollama.list().models
+    assert entry.model == EMBEDDED_NAME and entry.size > 1_000_000 and entry.details.format == "gguf"
+    shown = ollama.show(EMBEDDED_NAME)
+    assert "im_start" in shown.template and shown.details.family == "llama"
+
+
+def test_ollama_version_and_show_of_another_model(server):
+    assert httpx.get(server.url + "/api/version", headers=AUTH).json()["version"]
+    missing = post(server, "/api/show", {"model": "llama3:70b"})
+    assert missing.status_code == 404 and "not found" in missing.json()["error"]
+
+
+# -- curl: the SSE framing, as any client sees it ----------------------------------------------
+def test_curl_sees_sse_events_each_a_data_line_and_a_blank_line_ending_with_done(server):
+    curl = shutil.which("curl")
+    assert curl, "the SSE framing test needs curl"
+    body = json.dumps({"messages": HI, "max_tokens": 4, "stream": True})
+    out = subprocess.run(
+        [
+            curl,
+            "-sN",
+            "-D",
+            "-",
+            "-H",
+            f"Authorization: Bearer {KEY}",
+            "-d",
+            body,
+            server.url + "/v1/chat/completions",
+        ],
+        capture_output=True,
+        timeout=60,
+    ).stdout.decode()  # bytes: text mode would turn the header's CRLF into LF
+    head, _, stream = out.partition("\r\n\r\n")
+    assert "content-type: text/event-stream" in head.lower()
+    events = stream.split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]"
+    for event in events[:-2]:
+        assert event.startswith("data: ") and "\n" not in event
+        assert json.loads(event[6:])["object"] == "chat.completion.chunk"
+
+
+# -- refusals: status and body -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "headers,why",
+    [
+        ({}, "needs an API key"),
+        ({"Authorization": "Bearer nope"}, "not valid"),
+        ({"x-api-key": "nope"}, "not valid"),
+        ({"Authorization": f"Basic {KEY}"}, "needs an API key"),
+    ],
+)
+def test_a_missing_or_wrong_key_is_401_in_openais_shape(server, headers, why):
+    r = post(server, "/v1/chat/completions", {"messages": HI}, headers=headers)
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    error = r.json()["error"]
+    assert why in error["message"] and error["type"] == "authentication_error" and KEY not in r.text
+
+
+def test_x_api_key_is_accepted_and_ollama_routes_get_ollamas_error_shape(server):
+    assert httpx.get(server.url + "/v1/models", headers={"x-api-key": KEY}).status_code == 200
+    r = httpx.get(server.url + "/api/tags")
+    assert r.status_code == 401 and isinstance(r.json()["error"], str)
+
+
+def test_health_needs_no_key(server):
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+
+
+def test_a_body_over_max_body_is_413_declared_or_chunked(server):
+    big = json.dumps({"messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
+    declared = post(server, "/v1/chat/completions", big)
+    assert declared.status_code == 413 and "--max-body" in declared.json()["error"]["message"]
+
+    def chunks():
+        for i in range(0, len(big), 1000):
+            yield big[i : i + 1000]
+
+    chunked = httpx.post(server.url + "/v1/chat/completions", content=chunks(), headers=AUTH, timeout=30)
+    assert chunked.status_code == 413 and "--max-body" in chunked.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "path,body,param,words",
+    [
+        ("/v1/chat/completions", b"{not json", None, "not valid JSON"),
+        ("/v1/chat/completions", b"[1, 2]", None, "must be a JSON object"),
+        ("/v1/chat/completions", {"max_tokens": 4}, "messages", "non-empty list"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "robot", "content": "hi"}]},
+            "messages[0].role",
+            "one of",
+        ),
+        ("/v1/chat/completions", {"messages": HI, "temperature": 11}, "temperature", "0..10"),
+        ("/v1/chat/completions", {"messages": HI, "top_p": "high"}, "top_p", "a number in 0..1"),
+        ("/v1/chat/completions", {"messages": HI, "max_tokens": 0}, "max_tokens", "1.."),
+        ("/v1/chat/completions", {"messages": HI, "max_tokens": 5000}, "max_tokens", "KV cells"),
+        ("/v1/chat/completions", {"messages": HI, "seed": -1}, "seed", "0..4294967295"),
+        ("/v1/chat/completions", {"messages": HI, "stop": [1]}, "stop", "string"),
+        ("/v1/chat/completions", {"messages": HI, "n": 3}, "n", "one choice"),
+        ("/v1/chat/completions", {"messages": HI, "stream": "yes"}, "stream", "true or false"),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "stream_options": {"include_usage": True}},
+            "stream_options",
+            "stream",
+        ),
+        ("/v1/completions", {"prompt": ""}, "prompt", "non-empty"),
+        ("/v1/completions", {"prompt": "hi", "grammar": 'root ::= "a"'}, "grammar", "constrained decoding"),
+    ],
+)
+def test_bad_parameters_are_400_naming_the_field_with_llmclis_bounds(server, path, body, param, words):
+    r = post(server, path, body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param and words in error["message"] and error["type"] == "invalid_request_error"
+
+
+def test_null_parameters_mean_the_servers_defaults(server):
+    body = {"messages": HI, "max_tokens": 2, "temperature": None, "top_p": None, "seed": None, "stop": None}
+    r = post(server, "/v1/chat/completions", body)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
+
+
+def test_ollama_bad_option_is_400_in_ollamas_shape(server):
+    r = post(server, "/api/chat", {"model": EMBEDDED_NAME, "messages": HI, "options": {"temperature": -1}})
+    assert r.status_code == 400 and r.json() == {"error": "options.temperature must be in 0..10, not -1"}
+
+
+# -- release -----------------------------------------------------------------------------------
+def test_a_client_that_leaves_mid_stream_frees_its_sequence(server):
+    body = {"messages": HI, "max_tokens": 400, "stream": True}
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, headers=AUTH, timeout=60) as r:
+        lines = r.iter_lines()
+        seen = [line for line, _ in zip(lines, range(6), strict=False) if line.startswith("data: ")]
+        assert len(seen) >= 2
+        assert server.metric("llmcli:num_requests_running", AUTH) == 1
+    # The connection is closed: the next step cancels the sequence and frees its cells.
+    assert server.running_after(AUTH) == 0
+    assert server.metric("llmcli:kv_cache_usage_perc", AUTH) == 0
+    assert server.metric('llmcli:requests_total{finished_reason="cancelled"}', AUTH) >= 1
+
+
+def test_a_client_that_leaves_before_a_whole_answer_frees_its_sequence(server):
+    cancelled = 'llmcli:requests_total{finished_reason="cancelled"}'
+    before = (
+        server.metric(cancelled, AUTH)
+        if "cancelled" in httpx.get(server.url + "/metrics", headers=AUTH).text
+        else 0
+    )
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
+        post(server, "/v1/completions", {"prompt": "1, 2, 3,", "max_tokens": 400}, timeout=1.0)
+    assert server.running_after(AUTH) == 0
+    assert server.metric(cancelled, AUTH) == before + 1
+
+
+def test_metrics_count_tokens_latencies_and_refusals(server):
+    names = (
+        "generation_tokens_total",
+        "time_to_first_token_seconds_count",
+        "inter_token_latency_seconds_count",
+    )
+    before = {name: server.metric(f"llmcli:{name}", AUTH) for name in names}
+    r = post(server, "/v1/completions", {"prompt": "1, 2, 3,", "max_tokens": 5})
+    n = r.json()["usage"]["completion_tokens"]
+    after = {name: server.metric(f"llmcli:{name}", AUTH) for name in names}
+    assert n >= 2
+    assert after["generation_tokens_total"] - before["generation_tokens_total"] == n
+    assert after["time_to_first_token_seconds_count"] - before["time_to_first_token_seconds_count"] == 1
+    assert after["inter_token_latency_seconds_count"] - before["inter_token_latency_seconds_count"] == n - 1
+    refused = 'llmcli:http_refusals_total{status="401"}'
+    before_401 = server.metric(refused, AUTH)
+    assert post(server, "/v1/models", {}, headers={}).status_code == 401
+    assert server.metric(refused, AUTH) == before_401 + 1
+
+
+# -- llmcli's own clients ----------------------------------------------------------------------
+def test_llmcli_chat_endpoint_answers_through_the_server(server):
+    from tests.support.cli import cli_process
+
+    result = cli_process(
+        "chat", "--endpoint", server.url + "/v1", "--api-key", KEY, "Say hello.", "-n", "4", "--json"
+    )
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["text"] and document["usage"]["completion_tokens"] <= 4
+    assert document["server"]["timings"]["predicted_n"] == document["usage"]["completion_tokens"]
+
+
+def test_llmcli_bench_endpoint_measures_the_server(server):
+    from tests.support.cli import cli_process
+
+    result = cli_process(
+        "bench", "--endpoint", server.url + "/v1", "--api-key", KEY,
+        "--concurrency", "2", "--num-requests", "2", "--n-gen", "4", "-p", "16", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["completed"] == 2 and row["failed"] == 0 and row["usage_reported"], row
+    assert row["total_output_tokens"] == 8  # 4 tokens each: the prompt is random, the count is exact

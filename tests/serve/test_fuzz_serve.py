@@ -1,0 +1,147 @@
+"""Seeded malformed requests against `llmcli serve`: every answer is a 200 or a well-formed refusal.
+
+Each case starts from a valid request to one of the generation routes (OpenAI's or Ollama's) and
+breaks it: a field dropped or given a value of the wrong type or range (NaN, huge, negative,
+nested), the JSON cut short or nested thousands deep, bytes that are not UTF-8, a body past
+--max-body, a missing, wrong or mangled key. The server must answer each with 200 (a reply of at
+most 3 tokens) or 400/401/404/413 whose body has the error shape of the route's API (OpenAI's
+object, Ollama's string); never a 500, never a hang. Afterwards it is healthy and runs nothing.
+The run checks it reached a 200, a 400, a 401 and a 413.
+
+20 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 200 (seeds: tests/fuzz/__init__.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+
+import httpx
+import pytest
+
+from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
+from tests.serve.server import ServeProcess
+
+CASES = cases(default=20, long=200)  # per seed
+FIXED_SEED = 20261203
+KEY = "sk-fuzz"
+MAX_BODY = 2048
+HI = [{"role": "user", "content": "Hi."}]
+ROUTES = {  # a valid body each, at most 3 tokens
+    "/v1/chat/completions": {"messages": HI, "max_tokens": 3, "temperature": 0.5, "stop": ["\n\n"]},
+    "/v1/completions": {"prompt": "Once upon", "max_tokens": 3, "top_p": 0.9},
+    "/api/chat": {"model": "m", "messages": HI, "stream": False, "options": {"num_predict": 3, "top_k": 5}},
+    "/api/generate": {"model": "m", "prompt": "Hi.", "stream": False, "options": {"num_predict": 3}},
+}
+# Values no field accepts in the place it is put, or that test the checks' edges.
+BAD = [None, -1, 0, 2**64, -(2**63), 1e308, float("nan"), float("inf"), "", "x", "NaN", True, [], {},
+       [1, "a"], {"role": "user"}, "\x00\u202e", 1.5]  # fmt: skip
+TOKEN_FIELDS = {
+    "max_tokens",
+    "num_predict",
+}  # only invalid values here: a valid large one would decode for long
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedded_path):
+    srv = ServeProcess(
+        tmp_path_factory.mktemp("serve-fuzz"),
+        "--parallel",
+        "2",
+        "--api-key",
+        KEY,
+        "--max-body",
+        str(MAX_BODY),
+    )
+    yield srv
+    assert srv.stop() == 0
+
+
+def paths(body, prefix=()):
+    """Every (container, key) in a JSON value, so a mutation can reach nested fields too."""
+    items = body.items() if isinstance(body, dict) else enumerate(body) if isinstance(body, list) else ()
+    for key, value in items:
+        yield body, key
+        yield from paths(value, (*prefix, key))
+
+
+BODIES = ["field", "field", "field", "drop", "cut", "deep", "bytes", "big", "valid"]
+HEADERS = ["good"] * 6 + ["none", "wrong", "scheme", "mangled", "x-key"]
+# The first cases of every seed: each outcome the run must reach, whatever the draws after them.
+FIRST = [("valid", "good"), ("big", "good"), ("field", "good"), ("valid", "none")]
+
+
+def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
+    if kind == "valid":
+        return json.dumps(body).encode()
+    if kind in ("field", "drop"):
+        container, key = rng.choice(list(paths(body)))
+        if kind == "drop" and isinstance(container, dict):
+            del container[key]
+        else:
+            value = rng.choice(BAD)
+            if key in TOKEN_FIELDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = rng.choice([0, -5, 2**40, 1.5])
+            if key in TOKEN_FIELDS and value in (None, True):
+                value = -7
+            container[key] = value
+        return json.dumps(body).encode()  # NaN and Infinity are written bare, as some clients do
+    if kind == "cut":
+        data = json.dumps(body).encode()
+        return data[: rng.randrange(len(data))]
+    if kind == "deep":
+        depth = rng.choice([50, 5000, 50000])
+        return b"[" * depth + b"]" * depth if rng.random() < 0.5 else b'{"a":' * depth + b"1" + b"}" * depth
+    if kind == "bytes":
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+    body["pad"] = "y" * (MAX_BODY + rng.randrange(1, 4096))
+    return json.dumps(body).encode()
+
+
+def mutate_headers(kind: str) -> dict:
+    return {
+        "good": {"Authorization": f"Bearer {KEY}"},
+        "none": {},
+        "wrong": {"Authorization": f"Bearer {KEY}x"},
+        "scheme": {"Authorization": f"Token {KEY}"},
+        "mangled": {"Authorization": b"Bearer \xff\xfe" + KEY.encode()},
+        "x-key": {"x-api-key": KEY},
+    }[kind]
+
+
+def well_formed(route: str, response: httpx.Response) -> bool:
+    kind = response.headers.get("content-type", "")
+    if response.status_code == 200 and kind.startswith("application/x-ndjson"):  # a mutation set stream
+        lines = [json.loads(line) for line in response.text.splitlines()]
+        return lines[-1]["done"] is True and not any(line["done"] for line in lines[:-1])
+    if response.status_code == 200 and kind.startswith("text/event-stream"):
+        events = response.text.split("\n\n")
+        return events[-2:] == ["data: [DONE]", ""] and all(e.startswith("data: {") for e in events[:-2])
+    body = response.json()
+    if response.status_code == 200:
+        return "choices" in body or "message" in body or "response" in body
+    error = body.get("error")
+    if route.startswith("/api/"):
+        return isinstance(error, str) and error != ""
+    return isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"] != ""
+
+
+@pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
+def test_malformed_requests_get_a_reply_or_a_well_formed_refusal(server, seed):
+    rng = random.Random(seed)
+    counts: Counter[str] = Counter()
+    for i in range(CASES):
+        route = rng.choice(list(ROUTES))
+        body_kind, header_kind = FIRST[i] if i < len(FIRST) else (rng.choice(BODIES), rng.choice(HEADERS))
+        data = mutate_body(rng, json.loads(json.dumps(ROUTES[route])), body_kind)
+        headers = mutate_headers(header_kind)
+        response = httpx.post(server.url + route, content=data, headers=headers, timeout=60)
+        where = f"seed {seed} case {i}: {route} {data[:120]!r} {headers} -> {response.status_code} "
+        where += response.text[:200]
+        assert response.status_code in (200, 400, 401, 404, 413), where
+        assert well_formed(route, response), where
+        counts[str(response.status_code)] += 1
+    assert_reached(counts, "200", "400", "401", "413", seed=seed)
+    assert httpx.get(server.url + "/health").status_code == 200
+    assert server.running_after({"x-api-key": KEY}) == 0

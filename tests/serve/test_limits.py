@@ -1,0 +1,249 @@
+"""Limits and the schedule: 429 with Retry-After per key (requests, tokens), 503 at once when the
+queue is full, the refusals at start, and SIGTERM letting a stream finish before exit 0."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serve.server import ServeProcess
+from tests.support.cli import cli
+
+# One a test: the limits are per key.
+KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama")
+HI = [{"role": "user", "content": "Say hello."}]
+TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the third one is over
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedded_path):
+    home = tmp_path_factory.mktemp("serve-limits")
+    key_file = home / "keys.txt"
+    key_file.write_text("# one key a line\n" + "\n".join(KEYS) + "\n")
+    srv = ServeProcess(
+        home,
+        embedded_path,
+        "--parallel", "1", "--max-queue", "0", "--api-key-file", str(key_file),
+        "--rate-limit", "3", "--token-limit", str(TOKEN_LIMIT),
+    )  # fmt: skip
+    yield srv
+    assert srv.stop() == 0
+
+
+def auth(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def chat(server, key: str, **extra) -> httpx.Response:
+    body = {"messages": HI, "max_tokens": 4, **extra}
+    return httpx.post(server.url + "/v1/chat/completions", json=body, headers=auth(key), timeout=60)
+
+
+def test_past_the_rate_limit_is_429_with_retry_after(server):
+    for _ in range(3):
+        assert httpx.get(server.url + "/v1/models", headers=auth(KEYS[0])).status_code == 200
+    r = httpx.get(server.url + "/v1/models", headers=auth(KEYS[0]))
+    assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60
+    error = r.json()["error"]
+    assert error["type"] == "rate_limit_exceeded" and "3 requests a minute" in error["message"]
+    assert server.metric("llmcli:num_requests_running", auth(KEYS[0])) == 0  # /metrics is not counted
+
+
+def test_past_the_token_limit_is_429_and_other_keys_are_unaffected(server):
+    spent = 0
+    while spent < TOKEN_LIMIT:
+        r = chat(server, KEYS[1])
+        assert r.status_code == 200, r.text
+        spent += r.json()["usage"]["total_tokens"]
+    r = chat(server, KEYS[1])
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert f"{TOKEN_LIMIT} tokens a minute" in r.json()["error"]["message"]
+
+
+def test_a_full_queue_is_503_at_once_and_the_place_comes_back(server):
+    # A count goes on for its whole budget (a chat may end early): the one sequence stays taken.
+    body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 300, "stream": True}
+    with httpx.stream(
+        "POST", server.url + "/v1/completions", json=body, headers=auth(KEYS[2]), timeout=60
+    ) as stream:
+        lines = stream.iter_lines()  # kept: a dropped iterator closes the response, and the server cancels
+        assert next(line for line in lines if line.startswith("data: "))
+        busy = chat(server, KEYS[2])  # the one sequence is taken and --max-queue is 0
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert "queue is full" in busy.json()["error"]["message"]
+    assert chat(server, KEYS[2]).status_code == 200
+
+
+def test_a_request_over_the_whole_pool_is_400_before_any_token(server, embedded_path):
+    r = httpx.post(
+        server.url + "/v1/completions",
+        json={"prompt": "word " * 2000, "max_tokens": 4},
+        headers=auth(KEYS[3]),
+        timeout=60,
+    )
+    assert r.status_code == 400 and "KV" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("route,key", [("/v1/completions", KEYS[4]), ("/api/generate", KEYS[5])])
+def test_a_client_that_leaves_right_after_asking_gives_its_place_back(server, route, key):
+    """Gone before its stream began: the sequence is cancelled and its place in the queue comes back
+    (with --parallel 1 and --max-queue 0 a place that leaked would make every later request a 503)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    body = json.dumps(
+        {"prompt": "1, 2, 3,", "max_tokens": 500, "stream": True, "options": {"num_predict": 500}}
+    )
+    request = (
+        f"POST {route} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+    )
+    cancelled = 'llmcli:requests_total{finished_reason="cancelled"}'
+    metrics = httpx.get(server.url + "/metrics", headers=auth(key)).text
+    before = server.metric(cancelled, auth(key)) if cancelled in metrics else 0
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(request.encode())  # and gone at once, before any answer
+    time.sleep(0.5)  # the server reads the request, starts the sequence, and finds the client gone
+    assert server.running_after(auth(key)) == 0
+    assert server.metric(cancelled, auth(key)) == before + 1  # it did start, and was cancelled
+    assert chat(server, key).status_code == 200
+
+
+# -- refused at start: one line, exit 2 ---------------------------------------------------------
+def test_listening_beyond_loopback_without_a_key_is_refused():
+    result = cli("serve", "--host", "0.0.0.0")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "--api-key" in result.stderr
+
+
+def test_an_empty_key_file_is_refused(tmp_path):
+    empty = tmp_path / "keys.txt"
+    empty.write_text("# no keys yet\n\n")
+    result = cli("serve", "--api-key-file", str(empty))
+    assert result.exit_code == 2 and "holds no key" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--ctx", "99999999"], "give a smaller --ctx"),
+        (["-t", "100000"], "give a smaller -t"),
+        (["--parallel", "0"], "--parallel"),
+        (["--max-queue", "-1"], "--max-queue"),
+        (["--temp", "11"], "0..10"),
+        (["--port", "70000"], "--port"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_loads(args, words):
+    result = cli("serve", *args)
+    assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
+
+
+def test_a_file_that_is_not_a_model_is_refused_before_listening(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all" * 100)
+    result = cli("serve", str(bad), "--port", "0")
+    assert result.exit_code == 2 and "not a GGUF file" in result.stderr and "serving" not in result.stderr
+
+
+def test_a_taken_port_is_refused_naming_the_flag():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = cli("serve", "--port", str(port))
+    assert result.exit_code == 2 and "choose another --port" in result.stderr
+
+
+# -- SIGTERM -----------------------------------------------------------------------------------
+def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedded_path):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "30", "--json")
+    try:
+        body = {"messages": HI, "max_tokens": 12, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/chat/completions", json=body, timeout=60) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data: "))
+            srv.proc.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert rest[-1] == "data: [DONE]"
+        finish = [json.loads(line[6:]) for line in rest[:-1]][-1]["choices"][0]["finish_reason"]
+        assert finish in ("stop", "length")
+        assert srv.proc.wait(60) == 0
+        assert srv.stderr_lines[-1] == "llmcli: stopped"
+        assert srv.proc.stdout is not None
+        (line,) = srv.proc.stdout.read().decode().splitlines()  # --json: where it listened, on stdout
+        assert json.loads(line) == {"url": srv.url, "model": Path(embedded_path).name, "path": embedded_path}
+    finally:
+        srv.stop()
+
+
+def test_a_stream_still_running_when_the_grace_period_ends_is_cut_and_the_exit_is_still_0(
+    tmp_path, embedded_path
+):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "1")
+    try:
+        body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 900, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=60) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data: "))
+            srv.proc.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert "data: [DONE]" not in rest and len(rest) < 899
+        assert srv.proc.wait(60) == 0
+        srv.stop()
+        # One line when it started, one when it stopped: no traceback, no uvicorn log lines.
+        assert len(srv.stderr_lines) == 2 and srv.stderr_lines[-1] == "llmcli: stopped", srv.stderr_lines
+    finally:
+        srv.stop()
+
+
+def test_ctrl_c_stops_it_with_130(tmp_path, embedded_path):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1")
+    try:
+        srv.proc.send_signal(signal.SIGINT)
+        assert srv.proc.wait(60) == 130
+        srv.stop()
+        assert srv.stderr_lines[-1].startswith("llmcli: stopped;"), srv.stderr_lines
+    finally:
+        srv.stop()
+
+
+# -- --timeout -----------------------------------------------------------------------------------
+def test_a_request_past_timeout_is_504_whole_or_an_error_event_streamed(tmp_path, embedded_path):
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "2", "--timeout", "1")
+    try:
+        body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 900}
+        whole = httpx.post(srv.url + "/v1/completions", json=body, timeout=60)
+        assert whole.status_code == 504 and "--timeout" in whole.json()["error"]["message"]
+        streamed = httpx.post(srv.url + "/v1/completions", json={**body, "stream": True}, timeout=60)
+        last = streamed.text.strip().split("\n\n")[-1]
+        assert last.startswith("data: ") and json.loads(last[6:])["error"]["code"] == 504
+        assert srv.running_after() == 0
+    finally:
+        assert srv.stop() == 0
+
+
+# -- the terminal ---------------------------------------------------------------------------------
+def test_on_a_terminal_a_live_status_line_shows_sequences_queue_and_requests(embedded_path):
+    import re
+
+    from tests.support.cli import cli_pty
+
+    child = cli_pty("serve", embedded_path, "--port", "0", "-t", "1", "--ctx", "512", "--parallel", "1")
+    try:
+        child.expect(r"on (http://127\.0\.0\.1:\d+) ")
+        url = child.match.group(1)
+        child.expect(r"0 running · 0 waiting · [\d.,]+ tok/s · 0 done · KV 0%", timeout=60)
+        httpx.post(url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 2}, timeout=60)
+        child.expect(r"1 done", timeout=30)
+        child.kill(signal.SIGTERM)
+        child.expect("llmcli: stopped")
+        child.wait()
+        assert child.exitstatus == 0
+        assert not re.search(r"Traceback|error", child.before or "")
+    finally:
+        child.terminate(force=True)
