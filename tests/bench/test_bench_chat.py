@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from llmcli.bench.chat import SCRIPT
+import pytest
+
+from llmcli.bench.chat import SCRIPT, ChatRow
+from llmcli.bench.report import to_markdown
 from tests.support.cli import cli
 
 
-def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead():
-    r = cli("bench", "--chat", "--n-gen", "8", "-r", "1", "-t", "1", "--json")
+@pytest.fixture(scope="module")
+def chat_bench():
+    """One `bench --chat --json` run for the module: the script prefills its whole history cold at
+    every turn, which makes a run cost half a minute of CPU."""
+    return cli("bench", "--chat", "--n-gen", "8", "-r", "1", "-t", "1", "--json")
+
+
+def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead(chat_bench):
+    r = chat_bench
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["turn"] for row in rows] == list(range(1, len(SCRIPT) + 1))
@@ -29,11 +40,17 @@ def test_chat_reports_each_turn_with_prefix_reuse_and_pipeline_overhead():
     assert "chat" in r.stderr
 
 
-def test_chat_markdown_table():
-    r = cli("bench", "--chat", "--n-gen", "4", "-r", "1", "-t", "1")
-    header = [c.strip() for c in r.stdout.splitlines()[0].strip("|").split("|")]
+def test_chat_markdown_table(chat_bench):
+    # The table bench prints without --json, made from the same run's rows.
+    fields = {f.name for f in dataclasses.fields(ChatRow)}  # the JSON adds derived ones (ttft_speedup)
+    rows = [ChatRow(**{k: v for k, v in row.items() if k in fields}) for row in json.loads(chat_bench.stdout)]
+    table = to_markdown(rows).splitlines()
+    header = [c.strip() for c in table[0].strip("|").split("|")]
     assert {"turn", "TTFT cold ms", "TTFT reused ms", "decode t/s", "raw tg t/s", "overhead"} <= set(header)
-    assert len(r.stdout.splitlines()) == 2 + len(SCRIPT)
+    assert len(table) == 2 + len(SCRIPT)
+    assert [line.split("|")[header.index("turn") + 1].strip() for line in table[2:]] == [
+        str(turn) for turn in range(1, len(SCRIPT) + 1)
+    ]
 
 
 def test_chat_needs_a_reply_length_and_llama_cpp():
