@@ -7,6 +7,7 @@ Every case ends as `--no-cache` would: the same reply, exit 0, and one line sayi
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import struct
@@ -24,8 +25,9 @@ QUESTION = "Which day shipped the most apples?"
 PLAIN = ("chat", "--temp", "0", "-n", "12")
 
 
+@functools.cache  # temperature 0 without the cache: the same reply in every test's store
 def plain_reply(question: str = QUESTION) -> str:
-    r = cli(*PLAIN, "--no-cache", question, input=DOC)
+    r = cli(*PLAIN, "--no-cache", "--no-log", question, input=DOC)
     assert r.exit_code == 0, r.stderr
     return r.stdout
 
