@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +25,24 @@ def logged(private_store, *args: str) -> list[dict]:
     result = cli("logs", "--count", "0", "--json", *args)
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="session")
+def two_exchanges(tmp_path_factory) -> Path:
+    """A log of one real conversation of two exchanges ("hi there", then -c "hi again"), made once
+    per worker for the tests that only read a log."""
+    home = tmp_path_factory.mktemp("two-exchanges")
+    for args in (("hi there",), ("-c", "hi again")):
+        r = ask(*args, vars={"LLMCLI_HOME": str(home)})
+        assert r.exit_code == 0, r.stderr
+    assert not (home / "logs.db-wal").exists()  # checkpointed: the one file is the whole log
+    return home / "logs.db"
+
+
+@pytest.fixture
+def two_exchange_log(private_store, two_exchanges) -> Path:
+    private_store.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(two_exchanges, private_store / "logs.db"))
 
 
 def one_line(stderr: str) -> str:
@@ -180,8 +200,7 @@ def test_bad_continuations_exit_2_with_one_line(private_store, args, message):
     assert message in one_line(r.stderr) and one_line(r.stderr).startswith("llmcli: error: ")
 
 
-def test_an_unknown_cid_is_refused_when_the_log_has_other_conversations(private_store):
-    ask("hi")
+def test_an_unknown_cid_is_refused_when_the_log_has_other_conversations(two_exchange_log):
     r = cli("chat", "--cid", "nonesuch", "hi")
     assert r.exit_code == 2 and "--cid: no conversation 'nonesuch'" in one_line(r.stderr)
 
@@ -214,9 +233,9 @@ def test_logs_recent_search_and_one_conversation(private_store):
     "extra", [(), ("--query", "hi"), ("--cid", "CID")], ids=["recent", "--query", "--cid"]
 )
 @pytest.mark.parametrize("count", [str(2**63), str(10**30)])
-def test_logs_count_beyond_any_count_shows_them_all_and_never_blames_the_log(private_store, count, extra):
-    ask("hi there")
-    ask("-c", "hi again")
+def test_logs_count_beyond_any_count_shows_them_all_and_never_blames_the_log(
+    private_store, two_exchange_log, count, extra
+):
     cid = logged(private_store)[0]["conversation_id"]
     r = cli("logs", "--count", count, "--json", *(cid if a == "CID" else a for a in extra))
     assert (r.exit_code, r.stderr) == (0, "")
@@ -243,8 +262,7 @@ def test_logs_path_prints_the_database_and_nothing_else(private_store):
         (("--cid", "  ", "--query", "hi"), "--cid is empty; give a conversation id from `llmcli logs`"),
     ],
 )
-def test_logs_refuses_bad_arguments_with_one_line(private_store, args, message):
-    ask("hi")
+def test_logs_refuses_bad_arguments_with_one_line(two_exchange_log, args, message):
     r = cli("logs", *args)
     assert r.exit_code == 2 and r.stdout == "" and message in one_line(r.stderr)
     assert one_line(r.stderr).startswith("llmcli: error: ") and "Input should be" not in r.stderr
