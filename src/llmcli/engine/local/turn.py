@@ -161,14 +161,8 @@ class Turn:
         self.stats.ttft_ms = elapsed_ms(self.t0, self.t_first)
 
     def decode(self) -> Iterator[Event]:
-        session, rt, stats, ms, prompt, seq = (
-            self.session,
-            self.rt,
-            self.stats,
-            self.ms,
-            self.prompt,
-            self.seq,
-        )
+        session, rt, stats, ms = self.session, self.rt, self.stats, self.ms
+        prompt, seq = self.prompt, self.seq
         assert prompt is not None and seq is not None and self.cells is not None
         sampler, decoder, token, step = self.sampler, self.decoder, self.first_token, self.cells.step
         t_first = t_last = self.t_first
@@ -182,7 +176,7 @@ class Turn:
             ReasoningSplitter(session.thinking.parses, opens_thinking(prompt.text)), stats, self.t0, t_first
         )
         generated, max_tokens = self.generated, self.max_tokens
-        parts: list[str] = []
+        parts = seq.parts  # its text, as the scheduler's own sequences keep theirs
         finish = "stop"
         clock, piece, is_eog, feed = time.perf_counter, rt.piece, rt.is_eog, post.feed
         post_s = return_s = 0.0  # seconds in stages ⑤ and ⑥
