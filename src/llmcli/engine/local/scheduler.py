@@ -9,6 +9,7 @@ A step (llama-server's update_slots, in small):
 The KV pool is n_ctx cells. With kv_unified every sequence draws on the whole pool and a prefix can
 be shared between live sequences (llama_memory_seq_cp adds a sequence id to the same cells);
 without it each of the n_seq_max sequences owns n_ctx / n_seq_max cells of its own stream.
+A driven sequence (a chat's) is admitted, prefilled and released here, decoded by its client (cells.py).
 """
 
 from __future__ import annotations
