@@ -12,7 +12,7 @@ import json
 
 import jsonschema
 
-import llmcli.engine.local.turn as chat_module
+import llmcli.engine.local.sampler as sampler_module
 from llmcli.engine.events import drain
 from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.local.sampler import Sampler
@@ -50,7 +50,7 @@ class ThinkingShapedSampler(Sampler):
 
 
 def test_the_schema_applies_from_the_end_of_the_thinking(runtime, monkeypatch):
-    monkeypatch.setattr(chat_module, "Sampler", ThinkingShapedSampler)
+    monkeypatch.setattr(sampler_module, "Sampler", ThinkingShapedSampler)  # the chains sequences get
     runtime.clear()
     session = ChatSession(
         runtime,

@@ -49,6 +49,11 @@ class TokenBatch:
             return n1 - 1
         return -1
 
+    def add_scored(self, tokens: list[int], pos: int, seq_id: int) -> None:
+        """Append a run with logits at every position (a draft to verify: row n0 + i is tokens[i])."""
+        self.add_run(tokens, pos, seq_id, False)
+        self._logits[self.n - len(tokens) : self.n] = [1] * len(tokens)
+
     def for_decode(self):
         self.raw.n_tokens = self.n
         return self.raw

@@ -2,7 +2,9 @@
 
 ① template + tokenize → ② schedule (context budget, KV prefix plan) → ③ prefill → ④ decode loop
 → ⑤ post-process → ⑥ return (the caller consumes the events) → ⑦ release (keep or free the KV).
-The session holds the conversation; each stage of one request is a method of Turn (turn.py).
+The session holds the conversation; each stage of one request is a method of Turn (turn.py). Each
+request is one sequence of the session's scheduler (scheduler.py): with one sequence (n_seq_max 1,
+chat's default) the cells it keeps between turns are the conversation's KV cache.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmcli.engine.events import Event, Stats
+from llmcli.engine.local.cells import SeqCells
 from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
 from llmcli.engine.local.lookup import parse_draft
 from llmcli.engine.local.prefix_cache import common_prefix
 from llmcli.engine.local.runtime import Runtime
 from llmcli.engine.local.sampler import GrammarCheck
+from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
 from llmcli.engine.local.session_cache import SessionCache
 from llmcli.engine.local.turn import Turn
 from llmcli.engine.messages import Message
@@ -45,6 +49,8 @@ class ChatSession:
         draft: str = "none",
     ) -> None:
         self.runtime = runtime
+        # Every prefix the last turn kept is worth taking over, however short.
+        self.scheduler = Scheduler(runtime, SchedulerConfig(min_shared=1))
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
         self.template_choice = choose_template(
             runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
@@ -105,10 +111,27 @@ class ChatSession:
     def close(self) -> None:
         # What the KV cache still holds (the REPL's conversation) goes to the disk prefix cache, so a
         # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
-        if self.disk_cache is not None and self._kept and self.runtime.kv_tokens:
+        sched = self.scheduler
+        if self.disk_cache is not None and self._kept and sched.idle:
             self._kept = False
-            self.cache_warning = self.disk_cache.save_tip(self.runtime).warning
+            slot = next(reversed(sched.idle))  # the prefix kept last: the conversation
+            cells = SeqCells(self.runtime, slot, list(sched.idle[slot]), sched.n_ctx_seq)
+            self.cache_warning = self.disk_cache.save_tip(cells).warning
+            cells.close()
+        sched.close()
         self.runtime.close()
+
+    def _runtime_view(self, after: bool) -> None:
+        """With one sequence, the runtime's own single-sequence view (kv_tokens, clear()) stays true
+        between requests: after one, it mirrors what slot 0 kept; before the next, a kept prefix that
+        no longer matches it (the runtime was cleared or used directly) is emptied, not trusted."""
+        sched, rt = self.scheduler, self.runtime
+        if sched.n_slots != 1:
+            return
+        if after:
+            rt.kv_tokens[:] = sched.idle.get(0, [])
+        elif 0 in sched.idle and sched.idle[0] != rt.kv_tokens:
+            sched.forget(0)
 
     def _tokenize_within_context(
         self,
@@ -129,7 +152,7 @@ class ChatSession:
             return self.template.tokenize(
                 self.runtime,
                 head + messages + [user],
-                limit=self.runtime.n_ctx if limit is None else limit,
+                limit=self.scheduler.n_ctx_seq if limit is None else limit,
                 **self.thinking.variables(self.think),
             )
         except PromptTooLong:
@@ -207,11 +230,16 @@ class ChatSession:
         turn = Turn(self, text, keep_cache)
         if not self._load_reported:
             turn.stats.load_ms, self._load_reported = self.runtime.load_ms, True
-        turn.tokenize()  # ① template + tokenize
-        yield from turn.schedule()  # ② the context budget, the KV prefix plan
-        turn.prefill()  # ③ up to the first sampled token
-        yield from turn.decode()  # ④ decode, ⑤ post-process, ⑥ each event returned as it comes
-        self.messages += turn.messages()
-        yield from turn.release()  # ⑦ keep the KV cache for the next turn, or free it
+        self._runtime_view(after=False)
+        try:
+            turn.tokenize()  # ① template + tokenize
+            yield from turn.schedule()  # ② the context budget, the sequence and its KV prefix
+            turn.prefill()  # ③ up to the first sampled token
+            yield from turn.decode()  # ④ decode, ⑤ post-process, ⑥ each event returned as it comes
+            self.messages += turn.messages()
+            yield from turn.release()  # ⑦ keep the KV cache for the next turn, or free it
+        finally:
+            turn.end(keep=False)  # a request stopped part-way frees its sequence
+            self._runtime_view(after=True)
         self.last_stats = turn.stats
         yield turn.stats

@@ -223,14 +223,15 @@ class Runtime:
         self.ll.llama_memory_clear(self._memory, True)
         self.kv_tokens.clear()
 
-    def state_bytes(self) -> bytearray:
-        """The KV state of sequence 0 (what `kv_tokens` says it holds), as llama.cpp serializes it."""
+    def state_bytes(self, seq: int = 0) -> bytearray:
+        """The KV state of sequence `seq` (for 0, what `kv_tokens` says it holds), as llama.cpp
+        serializes it."""
         ll = self.ll
         ll.llama_synchronize(self._ctx)
-        size = int(ll.llama_state_seq_get_size(self._ctx, 0))
+        size = int(ll.llama_state_seq_get_size(self._ctx, seq))
         data = bytearray(size)
         written = int(
-            ll.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, 0)
+            ll.llama_state_seq_get_data(self._ctx, (ctypes.c_uint8 * size).from_buffer(data), size, seq)
         )
         if written != size:
             raise RuntimeFailure(
@@ -267,10 +268,18 @@ class Runtime:
         False when llama.cpp refuses it: the runtime is then cleared (empty and usable), so the
         caller prefills as if nothing had been cached.
         """
-        ll = self.ll
         self.clear()
         if len(tokens) > self.n_ctx:
             return False
+        if not self.set_seq_state(data, 0):
+            self.clear()
+            return False
+        self.kv_tokens[:] = tokens
+        return True
+
+    def set_seq_state(self, data: bytes | bytearray | memoryview, seq: int) -> bool:
+        """Read a state from `state_bytes` into the empty cells of sequence `seq`; False when llama.cpp
+        refuses it (the caller then empties those cells)."""
         view = memoryview(data)
         if not len(view):
             return False
@@ -280,12 +289,7 @@ class Runtime:
             if not view.readonly
             else (ctypes.c_uint8 * len(view)).from_buffer_copy(view)
         )
-        read = int(ll.llama_state_seq_set_data(self._ctx, buf, len(view), 0))
-        if read != len(data):
-            self.clear()
-            return False
-        self.kv_tokens[:] = tokens
-        return True
+        return int(self.ll.llama_state_seq_set_data(self._ctx, buf, len(view), seq)) == len(view)
 
     # -- compute -----------------------------------------------------------------------------
     def prefill(self, tokens: list[int]) -> None:

@@ -41,12 +41,13 @@ class Sampler:
         """The next token from the logits of batch index idx (-1: the last decoded position).
         llama_sampler_sample also accepts the token into the chain (penalty history, RNG draw),
         exactly once per call, so verifying a draft position by position keeps the chain's state
-        that of plain decoding. A grammar is only used with idx -1 (drafting is off under one)."""
+        that of plain decoding. A grammar reads the same row: a sequence of a batch is constrained
+        at its own index."""
         grammar = self.grammar
         if grammar is None or grammar.gate.state == "thinking":
             token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
         else:
-            token = grammar.sample(self._chain, self._ctx, self._stateful)
+            token = grammar.sample(self._chain, self._ctx, self._stateful, idx)
         if grammar is not None:
             grammar.observe(token)
         return token
@@ -68,6 +69,45 @@ class Sampler:
             self.close()
         except Exception:
             pass
+
+
+class SamplerPool:
+    """Finished chains, reset and reused by the next sequence with the same parameters."""
+
+    def __init__(self, runtime) -> None:
+        self.rt = runtime
+        self.free: dict[tuple, list[Sampler]] = {}
+
+    @staticmethod
+    def key(params: SamplingParams) -> tuple | None:
+        """Chains that reset to the same state are reused; an unseeded draw needs a fresh seed."""
+        if params.temperature > 0 and params.seed is None:
+            return None
+        return tuple(params.as_dict().values())
+
+    def take(self, params: SamplingParams) -> Sampler:
+        key = self.key(params)
+        free = self.free.get(key) if key is not None else None
+        if free:
+            sampler = free.pop()
+            sampler.reset()
+            return sampler
+        return Sampler(self.rt, params)
+
+    def give(self, sampler: Sampler, params: SamplingParams) -> None:
+        """Take a chain back (its grammar, if any, is the caller's to close)."""
+        sampler.grammar = None
+        key = self.key(params)
+        if key is None:
+            sampler.close()
+        else:
+            self.free.setdefault(key, []).append(sampler)
+
+    def close(self) -> None:
+        for free in self.free.values():
+            for sampler in free:
+                sampler.close()
+        self.free.clear()
 
 
 class GrammarCheck:
@@ -97,9 +137,10 @@ class GrammarCheck:
         self._one = ll.llama_token_data_array(self._one_data, 1, -1, False)
         self._np = np
 
-    def _fill(self, ctx) -> None:
-        """The full candidate array from the last logits (samplers reorder it in place, so refill)."""
-        logits = self._np.ctypeslib.as_array(self.ll.llama_get_logits_ith(ctx, -1), shape=(len(self._ids),))
+    def _fill(self, ctx, idx: int) -> None:
+        """The full candidate array from the logits of batch index idx (samplers reorder it in place,
+        so refill)."""
+        logits = self._np.ctypeslib.as_array(self.ll.llama_get_logits_ith(ctx, idx), shape=(len(self._ids),))
         self._cands["id"] = self._ids
         self._cands["logit"] = logits
         self._cands["p"] = 0.0
@@ -122,24 +163,25 @@ class GrammarCheck:
         self.ll.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
         return one.logit != float("-inf")
 
-    def sample(self, chain, ctx, stateful_chain: bool = True) -> int:
-        """One token that the grammar allows. stateful_chain: the chain remembers accepted tokens
-        (penalties), so the first draw must not be accepted before the grammar has seen it."""
+    def sample(self, chain, ctx, stateful_chain: bool = True, idx: int = -1) -> int:
+        """One token that the grammar allows, from the logits of batch index idx. stateful_chain: the
+        chain remembers accepted tokens (penalties), so the first draw must not be accepted before
+        the grammar has seen it."""
         import ctypes
 
         ll = self.ll
         if stateful_chain:
-            self._fill(ctx)
+            self._fill(ctx, idx)
             token = self._draw(chain)
         else:  # all in C: the chain's accept is a no-op
-            token = int(ll.llama_sampler_sample(chain, ctx, -1))
+            token = int(ll.llama_sampler_sample(chain, ctx, idx))
         if self.gate.state == "undecided" and self.gate.first(token):
             if stateful_chain:
                 ll.llama_sampler_accept(chain, token)
             return token  # it opens a thinking block: no grammar yet
         if not self.allows(token):
             self.resamples += 1
-            self._fill(ctx)
+            self._fill(ctx, idx)
             ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
             token = self._draw(chain)
         ll.llama_sampler_accept(self._grammar, token)

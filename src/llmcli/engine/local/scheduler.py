@@ -9,6 +9,7 @@ A step (llama-server's update_slots, in small):
 The KV pool is n_ctx cells. With kv_unified every sequence draws on the whole pool and a prefix can
 be shared between live sequences (llama_memory_seq_cp adds a sequence id to the same cells);
 without it each of the n_seq_max sequences owns n_ctx / n_seq_max cells of its own stream.
+A driven sequence (a chat's) is admitted, prefilled and released here, decoded by its client (cells.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from llmcli.engine.local.batch import TokenBatch
+from llmcli.engine.local.cells import SeqCells
 from llmcli.engine.local.prefix_cache import common_prefix
-from llmcli.engine.local.sampler import Sampler
+from llmcli.engine.local.sampler import Sampler, SamplerPool
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ContextOverflow, RuntimeFailure, UsageError
@@ -77,7 +79,8 @@ class Scheduler:
         self.running: list[Sequence] = []  # in admission order
         self.idle: OrderedDict[int, list[int]] = OrderedDict()  # slot -> the tokens its cells hold (LRU)
         self.counters = SchedulerCounters()
-        self._samplers: dict[tuple, list[Sampler]] = {}  # finished chains, reset and reused
+        self.pool = SamplerPool(runtime)
+        self._samplers = self.pool.free  # finished chains, reset and reused
         self._pending_events: list[SeqEvent] = []
         self._hold = False  # a sequence was deferred: admit nothing more until a release
         self._next_id = 0
@@ -115,6 +118,23 @@ class Scheduler:
             self._return_sampler(seq)
             self._pending_events.append(seq.finish("cancelled"))
 
+    # -- a client that drives its one sequence (chat): admit, prefill by steps, decode in SeqCells
+    def cells(self, seq: Sequence) -> SeqCells:
+        """The cells of a running sequence, for its client to read, restore into and decode in; the
+        client sets seq.n_past to len(kv_tokens) before it releases seq."""
+        return SeqCells(self.rt, seq.slot, seq.tokens()[: seq.n_past], self.n_ctx_seq)
+
+    def release(self, seq: Sequence, keep: bool) -> None:
+        """End a driven sequence: free its cells, or keep them as an idle prefix, and admit the next."""
+        if seq.state == RUNNING:
+            self._release(seq, keep)
+            self.admit()
+
+    def forget(self, slot: int) -> None:
+        """Empty an idle slot whose cells were changed behind the scheduler's back."""
+        if slot in self.idle:
+            self._evict(slot)
+
     @property
     def busy(self) -> bool:
         return bool(self.waiting or self.running or self._pending_events)
@@ -141,7 +161,7 @@ class Scheduler:
         for seq in [s for s in self.running if s.cancel_requested]:
             events.append(seq.finish("cancelled"))
             self._release(seq, keep=False)
-        self._admit()
+        self.admit()
         while True:
             plan = self._fill_batch()
             if not plan:
@@ -155,7 +175,7 @@ class Scheduler:
             self.counters.no_slot += 1
             events += self._make_room(plan)
         self._after_decode(plan, events)
-        self._admit()  # the cells released in this step go to waiting sequences now
+        self.admit()  # the cells released in this step go to waiting sequences now
         self.counters.steps += 1
         self.counters.step_ms.append((time.perf_counter() - t0) * 1000)
         return events
@@ -164,7 +184,7 @@ class Scheduler:
         """The next batch: every generating sequence's last token first, then prefill chunks."""
         batch, plan = self.batch, []
         batch.clear()
-        generating = [s for s in self.running if not s.prefilling]
+        generating = [s for s in self.running if not s.prefilling and not s.request.driven]
         if self.config.prefill_first and len(generating) < len(self.running):
             generating = []
         for seq in self.running:
@@ -196,7 +216,7 @@ class Scheduler:
                 counters.decoded_tokens += n
             seq.n_past += n
         for seq, _ in plan:
-            if seq.i_batch < 0:
+            if seq.i_batch < 0 or seq.request.driven:  # its client samples it at i_batch
                 continue
             assert seq.sampler is not None  # given at admission
             token = seq.sampler.sample(seq.i_batch)
@@ -211,7 +231,9 @@ class Scheduler:
     def _used_cells(self) -> int:
         return sum(s.reserved for s in self.running) + sum(len(t) for t in self.idle.values())
 
-    def _admit(self) -> None:
+    def admit(self) -> None:
+        """Admit the waiting sequences that fit now. A step does it; the client of a driven sequence
+        calls it first, to restore a cached prefix into its cells before they are prefilled."""
         while self.waiting and not self._hold:
             seq = self.waiting[0]
             placed = self._place(seq)
@@ -288,6 +310,7 @@ class Scheduler:
             seq.stats.t_admit = time.perf_counter()
         if seq.sampler is None:
             seq.sampler = self._sampler(seq.request.params)
+            seq.sampler.grammar = seq.request.grammar
         self.running.append(seq)
 
     def _copy_prefix(self, seq: Sequence) -> bool:
@@ -353,31 +376,17 @@ class Scheduler:
         self._hold = True
 
     # -- samplers ----------------------------------------------------------------------------
-    @staticmethod
-    def _key(params: SamplingParams) -> tuple | None:
-        """Chains that reset to the same state are reused; an unseeded draw needs a fresh seed."""
-        if params.temperature > 0 and params.seed is None:
-            return None
-        return tuple(params.as_dict().values())
+    _key = staticmethod(SamplerPool.key)
 
     def _sampler(self, params: SamplingParams) -> Sampler:
-        key = self._key(params)
-        free = self._samplers.get(key) if key is not None else None
-        if free:
-            sampler = free.pop()
-            sampler.reset()
-            return sampler
-        return Sampler(self.rt, params)
+        return self.pool.take(params)
 
     def _return_sampler(self, seq: Sequence) -> None:
         sampler, seq.sampler = seq.sampler, None
-        if sampler is None:
-            return
-        key = self._key(seq.request.params)
-        if key is None:
-            sampler.close()
-        else:
-            self._samplers.setdefault(key, []).append(sampler)
+        if seq.request.grammar is not None:
+            seq.request.grammar.close()  # its state was this sequence's
+        if sampler is not None:
+            self.pool.give(sampler, seq.request.params)
 
     def close(self) -> None:
         """Free every cell and sampler; the runtime stays loaded (its owner closes it)."""
@@ -385,8 +394,5 @@ class Scheduler:
             self._release(seq, keep=False)
         for slot in list(self.idle):
             self._evict(slot)
-        for free in self._samplers.values():
-            for sampler in free:
-                sampler.close()
-        self._samplers.clear()
+        self.pool.close()
         self.batch.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from llmcli.engine.local.sampler import Sampler
+from llmcli.engine.local.sampler import GrammarCheck, Sampler
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
 
@@ -22,6 +22,14 @@ class Request:
     stops: list[str] = field(default_factory=list)
     word_filter: WordFilter | None = None
     ignore_eog: bool = False  # decode exactly max_tokens, as a benchmark does
+    # The grammar its reply follows (owned by the sequence from here on, closed at its release).
+    grammar: GrammarCheck | None = None
+    # A prefill chunk ends here (the stable start later requests share): with flash attention the KV
+    # state depends on where the prefill's batches start, so a cached start must be cut where it was.
+    split: int = 0
+    # The client decodes it itself, token by token, once its prompt is computed (SeqCells: chat's one
+    # sequence, at the cost of the plain loop); the scheduler admits, prefills and releases it.
+    driven: bool = False
 
     @property
     def budget(self) -> int:
@@ -121,6 +129,8 @@ class Sequence:
     def pending(self, limit: int) -> list[int]:
         """Up to `limit` tokens not yet in its KV cells, in order."""
         start, n_prompt = self.n_past, len(self.prompt)
+        if start < self.request.split:
+            limit = min(limit, self.request.split - start)
         if start >= n_prompt:
             return self.generated[start - n_prompt : start - n_prompt + limit]
         head = self.prompt[start : start + limit]
@@ -128,7 +138,10 @@ class Sequence:
 
     @property
     def prefilling(self) -> bool:
-        """More than the last sampled token is missing from its cells (a prompt, or a readmission)."""
+        """More than the last sampled token is missing from its cells (a prompt, or a readmission);
+        a driven sequence, until its prompt is computed (its client decodes the rest)."""
+        if self.request.driven:
+            return self.n_past < len(self.prompt)
         return self.n_tokens - self.n_past > 1 or not self.generated
 
     @property

@@ -3,6 +3,11 @@ in order. A Turn holds what passes from one stage to the next; the conversation 
 
 ① tokenize → ② schedule → ③ prefill → ④ decode, ⑤ post-process and ⑥ return, token by token
 → ⑦ release.
+
+The request is one sequence of the session's scheduler: submitted and admitted in ②, where it takes
+the cells the previous turn kept (or the disk prefix cache's), prefilled by scheduler steps in ③,
+decoded by this client in its own cells (SeqCells: one llama_decode per token, as the plain loop)
+and released in ⑦, its cells kept as the next turn's prefix or freed.
 """
 
 from __future__ import annotations
@@ -12,15 +17,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from llmcli.engine.events import Event, Notice, Stats, rate
-from llmcli.engine.local.prefix_cache import common_prefix
+from llmcli.engine.local.cells import SeqCells
 from llmcli.engine.local.report import ReplySplit, elapsed_ms, stage_details
-from llmcli.engine.local.sampler import Sampler
+from llmcli.engine.local.sequence import DONE, RUNNING, Request, Sequence
 from llmcli.engine.local.speculative import LookupDecoder
 from llmcli.engine.messages import Message
-from llmcli.engine.postprocess import Postprocessor, WordFilter
+from llmcli.engine.postprocess import WordFilter
 from llmcli.engine.templates.render import RenderedPrompt
 from llmcli.engine.templates.thinking import ReasoningSplitter, opens_thinking
-from llmcli.errors import ContextOverflow
+from llmcli.errors import ContextOverflow, RuntimeFailure
 from llmcli.stages import STAGES, StageRecord
 
 if TYPE_CHECKING:
@@ -30,14 +35,18 @@ if TYPE_CHECKING:
 class Turn:
     def __init__(self, session: ChatSession, text: str, keep_cache: bool) -> None:
         self.session, self.rt, self.text, self.keep_cache = session, session.runtime, text, keep_cache
+        self.sched = session.scheduler
+        self.n_ctx = self.sched.n_ctx_seq  # the cells one sequence can hold (all of them, for one)
         self.user = Message("user", text)
-        self.stats = Stats(n_ctx=self.rt.n_ctx, load_ms=0.0)
+        self.stats = Stats(n_ctx=self.n_ctx, load_ms=0.0)
         self.ms = dict.fromkeys((stage.key for stage in STAGES), 0.0)  # each stage's time, in order
         self.t0 = time.perf_counter()
         self.max_tokens = session.params.max_tokens
         self.prompt: RenderedPrompt | None = None
         self.reuse = self.stable = 0  # prompt tokens already in the KV cache; the stable start's length
         self.generated: list[int] = []
+        self.seq: Sequence | None = None
+        self.cells: SeqCells | None = None
         self.reply = ""
         self.finish = "stop"
         self.exact = False  # the reply's ids say exactly what its text says (not trimmed, not masked)
@@ -49,17 +58,17 @@ class Turn:
 
     # ② schedule: fit the conversation and the reply's budget into the context, plan the KV prefix
     def schedule(self) -> Iterator[Event]:
-        session, rt, stats = self.session, self.rt, self.stats
+        session, rt, stats, n_ctx = self.session, self.rt, self.stats, self.n_ctx
         t1 = time.perf_counter()
         prompt, max_tokens = self.prompt, self.max_tokens
-        if (prompt is None or len(prompt.tokens) + max_tokens > rt.n_ctx) and session.messages:
-            start, prompt = session._fit_history(self.user, rt.n_ctx - max_tokens)
+        if (prompt is None or len(prompt.tokens) + max_tokens > n_ctx) and session.messages:
+            start, prompt = session._fit_history(self.user, n_ctx - max_tokens)
             # Only now, once the fit is found: Ctrl-C during it leaves the conversation whole.
             stats.dropped_messages, session.messages = start, session.messages[start:]
-        if prompt is None or len(prompt.tokens) >= rt.n_ctx:
-            size = f"over {rt.n_ctx}" if prompt is None else str(len(prompt.tokens))
+        if prompt is None or len(prompt.tokens) >= n_ctx:
+            size = f"over {n_ctx}" if prompt is None else str(len(prompt.tokens))
             raise ContextOverflow(
-                f"the prompt is {size} tokens and the context holds {rt.n_ctx}; "
+                f"the prompt is {size} tokens and the context holds {n_ctx}; "
                 f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})"
             )
         note = session.thinking.note(session.think)
@@ -68,77 +77,111 @@ class Turn:
         session._noted = note
         if stats.dropped_messages:
             yield Notice(
-                f"dropped the {stats.dropped_messages} oldest messages to fit the {rt.n_ctx}-token context"
+                f"dropped the {stats.dropped_messages} oldest messages to fit the {n_ctx}-token context"
             )
-        if len(prompt.tokens) + max_tokens > rt.n_ctx:
-            max_tokens = rt.n_ctx - len(prompt.tokens)
-            yield Notice(f"the reply is capped at {max_tokens} tokens by the {rt.n_ctx}-token context")
-        reuse = common_prefix(rt.kv_tokens, prompt.tokens)
-        if reuse == len(prompt.tokens):
-            reuse -= 1  # the last prompt token must be computed again to get logits to sample from
-        reuse = rt.keep_prefix(reuse)
+        if len(prompt.tokens) + max_tokens > n_ctx:
+            max_tokens = n_ctx - len(prompt.tokens)
+            yield Notice(f"the reply is capped at {max_tokens} tokens by the {n_ctx}-token context")
         stable = session._stable_length(prompt, self.text)
+        # Admission gives the sequence the cells the last turn kept, cut to what this prompt shares
+        # with them (never its last token: it is computed again for the logits to sample from).
+        seq = self.seq = self._submit(prompt, max_tokens, stable)
+        cells = self.cells = self.sched.cells(seq)
+        reuse = seq.n_past
         stats.cache_source = "ram" if reuse else None
-        if session.disk_cache is not None:
-            restored = session.disk_cache.restore(rt, prompt.tokens, better_than=reuse, limit=stable)
+        if session.disk_cache is not None:  # one more source of the prefix: restored into its cells
+            restored = session.disk_cache.restore(cells, prompt.tokens, better_than=reuse, limit=stable)
             if restored.reused:
                 reuse, stats.cache_source = restored.reused, "disk"
-            elif len(rt.kv_tokens) < reuse:  # a failed load cleared the KV cache
-                reuse, stats.cache_source = len(rt.kv_tokens), None
+            elif len(cells.kv_tokens) < reuse:  # a failed load emptied the cells
+                reuse, stats.cache_source = len(cells.kv_tokens), None
             stats.cache_note = restored.note
+            seq.n_past = reuse
         stats.prompt_tokens, stats.cached_tokens = len(prompt.tokens), reuse
         stats.prefill_tokens = len(prompt.tokens) - reuse
         session.last_prompt = self.prompt = prompt
         self.max_tokens, self.reuse, self.stable = max_tokens, reuse, stable
         self.ms["schedule"] = elapsed_ms(t1)
 
+    def _submit(self, prompt: RenderedPrompt, max_tokens: int, stable: int) -> Sequence:
+        session = self.session
+        grammar = session._grammar_check(prompt)
+        request = Request(
+            prompt.tokens,
+            session.params,
+            max_tokens,
+            session.stops,
+            WordFilter(session.word_filter_words),
+            grammar=grammar,
+            split=stable,
+            driven=True,
+        )
+        try:
+            seq = self.sched.submit(request)
+        except BaseException:
+            if grammar is not None:
+                grammar.close()
+            raise
+        self.sched.admit()
+        if seq.state != RUNNING:  # a session's scheduler serves one request at a time
+            self.sched.cancel(seq)
+            raise RuntimeFailure("the engine is busy with another request; wait for it to finish")
+        self.generated = seq.generated
+        return seq
+
     # ③ prefill, up to the first sampled token
     def prefill(self) -> None:
-        session, rt, prompt = self.session, self.rt, self.prompt
-        assert prompt is not None  # schedule() raised otherwise
+        session, rt, prompt, seq, cells = self.session, self.rt, self.prompt, self.seq, self.cells
+        assert prompt is not None and seq is not None and cells is not None  # schedule() raised otherwise
         t2 = time.perf_counter()
-        # In two parts, split where the stable start ends, cached or not: with flash attention the KV
-        # state depends on where the prefill's batches start, and this keeps a cached run's bytes,
-        # hence its output, identical to an uncached one.
-        if self.reuse < self.stable:
-            rt.prefill(prompt.tokens[self.reuse : self.stable])
-        rt.prefill(prompt.tokens[max(self.reuse, self.stable) :])
+        # Scheduler steps, in n_batch chunks that end where the stable start ends, cached or not (the
+        # request's split): with flash attention the KV state depends on where the prefill's batches
+        # start, and this keeps a cached run's bytes, hence its output, identical to an uncached one.
+        while seq.n_past < seq.n_tokens:
+            calls = self.sched.counters.decode_calls
+            self.sched.step()
+            if seq.state == DONE or calls == self.sched.counters.decode_calls:
+                raise RuntimeFailure(f"the prompt does not fit the {self.n_ctx}-token KV cache; raise --ctx")
         rt.synchronize()
         self.ms["prefill"] = elapsed_ms(t2)
-        self.sampler = Sampler(rt, session.params, session._grammar_check(prompt))
+        cells.kv_tokens[:] = seq.prompt
+        assert seq.sampler is not None  # given at admission, with the request's grammar
+        self.sampler = seq.sampler
         # Drafting needs a KV cache that can drop rejected positions (recurrent models decode plainly),
-        # and a grammar checks one token at a time, so constrained replies decode plainly too.
+        # and a grammar checks one token at a time, so constrained replies decode plainly too. The
+        # scheduler's batches carry no drafts: this sequence verifies them in its own cells.
         self.decoder = (
-            LookupDecoder(rt, self.sampler, prompt.tokens)
+            LookupDecoder(cells, self.sampler, prompt.tokens)
             if session.draft == "lookup" and rt.can_trim and session.constraint is None
             else None
         )
-        self.kv_base = len(rt.kv_tokens)
-        self.first_token = self.sampler.sample()
+        self.kv_base = len(cells.kv_tokens)
+        self.first_token = self.sampler.sample(seq.i_batch)
         self.t_first = time.perf_counter()
         self.stats.ttft_ms = elapsed_ms(self.t0, self.t_first)
 
     def decode(self) -> Iterator[Event]:
-        session, rt, stats, ms, prompt = self.session, self.rt, self.stats, self.ms, self.prompt
-        assert prompt is not None
-        sampler, decoder, token = self.sampler, self.decoder, self.first_token
+        session, rt, stats, ms = self.session, self.rt, self.stats, self.ms
+        prompt, seq = self.prompt, self.seq
+        assert prompt is not None and seq is not None and self.cells is not None
+        sampler, decoder, token, step = self.sampler, self.decoder, self.first_token, self.cells.step
         t_first = t_last = self.t_first
         kv_base = self.kv_base
 
         # ④ decode loop: forward → sample → stop check; ⑤ post-process each token as it comes.
         # The loop is what runs between two llama_decode calls, so it does no more than it must:
         # one clock read per stage boundary (postprocess, return, decode), sums kept in locals.
-        post = Postprocessor(session.stops, WordFilter(session.word_filter_words))
+        post = seq.post  # the sequence's stop strings and word filter
         split = ReplySplit(
             ReasoningSplitter(session.thinking.parses, opens_thinking(prompt.text)), stats, self.t0, t_first
         )
         generated, max_tokens = self.generated, self.max_tokens
-        parts: list[str] = []
+        parts = seq.parts  # its text, as the scheduler's own sequences keep theirs
         finish = "stop"
         clock, piece, is_eog, feed = time.perf_counter, rt.piece, rt.is_eog, post.feed
         post_s = return_s = 0.0  # seconds in stages ⑤ and ⑥
         # Plain decoding's KV cache after each token (a decoder's may hold verified tokens ahead).
-        kv_room = rt.n_ctx - kv_base - 1
+        kv_room = self.n_ctx - kv_base - 1
         try:
             while True:
                 if is_eog(token):
@@ -162,7 +205,7 @@ class Turn:
                     finish = "cancelled"
                     break
                 if decoder is None:
-                    rt.step(token)
+                    step(token)
                     token = sampler.sample()
                 else:
                     token = decoder.next(token, max_tokens - len(generated))
@@ -172,7 +215,6 @@ class Turn:
             if decoder is not None:
                 decoder.settle(stats.decode_steps)  # the KV cache plain decoding would keep
                 stats.draft = decoder.stats
-            sampler.close()
         ms["postprocess"], ms["return"] = post_s * 1000, return_s * 1000
         stats.decode_ms = ms["decode"] = elapsed_ms(t_first, t_last)
         tp = time.perf_counter()
@@ -181,7 +223,7 @@ class Turn:
         if tail:
             parts.append(tail)
         yield from split.events(tail, len(generated), final=True)
-        stats.finish_reason = self.finish = finish
+        stats.finish_reason = self.finish = seq.finish_reason = finish
         stats.completion_tokens = len(generated)
         stats.masked_words = post.filter.masked
         self.reply = "".join(parts)
@@ -202,9 +244,10 @@ class Turn:
 
     # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
     def release(self) -> Iterator[Event]:
-        session, rt, stats, ms, generated = self.session, self.rt, self.stats, self.ms, self.generated
-        assert self.prompt is not None
-        stats.ctx_used = len(rt.kv_tokens)  # what this request occupied, before any release
+        session, stats, ms, generated = self.session, self.stats, self.ms, self.generated
+        seq, cells = self.seq, self.cells
+        assert self.prompt is not None and seq is not None and cells is not None
+        stats.ctx_used = len(cells.kv_tokens)  # what this request occupied, before any release
         t7 = time.perf_counter()
         save_note = None  # why the tip was not saved (larger than the cap), shown with --stats
         if not self.keep_cache:
@@ -212,15 +255,15 @@ class Turn:
                 if (
                     self.exact
                     and self.finish == "length"
-                    and rt.kv_tokens == self.prompt.tokens + generated[:-1]
-                    and len(rt.kv_tokens) < rt.n_ctx
+                    and cells.kv_tokens == self.prompt.tokens + generated[:-1]
+                    and len(cells.kv_tokens) < self.n_ctx
                 ):
-                    rt.step(generated[-1])  # a reply cut by max tokens never decoded its last token
-                saved = session.disk_cache.save_tip(rt)
+                    cells.step(generated[-1])  # a reply cut by max tokens never decoded its last token
+                saved = session.disk_cache.save_tip(cells)
                 if saved.warning:
                     yield Notice(saved.warning)
                 save_note = saved.note
-            rt.clear()
+        self.end(keep=self.keep_cache)
         session._kept = self.keep_cache
         ms["release"] = elapsed_ms(t7)
         stats.total_ms = elapsed_ms(self.t0)
@@ -231,3 +274,15 @@ class Turn:
         ]
         if save_note:  # after the details: the schedule stage's detail tells only what it loaded
             stats.cache_note = "; ".join(filter(None, [stats.cache_note, save_note]))
+
+    def end(self, keep: bool) -> None:
+        """Give the sequence back to the scheduler: its cells kept as the next turn's prefix, or freed.
+        Also what a request stopped part-way does (an error, a caller that stopped reading)."""
+        seq, cells = self.seq, self.cells
+        if seq is not None and seq.state != DONE:
+            if cells is not None:
+                seq.n_past = len(cells.kv_tokens)
+            self.sched.release(seq, keep=keep)
+        if cells is not None:
+            cells.close()
+            self.cells = None
