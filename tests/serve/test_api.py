@@ -130,6 +130,16 @@ def test_openai_json_object_and_grammar_constrain_the_reply(client, server):
             "response_format.json_schema.schema is not a valid JSON Schema",
         ),
         ({"response_format": {"type": "json_schema"}}, "response_format.json_schema", "with a schema"),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"schema": {"patternProperties": {}}},
+                }
+            },
+            "response_format.json_schema.schema",
+            "response_format.json_schema.schema: unsupported keyword 'patternProperties'",
+        ),
         ({"response_format": {"type": "xml"}}, "response_format", "text, json_object or json_schema"),
         ({"grammar": "root ::= (", "max_tokens": 4}, "grammar", "grammar is not a valid GBNF grammar"),
         ({"grammar": 'root ::= "a"', "response_format": {"type": "json_object"}}, "grammar", "only one"),
