@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 import httpx
+import jsonschema
 import pytest
 
 from llmcli.stages import STAGES
@@ -88,23 +89,67 @@ def test_openai_stream_without_include_usage_has_no_usage_chunk(client):
     assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
 
 
+DIGIT = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+    "required": ["n"],
+}
+JSON_ASK = [{"role": "user", "content": "Give a JSON object with one field n, a digit."}]
+
+
+def test_openai_json_schema_reply_parses_and_matches_the_schema(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "digit", "schema": DIGIT}}
+    r = client.chat.completions.create(
+        model=EMBEDDED_NAME, messages=JSON_ASK, max_tokens=48, temperature=0, response_format=fmt
+    )
+    assert r.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(r.choices[0].message.content), DIGIT)
+
+
+def test_openai_json_object_and_grammar_constrain_the_reply(client, server):
+    r = client.chat.completions.create(
+        model=EMBEDDED_NAME,
+        messages=JSON_ASK,
+        max_tokens=64,
+        temperature=0,
+        response_format={"type": "json_object"},
+    )
+    assert r.choices[0].finish_reason == "stop"
+    json.loads(r.choices[0].message.content)
+    grammar = 'root ::= ("yes" | "no") "."'
+    r2 = post(server, "/v1/completions", {"prompt": "Is water wet?", "max_tokens": 8, "grammar": grammar})
+    assert r2.status_code == 200 and r2.json()["choices"][0]["text"] in ("yes.", "no.")
+
+
 @pytest.mark.parametrize(
-    "response_format",
+    "body, param, words",
     [
-        {"type": "json_object"},
-        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": 5}}}},
+            "response_format.json_schema.schema",
+            "response_format.json_schema.schema is not a valid JSON Schema",
+        ),
+        ({"response_format": {"type": "json_schema"}}, "response_format.json_schema", "with a schema"),
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"schema": {"patternProperties": {}}},
+                }
+            },
+            "response_format.json_schema.schema",
+            "response_format.json_schema.schema: unsupported keyword 'patternProperties'",
+        ),
+        ({"response_format": {"type": "xml"}}, "response_format", "text, json_object or json_schema"),
+        ({"grammar": "root ::= (", "max_tokens": 4}, "grammar", "grammar is not a valid GBNF grammar"),
+        ({"grammar": 'root ::= "a"', "response_format": {"type": "json_object"}}, "grammar", "only one"),
     ],
 )
-def test_openai_response_format_is_refused_until_the_scheduler_takes_a_grammar(
-    client, openai_module, response_format
-):
+def test_a_bad_constraint_is_400_naming_its_field(client, openai_module, body, param, words):
     with pytest.raises(openai_module.BadRequestError) as err:
-        client.chat.completions.create(
-            model=EMBEDDED_NAME, messages=HI, max_tokens=4, response_format=response_format
-        )
+        client.chat.completions.create(model=EMBEDDED_NAME, messages=HI, max_tokens=4, extra_body=body)
     assert err.value.status_code == 400
-    body = err.value.body
-    assert body["param"] == "response_format" and "constrained decoding" in body["message"]
+    assert err.value.body["param"] == param and words in err.value.body["message"], err.value.body
 
 
 def test_openai_completion_continues_the_raw_prompt(client):
@@ -276,7 +321,6 @@ def test_a_body_over_max_body_is_413_declared_or_chunked(server):
             "stream",
         ),
         ("/v1/completions", {"prompt": ""}, "prompt", "non-empty"),
-        ("/v1/completions", {"prompt": "hi", "grammar": 'root ::= "a"'}, "grammar", "constrained decoding"),
     ],
 )
 def test_bad_parameters_are_400_naming_the_field_with_llmclis_bounds(server, path, body, param, words):
@@ -295,6 +339,21 @@ def test_null_parameters_mean_the_servers_defaults(server):
 def test_ollama_bad_option_is_400_in_ollamas_shape(server):
     r = post(server, "/api/chat", {"model": EMBEDDED_NAME, "messages": HI, "options": {"temperature": -1}})
     assert r.status_code == 400 and r.json() == {"error": "options.temperature must be in 0..10, not -1"}
+
+
+def test_ollama_format_schema_and_json_constrain_the_reply(server, ollama_module):
+    client = ollama_module.Client(host=server.url, headers=AUTH)
+    r = client.chat(
+        model=EMBEDDED_NAME, messages=JSON_ASK, format=DIGIT, options={"num_predict": 48, "temperature": 0}
+    )
+    jsonschema.validate(json.loads(r.message.content), DIGIT)
+    r = client.generate(
+        model=EMBEDDED_NAME, prompt=JSON_ASK[0]["content"], format="json", options={"num_predict": 64}
+    )
+    assert r.done_reason == "stop"
+    json.loads(r.response)
+    r = post(server, "/api/chat", {"model": EMBEDDED_NAME, "messages": HI, "format": {"type": 5}})
+    assert r.status_code == 400 and r.json()["error"].startswith("format is not a valid JSON Schema")
 
 
 # -- release -----------------------------------------------------------------------------------

@@ -14,8 +14,10 @@ from typing import Any
 
 from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
+from llmcli.engine.structured import OutputConstraint
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS
+from llmcli.serve.constraint import ollama_constraint, openai_constraint
 from llmcli.serve.errors import ApiError, bad
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -35,11 +37,6 @@ UNSUPPORTED = {
 }
 NEUTRAL = {"n": 1, "best_of": 1, "logprobs": False, "echo": False}  # values that ask for nothing
 ZERO_PENALTIES = ("frequency_penalty", "presence_penalty")
-# Constrained decoding: the scheduler's sequences sample without a grammar for now.
-NO_GRAMMAR = (
-    "constrained decoding is not available on the batch scheduler yet; "
-    "send the request without it (or use `llmcli chat --schema`)"
-)
 
 
 @dataclass
@@ -55,6 +52,7 @@ class Generation:
     include_usage: bool = False
     model: str | None = None
     raw: bool = False  # Ollama's `raw`: the prompt as is, no template
+    constraint: OutputConstraint | None = None  # response_format, grammar or Ollama's format
 
 
 def parse_json(data: bytes) -> dict:
@@ -162,15 +160,6 @@ def _refuse_unsupported(body: dict) -> None:
         value = body.get(name)
         if value not in (None, 0, 0.0):
             raise bad(name, f"{name} is not supported (send 0 or leave it out; repeat_penalty is)")
-    fmt = body.get("response_format")
-    if fmt is not None:
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        if kind not in ("text", "json_object", "json_schema"):
-            raise bad("response_format", "response_format.type must be text, json_object or json_schema")
-        if kind != "text":
-            raise bad("response_format", f"response_format {kind}: {NO_GRAMMAR}")
-    if body.get("grammar") is not None:
-        raise bad("grammar", f"grammar: {NO_GRAMMAR}")
 
 
 def _openai_values(body: dict) -> dict[str, tuple[str, Any]]:
@@ -212,6 +201,7 @@ def openai_chat(body: dict, defaults: SamplingParams, system: str | None) -> Gen
         stream=stream,
         include_usage=_stream_options(body, stream),
         model=_text(body.get("model"), "model", allow_none=True),
+        constraint=openai_constraint(body),
     )
 
 
@@ -235,6 +225,7 @@ def openai_completion(body: dict, defaults: SamplingParams) -> Generation:
         stream=stream,
         include_usage=_stream_options(body, stream),
         model=_text(body.get("model"), "model", allow_none=True),
+        constraint=openai_constraint(body),
     )
 
 
@@ -242,8 +233,6 @@ def _ollama_options(body: dict) -> tuple[dict[str, tuple[str, Any]], list[str]]:
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise bad("options", "options must be an object")
-    if body.get("format") not in (None, ""):
-        raise bad("format", f"format: {NO_GRAMMAR}")
     values: dict[str, tuple[str, Any]] = {}
     for sent, value in options.items():
         name = OLLAMA_NAMES.get(sent, sent)
@@ -268,6 +257,7 @@ def ollama_chat(body: dict, defaults: SamplingParams, system: str | None) -> Gen
         stops=stops,
         stream=_bool(body, "stream", True),
         model=_text(body.get("model"), "model", allow_none=True),
+        constraint=ollama_constraint(body),
     )
 
 
@@ -289,6 +279,7 @@ def ollama_generate(body: dict, defaults: SamplingParams, system: str | None) ->
         stream=_bool(body, "stream", True),
         model=_text(body.get("model"), "model", allow_none=True),
         raw=raw,
+        constraint=ollama_constraint(body),
     )
 
 

@@ -1,0 +1,78 @@
+"""Constrained decoding from a request: OpenAI's `response_format`, llama-server's `grammar` and
+Ollama's `format`, into the OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
+
+A schema gets chat's checks (its bounds, the metaschema, the supported subset, the converter) here, on
+the request's side; the grammar is parsed by llama.cpp on the engine thread, with the model's
+vocabulary, when the request is admitted. Messages are chat's, naming the field instead of the option.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
+from llmcli.engine.structured import ANY_JSON, OutputConstraint, schema_to_gbnf
+from llmcli.errors import UsageError
+from llmcli.serve.errors import bad
+
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+OLLAMA_FIX = 'send "json" or a JSON Schema object'
+
+
+def _from_schema(schema: Any, field: str) -> OutputConstraint:
+    try:
+        check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
+        check_is_schema(schema)
+        check_subset(schema)
+        gbnf = schema_to_gbnf(schema)
+    except UsageError as exc:
+        raise bad(field, str(exc).replace("--schema", field, 1)) from None
+    return OutputConstraint("schema", gbnf, schema, field)
+
+
+def _any_json(field: str) -> OutputConstraint:
+    return OutputConstraint("json", schema_to_gbnf(ANY_JSON), {}, field)
+
+
+def _response_format(value: Any) -> OutputConstraint | None:
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind not in RESPONSE_FORMATS:
+        raise bad("response_format", "response_format.type must be text, json_object or json_schema")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return _any_json("response_format")
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict) or "schema" not in spec:
+        raise bad(
+            "response_format.json_schema",
+            'response_format.json_schema must be an object with a schema ({"name": ..., "schema": {...}})',
+        )
+    return _from_schema(spec["schema"], "response_format.json_schema.schema")
+
+
+def openai_constraint(body: dict) -> OutputConstraint | None:
+    """`response_format` or `grammar` (llama-server's field): one of them, or neither."""
+    fmt, grammar = body.get("response_format"), body.get("grammar")
+    constraint = _response_format(fmt) if fmt is not None else None
+    if grammar is None:
+        return constraint
+    if constraint is not None:
+        raise bad("grammar", "response_format and grammar each constrain the reply; give only one")
+    if not isinstance(grammar, str) or not grammar.strip():
+        raise bad("grammar", "grammar must be a GBNF grammar as a string (root ::= ...)")
+    return OutputConstraint("grammar", grammar, None, "grammar")
+
+
+def ollama_constraint(body: dict) -> OutputConstraint | None:
+    """Ollama's `format`: "json", or a JSON Schema object."""
+    fmt = body.get("format")
+    if fmt in (None, ""):
+        return None
+    if isinstance(fmt, str):
+        if fmt.lower() != "json":
+            raise bad("format", f"format {fmt[:40]!r} is not known; {OLLAMA_FIX}")
+        return _any_json("format")
+    if not isinstance(fmt, dict):
+        raise bad("format", f"format must be a string or an object; {OLLAMA_FIX}")
+    return _from_schema(fmt, "format")
