@@ -50,14 +50,33 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
         "out tok/s",
         "decode t/s",
         "TTFT ms p50/p90/p99",
+        "ITL ms p50/p90/p99",
         "latency ms p50/p90/p99",
     ):
         assert title in head
+    assert "goodput" not in head  # no SLO given
     assert url in md.stdout and "c2" in md.stdout
     rows = list(csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "--csv").stdout)))
     assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
     # the fake server reports usage: input tokens are the server's count, output too
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
+
+
+def test_itl_and_goodput_on_the_fake_server(fake_server):
+    url = fake_server.endpoint()
+    # A TPOT SLO no stream meets (0.001 ms a token) and a TTFT one every request meets (a minute)
+    strict = cli_process(
+        "bench", "--endpoint", url, *SMALL, "--json", "--slo-ttft", "60000", "--slo-tpot", "0.001"
+    )
+    assert strict.exit_code == 0, strict.stderr
+    (row,) = json.loads(strict.stdout)
+    assert row["completed"] == 4 and row["good_requests"] == 0 and row["request_goodput"] == 0.0
+    # 8 text chunks a reply, 2 ms apart (20 ms around the one split inside a character): 7 gaps each
+    assert row["mean_itl_ms"] > 0 and 0 < row["p50_itl_ms"] <= row["p90_itl_ms"] <= row["p99_itl_ms"]
+    assert row["p99_itl_ms"] >= 20 > row["p50_itl_ms"]
+    md = cli_process("bench", "--endpoint", url, *SMALL, "--slo-e2el", "60000", "--no-chart")
+    assert md.exit_code == 0, md.stderr
+    assert "goodput req/s" in md.stdout.splitlines()[0] and "(4/4)" in md.stdout
 
 
 HANG_GUARD_S = 60  # a hang guard, not a speed test: the run takes a few seconds
@@ -118,6 +137,7 @@ def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
         (["-p", "16,32"], "give one -p"),
         (["--num-requests", "0"], "--num-requests 0"),
         (["--duration", "0"], "--duration 0"),
+        (["--slo-ttft", "-1"], "--slo-ttft -1: give a number of milliseconds above 0"),
     ):
         result = cli_process("bench", "--endpoint", url, *args)
         assert result.exit_code == 2 and message in result.stderr, (args, result.stderr)

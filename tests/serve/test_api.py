@@ -422,8 +422,14 @@ def test_llmcli_bench_endpoint_measures_the_server(server):
     result = cli_process(
         "bench", "--endpoint", server.url + "/v1", "--api-key", KEY,
         "--concurrency", "2", "--num-requests", "2", "--n-gen", "4", "-p", "16", "--json",
+        "--slo-ttft", "600000", "--slo-e2el", "600000",  # ten minutes: every request is good
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr
     (row,) = json.loads(result.stdout)
     assert row["completed"] == 2 and row["failed"] == 0 and row["usage_reported"], row
     assert row["total_output_tokens"] == 8  # 4 tokens each: the prompt is random, the count is exact
+    # ITL: the gaps between a stream's text chunks, pooled over both requests (up to 3 each)
+    assert row["mean_itl_ms"] > 0 and row["std_itl_ms"] >= 0
+    assert 0 < row["p50_itl_ms"] <= row["p90_itl_ms"] <= row["p99_itl_ms"] < row["p99_e2el_ms"]
+    assert row["good_requests"] == 2 and row["request_goodput"] == row["request_throughput"] > 0
+    assert (row["slo_ttft_ms"], row["slo_tpot_ms"], row["slo_e2el_ms"]) == (600000, None, 600000)

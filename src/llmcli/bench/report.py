@@ -14,7 +14,7 @@ from typing import Generic, TypeGuard, TypeVar
 
 from llmcli.bench.chat import ChatRow
 from llmcli.bench.records import BenchRow
-from llmcli.bench.serve import ServeRow
+from llmcli.bench.serve_stats import ServeRow
 from llmcli.units import format_bytes, format_params
 
 Row = BenchRow | ChatRow | ServeRow
@@ -107,6 +107,13 @@ def _pcts(r: ServeRow, name: str) -> str:
     return " / ".join(f"{getattr(r, f'p{p}_{name}_ms'):.1f}" for p in (50, 90, 99))
 
 
+def _goodput(r: ServeRow) -> str:
+    """Good requests per second, and how many of the completed ones were good."""
+    if r.request_goodput is None:
+        return "-"
+    return f"{r.request_goodput:.2f} ({r.good_requests}/{r.completed})"
+
+
 # bench --endpoint: one row per concurrency level, the columns of vLLM's serving benchmark.
 SERVE_COLUMNS: list[Column[ServeRow]] = [
     Column("model", False, lambda r: r.model),
@@ -116,14 +123,21 @@ SERVE_COLUMNS: list[Column[ServeRow]] = [
     Column("req/s", True, lambda r: f"{r.request_throughput:.2f}"),
     Column("out tok/s", True, lambda r: f"{r.output_throughput:.2f}"),
     Column("decode t/s", True, lambda r: f"{r.decode_tps:.2f}"),
+    Column(
+        "goodput req/s",
+        True,
+        _goodput,
+        lambda rows: any(r.request_goodput is not None for r in rows),  # an SLO was given
+    ),
     Column("TTFT ms p50/p90/p99", True, lambda r: _pcts(r, "ttft")),
+    Column("ITL ms p50/p90/p99", True, lambda r: _pcts(r, "itl")),
     Column("latency ms p50/p90/p99", True, lambda r: _pcts(r, "e2el")),
 ]
 
 
 def to_markdown(rows: list[Row]) -> str:
     if _are(rows, ServeRow):
-        return _table(rows, SERVE_COLUMNS)
+        return _table(rows, [c for c in SERVE_COLUMNS if c.when(rows)])
     if _are(rows, ChatRow):
         return _table(rows, CHAT_COLUMNS)
     return _bench_table(_bench_rows(rows))

@@ -2,13 +2,11 @@
 
 For each concurrency level, that many workers send streamed chat requests back to back until a
 request count or a duration is reached (whichever comes first; requests in flight then finish).
-Per request we measure, on this side of the wire:
-- TTFT: request sent -> first text;
-- TPOT: (latency - TTFT) / (output tokens - 1), and its inverse, the request's decode tok/s;
-- end-to-end latency (E2EL).
-Per level: request throughput, output token throughput, and mean/p50/p90/p99 of TTFT, TPOT and
-E2EL. Field names follow vLLM's benchmark_serving results (`completed`, `request_throughput`,
-`output_throughput`, `p99_ttft_ms`, ...).
+Per request we measure, on this side of the wire, the time to first text (TTFT), the gaps between
+later text chunks (ITL) and the end-to-end latency (E2EL); serve_stats.py turns a level's requests
+into a row: request and output token throughput, goodput against the SLOs given, and
+mean/p50/p90/p99 of TTFT, TPOT, ITL and E2EL. Field names follow vLLM's benchmark_serving results
+(`completed`, `request_throughput`, `request_goodput`, `output_throughput`, `p99_itl_ms`, ...).
 
 Prompts are random words from a small vocabulary (common English words, about one token each), a
 different draw per request, as vLLM's "random" dataset does with token ids: no two requests of a
@@ -19,16 +17,14 @@ server's `usage` when it sends one; otherwise each text chunk of the stream coun
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any
+from dataclasses import dataclass, field
 
-from llmcli.bench.records import Progress, mean, stdev
+from llmcli.bench.records import Progress
+from llmcli.bench.serve_stats import RequestResult, ServeRow, Slo, inter_token_latencies
 from llmcli.engine.openai.client import Endpoint
 from llmcli.engine.openai.stream import ChatStream
 from llmcli.errors import LlmcliError, UsageError
@@ -42,7 +38,6 @@ WORDS = (
     "art war history party result change morning reason research girl guy moment air teacher force"
 ).split()
 INSTRUCTION = "Write a short story that uses these words:"
-PERCENTILES = (50, 90, 99)
 
 
 @dataclass
@@ -55,6 +50,7 @@ class ServePlan:
     temperature: float = 0.0
     warmup: bool = True
     seed: int = 1234
+    slo: Slo = field(default_factory=Slo)  # goodput counts the requests that meet it
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -70,7 +66,13 @@ def parse_concurrency(text: str) -> list[int]:
 
 
 def make_serve_plan(
-    *, concurrency: str, num_requests: int, duration: float, n_prompt: int, n_gen: int
+    *,
+    concurrency: str,
+    num_requests: int,
+    duration: float,
+    n_prompt: int,
+    n_gen: int,
+    slo: Slo | None = None,
 ) -> ServePlan:
     if num_requests < 1:
         raise UsageError(f"--num-requests {num_requests}: give at least 1")
@@ -84,6 +86,7 @@ def make_serve_plan(
         duration_s=duration,
         n_prompt=n_prompt,
         n_gen=n_gen,
+        slo=slo or Slo(),
     )
 
 
@@ -91,22 +94,6 @@ def random_prompt(seed: int, level: int, index: int, n_words: int) -> str:
     """Request `index` of a level: drawn when it is sent, reproducible run to run, new at every level."""
     rng = random.Random(f"{seed}:{level}:{index}")
     return f"{INSTRUCTION} {' '.join(rng.choices(WORDS, k=max(n_words, 1)))}"
-
-
-@dataclass
-class RequestResult:
-    ok: bool
-    ttft_ms: float = 0.0
-    latency_ms: float = 0.0
-    output_tokens: int = 0
-    prompt_tokens: int | None = None  # None: the server sent no usage
-    usage_reported: bool = False
-    error: str = ""
-
-    @property
-    def tpot_ms(self) -> float | None:
-        # vLLM's definition: the time after the first token, per token after the first
-        return (self.latency_ms - self.ttft_ms) / (self.output_tokens - 1) if self.output_tokens > 1 else None
 
 
 def run_request(
@@ -128,16 +115,16 @@ def run_request(
     if register is not None:
         register(stream)
     t0 = time.perf_counter()
-    t_first = None
+    arrivals: list[float] = []  # when each chunk with text came: TTFT, then the ITL gaps
     chunks = 0
     usage: dict | None = None
     for chunk in stream:
         if isinstance(chunk.get("usage"), dict):
             usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if (choice.get("delta") or {}).get("content"):
-                t_first = t_first or time.perf_counter()
-                chunks += 1
+        texts = sum(1 for c in chunk.get("choices") or [] if (c.get("delta") or {}).get("content"))
+        if texts:
+            arrivals.append(time.perf_counter())
+            chunks += texts
     t_end = time.perf_counter()
     if stream.aborted:
         return RequestResult(False, error="cancelled")
@@ -146,109 +133,13 @@ def run_request(
     )
     return RequestResult(
         ok=True,
-        ttft_ms=((t_first or t_end) - t0) * 1000,
+        ttft_ms=((arrivals[0] if arrivals else t_end) - t0) * 1000,
         latency_ms=(t_end - t0) * 1000,
         output_tokens=out_tokens,
         prompt_tokens=usage.get("prompt_tokens") if usage else None,
         usage_reported=usage is not None,
+        itl_ms=inter_token_latencies(arrivals),
     )
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Linear interpolation between closest ranks, as numpy.percentile (and so vLLM) computes it."""
-    if not values:
-        return 0.0
-    s = sorted(values)
-    k = (len(s) - 1) * p / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-@dataclass
-class ServeRow:
-    """One concurrency level against one endpoint and model; names follow vLLM's benchmark_serving."""
-
-    backend: str  # the endpoint
-    model: str
-    test: str  # "c4": concurrency 4
-    max_concurrency: int
-    n_prompt: int  # words asked for in each prompt
-    n_gen: int  # max_tokens of each request
-    num_requests: int  # sent
-    completed: int
-    failed: int
-    duration: float  # seconds, first request sent -> last one done
-    total_input_tokens: int | None  # None: the server sent no usage
-    total_output_tokens: int
-    request_throughput: float  # completed requests / s
-    output_throughput: float  # output tokens / s, all requests together
-    total_token_throughput: float | None
-    mean_ttft_ms: float
-    std_ttft_ms: float
-    p50_ttft_ms: float
-    p90_ttft_ms: float
-    p99_ttft_ms: float
-    mean_tpot_ms: float
-    p50_tpot_ms: float
-    p90_tpot_ms: float
-    p99_tpot_ms: float
-    mean_e2el_ms: float
-    std_e2el_ms: float
-    p50_e2el_ms: float
-    p90_e2el_ms: float
-    p99_e2el_ms: float
-    decode_tps: float  # one request's decode rate, 1000 / TPOT, averaged over requests
-    usage_reported: bool  # False: output tokens are counted stream chunks
-    first_error: str = ""
-    test_time: str = ""
-    samples_ttft_ms: list[float] = field(default_factory=list)
-    samples_e2el_ms: list[float] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_results(cls, results: list[RequestResult], duration_s: float, **fields) -> ServeRow:
-        ok = [r for r in results if r.ok]
-        ttft = [r.ttft_ms for r in ok]
-        e2el = [r.latency_ms for r in ok]
-        tpot = [r.tpot_ms for r in ok if r.tpot_ms is not None]
-        out_tokens = sum(r.output_tokens for r in ok)
-        reported = bool(ok) and all(r.usage_reported and r.prompt_tokens is not None for r in ok)
-        in_tokens = sum(r.prompt_tokens or 0 for r in ok) if reported else None
-        per: dict[str, Any] = {  # ServeRow's percentile fields, by name
-            f"p{p}_{name}_ms": percentile(vals, p)
-            for name, vals in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el))
-            for p in PERCENTILES
-        }
-        errors = [r.error for r in results if not r.ok and r.error != "cancelled"]
-        return cls(
-            num_requests=len(results),
-            completed=len(ok),
-            failed=len(results) - len(ok),
-            duration=duration_s,
-            total_input_tokens=in_tokens,
-            total_output_tokens=out_tokens,
-            request_throughput=len(ok) / duration_s if duration_s else 0.0,
-            output_throughput=out_tokens / duration_s if duration_s else 0.0,
-            total_token_throughput=(in_tokens + out_tokens) / duration_s
-            if in_tokens is not None and duration_s
-            else None,
-            # population deviation (ddof=0), as vLLM's benchmark reports std_*_ms
-            mean_ttft_ms=mean(ttft),
-            std_ttft_ms=stdev(ttft, ddof=0),
-            mean_tpot_ms=mean(tpot),
-            mean_e2el_ms=mean(e2el),
-            std_e2el_ms=stdev(e2el, ddof=0),
-            decode_tps=mean([1000 / t for t in tpot if t > 0]),
-            usage_reported=reported,
-            first_error=errors[0] if errors else "",
-            test_time=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-            samples_ttft_ms=[round(x, 3) for x in ttft],
-            samples_e2el_ms=[round(x, 3) for x in e2el],
-            **per,
-            **fields,
-        )
 
 
 class _Level:
@@ -338,6 +229,7 @@ def run_serve(ep: Endpoint, model: str, plan: ServePlan) -> Iterator[Progress | 
         yield ServeRow.from_results(
             level.results,
             level.elapsed,
+            plan.slo,
             backend=backend,
             model=model,
             test=test,

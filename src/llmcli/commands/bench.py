@@ -65,7 +65,9 @@ HELP = """Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does
   llmcli bench --draft lookup        plus a copy task, plain and drafted
   llmcli bench --endpoint URL --concurrency 1,4,16
                                      a server, like vLLM's serving benchmark:
-                                     req/s, output tok/s, TTFT and latency p50/p90/p99
+                                     req/s, output tok/s, TTFT, ITL and latency p50/p90/p99
+  llmcli bench --endpoint URL --slo-ttft 500 --slo-tpot 50
+                                     plus goodput: requests/s that meet every SLO
 
 Results go to stdout (a Markdown table, or --json, --jsonl, --csv); progress goes to stderr.
 """
@@ -171,6 +173,33 @@ def bench(
             help="With --endpoint: no new request after this long, per level.",
         ),
     ] = 60.0,
+    slo_ttft: Annotated[
+        Optional[float],
+        typer.Option(
+            "--slo-ttft",
+            metavar="MS",
+            show_default=False,
+            help="With --endpoint: a good request's longest time to first token, for goodput.",
+        ),
+    ] = None,
+    slo_tpot: Annotated[
+        Optional[float],
+        typer.Option(
+            "--slo-tpot",
+            metavar="MS",
+            show_default=False,
+            help="With --endpoint: a good request's longest time per output token, for goodput.",
+        ),
+    ] = None,
+    slo_e2el: Annotated[
+        Optional[float],
+        typer.Option(
+            "--slo-e2el",
+            metavar="MS",
+            show_default=False,
+            help="With --endpoint: a good request's longest end-to-end latency, for goodput.",
+        ),
+    ] = None,
     old_n: Annotated[Optional[str], renamed_option("-n", now="--n-gen")] = None,
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
     old_format: Annotated[Optional[str], renamed_option("-f", "--format", now=REPORT_FLAGS)] = None,
@@ -193,6 +222,26 @@ def bench(
     env = environment(context)
     save = env.expand_user(save) if save is not None else None
     server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
+    opts = BenchOptions(
+        models=models,
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        repetitions=repetitions,
+        threads=threads,
+        n_batch=n_batch,
+        n_ctx=n_ctx,
+        backend=backend,
+        chat=chat,
+        flash_attn=flash_attn,
+        draft=draft,
+        save=save,
+        concurrency=concurrency,
+        num_requests=num_requests,
+        duration=duration,
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
+        slo_e2el=slo_e2el,
+    )
     if parallel is not None:
         from llmcli.usecases.bench import run_parallel
 
@@ -202,6 +251,7 @@ def bench(
             "--backend": backend,
             "--draft": draft,
             "--save": save,
+            **{flag: value is not None for flag, value in opts.endpoint_only().items()},
         }
         env.stdout.write(
             run_parallel(
@@ -221,23 +271,6 @@ def bench(
             )
         )
         return
-    opts = BenchOptions(
-        models=models,
-        n_prompt=n_prompt,
-        n_gen=n_gen,
-        repetitions=repetitions,
-        threads=threads,
-        n_batch=n_batch,
-        n_ctx=n_ctx,
-        backend=backend,
-        chat=chat,
-        flash_attn=flash_attn,
-        draft=draft,
-        save=save,
-        concurrency=concurrency,
-        num_requests=num_requests,
-        duration=duration,
-    )
     progress = _ProgressPrinter(env)
     try:
         rows = run_bench(

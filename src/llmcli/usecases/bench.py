@@ -16,10 +16,11 @@ from llmcli.bench import runner
 from llmcli.bench.records import LLAMA, BenchRow, Progress
 from llmcli.errors import UsageError
 from llmcli.store import Store
+from llmcli.usecases.endpoint import refuse_endpoint_only
 
 if TYPE_CHECKING:
     from llmcli.bench.chat import ChatRow
-    from llmcli.bench.serve import ServeRow
+    from llmcli.bench.serve_stats import ServeRow
     from llmcli.engine.openai.client import Endpoint
 
 Row = Union[BenchRow, "ChatRow", "ServeRow"]
@@ -43,6 +44,14 @@ class BenchOptions:
     concurrency: str = "1"
     num_requests: int = 64
     duration: float = 60.0
+    # goodput's SLOs in ms (None: not given)
+    slo_ttft: float | None = None
+    slo_tpot: float | None = None
+    slo_e2el: float | None = None
+
+    def endpoint_only(self) -> dict[str, object]:
+        """The options that measure a server, by flag (None: not given); without one they are refused."""
+        return {"--slo-ttft": self.slo_ttft, "--slo-tpot": self.slo_tpot, "--slo-e2el": self.slo_e2el}
 
 
 def run_bench(
@@ -68,6 +77,7 @@ def run_bench(
         refuse_local_only(local_only, endpoint)
         runner.check_save_path(opts.save)
         return _collect(_remote_events(endpoint, opts), progress)
+    refuse_endpoint_only(opts.endpoint_only())
     plan = runner.make_plan(
         n_prompt=opts.n_prompt,
         n_gen=opts.n_gen,
@@ -113,6 +123,7 @@ def _collect(events: Iterable, progress: Callable[[Progress], None]) -> list[Row
 def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
     from llmcli.bench.runner import parse_int_list
     from llmcli.bench.serve import make_serve_plan, run_serve
+    from llmcli.bench.serve_stats import Slo
     from llmcli.engine.openai.models import list_models, pick_model
 
     prompts, gens = parse_int_list(opts.n_prompt, "-p", 1), parse_int_list(opts.n_gen, "--n-gen", 1)
@@ -127,6 +138,7 @@ def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
         duration=opts.duration,
         n_prompt=prompts[0],
         n_gen=gens[0],
+        slo=Slo.parse(opts.slo_ttft, opts.slo_tpot, opts.slo_e2el),
     )
     available = list_models(server)
     targets = [pick_model(server, available, spec) for spec in _specs(opts)]

@@ -32,3 +32,13 @@ def refuse_local_only(options: Mapping[str, object], endpoint: object) -> None:
             f"{' and '.join(given)} set the local engine; the server at {endpoint} "
             "has its own (leave them out with --endpoint)"
         )
+
+
+def refuse_endpoint_only(options: Mapping[str, object]) -> None:
+    """The other way round, without a server: OPTIONS: flag -> its value (None: not given)."""
+    given = [flag for flag, value in options.items() if value is not None]
+    if given:
+        raise UsageError(
+            f"{' and '.join(given)} {'are' if len(given) > 1 else 'is'} for a serving benchmark: "
+            "give --endpoint URL (or set LLMCLI_ENDPOINT) too"
+        )
