@@ -15,6 +15,7 @@ from llmcli.commands.options import (
     environment,
     param_option,
 )
+from llmcli.environment import SERVE_NATIVE_DEFAULTS, apply_native_defaults
 
 HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests decoded together.
 
@@ -120,6 +121,8 @@ def serve(
     ] = 30.0,
     json_out: JsonOpt = False,
 ) -> None:
+    # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
+    apply_native_defaults(SERVE_NATIVE_DEFAULTS)
     import json
     import signal
 
