@@ -17,6 +17,10 @@ from tests.support.cli import LLMCLI
 
 # Few threads and a small pool: the tests ask for a handful of tokens and run beside other workers.
 BASE = ("--port", "0", "-t", "1", "--ctx", "1024", "--temp", "0")
+# The shared server's (tests/serve/conftest.py): its one key and its body cap.
+KEY = "sk-test-main"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+MAX_BODY = 4096
 URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
 
 

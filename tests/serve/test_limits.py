@@ -24,6 +24,7 @@ TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the thi
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, embedded_path):
+    """This module's own server, in place of the shared one: the limits need flags of their own."""
     home = tmp_path_factory.mktemp("serve-limits")
     key_file = home / "keys.txt"
     key_file.write_text("# one key a line\n" + "\n".join(KEYS) + "\n")
