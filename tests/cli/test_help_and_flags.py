@@ -80,6 +80,31 @@ def test_format_is_constrained_decoding_in_chat_and_nowhere_else():
     assert visible == {"chat"}
 
 
+# Options chat and serve both have, meaning another thing on a server: the keys clients must send
+# (chat: the key it sends), the longest a request may take (chat: how long it waits for a server).
+SERVER_MEANINGS = {"--api-key", "--timeout"}
+
+
+def described(option: Any) -> dict[str, Any]:
+    """What --help shows of an option and what it accepts."""
+    fields = ("opts", "secondary_opts", "help", "metavar", "min", "max", "multiple", "nargs", "default")
+    return {field: getattr(option, field, None) for field in (*fields, "is_flag", "show_default")}
+
+
+def test_the_options_chat_and_serve_share_read_and_check_the_same():
+    chat, serve = ({o.opts[-1]: o for o in options(c)} for c in ("chat", "serve"))
+    shared = chat.keys() & serve.keys() - SERVER_MEANINGS
+    assert shared >= {"--temp", "--max-tokens", "--system", "--stop", "--filter", "--ctx", "--threads"}
+    for name in shared:
+        mine, theirs = described(chat[name]), described(serve[name])
+        if name == "--system":  # one declaration; serve adds which chats get it
+            assert (mine.pop("help"), theirs.pop("help")) == (
+                "System prompt.",
+                "System prompt for chats that bring none.",
+            )
+        assert mine == theirs, name
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -17,13 +17,17 @@ from tests.support.cli import LLMCLI
 
 # Few threads and a small pool: the tests ask for a handful of tokens and run beside other workers.
 BASE = ("--port", "0", "-t", "1", "--ctx", "1024", "--temp", "0")
+# The shared server's (tests/serve/conftest.py): its one key and its body cap.
+KEY = "sk-test-main"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+MAX_BODY = 4096
 URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
 
 
 class ServeProcess:
     def __init__(self, home: Path, *args: str, wait: bool = True) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
-        env.update(LLMCLI_HOME=str(home), OMP_WAIT_POLICY="PASSIVE")
+        env.update(LLMCLI_HOME=str(home))  # serve sets OMP_WAIT_POLICY itself
         self.proc = subprocess.Popen(
             [*LLMCLI, "serve", *BASE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )

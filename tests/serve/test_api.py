@@ -1,6 +1,7 @@
 """`llmcli serve` through the official openai and ollama clients and curl, on the embedded model.
 
-One server for the module, with a key (every request here sends it) and a small body cap.
+On the shared server (tests/serve/conftest.py), with its key (every request here sends it) and its
+small body cap.
 """
 
 from __future__ import annotations
@@ -15,27 +16,9 @@ import pytest
 
 from llmcli.stages import STAGES
 from llmcli.store import EMBEDDED_NAME
-from tests.serve.server import ServeProcess
+from tests.serve.server import AUTH, KEY, MAX_BODY
 
-KEY = "sk-test-main"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-MAX_BODY = 4096
 HI = [{"role": "user", "content": "Say hello."}]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, embedded_path):
-    srv = ServeProcess(
-        tmp_path_factory.mktemp("serve-home"),
-        "--parallel",
-        "2",
-        "--api-key",
-        KEY,
-        "--max-body",
-        str(MAX_BODY),
-    )
-    yield srv
-    assert srv.stop() == 0
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,10 @@ import httpx
 import pytest
 
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
-from tests.serve.server import ServeProcess
+from tests.serve.server import KEY, MAX_BODY
 
 CASES = cases(default=20, long=200)  # per seed
 FIXED_SEED = 20261203
-KEY = "sk-fuzz"
-MAX_BODY = 2048
 HI = [{"role": "user", "content": "Hi."}]
 ROUTES = {  # a valid body each, at most 3 tokens
     "/v1/chat/completions": {"messages": HI, "max_tokens": 3, "temperature": 0.5, "stop": ["\n\n"]},
@@ -41,21 +39,6 @@ TOKEN_FIELDS = {
     "max_tokens",
     "num_predict",
 }  # only invalid values here: a valid large one would decode for long
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, embedded_path):
-    srv = ServeProcess(
-        tmp_path_factory.mktemp("serve-fuzz"),
-        "--parallel",
-        "2",
-        "--api-key",
-        KEY,
-        "--max-body",
-        str(MAX_BODY),
-    )
-    yield srv
-    assert srv.stop() == 0
 
 
 def paths(body, prefix=()):

@@ -4,6 +4,7 @@ queue is full, the refusals at start, and SIGTERM letting a stream finish before
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import time
@@ -23,6 +24,7 @@ TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the thi
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, embedded_path):
+    """This module's own server, in place of the shared one: the limits need flags of their own."""
     home = tmp_path_factory.mktemp("serve-limits")
     key_file = home / "keys.txt"
     key_file.write_text("# one key a line\n" + "\n".join(KEYS) + "\n")
@@ -141,6 +143,24 @@ def test_an_empty_key_file_is_refused(tmp_path):
 def test_bad_options_are_refused_before_anything_loads(args, words):
     result = cli("serve", *args)
     assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_serve_sets_openmp_to_sleep_before_llama_cpp_loads_unless_the_user_chose(monkeypatch, given):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "x")  # recorded first, so the test's end restores the original
+    if given is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY")
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", given)
+    assert cli("serve", "--host", "0.0.0.0").exit_code == 2  # refused after the command began
+    assert os.environ["OMP_WAIT_POLICY"] == (given or "PASSIVE")
+
+
+def test_chat_leaves_openmp_as_llama_cpp_runs_it(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "x")
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert cli("chat", "--format", "xml", "hi").exit_code == 2  # refused after the command began
+    assert "OMP_WAIT_POLICY" not in os.environ
 
 
 def test_a_file_that_is_not_a_model_is_refused_before_listening(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -13,14 +13,24 @@ from llmcli.commands.options import (
     CtxOpt,
     DraftOpt,
     EndpointOpt,
+    FilterOpt,
     JsonOpt,
+    MaxTokensOpt,
+    MinPOpt,
+    RepeatPenaltyOpt,
+    SeedOpt,
+    StopOpt,
+    TempOpt,
     ThinkOpt,
     ThreadsOpt,
     TimeoutOpt,
+    TopKOpt,
+    TopPOpt,
     cid_option,
     complete_model_names,
     environment,
-    param_option,
+    sampling_params,
+    system_option,
 )
 
 if TYPE_CHECKING:
@@ -76,33 +86,19 @@ def chat(
             show_default=False,
         ),
     ] = None,
-    system: Annotated[Optional[str], typer.Option("-s", "--system", help="System prompt.")] = None,
-    temp: Annotated[Optional[float], param_option("temperature")] = None,
-    top_p: Annotated[Optional[float], param_option("top_p")] = None,
-    top_k: Annotated[Optional[int], param_option("top_k")] = None,
-    min_p: Annotated[Optional[float], param_option("min_p")] = None,
-    repeat_penalty: Annotated[Optional[float], param_option("repeat_penalty")] = None,
-    seed: Annotated[Optional[int], param_option("seed")] = None,
-    max_tokens: Annotated[Optional[int], param_option("max_tokens")] = None,
+    system: Annotated[Optional[str], system_option()] = None,
+    temp: TempOpt = None,
+    top_p: TopPOpt = None,
+    top_k: TopKOpt = None,
+    min_p: MinPOpt = None,
+    repeat_penalty: RepeatPenaltyOpt = None,
+    seed: SeedOpt = None,
+    max_tokens: MaxTokensOpt = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     draft: DraftOpt = None,
-    stop: Annotated[
-        Optional[list[str]],
-        typer.Option(
-            "--stop",
-            help="Stop at this string (repeatable); it is trimmed from the reply.",
-            show_default=False,
-        ),
-    ] = None,
-    filter_file: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--filter",
-            help="Mask the words/phrases in FILE (one a line, case-insensitive) with ***.",
-            show_default=False,
-        ),
-    ] = None,
+    stop: StopOpt = None,
+    filter_file: FilterOpt = None,
     json_out: JsonOpt = False,
     stats: Annotated[
         Optional[bool],
@@ -175,20 +171,18 @@ def chat(
         bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")
     ] = False,
 ) -> None:
-    from llmcli.engine.sampling import SamplingParams
     from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
 
-    overrides: dict[str, Any] = {  # SamplingParams checks each against its row in llmcli.params
-        "temperature": temp,
-        "top_p": top_p,
-        "top_k": top_k,
-        "min_p": min_p,
-        "repeat_penalty": repeat_penalty,
-        "seed": seed,
-        "max_tokens": max_tokens,
-    }
-    params = SamplingParams(**{k: v for k, v in overrides.items() if v is not None})
+    params = sampling_params(
+        temperature=temp,
+        top_p=top_p,
+        top_k=top_k,
+        min_p=min_p,
+        repeat_penalty=repeat_penalty,
+        seed=seed,
+        max_tokens=max_tokens,
+    )
     env = environment(context)
     constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
     _refuse_old_ctx_flag(continue_latest, model, prompt)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -20,6 +20,9 @@ from llmcli.convert.outtypes import OUTTYPES
 from llmcli.environment import Environment
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS
+
+if TYPE_CHECKING:
+    from llmcli.engine.sampling import SamplingParams
 
 # What a completed name may hold: the shells insert a completion as typed text, unquoted, so `$(...)`,
 # `;`, a quote, a space or a newline would run or split on the command line, and an escape sequence
@@ -219,6 +222,51 @@ def param_option(name: str) -> Any:
         # `\\[`: rich would take "[random]" for a style tag and drop it from the help.
         help=f"{row.help.rstrip('.')}; {row.range_text}. \\[{row.default_text}]",
     )
+
+
+# -- what chat and serve both take: one declaration each, so the two --help pages cannot drift --------
+TempOpt = Annotated[Optional[float], param_option("temperature")]
+TopPOpt = Annotated[Optional[float], param_option("top_p")]
+TopKOpt = Annotated[Optional[int], param_option("top_k")]
+MinPOpt = Annotated[Optional[float], param_option("min_p")]
+RepeatPenaltyOpt = Annotated[Optional[float], param_option("repeat_penalty")]
+SeedOpt = Annotated[Optional[int], param_option("seed")]
+MaxTokensOpt = Annotated[Optional[int], param_option("max_tokens")]
+
+
+def sampling_params(**given: Any) -> SamplingParams:
+    """The sampling options (by their row names in llmcli.params) as SamplingParams; an option not
+    given keeps its row's default."""
+    from llmcli.engine.sampling import SamplingParams
+
+    return SamplingParams(**{name: value for name, value in given.items() if value is not None})
+
+
+def system_option(when: str = "") -> Any:
+    """-s/--system (chat, serve): the system prompt; `when` says which chats get it.
+
+    The typer.Option for `Annotated[Optional[str], system_option(WHEN)]`."""
+    return typer.Option("-s", "--system", show_default=False, help=f"System prompt{when}.")
+
+
+StopOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--stop",
+        metavar="TEXT",
+        show_default=False,
+        help="Stop at this string (repeatable); it is trimmed from the reply.",
+    ),
+]
+FilterOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--filter",
+        metavar="FILE",
+        show_default=False,
+        help="Mask the words/phrases in FILE (one a line, case-insensitive) with ***.",
+    ),
+]
 
 
 def _check_draft(value: str | None) -> str | None:

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
 from llmcli.commands.options import (
     CtxOpt,
+    FilterOpt,
     JsonOpt,
+    MaxTokensOpt,
+    MinPOpt,
+    RepeatPenaltyOpt,
+    SeedOpt,
+    StopOpt,
+    TempOpt,
     ThreadsOpt,
+    TopKOpt,
+    TopPOpt,
     complete_model_names,
     environment,
-    param_option,
+    sampling_params,
+    system_option,
 )
+from llmcli.environment import SERVE_NATIVE_DEFAULTS, apply_native_defaults
 
 HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests decoded together.
 
@@ -49,29 +60,16 @@ def serve(
     ] = 4,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
-    system: Annotated[
-        Optional[str],
-        typer.Option("-s", "--system", help="System prompt for chats that bring none.", show_default=False),
-    ] = None,
-    temp: Annotated[Optional[float], param_option("temperature")] = None,
-    top_p: Annotated[Optional[float], param_option("top_p")] = None,
-    top_k: Annotated[Optional[int], param_option("top_k")] = None,
-    min_p: Annotated[Optional[float], param_option("min_p")] = None,
-    repeat_penalty: Annotated[Optional[float], param_option("repeat_penalty")] = None,
-    seed: Annotated[Optional[int], param_option("seed")] = None,
-    max_tokens: Annotated[Optional[int], param_option("max_tokens")] = None,
-    stop: Annotated[
-        Optional[list[str]],
-        typer.Option("--stop", help="Stop every reply at this string (repeatable).", show_default=False),
-    ] = None,
-    filter_file: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--filter",
-            help="Mask the words/phrases in FILE (one a line) with *** in every reply.",
-            show_default=False,
-        ),
-    ] = None,
+    system: Annotated[Optional[str], system_option(" for chats that bring none")] = None,
+    temp: TempOpt = None,
+    top_p: TopPOpt = None,
+    top_k: TopKOpt = None,
+    min_p: MinPOpt = None,
+    repeat_penalty: RepeatPenaltyOpt = None,
+    seed: SeedOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    stop: StopOpt = None,
+    filter_file: FilterOpt = None,
     api_key: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -120,11 +118,12 @@ def serve(
     ] = 30.0,
     json_out: JsonOpt = False,
 ) -> None:
+    # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
+    apply_native_defaults(SERVE_NATIVE_DEFAULTS)
     import json
     import signal
 
     from llmcli.engine.postprocess import WordFilter
-    from llmcli.engine.sampling import SamplingParams
     from llmcli.errors import Interrupted
     from llmcli.serve.config import ServeConfig, check_config, read_key_file
     from llmcli.serve.run import find_model
@@ -133,15 +132,6 @@ def serve(
     from llmcli.ui.download import pull_report
 
     env = environment(context)
-    overrides: dict[str, Any] = {
-        "temperature": temp,
-        "top_p": top_p,
-        "top_k": top_k,
-        "min_p": min_p,
-        "repeat_penalty": repeat_penalty,
-        "seed": seed,
-        "max_tokens": max_tokens,
-    }
     keys = list(api_key or []) + (read_key_file(api_key_file) if api_key_file else [])
     config = ServeConfig(
         model_path="",
@@ -152,7 +142,15 @@ def serve(
         ctx=ctx,
         threads=threads,
         system=system,
-        params=SamplingParams(**{k: v for k, v in overrides.items() if v is not None}),
+        params=sampling_params(
+            temperature=temp,
+            top_p=top_p,
+            top_k=top_k,
+            min_p=min_p,
+            repeat_penalty=repeat_penalty,
+            seed=seed,
+            max_tokens=max_tokens,
+        ),
         stops=stop or [],
         filter_words=WordFilter.from_file(filter_file).words if filter_file else [],
         api_keys=keys,

@@ -134,6 +134,7 @@ def create_app(server: Server):
     from starlette.responses import JSONResponse, Response
 
     from llmcli.serve import ollama_api, openai_api
+    from llmcli.serve.call import ClientLeft
 
     @asynccontextmanager
     async def lifespan(app):
@@ -152,6 +153,10 @@ def create_app(server: Server):
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
         return error_response(exc, request.url.path, server.metrics)
+
+    @app.exception_handler(ClientLeft)
+    async def client_left(request: Request, exc: ClientLeft):
+        return Response(status_code=499)  # nobody reads it: the sequence is cancelled
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):

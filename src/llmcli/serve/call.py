@@ -1,8 +1,9 @@
 """One request's exchange with the engine thread, on the event loop.
 
 `start` submits it and waits for the engine's answer (a 400 or 503 before any byte is sent);
-`events` then yields its text and, last, its Outcome. A client that leaves, or the request's time
-limit, cancels the sequence: the engine frees its cells in its next step.
+`events` then yields its text and, last, its Outcome, which every route consumes in one of two
+ways: `whole` collects the reply, `streamed` renders it piece by piece. A client that leaves, or the
+request's time limit, cancels the sequence: the engine frees its cells in its next step.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
-from llmcli.engine.templates.thinking import ReasoningSplitter
+from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
 from llmcli.serve.body import Generation
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
@@ -22,6 +24,15 @@ POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
 class ClientLeft(Exception):
     """The client closed the connection before its answer was ready."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply collected whole: the answer, the reasoning apart, and how it ended."""
+
+    text: str
+    reasoning: str
+    outcome: Outcome
 
 
 class Call:
@@ -96,6 +107,40 @@ class Call:
                 return
         finally:
             self.close()
+
+    async def whole(self, disconnected: Callable[[], Awaitable[bool]]) -> Reply:
+        """The reply, collected. Raises ClientLeft (the client closed the connection; the sequence
+        is cancelled) or ApiError (the time limit, or the engine failed)."""
+        parts: dict[str, list[str]] = {REASONING: [], "answer": []}
+        try:
+            async for item in self.events(disconnected):
+                if not isinstance(item, Outcome):
+                    kind, text = item
+                    parts[kind if kind == REASONING else "answer"].append(text)
+        finally:
+            self.close()
+        assert self.outcome is not None  # the last item events yields
+        return Reply("".join(parts["answer"]), "".join(parts[REASONING]), self.outcome)
+
+    async def streamed(
+        self, render: Callable[[str, str], str], failed: Callable[[ApiError], str]
+    ) -> AsyncIterator[str]:
+        """Each piece of the reply as `render(kind, text)` words it; rendering counts as stage ⑤
+        (post-process), the wait until the connection asks for the next piece as ⑥ (return). The
+        Outcome is then in self.outcome. The time limit or an engine failure ends the stream with
+        `failed(error)`, and self.outcome stays None (a stream's status was sent with its start)."""
+        try:
+            async for item in self.events():
+                if isinstance(item, Outcome):
+                    continue  # the last item: the loop ends and the call closes
+                t0 = time.perf_counter()
+                data = render(*item)
+                t1 = time.perf_counter()
+                self.postprocess_s += t1 - t0
+                yield data
+                self.return_s += time.perf_counter() - t1
+        except ApiError as exc:
+            yield failed(exc)
 
     async def _next(self, disconnected: Callable[[], Awaitable[bool]] | None) -> object:
         while True:

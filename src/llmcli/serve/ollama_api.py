@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
 from llmcli.serve.body import ollama_chat, ollama_generate
-from llmcli.serve.call import Call, ClientLeft
+from llmcli.serve.call import Call
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Outcome, timings
 
@@ -46,6 +46,10 @@ class Shape:
                 body["thinking"] = thinking
         body["done"] = done
         return body
+
+    def line(self, kind: str, text: str) -> dict:
+        """A streamed piece: the answer's text, or the reasoning's."""
+        return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
 
     def final(self, call: Call, outcome: Outcome, text: str = "", thinking: str = "") -> dict:
         body = self.piece(text, thinking, True)
@@ -97,7 +101,7 @@ def details(server: Server) -> dict:
 
 
 def register(app, server: Server) -> None:
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse
 
     config = server.config
 
@@ -114,43 +118,17 @@ def register(app, server: Server) -> None:
         shape = Shape(chat, config.model_name)
         if gen.stream:
             return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
-        parts: dict[str, list[str]] = {REASONING: [], "answer": []}
-        outcome = None
-        try:
-            async for item in call.events(request.is_disconnected):
-                if isinstance(item, Outcome):
-                    outcome = item
-                else:
-                    kind, text = item
-                    parts[kind if kind == REASONING else "answer"].append(text)
-        except ClientLeft:
-            return Response(status_code=499)
-        finally:
-            call.close()
-        assert outcome is not None
-        return JSONResponse(shape.final(call, outcome, "".join(parts["answer"]), "".join(parts[REASONING])))
+        reply = await call.whole(request.is_disconnected)
+        return JSONResponse(shape.final(call, reply.outcome, reply.text, reply.reasoning))
 
     async def lines(call: Call, shape: Shape):
-        outcome = None
-        try:
-            async for item in call.events():
-                if isinstance(item, Outcome):
-                    outcome = item
-                    continue
-                kind, text = item
-                t0 = time.perf_counter()
-                line = json.dumps(
-                    shape.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
-                )
-                t1 = time.perf_counter()
-                call.postprocess_s += t1 - t0
-                yield line + "\n"
-                call.return_s += time.perf_counter() - t1
-        except ApiError as exc:
-            yield json.dumps(exc.body(ollama=True)) + "\n"
-            return
-        if outcome is not None:
-            yield json.dumps(shape.final(call, outcome)) + "\n"
+        async for line in call.streamed(
+            lambda kind, text: json.dumps(shape.line(kind, text)) + "\n",
+            lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
+        ):
+            yield line
+        if call.outcome is not None:
+            yield json.dumps(shape.final(call, call.outcome)) + "\n"
 
     @app.post("/api/chat")
     async def api_chat(request: Request):

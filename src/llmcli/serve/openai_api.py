@@ -14,8 +14,7 @@ from sse_starlette import EventSourceResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
 from llmcli.serve.body import Generation, openai_chat, openai_completion
-from llmcli.serve.call import Call, ClientLeft
-from llmcli.serve.errors import ApiError
+from llmcli.serve.call import Call
 from llmcli.serve.outcome import Outcome, timings, usage
 
 
@@ -70,27 +69,16 @@ class Shape:
         return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
 
 
-async def answer(request, server: Server, call: Call, shape: Shape):
+async def answer(request, call: Call, shape: Shape):
     """The whole reply as one JSON object."""
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import JSONResponse
 
-    parts: dict[str, list[str]] = {REASONING: [], "answer": []}
-    outcome = None
-    try:
-        async for item in call.events(request.is_disconnected):
-            if isinstance(item, Outcome):
-                outcome = item
-            else:
-                kind, text = item
-                parts[kind if kind == REASONING else "answer"].append(text)
-    except ClientLeft:
-        return Response(status_code=499)  # nobody reads it: the sequence is cancelled
-    assert outcome is not None
+    reply = await call.whole(request.is_disconnected)
     t0 = time.perf_counter()
-    body = shape.envelope([shape.whole("".join(parts["answer"]), "".join(parts[REASONING]), outcome)], False)
-    body["usage"] = usage(outcome)
+    body = shape.envelope([shape.whole(reply.text, reply.reasoning, reply.outcome)], False)
+    body["usage"] = usage(reply.outcome)
     call.return_s += time.perf_counter() - t0
-    body["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
+    body["timings"] = timings(reply.outcome, call.postprocess_s * 1000, call.return_s * 1000)
     return JSONResponse(body)
 
 
@@ -113,28 +101,18 @@ def stream(server: Server, call: Call, shape: Shape):
     """Server-sent events in OpenAI's format, `data: [DONE]` last."""
 
     async def events():
-        send = time.perf_counter
         if shape.chat:
             yield json.dumps(
                 shape.envelope(
                     [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}], True
                 )
             )
-        outcome = None
-        try:
-            async for item in call.events():
-                if isinstance(item, Outcome):
-                    outcome = item  # the last item: the loop ends and the call closes
-                    continue
-                t0 = send()
-                data = json.dumps(shape.envelope([shape.piece(*item)], True))
-                t1 = send()
-                call.postprocess_s += t1 - t0
-                yield data
-                call.return_s += send() - t1
-        except ApiError as exc:  # the time limit, or the engine failed: OpenAI's mid-stream error
-            yield json.dumps(exc.body(ollama=False))
-            return
+        async for data in call.streamed(
+            lambda kind, text: json.dumps(shape.envelope([shape.piece(kind, text)], True)),
+            lambda exc: json.dumps(exc.body(ollama=False)),  # OpenAI's mid-stream error
+        ):
+            yield data
+        outcome = call.outcome
         if outcome is None:
             return
         last = shape.envelope([shape.last(outcome)], True)
@@ -171,11 +149,7 @@ def register(app, server: Server) -> None:
         shape = Shape(chat, config.model_name)
         if call.gen.stream:
             return stream(server, call, shape)
-        try:
-            return await answer(request, server, call, shape)
-        except BaseException:
-            call.close()
-            raise
+        return await answer(request, call, shape)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
