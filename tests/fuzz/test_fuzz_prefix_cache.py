@@ -169,11 +169,12 @@ def _snapshot(*dirs: Path) -> set[tuple[str, int, int]]:
     return seen
 
 
-def _folder(rng: random.Random, store: Path, outside: Path) -> tuple[Path, dict[Path, bytes], str]:
+def _folder(rng: random.Random, store: Path, outside: Path, case: int) -> tuple[Path, dict[Path, bytes], str]:
     """A cache folder of one kind in `store`, seeded with entries of ours (whole or damaged) and files
-    of someone else's; the files that are not ours, which nothing may delete or change."""
+    of someone else's; the files that are not ours, which nothing may delete or change. The first
+    cases take each kind in turn, so that every seed reaches every kind, and the rest draw one."""
     cache = store / "cache"
-    kind = rng.choice(ROOT_KINDS)
+    kind = ROOT_KINDS[case] if case < len(ROOT_KINDS) else rng.choice(ROOT_KINDS)
     if kind == "file":
         cache.write_bytes(b"not a folder")
         return cache, {cache: b"not a folder"}, kind
@@ -218,7 +219,7 @@ def test_cache_list_and_clear_over_seeded_folders_end_cleanly_and_delete_only_ou
         store, outside = root / "store", root / "outside"
         store.mkdir(parents=True)
         outside.mkdir()
-        cache, theirs, kind = _folder(rng, store, outside)
+        cache, theirs, kind = _folder(rng, store, outside, case)
         before = _snapshot(watched)
         for args in (("cache",), ("cache", "--json"), ("cache", "clear"), ("cache", "clear", "--json")):
             r = cli(*args, vars={"LLMCLI_HOME": str(store)})
