@@ -17,9 +17,9 @@ and a small --max-body, gets 200 requests from 32 clients at once, a fixed shuff
 
 The three generation kinds do what a client should with a 503 (the queue is full): wait the
 Retry-After and try again, up to --retries times; without that, 32 clients against 12 places
-would spend the run on instant 503s and few streams would ever start, let alone be cut. Every
-other request has a key of its own, so retries never reach a key's rate limit; the over-rate
-requests share one key, come early in the run (inside the first one-minute window) and outnumber
+would spend the run on instant 503s and few streams would ever start, let alone be cut. Each
+request but the over-rate ones has a key of its own, so retries never reach a rate limit; the
+over-rate requests share one key, come early in the run (inside the first one-minute window) and outnumber
 --rate-limit, so the last of them get 429.
 
 Checks: every answer (each attempt) was a complete 200 or a JSON error in OpenAI's shape
