@@ -5,6 +5,8 @@
 #   benchmarks/build_native.sh        -> builds (once) and prints the llama-bench path on stdout
 #   benchmarks/build_native.sh --batched
 #                                     -> the same for llama-batched-bench (B sequences decoded together)
+#   benchmarks/build_native.sh --server
+#                                     -> the same for llama-server (the serve benchmarks' native side)
 #   benchmarks/build_native.sh --callgrind
 #                                     -> builds (once) llama.cpp's shared libraries without AVX-512
 #                                        (valgrind cannot run AVX-512 code) and prints their directory,
@@ -38,6 +40,8 @@ log() { echo "build_native: $*" >&2; }
 MODE="${1:-}"
 if [ "$MODE" = "--batched" ]; then
     TARGET="llama-batched-bench"
+elif [ "$MODE" = "--server" ]; then
+    TARGET="llama-server"
 fi
 BIN="$BUILD/bin/$TARGET"
 if [ "$MODE" = "--callgrind" ]; then
@@ -93,6 +97,12 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
         -DLLAMA_BUILD_SERVER=OFF \
         -DLLAMA_BUILD_TOOLS=ON \
         -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF >&2
+fi
+if [ "$MODE" = "--server" ] && ! grep -q '^LLAMA_BUILD_SERVER:BOOL=ON' "$BUILD/CMakeCache.txt"; then
+    # The same build directory (and so the same objects) as llama-bench: only the server's target is
+    # added to the configuration; what is already built is reused.
+    log "adding llama-server to the configuration"
+    cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DLLAMA_BUILD_SERVER=ON >&2
 fi
 
 log "building $TARGET with -j$JOBS (a few minutes on 2 cores)"
