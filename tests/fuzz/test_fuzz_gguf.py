@@ -193,8 +193,12 @@ def m_revalue(rng, src, data):
     return f"{key} = {str(change[1])[:40]!r}", assemble(kvs, src.tensors, data)
 
 
-def m_drop(rng, src, data):
-    key = rng.choice(list(src.kvs))
+# Keys a file is whole without (its name, its template, a flag with a default): the first drop takes one.
+SPARE_KEYS = ["general.name", "tokenizer.chat_template", "tokenizer.ggml.add_bos_token"]
+
+
+def m_drop(rng, src, data, keys: list[str] | None = None):
+    key = rng.choice(keys or list(src.kvs))
     return f"drop {key}", assemble([raw for k, raw in src.kvs.items() if k != key], src.tensors, data)
 
 
@@ -298,7 +302,9 @@ def make_cases(tiny: Path, n: int, seed: int) -> list[Case]:
     for i in range(n):
         rng = random.Random(seed * 100_003 + i)
         name = names[i % len(names)]  # every mutation kind in every run, even the short one
-        if name in MUTATIONS:
+        if name == "drop" and i < len(names):  # a file still whole: every run reaches a success too
+            detail, blob = m_drop(rng, src, data, SPARE_KEYS)
+        elif name in MUTATIONS:
             detail, blob = MUTATIONS[name](rng, src, data)
         else:
             detail, blob = WHOLE_FILE_MUTATIONS[name](rng, src, whole)

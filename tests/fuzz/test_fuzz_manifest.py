@@ -62,7 +62,7 @@ class Case:
     argv: list[str]
 
 
-def _paths(rng: random.Random, root: Path, beyond: Path, embedded: str) -> list[str]:
+def _paths(rng: random.Random, root: Path, beyond: Path, embedded: str, nasty: list[str]) -> list[str]:
     """File paths a manifest might list: the store's own, traversals, links and absolute paths out."""
     blobs = root / "home" / "blobs"
     return [
@@ -85,20 +85,20 @@ def _paths(rng: random.Random, root: Path, beyond: Path, embedded: str) -> list[
         "~/x",
         embedded,
         str(blobs / "missing.gguf"),
-        rng.choice(NASTY_TEXT),
+        rng.choice(nasty),
     ]
 
 
-def _entry(rng: random.Random, paths: list[str], malformed: bool) -> object:
+def _entry(rng: random.Random, paths: list[str], malformed: bool, nasty: list[str]) -> object:
     """An entry; well typed (only its paths and texts hostile) unless `malformed`."""
     if malformed and rng.random() < 0.2:
         return rng.choice(WEIRD)
     entry: dict[str, object] = {
         "path": rng.choice(paths),
         "files": rng.sample(paths, rng.randint(0, 5)),
-        "source": rng.choice([None, "test", rng.choice(NASTY_TEXT)]),
+        "source": rng.choice([None, "test", rng.choice(nasty)]),
         "size": rng.choice([0, 123, 10**12]),
-        "created": rng.choice(["2024-06-15T00:00:00+00:00", rng.choice(NASTY_TEXT)]),
+        "created": rng.choice(["2024-06-15T00:00:00+00:00", rng.choice(nasty)]),
     }
     for _ in range(rng.choice([0, 1, 2]) if malformed else 0):  # a field of the wrong type
         entry[rng.choice(["path", "files", "size", "n_params", "quant", "builtin", "name", "arch"])] = (
@@ -126,9 +126,15 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
     (blobs / "own2.gguf").write_bytes(b"GGUF\x03\x00\x00\x00" + os.urandom(rng.randint(0, 64)))
     (blobs / "link").symlink_to(root / "canary")
     (blobs / "filelink.gguf").symlink_to(root / "canary" / "a.gguf")
-    paths = _paths(rng, root, beyond, embedded)
-    names = ["good", "m", "other", rng.choice(NASTY_TEXT), "mod" + rng.choice(NASTY_TEXT)]
+    # The first case (a `list`) reads a manifest llmcli could have written, well typed and without a
+    # NUL, its paths and texts still hostile: every seed reaches a success. The rest are drawn.
+    written = index == 0
+    nasty = [t for t in NASTY_TEXT if "\x00" not in t] if written else NASTY_TEXT
+    paths = _paths(rng, root, beyond, embedded, nasty)
+    names = ["good", "m", "other", rng.choice(nasty), "mod" + rng.choice(nasty)]
     shape, malformed = rng.random(), rng.random() < 0.4
+    if written:
+        shape, malformed = 1.0, False
     if shape < 0.08:
         manifest: object = rng.choice(WEIRD)
     elif shape < 0.15:
@@ -137,7 +143,7 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
         manifest = {
             "version": rng.choice([1, 2, "x"]),
             "models": {
-                name: _named(name, _entry(rng, paths, malformed))
+                name: _named(name, _entry(rng, paths, malformed, nasty))
                 for name in rng.sample(names, rng.randint(1, len(names)))
             },
         }

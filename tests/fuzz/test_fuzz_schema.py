@@ -112,7 +112,14 @@ def _child(rng: random.Random, depth: int, siblings: int) -> dict:
     return _leaf(rng) if siblings > 10 else _node(rng, depth)
 
 
-def make_schema(rng: random.Random) -> dict:
+PLAIN = ["string", "integer", "number", "boolean", "null"]  # leaves every check passes
+
+
+def make_schema(rng: random.Random, index: int = 2) -> dict:
+    """A schema; the first one is refused (not a JSON Schema at all) and the second a plain leaf that
+    passes every check, so that every seed reaches both outcomes. The rest are drawn."""
+    if index == 1:
+        return {"type": rng.choice(PLAIN)}
     schema = _node(rng, rng.randint(1, 4))
     if "$ref" in json.dumps(schema) or rng.random() < 0.2:
         # A recursive definition: a tree whose children are trees.
@@ -122,14 +129,14 @@ def make_schema(rng: random.Random) -> dict:
             "required": ["v"],
         }
         schema = {"$defs": {"tree": tree}, **schema}
-    if rng.random() < 0.1:
+    if rng.random() < 0.1 or index == 0:
         schema["maxItems"] = -1  # not a valid JSON Schema at all
     return schema
 
 
 def make_case(index: int, folder: Path, seed: int) -> str:
     """The --schema argument: inline JSON, or a file when it is long (a command line has limits)."""
-    text = json.dumps(make_schema(random.Random(seed * 1000 + index)))
+    text = json.dumps(make_schema(random.Random(seed * 1000 + index), index))
     if len(text) < 60_000 and index % 3:
         return text
     path = folder / f"case{index}.json"
