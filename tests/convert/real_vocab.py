@@ -10,6 +10,7 @@ models/.test-cache. Each one becomes a tokenizer.json with the family's pre-toke
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
@@ -172,6 +173,7 @@ def tokenizer_json(name: str, pre_tokenizer: dict, ignore_merges: bool) -> dict:
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
 
+@functools.cache  # each test reads a vocabulary two or three times; callers only read the result
 def read_metadata(path: Path) -> dict[str, Any]:
     """A GGUF's key/values. gguf.GGUFReader builds a numpy view per array item (40 s for Qwen's
     151k tokens); these trusted test files are read directly (GGUF v2/v3 layout)."""

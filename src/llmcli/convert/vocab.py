@@ -192,6 +192,9 @@ def _looks_special(text: str) -> bool:
     )
 
 
+SPACE_IN_MERGE = chr(ord(" ") + 256)  # "Ġ"
+
+
 def _merges(raw: Any, where: str) -> list[str]:
     if raw is None:
         return []
@@ -204,11 +207,9 @@ def _merges(raw: Any, where: str) -> list[str]:
             f'{where}: model.merges must be a list of "a b" strings or of [a, b] pairs; '
             "download the tokenizer again"
         )
-    # transformers >= 4.45 writes pairs; a space inside a part is encoded as U+0120 + 256 offset,
-    # the convention llama.cpp reads.
-    return [
-        " ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in pair) for pair in raw
-    ]
+    # transformers >= 4.45 writes pairs, whose parts may hold a space; llama.cpp reads the space as
+    # "Ġ" (its byte + 256), as GPT-2's byte-level alphabet writes it.
+    return [f"{a.replace(' ', SPACE_IN_MERGE)} {b.replace(' ', SPACE_IN_MERGE)}" for a, b in raw]
 
 
 # -- SentencePiece -------------------------------------------------------------------------------
