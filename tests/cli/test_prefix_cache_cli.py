@@ -20,7 +20,7 @@ from tests.support.cli import cli, cli_process, cli_store, spawn_cli
 DOC = (
     "\n".join(
         f"Row {i}: the orchard shipped {i * 11} crates of apples and {i % 4} of pears on day {i}."
-        for i in range(12)
+        for i in range(6)
     )
     + "\n"
 )

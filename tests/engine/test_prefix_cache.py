@@ -17,8 +17,7 @@ from llmcli.engine.local.session_cache import SessionCache, cache_key
 from llmcli.engine.sampling import SamplingParams
 
 DOC = "\n".join(
-    f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}."
-    for i in range(14)
+    f"Entry {i}: the lighthouse keeper logged {i * 3} ships and {i % 5} storms in week {i}." for i in range(7)
 )
 
 

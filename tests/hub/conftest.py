@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from tests.hub.fake_hub import FakeFile, FakeHub, FakeRepo
 from tests.support.cli import fresh_hf_constants
+from tests.support.locks import cache_lock
 
 GGUF_REPO = "llmcli-test/SmolLM2-135M-Instruct-GGUF"
 NO_DEFAULT_REPO = "llmcli-test/SmolLM2-NoQ4KM-GGUF"
@@ -65,26 +67,32 @@ class Fixtures:
 
 @pytest.fixture(scope="session")
 def fixtures(tmp_path_factory: pytest.TempPathFactory, embedded_path: str) -> Fixtures:
-    src = Path(embedded_path)
-    root = tmp_path_factory.mktemp("gguf-fixtures")
-    quants = {}
+    # Made once per run and shared by its pytest-xdist workers (the parent of a worker's base temp
+    # folder is the run's): the quantizations are a few seconds of both cores each.
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "gguf-fixtures"
+    with cache_lock(root.parent, ".gguf-fixtures.lock"):
+        if not (root / ".done").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a run cut short left part of it
+            root.mkdir()
+            _build_fixtures(Path(embedded_path), root)
+            (root / ".done").touch()
+    return Fixtures(
+        quants={quant: root / f"{STEM}-{quant}.gguf" for quant in QUANTS},
+        split=sorted((root / "split").glob(f"{STEM}-{SPLIT_QUANT}-*-of-*.gguf")),
+        small={name: root / name for name in ("README.md", "huge.gguf", "pytorch_model.bin")},
+    )
+
+
+def _build_fixtures(src: Path, root: Path) -> None:
     for quant, ftype in QUANTS.items():
-        quants[quant] = root / f"{STEM}-{quant}.gguf"
-        _quantize(src, quants[quant], ftype)
+        _quantize(src, root / f"{STEM}-{quant}.gguf", ftype)
     split_dir = root / "split"
     split_dir.mkdir()
-    split = _split(quants[SPLIT_QUANT], split_dir, SPLIT_PARTS)
-    readme = root / "README.md"
-    readme.write_text("# SmolLM2-135M-Instruct, GGUF\nFixture repo for llmcli's hub tests.\n")
-    huge = root / "huge.gguf"
-    huge.write_bytes(b"GGUF" + b"\0" * 1000)
-    pickle = root / "pytorch_model.bin"
-    pickle.write_bytes(b"\x80\x04 a pickle: pull must never fetch this")
-    return Fixtures(
-        quants=quants,
-        split=split,
-        small={"README.md": readme, "huge.gguf": huge, "pytorch_model.bin": pickle},
-    )
+    assert len(_split(root / f"{STEM}-{SPLIT_QUANT}.gguf", split_dir, SPLIT_PARTS)) == SPLIT_PARTS
+    (root / "README.md").write_text("# SmolLM2-135M-Instruct, GGUF\nFixture repo for llmcli's hub tests.\n")
+    (root / "huge.gguf").write_bytes(b"GGUF" + b"\0" * 1000)
+    (root / "pytorch_model.bin").write_bytes(b"\x80\x04 a pickle: pull must never fetch this")
 
 
 @pytest.fixture(scope="session")
