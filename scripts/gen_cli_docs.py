@@ -40,9 +40,6 @@ ENVIRONMENT = {
     "default `2G`, `0` turns the cache off.",
     "LLMCLI_DEBUG": "On/off: show the traceback (and llama.cpp's log) behind an error line.",
     "NO_COLOR": "Any non-empty value: no colour on a terminal (https://no-color.org).",
-    "OMP_WAIT_POLICY": "OpenMP's wait policy for llama.cpp's threads. `serve` sets `PASSIVE` when it is "
-    "unset (idle threads sleep instead of spinning, see [serve.md](serve.md#threads-on-a-busy-machine)); "
-    "`chat` and `bench` leave it to llama.cpp.",
     "_LLMCLI_COMPLETE": "Set by the scripts `llmcli completion SHELL` prints, to ask for completions.",
     "HF_HOME": "huggingface_hub's folder; hub downloads go to its cache, shared with other HF tools.",
     "HF_HUB_CACHE": "huggingface_hub's cache folder, if not under `HF_HOME`.",
@@ -60,7 +57,7 @@ EXIT_MEANINGS = {
 }
 
 _PREFIXED = re.compile(r"\b_?(?:LLMCLI|HF)_[A-Z][A-Z0-9_]*\b")
-# A quoted name; not a value given to one (`"OMP_WAIT_POLICY": "PASSIVE"`).
+# A quoted name; not a value given to one (`"NAME": "VALUE"`).
 _QUOTED = re.compile(r"""(?<!: )["']([A-Z][A-Z0-9_]{2,})["']""")
 
 

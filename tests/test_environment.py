@@ -126,14 +126,3 @@ def test_on_off_variables_take_the_usual_words_and_refuse_the_rest():
             env.no_log  # noqa: B018
     # LLMCLI_DEBUG is read while another error is reported: a word it does not know asks for the detail.
     assert Environment(vars={"LLMCLI_DEBUG": "verbose"}).debug is True
-
-
-def test_native_defaults_fill_only_what_the_process_lacks():
-    from llmcli.environment import SERVE_NATIVE_DEFAULTS, apply_native_defaults
-
-    process = {"PATH": "/bin", "OMP_WAIT_POLICY": "ACTIVE"}
-    assert apply_native_defaults(SERVE_NATIVE_DEFAULTS, process) == {}
-    assert process == {"PATH": "/bin", "OMP_WAIT_POLICY": "ACTIVE"}  # the user's choice stands
-    for unset in ({}, {"OMP_WAIT_POLICY": ""}):
-        assert apply_native_defaults(SERVE_NATIVE_DEFAULTS, unset) == {"OMP_WAIT_POLICY": "PASSIVE"}
-        assert unset == {"OMP_WAIT_POLICY": "PASSIVE"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -106,27 +106,6 @@ def parse_size(text: str, name: str) -> int:
             "e.g. 2G (0 turns the cache off)"
         )
     return int(value * SIZE_SUFFIXES[suffix])
-
-
-# What `llmcli serve` sets in its own process before llama.cpp's library loads, where the user has
-# not set it. OMP_WAIT_POLICY: llama.cpp's CPU backend runs its threads under OpenMP, whose threads
-# spin-wait (ACTIVE) after each parallel region instead of sleeping. A server steps once a batch and
-# shares the cores with its HTTP loop and whatever else runs on the machine; on a busy machine the
-# spinning threads take the cores the next step needs and decode stalls. PASSIVE makes them sleep.
-# libgomp reads it once, when it loads, so a later change does nothing. Not for chat or bench: their
-# speed figures are measured as llama.cpp runs by default.
-SERVE_NATIVE_DEFAULTS: dict[str, str] = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-
-def apply_native_defaults(
-    defaults: Mapping[str, str], environ: MutableMapping[str, str] | None = None
-) -> dict[str, str]:
-    """Set each variable of `defaults` that the process environment (`environ`: os.environ) lacks or
-    has empty, for native code loaded after this; a value the user set is kept. Returns what it set."""
-    target = os.environ if environ is None else environ
-    added = {name: value for name, value in defaults.items() if not target.get(name)}
-    target.update(added)
-    return added
 
 
 @dataclass

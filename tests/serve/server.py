@@ -27,7 +27,7 @@ URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
 class ServeProcess:
     def __init__(self, home: Path, *args: str, wait: bool = True) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
-        env.update(LLMCLI_HOME=str(home))  # serve sets OMP_WAIT_POLICY itself
+        env.update(LLMCLI_HOME=str(home))
         self.proc = subprocess.Popen(
             [*LLMCLI, "serve", *BASE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )

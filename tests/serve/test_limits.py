@@ -4,7 +4,6 @@ queue is full, the refusals at start, and SIGTERM letting a stream finish before
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import time
@@ -143,24 +142,6 @@ def test_an_empty_key_file_is_refused(tmp_path):
 def test_bad_options_are_refused_before_anything_loads(args, words):
     result = cli("serve", *args)
     assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
-
-
-@pytest.mark.parametrize("given", [None, "ACTIVE"])
-def test_serve_sets_openmp_to_sleep_before_llama_cpp_loads_unless_the_user_chose(monkeypatch, given):
-    monkeypatch.setenv("OMP_WAIT_POLICY", "x")  # recorded first, so the test's end restores the original
-    if given is None:
-        monkeypatch.delenv("OMP_WAIT_POLICY")
-    else:
-        monkeypatch.setenv("OMP_WAIT_POLICY", given)
-    assert cli("serve", "--host", "0.0.0.0").exit_code == 2  # refused after the command began
-    assert os.environ["OMP_WAIT_POLICY"] == (given or "PASSIVE")
-
-
-def test_chat_leaves_openmp_as_llama_cpp_runs_it(monkeypatch):
-    monkeypatch.setenv("OMP_WAIT_POLICY", "x")
-    monkeypatch.delenv("OMP_WAIT_POLICY")
-    assert cli("chat", "--format", "xml", "hi").exit_code == 2  # refused after the command began
-    assert "OMP_WAIT_POLICY" not in os.environ
 
 
 def test_a_file_that_is_not_a_model_is_refused_before_listening(tmp_path):

@@ -25,7 +25,6 @@ from llmcli.commands.options import (
     sampling_params,
     system_option,
 )
-from llmcli.environment import SERVE_NATIVE_DEFAULTS, apply_native_defaults
 
 HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests decoded together.
 
@@ -119,7 +118,6 @@ def serve(
     json_out: JsonOpt = False,
 ) -> None:
     # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
-    apply_native_defaults(SERVE_NATIVE_DEFAULTS)
     import json
     import signal
 
