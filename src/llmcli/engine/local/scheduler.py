@@ -184,7 +184,9 @@ class Scheduler:
         """The next batch: every generating sequence's last token first, then prefill chunks."""
         batch, plan = self.batch, []
         batch.clear()
+        # Slot order: with a KV stream per sequence, llama.cpp cuts a batch where ids stop being consecutive
         generating = [s for s in self.running if not s.prefilling and not s.request.driven]
+        generating.sort(key=lambda s: s.slot)
         if self.config.prefill_first and len(generating) < len(self.running):
             generating = []
         for seq in self.running:
