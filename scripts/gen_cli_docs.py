@@ -57,8 +57,7 @@ EXIT_MEANINGS = {
 }
 
 _PREFIXED = re.compile(r"\b_?(?:LLMCLI|HF)_[A-Z][A-Z0-9_]*\b")
-# A quoted name; not a value given to one (`"NAME": "VALUE"`).
-_QUOTED = re.compile(r"""(?<!: )["']([A-Z][A-Z0-9_]{2,})["']""")
+_QUOTED = re.compile(r"""["']([A-Z][A-Z0-9_]{2,})["']""")
 
 
 def variables_in_source(src: Path = SRC) -> set[str]:

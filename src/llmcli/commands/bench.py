@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -74,6 +74,16 @@ Results go to stdout (a Markdown table, or --json, --jsonl, --csv); progress goe
 
 # llama-bench's -o and llmcli's old -f picked the report format by value; each is a flag now.
 REPORT_FLAGS = {"md": "the default (no flag)", "json": "--json", "jsonl": "--jsonl", "csv": "--csv"}
+
+
+def _slo_option(flag: str, what: str) -> Any:
+    """A goodput bound of `bench --endpoint`, in milliseconds."""
+    return typer.Option(
+        flag,
+        metavar="MS",
+        show_default=False,
+        help=f"With --endpoint: a good request's longest {what}, for goodput.",
+    )
 
 
 def bench(
@@ -173,33 +183,9 @@ def bench(
             help="With --endpoint: no new request after this long, per level.",
         ),
     ] = 60.0,
-    slo_ttft: Annotated[
-        Optional[float],
-        typer.Option(
-            "--slo-ttft",
-            metavar="MS",
-            show_default=False,
-            help="With --endpoint: a good request's longest time to first token, for goodput.",
-        ),
-    ] = None,
-    slo_tpot: Annotated[
-        Optional[float],
-        typer.Option(
-            "--slo-tpot",
-            metavar="MS",
-            show_default=False,
-            help="With --endpoint: a good request's longest time per output token, for goodput.",
-        ),
-    ] = None,
-    slo_e2el: Annotated[
-        Optional[float],
-        typer.Option(
-            "--slo-e2el",
-            metavar="MS",
-            show_default=False,
-            help="With --endpoint: a good request's longest end-to-end latency, for goodput.",
-        ),
-    ] = None,
+    slo_ttft: Annotated[Optional[float], _slo_option("--slo-ttft", "time to first token")] = None,
+    slo_tpot: Annotated[Optional[float], _slo_option("--slo-tpot", "time per output token")] = None,
+    slo_e2el: Annotated[Optional[float], _slo_option("--slo-e2el", "end-to-end latency")] = None,
     old_n: Annotated[Optional[str], renamed_option("-n", now="--n-gen")] = None,
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
     old_format: Annotated[Optional[str], renamed_option("-f", "--format", now=REPORT_FLAGS)] = None,
