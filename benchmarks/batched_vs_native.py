@@ -131,21 +131,29 @@ def main() -> None:
             print(f"| {name} | {b} | {med(name, b, 'speed_pp'):.1f} | {med(name, b, 'speed_tg'):.1f} |")
     ok = True
     lo, hi = min(pls), max(pls)
-    print(f"\n| KV pool | B | S_PP llmcli/native | S_TG llmcli/native | goal S_TG >= {GOAL} at B={hi} |")
-    print("| ------- | -: | -----------------: | -----------------: | :---: |")
+
+    # Two readings of each ratio. "medians": the median of one side over the rounds against the other
+    # side's. "per round": the ratio within each round (the two sides ran a minute apart, not many),
+    # then its median, which a drift of the machine's speed between rounds does not move. A gain is a
+    # ratio within one process's run (its B = 1 and B = 4 rows ran seconds apart), so it is per round.
+    def per_round(top: str, b_top: int, bottom: str, b_bottom: int) -> float:
+        pairs = zip(results[top][:done], results[bottom][:done], strict=True)
+        return statistics.median(t[b_top]["speed_tg"] / u[b_bottom]["speed_tg"] for t, u in pairs)
+
+    print(f"\n| KV pool | B | S_PP llmcli/native | S_TG llmcli/native: medians | per round | >= {GOAL} |")
+    print("| ------- | -: | -----------------: | --------------------------: | --------: | :---: |")
     for pool in ("split", "unified"):
+        mine, theirs = f"llmcli {pool}", f"native {pool}"
         for b in pls:
-            pp_ratio = med(f"llmcli {pool}", b, "speed_pp") / med(f"native {pool}", b, "speed_pp")
-            tg_ratio = med(f"llmcli {pool}", b, "speed_tg") / med(f"native {pool}", b, "speed_tg")
-            verdict = ("met" if tg_ratio >= GOAL else "MISSED") if b == hi else ""
-            ok &= b != hi or tg_ratio >= GOAL
-            print(f"| {pool} | {b} | {pp_ratio:.3f} | {tg_ratio:.3f} | {verdict} |")
-    print(f"\nS_TG gain from B={lo} to B={hi} (goal: llmcli's >= native's)")
+            pp_ratio = med(mine, b, "speed_pp") / med(theirs, b, "speed_pp")
+            tg_ratio = med(mine, b, "speed_tg") / med(theirs, b, "speed_tg")
+            tg_round = per_round(mine, b, theirs, b)
+            verdict = ("met" if min(tg_ratio, tg_round) >= GOAL else "MISSED") if b == hi else ""
+            ok &= b != hi or min(tg_ratio, tg_round) >= GOAL
+            print(f"| {pool} | {b} | {pp_ratio:.3f} | {tg_ratio:.3f} | {tg_round:.3f} | {verdict} |")
+    print(f"\nS_TG gain from B={lo} to B={hi}, the median of per-round gains (goal: llmcli's >= native's)")
     for pool in ("split", "unified"):
-        gains = {
-            side: med(f"{side} {pool}", hi, "speed_tg") / med(f"{side} {pool}", lo, "speed_tg")
-            for side in ("native", "llmcli")
-        }
+        gains = {side: per_round(f"{side} {pool}", hi, f"{side} {pool}", lo) for side in ("native", "llmcli")}
         ok &= gains["llmcli"] >= gains["native"]
         print(f"  {pool:8} native {gains['native']:.2f}x  llmcli {gains['llmcli']:.2f}x")
     sys.exit(0 if ok else 1)

@@ -174,3 +174,18 @@ class Call:
             self.server.engine.cancel(self.job)
         else:
             self.server.gate.charge(self.who, self.outcome.prompt_tokens + self.outcome.completion_tokens)
+
+
+class ClosesCall:
+    """Mixed into a streaming response, before it: the response closes its call once sent or abandoned.
+    A stream whose client left before its first item never runs its generator's `finally`."""
+
+    def __init__(self, call: Call, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.call = call
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)  # type: ignore[misc]
+        finally:
+            self.call.close()

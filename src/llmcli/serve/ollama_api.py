@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
 from llmcli.serve.body import ollama_chat, ollama_generate
-from llmcli.serve.call import Call
+from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Outcome, timings
 
@@ -67,18 +67,8 @@ class Shape:
         return body
 
 
-class ClosingStream(StreamingResponse):
-    """Closes its call once sent or abandoned (see openai_api.ClosingEvents)."""
-
-    def __init__(self, call: Call, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.call = call
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.call.close()
+class ClosingStream(ClosesCall, StreamingResponse):
+    """Ollama's stream, one JSON object a line."""
 
 
 def details(server: Server) -> dict:

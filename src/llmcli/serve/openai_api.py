@@ -14,7 +14,7 @@ from sse_starlette import EventSourceResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.app import Server, read_json, ready_or_503
 from llmcli.serve.body import Generation, openai_chat, openai_completion
-from llmcli.serve.call import Call
+from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.outcome import Outcome, timings, usage
 
 
@@ -82,19 +82,8 @@ async def answer(request, call: Call, shape: Shape):
     return JSONResponse(body)
 
 
-class ClosingEvents(EventSourceResponse):
-    """Closes its call once sent or abandoned: a stream whose client left before its first item
-    never runs its generator's `finally`."""
-
-    def __init__(self, call: Call, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.call = call
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.call.close()
+class ClosingEvents(ClosesCall, EventSourceResponse):
+    """OpenAI's stream, server-sent events."""
 
 
 def stream(server: Server, call: Call, shape: Shape):

@@ -276,3 +276,26 @@ def test_cancelling_a_waiting_sequence_ends_it_without_admitting_it(runtime8):
     sched.run()
     assert late.stats.t_admit is None and not late.generated
     assert all(s.finish_reason in ("stop", "length") for s in seqs[:-1])
+
+
+def test_a_reused_slot_takes_its_place_in_slot_order_in_the_batch(runtime8):
+    # With a KV stream per sequence llama.cpp cuts a batch into ubatches of consecutive sequence ids:
+    # generating sequences out of slot order (1..7, then a newcomer in slot 0) cost two decodes a step.
+    rt = runtime8
+    sched = Scheduler(rt, SchedulerConfig(keep_prefixes=False, share_prefixes=False))
+    first = sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(2), ignore_eog=True))
+    others = [sched.submit(Request(tokens(rt, p), greedy(16), ignore_eog=True)) for p in PROMPTS[1:]]
+    late = sched.submit(Request(tokens(rt, PROMPTS[0]), greedy(8), ignore_eog=True))
+    orders = []
+    while late.state != DONE:
+        # A step's batch is generating tokens only when every sequence in it had its prompt before
+        all_generating = late.state == RUNNING and not late.prefilling
+        sched.step()
+        if all_generating and all(s.state == RUNNING for s in others):
+            orders.append(sched.batch.seq_ids())
+    assert first.state == DONE and late.slot == -1
+    assert orders, "the late sequence never generated beside the seven others"
+    for ids in orders:
+        assert ids == sorted(ids) and len(set(ids)) == 8
+    assert orders[0][0] == 0  # the slot the first sequence gave back
+    sched.run()

@@ -54,6 +54,10 @@ class TokenBatch:
         self.add_run(tokens, pos, seq_id, False)
         self._logits[self.n - len(tokens) : self.n] = [1] * len(tokens)
 
+    def seq_ids(self) -> list[int]:
+        """The sequence of each token in the batch, in order."""
+        return [self._seq[i][0] for i in range(self.n)]
+
     def for_decode(self):
         self.raw.n_tokens = self.n
         return self.raw
