@@ -8,8 +8,9 @@ one (-kvu; llmcli's Scheduler over RuntimeConfig(kv_unified=True)). pp 128 / tg 
 batch = ubatch = 512, flash attention auto, the context B_max * (pp + tg) on both sides.
 
 Printed per side and B: S_TG (aggregate decode tok/s) and S_PP, the median over rounds; then the
-ratios llmcli / native, and each side's gain from the smallest B to the largest. Goals: S_TG at the
-largest B >= 0.95 x native, and llmcli's gain >= native's. Exit status 1 when one is missed.
+ratios llmcli / native (of the medians, and the median of the ratios within each round), and each
+side's gain from the smallest B to the largest, within each round. Goals, judged per round: S_TG at
+the largest B >= 0.95 x native, and llmcli's gain >= native's. Exit status 1 when one is missed.
 
 Native llama-batched-bench is built by `benchmarks/build_native.sh --batched` from the llama.cpp
 inside the llama-cpp-python sdist we pin, so both sides run the same kernels.
@@ -134,13 +135,15 @@ def main() -> None:
 
     # Two readings of each ratio. "medians": the median of one side over the rounds against the other
     # side's. "per round": the ratio within each round (the two sides ran a minute apart, not many),
-    # then its median, which a drift of the machine's speed between rounds does not move. A gain is a
-    # ratio within one process's run (its B = 1 and B = 4 rows ran seconds apart), so it is per round.
+    # then its median, which a drift of the machine's speed between rounds does not move: the goal
+    # is judged on it (one run here went from 190 to 230 tok/s halfway, and the medians of the sides
+    # then compared rounds of one speed with rounds of the other). A gain is a ratio within one
+    # process's run (its B = 1 and B = 4 rows ran seconds apart), so it is per round too.
     def per_round(top: str, b_top: int, bottom: str, b_bottom: int) -> float:
         pairs = zip(results[top][:done], results[bottom][:done], strict=True)
         return statistics.median(t[b_top]["speed_tg"] / u[b_bottom]["speed_tg"] for t, u in pairs)
 
-    print(f"\n| KV pool | B | S_PP llmcli/native | S_TG llmcli/native: medians | per round | >= {GOAL} |")
+    print(f"\n| KV pool | B | S_PP llmcli/native | S_TG llmcli/native: medians | per round | goal {GOAL} |")
     print("| ------- | -: | -----------------: | --------------------------: | --------: | :---: |")
     for pool in ("split", "unified"):
         mine, theirs = f"llmcli {pool}", f"native {pool}"
@@ -148,8 +151,8 @@ def main() -> None:
             pp_ratio = med(mine, b, "speed_pp") / med(theirs, b, "speed_pp")
             tg_ratio = med(mine, b, "speed_tg") / med(theirs, b, "speed_tg")
             tg_round = per_round(mine, b, theirs, b)
-            verdict = ("met" if min(tg_ratio, tg_round) >= GOAL else "MISSED") if b == hi else ""
-            ok &= b != hi or min(tg_ratio, tg_round) >= GOAL
+            verdict = ("met" if tg_round >= GOAL else "MISSED") if b == hi else ""
+            ok &= b != hi or tg_round >= GOAL
             print(f"| {pool} | {b} | {pp_ratio:.3f} | {tg_ratio:.3f} | {tg_round:.3f} | {verdict} |")
     print(f"\nS_TG gain from B={lo} to B={hi}, the median of per-round gains (goal: llmcli's >= native's)")
     for pool in ("split", "unified"):
