@@ -186,3 +186,14 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}
     )
     assert "llmcli pull" in out.stdout
+
+
+def test_repeat_penalty_changes_a_repetitive_greedy_reply():
+    prompt = "Count from 1 to 30, one number per line, like: 1, 1, 1, 1"  # greedy SmolLM2 says 1, 1, ...
+    plain = cli_process("chat", "--temp", "0", "-n", "40", "--json", prompt)
+    penalised = cli_process("chat", "--temp", "0", "-n", "40", "--json", "--repeat-penalty", "1.5", prompt)
+    assert plain.exit_code == 0 and penalised.exit_code == 0, penalised.stderr
+    plain_text, penalised_text = json.loads(plain.stdout)["text"], json.loads(penalised.stdout)["text"]
+    assert penalised_text != plain_text
+    # The penalty makes a repeated token rarer, not commoner.
+    assert penalised_text.count("1,") < plain_text.count("1,")

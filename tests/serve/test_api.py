@@ -192,6 +192,24 @@ def test_ollama_chat_streamed_and_whole_agree(server, ollama_module):
     assert whole.done_reason in ("stop", "length") and whole.eval_duration > 0
 
 
+COUNT = [{"role": "user", "content": "Count from 1 to 30, one number per line, like: 1, 1, 1, 1"}]
+
+
+def test_repeat_penalty_reaches_the_sampler_from_both_apis(client, server, ollama_module):
+    # Greedy SmolLM2 answers "1, 1, 1, ..." here; a repeat penalty makes it say something else.
+    def openai_text(**extra) -> str:
+        reply = client.chat.completions.create(
+            model=EMBEDDED_NAME, messages=COUNT, max_tokens=24, temperature=0, extra_body=extra
+        )
+        return reply.choices[0].message.content
+
+    plain, penalised = openai_text(), openai_text(repetition_penalty=1.5)
+    assert penalised != plain and penalised.count("1,") < plain.count("1,")
+    ollama = ollama_module.Client(host=server.url, headers=AUTH)
+    options = {"num_predict": 24, "temperature": 0, "repeat_penalty": 1.5}
+    assert ollama.chat(model=EMBEDDED_NAME, messages=COUNT, options=options).message.content == penalised
+
+
 def test_ollama_generate_and_list(server, ollama_module):
     ollama = ollama_module.Client(host=server.url, headers=AUTH)
     reply = ollama.generate(model=EMBEDDED_NAME, prompt="Say hello.", options={"num_predict": 4})

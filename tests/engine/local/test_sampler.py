@@ -42,13 +42,31 @@ def native_greedy(rt: Runtime, idx: int) -> int:
         ll.llama_sampler_free(chain)
 
 
+def chain_samples(sampler: Sampler) -> int:
+    """How many tokens went through the sampler's llama.cpp chain (llama.cpp counts them)."""
+    return int(sampler.ll.llama_perf_sampler(sampler._chain).n_sample)
+
+
 def test_greedy_picks_the_token_llama_cpps_greedy_sampler_picks_at_every_row(scored):
     rt, n_rows = scored
     sampler = Sampler(rt, SamplingParams(temperature=0.0))
-    picks = [sampler.sample(i) for i in range(n_rows)]
+    try:
+        picks = [sampler.sample(i) for i in range(n_rows)]
+        assert chain_samples(sampler) == 0  # every pick took the fast path, not the chain
+    finally:
+        sampler.close()
     assert picks == [native_greedy(rt, i) for i in range(n_rows)]
     assert len(set(picks)) > 10  # real rows, not one row read again and again
-    sampler.close()
+
+
+def test_penalties_keep_greedy_on_the_chain(scored):
+    rt, n_rows = scored
+    sampler = Sampler(rt, SamplingParams(temperature=0.0, repeat_penalty=1.3))
+    try:
+        sampler.sample(n_rows - 2)
+        assert chain_samples(sampler) == 1  # the chain remembers the token for its penalty
+    finally:
+        sampler.close()
 
 
 def test_a_tie_goes_to_the_lower_token_id_as_in_llama_cpp(scored):
@@ -57,13 +75,17 @@ def test_a_tie_goes_to_the_lower_token_id_as_in_llama_cpp(scored):
     top = max(row[: rt.n_vocab]) + 1.0
     row[9000] = row[700] = top  # written into llama.cpp's own logits buffer
     sampler = Sampler(rt, SamplingParams(temperature=0.0))
-    assert sampler.sample(n_rows - 1) == native_greedy(rt, n_rows - 1) == 700
-    sampler.close()
+    try:
+        assert sampler.sample(n_rows - 1) == native_greedy(rt, n_rows - 1) == 700
+    finally:
+        sampler.close()
 
 
 def test_a_row_llama_cpp_did_not_keep_is_one_clear_error(scored):
     rt, n_rows = scored
     sampler = Sampler(rt, SamplingParams(temperature=0.0))
-    with pytest.raises(RuntimeFailure, match=f"no logits at batch index {n_rows + 5}"):
-        sampler.sample(n_rows + 5)
-    sampler.close()
+    try:
+        with pytest.raises(RuntimeFailure, match=f"no logits at batch index {n_rows + 5}"):
+            sampler.sample(n_rows + 5)
+    finally:
+        sampler.close()

@@ -23,9 +23,11 @@ class Sampler:
         # Only the penalties sampler keeps state on accept; without it a drawn token needs no undo.
         self._stateful = params.repeat_penalty != 1.0
         if self._stateful:
-            ll.llama_sampler_chain_add(
-                chain, ll.llama_sampler_init_penalties(params.repeat_last_n, params.repeat_penalty, 0.0, 0.0)
+            # The llama.cpp that llama-cpp-python 0.3.x vendors takes the vocabulary size first.
+            penalties = ll.llama_sampler_init_penalties(
+                runtime.n_vocab, params.repeat_last_n, params.repeat_penalty, 0.0, 0.0
             )
+            ll.llama_sampler_chain_add(chain, penalties)
         if params.temperature <= 0:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
         else:
@@ -41,7 +43,8 @@ class Sampler:
         self._chain = chain
         # Greedy without penalties is the logits row's first maximum, as llama.cpp's greedy sampler
         # picks it; numpy finds it in 6 us where llama_sampler_sample first copies the row into a
-        # 49k-entry candidate array (42 us), for every sequence of every step.
+        # 49k-entry candidate array (42 us), for every sequence of every step. (They differ only on a
+        # row with NaNs, a broken model's: argmax returns the first NaN, llama.cpp skips them.)
         self._argmax = params.temperature <= 0 and not self._stateful
         self._n_vocab = runtime.n_vocab
 
@@ -49,8 +52,8 @@ class Sampler:
         """The next token from the logits of batch index idx (-1: the last decoded position).
         llama_sampler_sample also accepts the token into the chain (penalty history, RNG draw),
         exactly once per call, so verifying a draft position by position keeps the chain's state
-        that of plain decoding. A grammar reads the same row: a sequence of a batch is constrained
-        at its own index."""
+        that of plain decoding; greedy without penalties has no state and skips the chain. A grammar
+        reads the same row: a sequence of a batch is constrained at its own index."""
         grammar = self.grammar
         if grammar is None and self._argmax:
             row = self.ll.llama_get_logits_ith(self._ctx, idx)
