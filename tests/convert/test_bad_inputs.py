@@ -219,3 +219,62 @@ def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
         "refusing",
     )
     assert not (tmp_path / "out.gguf").exists()
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("../../escaped", "bad model name"),
+        ("/tmp/absolute", "bad model name"),
+        ("a//b", "bad model name"),
+        ("a/../b", "bad model name"),
+        (".hidden", "bad model name"),
+        ("bad\nname", "bad model name"),
+        ("x" * 201, "at most 200"),
+        ("model.GGUF", "reads as a file path"),
+        ("smollm2-135m-instruct", "the embedded model's name"),
+    ],
+    ids=["parent", "absolute", "empty-part", "dot-dot", "dot-first", "newline", "long", "gguf", "embedded"],
+)
+def test_a_name_that_is_not_a_model_name_is_refused_before_anything_is_written(
+    tmp_path, tiny, llmcli_home, name, words
+):
+    before = files_under(tmp_path)
+    assert_clean_error(cli_process("convert", str(tiny("llama")), "--name", name), ExitStatus.USAGE, words)
+    assert files_under(tmp_path) == before
+    # pull checks --name before it reaches for the network
+    assert_clean_error(cli_process("pull", "Org/Model-GGUF", "--name", name), ExitStatus.USAGE, words)
+
+
+def test_a_name_with_parts_is_one_file_in_blobs(tiny, llmcli_home):
+    proc = cli_process("convert", str(tiny("llama")), "--name", "me/tiny:f16", "-q", "f16")
+    assert proc.exit_code == 0, proc.stderr
+    name, path = proc.stdout.strip().split("\t")
+    assert name == "me/tiny:f16" and Path(path) == (llmcli_home / "blobs" / "me--tiny-f16.gguf").resolve()
+
+
+@pytest.mark.parametrize("target", ["model.safetensors", "config.json", "out"])
+def test_output_that_is_not_a_gguf_name_is_refused_and_the_source_kept(tmp_path, tiny, target):
+    src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt")
+    before = {p: p.read_bytes() for p in files_under(src)}
+    assert_clean_error(
+        cli_process("convert", str(src), "-o", str(src / target)), ExitStatus.USAGE, "ending in .gguf"
+    )
+    assert {p: p.read_bytes() for p in files_under(src)} == before
+
+
+def test_output_onto_another_models_file_is_refused(tmp_path, tiny, llmcli_home):
+    first = cli_process("convert", str(tiny("llama")), "--name", "first", "-q", "f16")
+    assert first.exit_code == 0, first.stderr
+    path = Path(first.stdout.strip().split("\t")[1])
+    kept = path.read_bytes()
+    assert_clean_error(
+        cli_process("convert", str(tiny("llama")), "--name", "second", "-q", "q8_0", "-o", str(path)),
+        ExitStatus.USAGE,
+        "the file of the model first",
+    )
+    assert path.read_bytes() == kept

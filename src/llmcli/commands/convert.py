@@ -55,7 +55,7 @@ def convert(
     old_t: Annotated[Optional[str], renamed_option("-t", now="-q/--outtype")] = None,  # noqa: UP045
 ) -> None:
     """Convert a Hugging Face safetensors checkpoint to GGUF and register it."""
-    from llmcli.store import Store
+    from llmcli.store import Store, model_name
     from llmcli.ui.convert_progress import ConvertProgress
     from llmcli.units import format_bytes, format_params
     from llmcli.usecases import convert as usecase
@@ -64,7 +64,9 @@ def convert(
     src = str(env.expand_user(src)) if src.startswith("~") else src  # a repo id keeps its text
     output = env.expand_user(output) if output is not None else None
     store = Store(env.store_root)
-    job = usecase.prepare(src, store, outtype=outtype, name=name, output=output)
+    job = usecase.prepare(
+        src, store, outtype=outtype, name=model_name(name) if name is not None else None, output=output
+    )
     if dry_run and json_out:
         from llmcli.ui.output import Output
 

@@ -50,12 +50,13 @@ def pull(
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
     from llmcli.models import hub_repo_ref
-    from llmcli.store import Store
+    from llmcli.store import Store, model_name
     from llmcli.ui.download import pull_report
     from llmcli.usecases import pull as usecase
 
     env = environment(context)
     ref = hub_repo_ref(spec)
+    name = model_name(name) if name is not None else None
     if dry_run:
         plan = usecase.plan(ref, revision=revision, outtype=outtype)
         for note in plan.notes:  # for a person, on stderr; --json carries them too

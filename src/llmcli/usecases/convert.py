@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmcli.convert.outtypes import CONVERT_DEFAULT, OutType, outtype_named
-from llmcli.store import ModelEntry, Store
+from llmcli.errors import UsageError
+from llmcli.store import ModelEntry, Store, blob_file_name
 
 if TYPE_CHECKING:
     from llmcli.convert import ConversionPlan, ConvertResult
@@ -55,10 +56,21 @@ def prepare(
 ) -> ConvertJob:
     """Check the outtype, find the source and decide the output; writes nothing."""
     kind = outtype_named(outtype or CONVERT_DEFAULT)
+    if output is not None and output.suffix.lower() != ".gguf":
+        raise UsageError(f"-o {output}: the converter writes a GGUF; give a file name ending in .gguf")
     src_dir = source_dir(src)
     model_name = name or default_name(src_dir, kind)
-    out = output if output is not None else store.blobs_dir / f"{model_name}.gguf"
+    out = output if output is not None else store.blobs_dir / blob_file_name(model_name)
+    _refuse_another_models_file(store, out, model_name)
     return ConvertJob(src_dir, out, kind, model_name, into_store=output is None)
+
+
+def _refuse_another_models_file(store: Store, out: Path, name: str) -> None:
+    """Converting again under a model's own name replaces its file; any other model's file stays."""
+    target = out.resolve()
+    for entry in store.list():
+        if entry.name != name and any(Path(f).resolve() == target for f in entry.files or [entry.path]):
+            raise UsageError(f"{out} is the file of the model {entry.name}; choose another -o or --name")
 
 
 def plan(job: ConvertJob) -> ConversionPlan:
