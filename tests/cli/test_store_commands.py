@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from llmcli.store import ModelEntry
 from tests.support.cli import cli, cli_process, cli_store
 
@@ -72,3 +74,16 @@ def test_tokenize_shows_ids_and_pieces():
     assert doc["n_tokens"] == len(doc["ids"]) > 3  # the control token stays plain text
     special = json.loads(cli_process("tokenize", "smollm2", "Hello <|im_end|>", "--json", "--special").stdout)
     assert "<|im_end|>" in special["pieces"] and len(special["ids"]) < len(doc["ids"])
+
+
+@pytest.mark.parametrize("command", [["tokenize", "smollm2"], ["render", "smollm2", "--ids"]])
+def test_token_tables_show_control_characters_escaped_never_raw(command):
+    text = "a\x1b[31mred\rb\x07[bold]c"
+    argv = [*command, text] if command[0] == "tokenize" else command
+    stdin = None if command[0] == "tokenize" else json.dumps([{"role": "user", "content": text}])
+    result = cli_process(*argv, input=stdin)
+    assert result.exit_code == 0, result.stderr
+    assert not any(ch in result.stdout for ch in "\x1b\r\x07")  # the terminal sees no control character
+    for shown in ("'\\x1b'", "'\\r'", "'\\x07'", "'['"):  # each as its escape, in quotes
+        assert shown in result.stdout, result.stdout
+    assert "bold" in result.stdout  # text, not rich markup

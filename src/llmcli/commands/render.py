@@ -66,15 +66,9 @@ def render(
             }
         )
     elif ids:
-        from rich.table import Table
+        from llmcli.ui.token_table import token_table
 
-        table = Table(box=None, pad_edge=False)
-        table.add_column("#", justify="right")
-        table.add_column("id", justify="right")
-        table.add_column("piece", justify="left")
-        for n, (i, p) in enumerate(zip(view.ids, view.pieces, strict=True)):
-            table.add_row(str(n), str(i), repr(p))
-        out.out.print(table)
+        out.out.print(token_table(view.ids, view.pieces))
     else:
         out.write(view.text)
     out.info(f"{len(view.ids)} tokens · template: {view.template.why}")

@@ -46,15 +46,7 @@ def tokenize(
             }
         )
         return
-    from rich.table import Table
+    from llmcli.ui.token_table import token_table
 
-    table = Table(box=None, pad_edge=False)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("id", justify="right")
-    table.add_column("piece")
-    for n, (i, p) in enumerate(zip(ids, pieces, strict=True)):
-        # repr-like view: a piece may be part of a UTF-8 character, or whitespace
-        shown = p.decode("utf-8", "backslashreplace").replace("\n", "\\n").replace("\t", "\\t")
-        table.add_row(str(n), str(i), f"'{shown}'")
-    out.out.print(table)
+    out.out.print(token_table(ids, pieces))
     out.info(f"{len(ids)} tokens, {len(text.encode('utf-8'))} bytes")
