@@ -69,6 +69,34 @@ app = typer.Typer(
 # typer's bash/zsh/fish completers answer $_LLMCLI_COMPLETE (add_completion=True would do this)
 completion_init()
 
+
+def _print_version(ctx: typer.Context, value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from llmcli.commands.options import environment
+
+    def of(package: str) -> str:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return "not installed"
+
+    # As `ollama --version` and llama.cpp's `--version` do: the tool's version, then its engine's.
+    environment(ctx).stdout.write(f"llmcli {of('llmcli')} (llama-cpp-python {of('llama-cpp-python')})\n")
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Run open LLMs on your own machine, and see where the time of every request goes."""
+
+
 # name -> function, in the order `llmcli --help` lists them. Adding a command is one module in
 # commands/, its import above and one line here.
 COMMANDS: dict[str, Callable[..., Any]] = {

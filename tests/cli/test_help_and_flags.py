@@ -139,3 +139,11 @@ def test_pull_help_states_the_pull_default_outtype():
 
     r = cli_process("pull", "--help")
     assert PULL_DEFAULT in r.stdout
+
+
+def test_version_prints_llmcli_and_its_engine_on_stdout_and_exits_0():
+    from importlib.metadata import version
+
+    result = cli_process("--version")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert result.stdout == f"llmcli {version('llmcli')} (llama-cpp-python {version('llama-cpp-python')})\n"
