@@ -61,6 +61,30 @@ def test_a_chat_template_file_that_is_not_utf8_is_one_line_exit_2(embedded_path,
     assert r.exit_code == 2 and "not UTF-8" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+BROKEN_TEMPLATES = {
+    "syntax": ("{% for m in messages %}{{ m.content }", "does not parse"),
+    "refusal": ("{{ raise_exception('roles must alternate') }}", "refused the conversation: roles must"),
+    "huge": ("{{ 'a' * 10**8 }}", "was stopped"),
+    "unsafe": ("{{ [].append(1) }}", "unsafe"),
+    "empty": ("{{ '' }}", "rendered an empty prompt"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_TEMPLATES)
+@pytest.mark.parametrize("command", ["render", "chat"])
+def test_a_broken_chat_template_file_is_blamed_not_the_model(embedded_path, tmp_path, command, case):
+    source, words = BROKEN_TEMPLATES[case]
+    path = tmp_path / "mine.jinja"
+    path.write_text(source)
+    extra = ("--messages", "-") if command == "render" else ("hi",)
+    r = cli_process(command, embedded_path, "--chat-template", str(path), *extra, input=json.dumps(MESSAGES))
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and r.stdout == "", r.stderr
+    assert lines[0].startswith(f"llmcli: error: the chat template in {path} ") and words in lines[0]
+    assert lines[0].endswith(f"fix {path}") or case == "refusal", lines[0]
+    assert "model" not in lines[0]
+
+
 OPENS_THINK = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"

@@ -59,6 +59,7 @@ class ChatSession:
             self.template_choice.source,
             bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
             eos_token=runtime.piece(runtime.eos_id, special=True).decode("utf-8", "replace"),
+            file=self.template_choice.file,
         )
         self.thinking = ThinkingForm.of(self.template_choice.source, runtime.has_token)
         self.think: bool | None = None  # --think/--no-think, /set think: None leaves the template's default

@@ -75,6 +75,7 @@ class TemplateChoice:
     source: str
     origin: str  # file | model | builtin | fallback
     why: str  # one line for `show` and /show
+    file: str | None = None  # the --chat-template file it was read from
 
 
 def builtin_for(arch: str | None, has_token: Callable[[str], bool]) -> BuiltinTemplate | None:
@@ -116,4 +117,4 @@ def read_template_file(path: Path) -> TemplateChoice:
     )
     if not text.strip():
         raise UsageError(f"{path} is empty; give a Jinja chat template")
-    return TemplateChoice(text, "file", f"from {path} (--chat-template)")
+    return TemplateChoice(text, "file", f"from {path} (--chat-template)", str(path))

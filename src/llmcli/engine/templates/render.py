@@ -33,10 +33,12 @@ lower-casing "<|IM_END|>") could still form one outside a located span; no real 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from llmcli.engine.messages import Message
-from llmcli.engine.templates.sandbox import RENDER_CHARS, Budget, compile_template, render
+from llmcli.engine.templates.sandbox import RENDER_CHARS, Budget, compile_template, render, told_of_file
 from llmcli.errors import ContextOverflow, TemplateError
 
 # Used when a GGUF carries no template: ChatML, the most common format among open models.
@@ -167,14 +169,29 @@ class _ControlTexts:
 
 
 class ChatTemplate:
-    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "") -> None:
+    def __init__(
+        self, source: str | None, *, bos_token: str = "", eos_token: str = "", file: str | None = None
+    ) -> None:
+        """file: the --chat-template file the source came from, named in its errors (None: the model's)."""
         self.source = source or FALLBACK_TEMPLATE
         self.is_fallback = source is None
-        self._template = compile_template(self.source)
+        self.file = file
+        with self._failures_told():
+            self._template = compile_template(self.source)
         self.bos_token, self.eos_token = bos_token, eos_token
         self._defuser = _Defuser()
         self._defused: dict[str, str] = {}  # message text -> its defused form, for this vocabulary
         self._control: _ControlTexts | None = None
+
+    @contextmanager
+    def _failures_told(self) -> Iterator[None]:
+        """A failure of a template from a file is told of that file, not of the model."""
+        try:
+            yield
+        except TemplateError as exc:
+            if self.file is None:
+                raise
+            raise type(exc)(told_of_file(str(exc), self.file)) from None
 
     # -- rendering -------------------------------------------------------------------------------
     def _variables(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> dict:
@@ -192,7 +209,8 @@ class ChatTemplate:
     def _render(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> str:
         size = sum(len(str(m.get("content", ""))) for m in messages)
         budget = Budget(max_chars=RENDER_CHARS + 4 * size)  # room for any real prompt, not for a blow-up
-        return render(self._template, budget, **self._variables(messages, add_generation_prompt, extra))
+        with self._failures_told():
+            return render(self._template, budget, **self._variables(messages, add_generation_prompt, extra))
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True, **extra) -> str:
         """The text transformers' apply_chat_template(tokenize=False) gives for these messages."""
@@ -216,9 +234,11 @@ class ChatTemplate:
         as_dicts = [{"role": m.role, "content": d} for m, d in zip(messages, defused, strict=True)]
         rendered = self._render(as_dicts, add_generation_prompt, extra)
         if not rendered.strip():
-            raise TemplateError(
-                "the model's chat template rendered an empty prompt; use a model with a working chat template"
-            )
+            with self._failures_told():
+                raise TemplateError(
+                    "the model's chat template rendered an empty prompt; "
+                    "use a model with a working chat template"
+                )
         spans = self._spans(messages, defused, rendered, add_generation_prompt, extra)
         tokens = _Tokens(runtime, limit)
         pos = 0

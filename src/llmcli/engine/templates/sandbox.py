@@ -44,6 +44,27 @@ class TemplateLimit(TemplateError):
     """A template went past the render budget (time or size)."""
 
 
+# Every failure message above and below names the model's template and a fix about the model. For a
+# template the user gave with --chat-template, the same failure is told of that file instead.
+_SUBJECTS = ("the model's chat template", "the chat template")
+_MODEL_FIXES = (
+    "use a model with a valid template",
+    "use a model with a sane template",
+    "use a model with a working chat template",
+    "do not trust this model file",
+)
+
+
+def told_of_file(message: str, path: str) -> str:
+    """A template failure's message about the chat template in `path`, with `fix path` as its fix."""
+    subject = next((s for s in _SUBJECTS if message.startswith(s)), None)
+    if subject is not None:
+        message = f"the chat template in {path}" + message[len(subject) :]
+    for fix in _MODEL_FIXES:
+        message = message.replace(fix, f"fix {path}")
+    return message
+
+
 @dataclass
 class Budget:
     seconds: float = RENDER_SECONDS
