@@ -38,3 +38,10 @@ def test_invalid_utf8_in_an_argument_names_the_argument(args: list[bytes]) -> No
     position = len(args)  # the bad one is always last here
     assert err.count("\n") == 1 and f"argument {position} (" in err and "\\x" in err and FIX in err, err
     assert "internal error" not in err and r.stdout == ""
+
+
+def test_invalid_utf8_inside_json_messages_on_stdin_is_named_as_such() -> None:
+    # The C locale reads stdin with surrogateescape, so the JSON parses and the bad byte reaches a message.
+    r = run_bytes([b"render", b"smollm2"], b'[{"role": "user", "content": "caf\xe9"}]', PYTHONIOENCODING="")
+    assert r.exit_code == 2 and r.stdout == "", r.stderr
+    assert r.stderr.count("\n") == 1 and "message 1 holds bytes that are not UTF-8" in r.stderr, r.stderr

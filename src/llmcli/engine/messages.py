@@ -67,5 +67,9 @@ def check_message(
     if not isinstance(cancelled, bool):
         raise BadMessage(f"message {number}: cancelled is not true or false")
     if not is_text(content):
+        # U+DC80..U+DCFF is how Python reads bytes that are not UTF-8 (surrogateescape); any other
+        # lone surrogate came from a JSON escape such as \ud800.
+        if any("\udc80" <= ch <= "\udcff" for ch in content):
+            raise BadMessage(f"message {number} holds bytes that are not UTF-8; give UTF-8 text")
         raise BadMessage(f"message {number} holds a lone surrogate, which is not text")
     return Message(item["role"], content, cancelled=cancelled)
