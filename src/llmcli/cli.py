@@ -163,7 +163,8 @@ def _message_for(exc: BaseException) -> tuple[str, ExitStatus]:
         # Click's exceptions (typer vendors its own copy of click): bad options and arguments.
         ctx = getattr(exc, "ctx", None)
         cmd = ctx.command_path if ctx else "llmcli"
-        return f"{exc.format_message()} (see `{cmd} --help`)", ExitStatus.USAGE
+        # Click lays out some messages on several lines ("Choose from:\n\tbash,\n\tzsh"): one line here.
+        return f"{' '.join(exc.format_message().split())} (see `{cmd} --help`)", ExitStatus.USAGE
     if isinstance(exc, OSError):
         return _os_error_message(exc)
     return (

@@ -160,3 +160,10 @@ def test_the_callback_skips_unsafe_names_and_keeps_the_rest(tmp_path):
     register(tmp_path, "mine-f16")
     assert sorted(complete("")) == sorted([EMBEDDED_NAME, "mine-f16"])
     assert complete("evil") == [] and complete("new") == []
+
+
+def test_completion_without_a_shell_lists_the_shells_on_one_line():
+    result = cli_process("completion")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("llmcli: error: Missing argument 'SHELL'. Choose from: bash, zsh, fish (")
+    assert result.stderr.count("\n") == 1 and "\\n" not in result.stderr and "\\t" not in result.stderr
