@@ -7,6 +7,7 @@ exit code. LLMCLI_DEBUG=1 brings the traceback back.
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -193,6 +194,12 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
     if status is None:  # the reader of stdout left: say nothing more (see _run)
         sys.stderr = None
         status = ExitStatus.OK
+        # Python flushes stdout once more at exit, into the same closed pipe, and then exits with 1:
+        # point the descriptor at /dev/null first (as Python's documentation on SIGPIPE advises).
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests, embedding)
+            pass
     sys.exit(status)
 
 
@@ -211,6 +218,12 @@ def _run(argv: list[str] | None, env: Environment) -> int | None:
     except BrokenPipeError:
         # `llmcli chat ... | head -1`: the reader left; that is not our failure.
         return None
+    except SystemExit as exc:
+        # rich meets the same closed pipe (`llmcli list | head -1`, `-h | head`) by exiting with 1 from
+        # inside its `except BrokenPipeError` (Console.on_broken_pipe): the same case, the same answer.
+        if isinstance(exc.__context__, BrokenPipeError):
+            return None
+        raise
     except Exception as exc:  # the one boundary: everything a user can cause ends here
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `llmcli`: typer has printed the help
             return ExitStatus.OK

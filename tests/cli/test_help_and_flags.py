@@ -147,3 +147,26 @@ def test_version_prints_llmcli_and_its_engine_on_stdout_and_exits_0():
     result = cli_process("--version")
     assert result.exit_code == 0 and result.stderr == ""
     assert result.stdout == f"llmcli {version('llmcli')} (llama-cpp-python {version('llama-cpp-python')})\n"
+
+
+ONE_SHOTS = [["list"], ["chat", "-h"], ["tokenize", "smollm2", "hello"], ["chat", "-n", "8", "--temp", "0", "hi"]]
+
+
+@pytest.mark.parametrize("args", ONE_SHOTS)
+def test_a_reader_that_left_before_the_output_is_not_a_failure(args):
+    # `llmcli list | head -0`: stdout is a pipe nobody reads any more; rich exits 1 there by default.
+    import os
+    import subprocess
+
+    from tests.support.cli import LLMCLI, environment_vars
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        child = subprocess.run(
+            [*LLMCLI, *args], stdout=write_end, stderr=subprocess.PIPE, env=environment_vars({}), timeout=120
+        )
+    finally:
+        os.close(write_end)
+    assert child.returncode == 0, child.stderr
+    assert b"Traceback" not in child.stderr and b"error" not in child.stderr
