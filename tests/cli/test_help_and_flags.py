@@ -149,7 +149,12 @@ def test_version_prints_llmcli_and_its_engine_on_stdout_and_exits_0():
     assert result.stdout == f"llmcli {version('llmcli')} (llama-cpp-python {version('llama-cpp-python')})\n"
 
 
-ONE_SHOTS = [["list"], ["chat", "-h"], ["tokenize", "smollm2", "hello"], ["chat", "-n", "8", "--temp", "0", "hi"]]
+ONE_SHOTS = [
+    ["list"],
+    ["chat", "-h"],
+    ["tokenize", "smollm2", "hello"],
+    ["chat", "-n", "8", "--temp", "0", "hi"],
+]
 
 
 @pytest.mark.parametrize("args", ONE_SHOTS)
