@@ -119,17 +119,23 @@ for _name, _function in COMMANDS.items():
     app.command(_name, cls=Command)(_function)
 
 
+# errno -> (what happened, what to do, exit status): a path the user can fix is bad input (2), the
+# machine's trouble is a runtime failure (1). errno is None for an OSError raised without one.
+OS_ERRORS: dict[int | None, tuple[str, str, ExitStatus]] = {
+    errno.ENOSPC: ("the disk is full", "free some space and run it again", ExitStatus.ERROR),
+    errno.EACCES: ("permission denied", "check the file's permissions", ExitStatus.ERROR),
+    errno.ENOENT: ("no such file", "check the path", ExitStatus.USAGE),
+    errno.EISDIR: ("that is a folder, not a file", "give a file", ExitStatus.USAGE),
+    errno.ENOTDIR: ("a part of that path is a file, not a folder", "check the path", ExitStatus.USAGE),
+    errno.EEXIST: ("already exists", "move it away or choose another path", ExitStatus.USAGE),
+}
+
+
 def _os_error_message(exc: OSError) -> tuple[str, ExitStatus]:
-    # A table, not a chain of ifs: errno -> (what happened, what to do).
-    table: dict[int | None, tuple[str, str]] = {  # errno is None for an OSError raised without one
-        errno.ENOSPC: ("the disk is full", "free some space and run it again"),
-        errno.EACCES: ("permission denied", "check the file's permissions"),
-        errno.ENOENT: ("no such file", "check the path"),
-        errno.EISDIR: ("that is a folder, not a file", "give a file"),
-    }
-    what, fix = table.get(exc.errno, (exc.strerror or str(exc), "see LLMCLI_DEBUG=1 for details"))
+    what, fix, status = OS_ERRORS.get(
+        exc.errno, (exc.strerror or str(exc), "see LLMCLI_DEBUG=1 for details", ExitStatus.ERROR)
+    )
     where = f": {exc.filename}" if exc.filename else ""
-    status = ExitStatus.USAGE if exc.errno in (errno.ENOENT, errno.EISDIR) else ExitStatus.ERROR
     return f"{what}{where}; {fix}", status
 
 

@@ -278,3 +278,13 @@ def test_output_onto_another_models_file_is_refused(tmp_path, tiny, llmcli_home)
         "the file of the model first",
     )
     assert path.read_bytes() == kept
+
+
+def test_a_file_where_the_store_keeps_its_blobs_is_named_with_the_fix(tiny, llmcli_home):
+    llmcli_home.mkdir(parents=True, exist_ok=True)
+    (llmcli_home / "blobs").write_text("not a folder")
+    assert_clean_error(
+        cli_process("convert", str(tiny("llama")), "--name", "x"),
+        ExitStatus.USAGE,
+        f"already exists: {llmcli_home / 'blobs'}; move it away",
+    )
