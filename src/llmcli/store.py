@@ -244,7 +244,7 @@ class Store:
         return entry
 
     def remove(self, ref: ModelRef) -> Removed:
-        entry = self.resolve(ref)
+        entry = self.resolve(ref, whole=False)
         if entry.builtin:
             raise UsageError(
                 f"{entry.name} is the embedded model and belongs "
@@ -277,20 +277,23 @@ class Store:
         return True
 
     # -- names -> models ---------------------------------------------------------------------
-    def resolve(self, ref: ModelRef, listed: Sequence[ModelEntry] | None = None) -> ModelEntry:
+    def resolve(
+        self, ref: ModelRef, listed: Sequence[ModelEntry] | None = None, *, whole: bool = True
+    ) -> ModelEntry:
         """A store name (or an unambiguous prefix of one), or a GGUF path, -> the model's entry.
 
         `listed` is a `list()` the caller already read, so one command reads the manifest once.
         The text is first looked up as an exact name, whatever its shape: pulled models are named REPO:QUANT.
+        `whole`: a model whose file has gone is ModelNotFound (`rm` passes False: it removes such a one).
         """
         models = {m.name: m for m in (self.list() if listed is None else listed)}
         if ref.text in models:
-            return models[ref.text]
+            return _whole(models[ref.text]) if whole else models[ref.text]
         if isinstance(ref, GgufPath):
             return _file_entry(ref)
         matches = [name for name in models if name.startswith(ref.text)]
         if len(matches) == 1:
-            return models[matches[0]]
+            return _whole(models[matches[0]]) if whole else models[matches[0]]
         if len(matches) > 1:
             raise UsageError(
                 f"'{printable(ref.text, 60)}' matches several models "
@@ -308,6 +311,17 @@ class Store:
             else "run `llmcli list` to see models"
         )
         raise ModelNotFound(f"no model named '{printable(ref.text)}' in {self.root}; {hint}")
+
+
+def _whole(entry: ModelEntry) -> ModelEntry:
+    """The entry, when the GGUF it names is still on disk (a pull of its repo then fetches it again)."""
+    if entry.builtin or Path(entry.path).is_file():
+        return entry
+    name = printable(entry.name)
+    raise ModelNotFound(
+        f"the file of {name} is gone ({printable(entry.path)}); "
+        f"run `llmcli rm {name}`, then pull or convert it again"
+    )
 
 
 def _refuse_folder(ref: ModelRef) -> None:

@@ -42,6 +42,24 @@ def test_registered_model_is_listed_chatted_and_removed(tmp_path, embedded_path,
     assert "my-smol" not in cli_process("list").stdout
 
 
+def test_a_model_whose_file_is_gone_is_listed_missing_refused_by_name_and_removable(tmp_path, embedded_path):
+    copy = tmp_path / "copy.gguf"
+    shutil.copy(embedded_path, copy)
+    cli_store().register(ModelEntry(name="my-smol", path=str(copy), files=[str(copy)], source="test"))
+    copy.unlink()
+    row = next(line for line in cli_process("list").stdout.splitlines() if line.startswith("my-smol"))
+    assert row.split()[1] == "missing"
+    for argv in (["show", "my-smol"], ["chat", "my-smol", "hi", "-n", "2"]):
+        refused = cli_process(*argv)
+        assert refused.exit_code == 2 and refused.stdout == "", refused.stderr
+        assert refused.stderr == (
+            f"llmcli: error: the file of my-smol is gone ({copy}); "
+            "run `llmcli rm my-smol`, then pull or convert it again\n"
+        )
+    assert cli_process("rm", "my-smol").exit_code == 0
+    assert "my-smol" not in cli_process("list").stdout
+
+
 def test_rm_json_is_one_record_and_null_sha256_for_a_file_not_in_the_hf_cache(tmp_path, embedded_path):
     copy = tmp_path / "copy.gguf"
     shutil.copy(embedded_path, copy)

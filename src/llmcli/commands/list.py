@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import typer
 
@@ -47,7 +48,7 @@ def list_models(
         [
             [
                 printable(e.name),
-                format_bytes(e.size),
+                format_bytes(e.size) if e.builtin or Path(e.path).is_file() else "missing",
                 printable(e.quant or "-", 40),
                 printable(e.arch or "-", 40),
                 format_params(e.n_params),

@@ -183,6 +183,10 @@ class _ToReport(logging.Handler):
 def hub_warnings_to(report: Callable[[Note], None]) -> Iterator[None]:
     """huggingface_hub logs its in-run retries to stderr on its own handler, which would tear through the
     bars; for the length of a pull they go through the report instead, as one line each."""
+    # huggingface_hub adds its stderr handler when its logging module is first imported: import it
+    # before the swap, or a first pull in a fresh process would add that handler back inside it.
+    import huggingface_hub.utils.logging  # noqa: F401
+
     logger = logging.getLogger("huggingface_hub")
     saved = logger.handlers[:], logger.propagate
     logger.handlers, logger.propagate = [_ToReport(report)], False
