@@ -331,6 +331,38 @@ def test_bad_parameters_are_400_naming_the_field_with_llmclis_bounds(server, pat
     assert error["param"] == param and words in error["message"] and error["type"] == "invalid_request_error"
 
 
+LONE = "\\ud800"  # JSON's escape for half a surrogate pair: legal JSON, not text
+
+
+@pytest.mark.parametrize(
+    "path,raw,field",
+    [
+        (
+            "/v1/chat/completions",
+            f'{{"messages": [{{"role": "user", "content": "a{LONE}"}}]}}',
+            "messages[0].content",
+        ),
+        ("/v1/chat/completions", f'{{"messages": [], "stream": true, "x{LONE}": 1}}', None),
+        ("/v1/completions", f'{{"prompt": "{LONE}", "max_tokens": 2}}', "prompt"),
+        (
+            "/api/chat",
+            f'{{"model": "m", "messages": [{{"role": "system", "content": "{LONE}"}}]}}',
+            "messages[0].content",
+        ),
+        ("/api/generate", f'{{"model": "m", "prompt": "hi", "system": "{LONE}"}}', "system"),
+        ("/api/show", f'{{"model": "{LONE}"}}', "model"),
+    ],
+)
+def test_a_lone_surrogate_anywhere_in_a_body_is_a_400_and_the_server_goes_on(server, path, raw, field):
+    r = post(server, path, raw.encode())
+    assert r.status_code == 400, r.text
+    message = r.json()["error"] if path.startswith("/api/") else r.json()["error"]["message"]
+    assert "lone surrogate" in message and (field is None or message.startswith(field)), message
+    assert httpx.get(server.url + "/health", timeout=10).status_code == 200
+    again = post(server, "/v1/chat/completions", {"messages": HI, "max_tokens": 2})
+    assert again.status_code == 200, again.text
+
+
 def test_null_parameters_mean_the_servers_defaults(server):
     body = {"messages": HI, "max_tokens": 2, "temperature": None, "top_p": None, "seed": None, "stop": None}
     r = post(server, "/v1/chat/completions", body)

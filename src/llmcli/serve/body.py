@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmcli.engine.messages import Message
+from llmcli.engine.messages import Message, is_text
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import OutputConstraint
 from llmcli.errors import UsageError
@@ -64,7 +64,33 @@ def parse_json(data: bytes) -> dict:
         raise bad(None, f"the body is not valid JSON ({str(exc)[:80]}); send a JSON object") from None
     if not isinstance(value, dict):
         raise bad(None, f"the body must be a JSON object, not {type(value).__name__}")
+    if b"\\u" in data:  # only a \uXXXX escape can make a lone surrogate: most bodies skip the walk
+        where = _lone_surrogate_at(value)
+        if where is not None:
+            raise bad(
+                where or None,
+                f"{where or 'the body'} holds a lone surrogate escape (\\ud800-\\udfff), which is not text; "
+                "send UTF-8 text",
+            )
     return value
+
+
+def _lone_surrogate_at(value: Any) -> str | None:
+    """The dotted path of the first string (a key or a value) that is not Unicode text, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not is_text(item):
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not is_text(key):
+                    return path
+                stack.append((f"{path}.{key}" if path else key, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return None
 
 
 def _text(value: Any, name: str, *, allow_none: bool = False) -> str | None:

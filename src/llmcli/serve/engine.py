@@ -151,7 +151,12 @@ class Engine:
                 if kind == "stop":
                     stopping = True
                 elif kind == "submit":
-                    self._submit(job)
+                    try:
+                        self._submit(job)
+                    except Exception as exc:
+                        # Rendering or tokenizing this one request failed before its sequence was
+                        # queued: the scheduler never saw it, so it alone fails and the rest go on.
+                        job.deliver(Refused(500, f"the request failed: {type(exc).__name__}: {exc}"))
                 else:
                     self._cancel(job)
                 try:
