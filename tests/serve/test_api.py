@@ -282,6 +282,25 @@ def test_health_needs_no_key(server):
     assert httpx.get(server.url + "/health").json() == {"status": "ok"}
 
 
+def test_the_root_says_it_runs_without_a_key_as_ollamas_does(server):
+    r = httpx.get(server.url + "/")
+    assert r.status_code == 200 and r.text == "llmcli is running"
+
+
+GET_ROUTES = [("/", {}), ("/health", {}), ("/v1/models", AUTH), ("/api/tags", AUTH)]
+
+
+@pytest.mark.parametrize("path,headers", GET_ROUTES)
+def test_head_answers_as_get_without_a_body(server, path, headers):
+    get, head = httpx.get(server.url + path, headers=headers), httpx.head(server.url + path, headers=headers)
+    assert get.status_code == head.status_code == 200 and get.content and head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
+def test_head_needs_the_key_its_get_needs(server):
+    assert httpx.head(server.url + "/v1/models").status_code == 401
+
+
 def test_a_body_over_max_body_is_413_declared_or_chunked(server):
     big = json.dumps({"messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
     declared = post(server, "/v1/chat/completions", big)

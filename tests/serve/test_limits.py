@@ -121,6 +121,14 @@ def test_listening_beyond_loopback_without_a_key_is_refused():
     assert result.stderr.count("\n") == 1 and "--api-key" in result.stderr
 
 
+@pytest.mark.parametrize("key", ["", "  "])
+def test_an_empty_api_key_is_refused(key):
+    result = cli("serve", "--host", "0.0.0.0", "--api-key", key, time_limit=30)  # a server started: hung
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("llmcli: error: --api-key is empty; give a key")
+    assert result.stderr.count("\n") == 1
+
+
 def test_an_empty_key_file_is_refused(tmp_path):
     empty = tmp_path / "keys.txt"
     empty.write_text("# no keys yet\n\n")

@@ -15,8 +15,8 @@ from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
 
-PUBLIC = ("/health",)  # answered without a key: a load balancer's probe
-UNCOUNTED = ("/health", "/metrics")  # a scraper's polls do not use up a key's rate limit
+PUBLIC = ("/", "/health")  # answered without a key: a load balancer's probe, a client's "is it up?"
+UNCOUNTED = ("/", "/health", "/metrics")  # a scraper's polls do not use up a key's rate limit
 
 
 @dataclass
@@ -73,6 +73,26 @@ def error_response(exc: ApiError, path: str, metrics: ServeMetrics | None = None
     if metrics is not None:
         metrics.refused.labels(status=str(exc.status)).inc()
     return JSONResponse(exc.body(is_ollama(path)), status_code=exc.status, headers=exc.headers)
+
+
+class HeadAsGet:
+    """HEAD answered as GET without the body, on every GET route: `curl -I`, `wget --spider` and load
+    balancers probe /health that way (FastAPI's routes take only the methods they name)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
 class AccessMiddleware:
@@ -172,6 +192,10 @@ def create_app(server: Server):
             server.metrics,
         )
 
+    @app.get("/")
+    async def root():  # as Ollama's "Ollama is running": a client's first probe of a server
+        return Response("llmcli is running", media_type="text/plain")
+
     @app.get("/health")
     async def health():
         engine = server.engine
@@ -189,6 +213,7 @@ def create_app(server: Server):
     openai_api.register(app, server)
     ollama_api.register(app, server)
     app.add_middleware(AccessMiddleware, server=server)
+    app.add_middleware(HeadAsGet)  # outermost: a HEAD passes the key check as its GET would
     return app
 
 

@@ -48,6 +48,8 @@ def is_loopback(host: str) -> bool:
 
 def check_config(config: ServeConfig) -> None:
     """Refuse what must not start: an open address without a key, numbers out of their range."""
+    if any(not key.strip() for key in config.api_keys):
+        raise UsageError("--api-key is empty; give a key (no client could send an empty one)")
     if not config.api_keys and not is_loopback(config.host):
         raise UsageError(
             f"--host {config.host} listens beyond this machine and no key is set; "
