@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
-from llmcli.engine.structured import ANY_JSON, OutputConstraint, schema_to_gbnf
+from llmcli.engine.structured import OutputConstraint, schema_to_gbnf
 from llmcli.errors import UsageError
 from llmcli.serve.errors import bad
 
@@ -30,8 +30,13 @@ def _from_schema(schema: Any, field: str) -> OutputConstraint:
     return OutputConstraint("schema", gbnf, schema, field)
 
 
-def _any_json(field: str) -> OutputConstraint:
-    return OutputConstraint("json", schema_to_gbnf(ANY_JSON), {}, field)
+# OpenAI's JSON mode and Ollama's `"format": "json"` promise a JSON object (clients index the reply
+# by key); chat's `--format json` takes any JSON value (ANY_JSON).
+JSON_OBJECT = {"type": "object"}
+
+
+def _json_object(field: str) -> OutputConstraint:
+    return OutputConstraint("json", schema_to_gbnf(JSON_OBJECT), JSON_OBJECT, field)
 
 
 def _response_format(value: Any) -> OutputConstraint | None:
@@ -41,7 +46,7 @@ def _response_format(value: Any) -> OutputConstraint | None:
     if kind == "text":
         return None
     if kind == "json_object":
-        return _any_json("response_format")
+        return _json_object("response_format")
     spec = value.get("json_schema")
     if not isinstance(spec, dict) or "schema" not in spec:
         raise bad(
@@ -72,7 +77,7 @@ def ollama_constraint(body: dict) -> OutputConstraint | None:
     if isinstance(fmt, str):
         if fmt.lower() != "json":
             raise bad("format", f"format {fmt[:40]!r} is not known; {OLLAMA_FIX}")
-        return _any_json("format")
+        return _json_object("format")
     if not isinstance(fmt, dict):
         raise bad("format", f"format must be a string or an object; {OLLAMA_FIX}")
     return _from_schema(fmt, "format")
