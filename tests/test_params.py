@@ -67,7 +67,8 @@ def test_defaults_are_llama_cpps():
         ("top_k", 1.5, "top_k must be an integer in"),
         ("repeat_penalty", 11, "repeat_penalty must be in 0..10, not 11"),
         ("repeat_last_n", -1, "repeat_last_n must be in 0..1048576, not -1"),
-        ("seed", -1, f"seed must be in 0..{UINT32_MAX}, not -1"),
+        ("seed", -2, f"seed must be in 0..{UINT32_MAX}, not -2"),
+        ("seed", -1.0, "seed must be an integer in"),
         ("seed", 2**32, f"seed must be in 0..{UINT32_MAX}, not 4294967296"),
         ("max_tokens", 0, f"max_tokens must be in 1..{INT32_MAX}, not 0"),
         ("max_tokens", None, "max_tokens must be an integer"),
@@ -89,6 +90,7 @@ def test_the_bounds_themselves_are_accepted(name):
 
 def test_seed_none_means_random_and_is_not_sent():
     assert SamplingParams(seed=None).seed is None
+    assert SamplingParams(seed=-1).seed is None  # llama.cpp's and Ollama's "random"
     assert "seed" not in request_body("m", [], SamplingParams(), [])
 
 
@@ -124,7 +126,7 @@ def test_set_lists_the_user_rows_and_not_the_engine_only_ones():
         ("--top-k", "top_k", "-3"),
         ("--repeat-penalty", "repeat_penalty", "11"),
         ("--seed", "seed", str(2**32)),
-        ("--seed", "seed", "-1"),
+        ("--seed", "seed", "-2"),
         ("-n", "max_tokens", "0"),
     ],
 )

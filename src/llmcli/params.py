@@ -34,6 +34,7 @@ class Param:
     # sent only when changed from the default.
     extensions: tuple[str, ...] = ()
     none_means: str = ""  # what a None value does (seed: a fresh random one)
+    also_none: int | None = None  # a value that means None too (llama.cpp's and Ollama's seed -1)
 
     @property
     def range_text(self) -> str:
@@ -50,7 +51,7 @@ class Param:
 
     def check(self, value: Any) -> int | float | None:
         """The value if it fits this row, else UsageError naming the parameter and its range."""
-        if value is None and self.none_means:
+        if self.none_means and (value is None or (value == self.also_none and type(value) is int)):
             return None
         return self._checked_number(value)
 
@@ -120,10 +121,11 @@ _ROWS = [
         None,
         0,
         UINT32_MAX,
-        "Sampling seed.",
+        "Sampling seed (-1 = random, as in llama.cpp).",
         flags=("--seed",),
         openai="seed",
         none_means="random",
+        also_none=-1,
     ),
     Param(
         "max_tokens",

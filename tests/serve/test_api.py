@@ -344,7 +344,7 @@ def test_a_body_over_max_body_is_413_declared_or_chunked(server):
         ("/v1/chat/completions", {"messages": HI, "top_p": "high"}, "top_p", "a number in 0..1"),
         ("/v1/chat/completions", {"messages": HI, "max_tokens": 0}, "max_tokens", "1.."),
         ("/v1/chat/completions", {"messages": HI, "max_tokens": 5000}, "max_tokens", "KV cells"),
-        ("/v1/chat/completions", {"messages": HI, "seed": -1}, "seed", "0..4294967295"),
+        ("/v1/chat/completions", {"messages": HI, "seed": -2}, "seed", "0..4294967295"),
         ("/v1/chat/completions", {"messages": HI, "stop": [1]}, "stop", "string"),
         ("/v1/chat/completions", {"messages": HI, "n": 3}, "n", "one choice"),
         ("/v1/chat/completions", {"messages": HI, "stream": "yes"}, "stream", "true or false"),
@@ -400,6 +400,13 @@ def test_null_parameters_mean_the_servers_defaults(server):
     body = {"messages": HI, "max_tokens": 2, "temperature": None, "top_p": None, "seed": None, "stop": None}
     r = post(server, "/v1/chat/completions", body)
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 2
+
+
+def test_seed_minus_one_means_random_as_in_llama_cpp_and_ollama(server):
+    openai = post(server, "/v1/chat/completions", {"messages": HI, "max_tokens": 2, "seed": -1})
+    options = {"seed": -1, "num_predict": 2}
+    ollama = post(server, "/api/chat", {"messages": HI, "stream": False, "options": options})
+    assert openai.status_code == 200 and ollama.status_code == 200, (openai.text, ollama.text)
 
 
 def test_ollama_bad_option_is_400_in_ollamas_shape(server):

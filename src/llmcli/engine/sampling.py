@@ -29,6 +29,8 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         check_all(self.as_dict())
+        if self.seed == PARAMS["seed"].also_none:  # -1: random, as llama.cpp and Ollama read it
+            self.seed = None
 
     def as_dict(self) -> dict:
         return asdict(self)
