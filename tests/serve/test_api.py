@@ -414,6 +414,35 @@ def test_ollama_bad_option_is_400_in_ollamas_shape(server):
     assert r.status_code == 400 and r.json() == {"error": "options.temperature must be in 0..10, not -1"}
 
 
+@pytest.mark.parametrize(
+    "path,extra,words",
+    [
+        ("/api/chat", {"options": {"frequency_penalty": 0.5}}, "options.frequency_penalty is not supported"),
+        ("/api/chat", {"options": {"presence_penalty": 1}}, "options.presence_penalty is not supported"),
+        ("/api/chat", {"options": {"mirostat": 2}}, "options.mirostat is not supported (send 0"),
+        ("/api/generate", {"options": {"typical_p": 0.5}}, "options.typical_p is not supported (send 1"),
+        ("/api/generate", {"suffix": "return x"}, "suffix: insertion (suffix) is not supported"),
+        ("/api/generate", {"template": "{{ .Prompt }}"}, "template: a request's own template"),
+        ("/api/chat", {"messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}, "images"),
+        ("/v1/chat/completions", {"logit_bias": {"42": 10}}, "logit_bias is not supported"),
+    ],
+)
+def test_a_field_that_would_change_the_reply_is_refused_never_ignored(server, path, extra, words):
+    body = {"model": EMBEDDED_NAME, "messages": HI, "prompt": "hi", **extra}
+    r = post(server, path, body)
+    assert r.status_code == 400, r.text
+    message = r.json()["error"] if path.startswith("/api/") else r.json()["error"]["message"]
+    assert words in message, message
+
+
+def test_the_same_fields_asking_for_nothing_are_accepted(server):
+    neutral = {"frequency_penalty": 0, "presence_penalty": 0, "mirostat": 0, "typical_p": 1, "num_predict": 2}
+    r = post(server, "/api/generate", {"prompt": "hi", "stream": False, "suffix": "", "options": neutral})
+    assert r.status_code == 200, r.text
+    r = post(server, "/v1/chat/completions", {"messages": HI, "max_tokens": 2, "logit_bias": {}})
+    assert r.status_code == 200, r.text
+
+
 def test_ollama_format_schema_and_json_constrain_the_reply(server, ollama_module):
     client = ollama_module.Client(host=server.url, headers=AUTH)
     r = client.chat(

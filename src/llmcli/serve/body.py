@@ -34,8 +34,23 @@ UNSUPPORTED = {
     "best_of": "one choice per request (best_of must be 1)",
     "suffix": "insertion (suffix) is not supported",
     "echo": "echo is not supported",
+    "logit_bias": "logit_bias is not supported",
 }
-NEUTRAL = {"n": 1, "best_of": 1, "logprobs": False, "echo": False}  # values that ask for nothing
+NEUTRAL = {"n": 1, "best_of": 1, "logprobs": False, "echo": False, "logit_bias": {}}  # ask for nothing
+# Ollama's sampling options llama.cpp's chain here does not run: refused unless they ask for nothing.
+OLLAMA_NEUTRAL_OPTIONS = {
+    "frequency_penalty": 0,
+    "presence_penalty": 0,
+    "mirostat": 0,
+    "typical_p": 1,
+    "tfs_z": 1,
+}
+# Ollama request fields that change the reply, as `field: why`, refused when not empty.
+OLLAMA_UNSUPPORTED = {
+    "suffix": "insertion (suffix) is not supported",
+    "template": "a request's own template is not supported (the model's is used)",
+    "images": "images are not supported: the model reads text",
+}
 ZERO_PENALTIES = ("frequency_penalty", "presence_penalty")
 
 
@@ -261,6 +276,9 @@ def _ollama_options(body: dict) -> tuple[dict[str, tuple[str, Any]], list[str]]:
         raise bad("options", "options must be an object")
     values: dict[str, tuple[str, Any]] = {}
     for sent, value in options.items():
+        neutral = OLLAMA_NEUTRAL_OPTIONS.get(sent)
+        if neutral is not None and value not in (None, neutral):
+            raise bad(f"options.{sent}", f"options.{sent} is not supported (send {neutral} or leave it out)")
         name = OLLAMA_NAMES.get(sent, sent)
         if name not in PARAMS or value is None:
             continue  # Ollama's load-time options (num_ctx, num_thread...) are the server's, not a request's
@@ -270,7 +288,16 @@ def _ollama_options(body: dict) -> tuple[dict[str, tuple[str, Any]], list[str]]:
     return values, _stops(options.get("stop"), "options.stop")
 
 
+def _refuse_ollama_unsupported(body: dict) -> None:
+    messages = body.get("messages")
+    items = [body] + ([m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else [])
+    for name, why in OLLAMA_UNSUPPORTED.items():
+        if any(item.get(name) for item in items):
+            raise bad(name, f"{name}: {why}")
+
+
 def ollama_chat(body: dict, defaults: SamplingParams, system: str | None) -> Generation:
+    _refuse_ollama_unsupported(body)
     values, stops = _ollama_options(body)
     if body.get("tools"):
         raise bad("tools", "tools: tool calls are not supported")
@@ -288,6 +315,7 @@ def ollama_chat(body: dict, defaults: SamplingParams, system: str | None) -> Gen
 
 
 def ollama_generate(body: dict, defaults: SamplingParams, system: str | None) -> Generation:
+    _refuse_ollama_unsupported(body)
     values, stops = _ollama_options(body)
     prompt = _text(body.get("prompt", ""), "prompt") or ""
     if not prompt:
