@@ -396,6 +396,14 @@ def test_a_lone_surrogate_anywhere_in_a_body_is_a_400_and_the_server_goes_on(ser
     assert again.status_code == 200, again.text
 
 
+def test_a_prompt_longer_than_a_sequence_can_hold_is_400_naming_the_fix(server):
+    long = [{"role": "user", "content": "a " * 1500}]
+    r = post(server, "/v1/chat/completions", {"messages": long, "max_tokens": 2})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == "messages" and "shorten it" in error["message"] and "--ctx" in error["message"]
+
+
 def test_null_parameters_mean_the_servers_defaults(server):
     body = {"messages": HI, "max_tokens": 2, "temperature": None, "top_p": None, "seed": None, "stop": None}
     r = post(server, "/v1/chat/completions", body)

@@ -189,7 +189,14 @@ class Engine:
             else:
                 prompt = self.prompts.raw(gen.prompt or "")
         except PromptTooLong:
-            job.deliver(Refused(400, f"the prompt is over {room} tokens, the KV pool here", what))
+            job.deliver(
+                Refused(
+                    400,
+                    f"the prompt is over the {room} tokens a sequence can hold here; shorten it "
+                    "(or start the server with a larger --ctx)",
+                    what,
+                )
+            )
             return
         except (TemplateError, UsageError) as exc:
             job.deliver(Refused(400, str(exc), what))
