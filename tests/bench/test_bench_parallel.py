@@ -45,6 +45,7 @@ def test_jsonl_is_one_object_per_line_and_markdown_is_the_batched_bench_table():
         (["--parallel", "2,x"], "bad --parallel list '2,x'"),
         (["--parallel", "300"], "at most 256 sequences"),
         (["--parallel", "2", "--chat"], "--chat cannot go with --parallel"),
+        (["--parallel", "2", "-r", "-3"], "-r cannot go with --parallel"),
         (["--parallel", "2", "-t", "1,2"], "one thread count"),
         (["--parallel", "4", "-p", "100", "--n-gen", "28", "--ctx", "256"], "needs --ctx 512 or more"),
     ],

@@ -19,6 +19,8 @@ from llmcli.commands.options import (
 )
 from llmcli.environment import Environment
 
+REPETITIONS = 5  # llama-bench's default
+
 
 def _progress_line(ev) -> str:
     where = f"{ev.model} [{ev.backend}]"
@@ -107,7 +109,9 @@ def bench(
             help="Generated tokens of the tg tests; a list: 64,128. With --chat: the longest reply per turn.",
         ),
     ] = "128",
-    repetitions: Annotated[int, typer.Option("-r", "--repetitions", help="Repetitions of each test.")] = 5,
+    repetitions: Annotated[
+        int, typer.Option("-r", "--repetitions", help="Repetitions of each test.")
+    ] = REPETITIONS,
     threads: Annotated[
         Optional[str],
         typer.Option(
@@ -237,6 +241,7 @@ def bench(
             "--backend": backend,
             "--draft": draft,
             "--save": save,
+            "-r": repetitions != REPETITIONS,  # llama-batched-bench measures each B once
             **{flag: value is not None for flag, value in opts.endpoint_only().items()},
         }
         env.stdout.write(
