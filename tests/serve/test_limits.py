@@ -16,7 +16,7 @@ from tests.serve.server import ServeProcess
 from tests.support.cli import cli
 
 # One a test: the limits are per key.
-KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama")
+KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama", "sk-bench")
 HI = [{"role": "user", "content": "Say hello."}]
 TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the third one is over
 
@@ -54,6 +54,16 @@ def test_past_the_rate_limit_is_429_with_retry_after(server):
     error = r.json()["error"]
     assert error["type"] == "rate_limit_exceeded" and "3 requests a minute" in error["message"]
     assert server.metric("llmcli:num_requests_running", auth(KEYS[0])) == 0  # /metrics is not counted
+
+
+def test_bench_says_why_its_requests_failed(server):
+    # Past --rate-limit 3 the rest of the run is 429s: the table counts them, stderr says why.
+    result = cli(
+        "bench", "--endpoint", server.url + "/v1", "--api-key", KEYS[6],
+        "--concurrency", "1", "--num-requests", "6", "--n-gen", "2", "-p", "8",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "requests failed; the first: " in result.stderr and "429" in result.stderr, result.stderr
 
 
 def test_past_the_token_limit_is_429_and_other_keys_are_unaffected(server):

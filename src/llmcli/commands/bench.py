@@ -292,6 +292,9 @@ def _emit(env: Environment, rows: list, out_format: str, save: Path | None, char
 
     env.stdout.write(report.render(rows, out_format))
     env.stdout.flush()
+    for row in rows:  # the table counts failed requests; a person needs to know why (--json has it too)
+        if getattr(row, "failed", 0) and getattr(row, "first_error", ""):
+            env.stderr.write(f"llmcli: {row.failed} requests failed; the first: {row.first_error}\n")
     if save is not None:
         with open(save, "a", encoding="utf-8") as fh:
             fh.write(report.to_jsonl(rows))
