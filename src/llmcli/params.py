@@ -152,10 +152,10 @@ def find(word: str) -> Param | None:
     return None
 
 
-def check_all(values: Mapping[str, Any]) -> None:
-    """Every row's value in `values` fits its range (SamplingParams calls this on itself)."""
-    for name, row in PARAMS.items():
-        row.check(values[name])
+def check_all(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Every row's value in `values`, checked against its range and read as its row reads it (a seed
+    of -1 is None); SamplingParams keeps what this returns."""
+    return {name: row.check(values[name]) for name, row in PARAMS.items()}
 
 
 def request_fields(values: Mapping[str, Any]) -> dict[str, Any]:

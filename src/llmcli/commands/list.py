@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 
 import typer
 
@@ -48,7 +47,7 @@ def list_models(
         [
             [
                 printable(e.name),
-                format_bytes(e.size) if e.builtin or Path(e.path).is_file() else "missing",
+                "missing" if e.missing else format_bytes(e.size),
                 printable(e.quant or "-", 40),
                 printable(e.arch or "-", 40),
                 format_params(e.n_params),

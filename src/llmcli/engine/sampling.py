@@ -28,9 +28,8 @@ class SamplingParams:
     max_tokens: int = _default("max_tokens")
 
     def __post_init__(self) -> None:
-        check_all(self.as_dict())
-        if self.seed == PARAMS["seed"].also_none:  # -1: random, as llama.cpp and Ollama read it
-            self.seed = None
+        for name, value in check_all(self.as_dict()).items():
+            setattr(self, name, value)  # as the table reads it: a seed of -1 (llama.cpp's "random") is None
 
     def as_dict(self) -> dict:
         return asdict(self)
