@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 # The make targets keep models inside the checkout; the CLI itself defaults to the XDG data dir.
 export LLMCLI_HOME ?= $(CURDIR)/models
 
-.PHONY: install demo test bench lint docs clean
+.PHONY: install demo test fuzz bench lint docs clean
 
 install: $(STAMP)
 
@@ -30,6 +30,12 @@ demo: install
 # that tests/allowed_skips.py does not list (tests/support/deps.py, tests/conftest.py).
 test: install
 	LLMCLI_TEST_STRICT=1 $(BIN)/python -m pytest -q -n 2 --durations=20
+
+# The fuzzers alone, in their long mode, on a seed from the UTC date and hour (new cases each hour;
+# `make test` runs each commit's own seed). The run's header and summary print the replay line.
+fuzz: install
+	LLMCLI_TEST_STRICT=1 LLMCLI_FUZZ_LONG=1 LLMCLI_FUZZ_SEED=$${LLMCLI_FUZZ_SEED:-$$(date -u +%Y%m%d%H)} \
+	  $(BIN)/python -m pytest -q -n 2 -k "fixed-seed or run-seed" tests
 
 bench: install
 	$(BIN)/python benchmarks/chat_vs_native.py

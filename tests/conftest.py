@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.allowed_skips import is_allowed
-from tests.fuzz import LONG, LONG_VAR, SEED_VAR, rotating_seed
+from tests.fuzz import LONG, LONG_VAR, SEED_VAR, run_seed
 from tests.support.deps import STRICT_VAR, missing_extras, strict
 
 # llama.cpp's CPU threads come from libgomp, whose idle threads spin by default. The suite runs many
@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 def pytest_configure(config):
     # Fixed once for the run (and so for every pytest-xdist worker, which inherits the environment).
-    os.environ.setdefault(SEED_VAR, str(rotating_seed()))
+    os.environ.setdefault(SEED_VAR, str(run_seed()))
     if not hasattr(config, "workerinput"):  # once, in the controller
         # Where PYTHONDONTWRITEBYTECODE is set (CI's machines set it), an editable install never gets
         # bytecode, and each of the suite's ~1,000 `python -m llmcli` children would compile llmcli's
@@ -38,7 +38,7 @@ def pytest_configure(config):
 def fuzz_line() -> str:
     seed = os.environ[SEED_VAR]
     mode = "long" if LONG else f"default ({LONG_VAR}=1 for the long mode)"
-    return f"fuzz: rotating seed {seed} (replay: {SEED_VAR}={seed}), fixed seeds too, {mode}"
+    return f"fuzz: run seed {seed} (replay: {SEED_VAR}={seed}), fixed seeds too, {mode}"
 
 
 def pytest_report_header(config):
