@@ -229,7 +229,7 @@ def test_ollama_generate_and_list(server, ollama_module):
     reply = ollama.generate(model=EMBEDDED_NAME, prompt="Say hello.", options={"num_predict": 4})
     assert reply.response and reply.done and reply.prompt_eval_count > 3
     (entry,) = ollama.list().models
-    assert entry.model == EMBEDDED_NAME and entry.size > 1_000_000 and entry.details.format == "gguf"
+    assert entry.model == f"{EMBEDDED_NAME}:latest" and entry.size > 1_000_000 and entry.details.format == "gguf"
     shown = ollama.show(EMBEDDED_NAME)
     assert "im_start" in shown.template and shown.details.family == "llama"
 
@@ -296,9 +296,9 @@ def test_health_needs_no_key(server):
     assert httpx.get(server.url + "/health").json() == {"status": "ok"}
 
 
-def test_the_root_says_it_runs_without_a_key_as_ollamas_does(server):
+def test_the_root_says_it_runs_without_a_key_in_the_words_ollamas_clients_probe_for(server):
     r = httpx.get(server.url + "/")
-    assert r.status_code == 200 and r.text == "llmcli is running"
+    assert r.status_code == 200 and r.text == "Ollama is running"
 
 
 GET_ROUTES = [("/", {}), ("/health", {}), ("/v1/models", AUTH), ("/api/tags", AUTH)]
@@ -343,7 +343,12 @@ def test_a_body_over_max_body_is_413_declared_or_chunked(server):
         ("/v1/chat/completions", {"messages": HI, "temperature": 11}, "temperature", "0..10"),
         ("/v1/chat/completions", {"messages": HI, "top_p": "high"}, "top_p", "a number in 0..1"),
         ("/v1/chat/completions", {"messages": HI, "max_tokens": 0}, "max_tokens", "1.."),
-        ("/v1/chat/completions", {"messages": HI, "max_tokens": 5000}, "max_tokens", "KV cells"),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "max_tokens": 5000},
+            "max_tokens",
+            "maximum context length is 1024 tokens",
+        ),
         ("/v1/chat/completions", {"messages": HI, "seed": -2}, "seed", "0..4294967295"),
         ("/v1/chat/completions", {"messages": HI, "stop": [1]}, "stop", "string"),
         ("/v1/chat/completions", {"messages": HI, "n": 3}, "n", "one choice"),
@@ -401,7 +406,8 @@ def test_a_prompt_longer_than_a_sequence_can_hold_is_400_naming_the_fix(server):
     r = post(server, "/v1/chat/completions", {"messages": long, "max_tokens": 2})
     assert r.status_code == 400, r.text
     error = r.json()["error"]
-    assert error["param"] == "messages" and "shorten it" in error["message"] and "--ctx" in error["message"]
+    assert error["param"] == "messages" and error["code"] == "context_length_exceeded", error
+    assert "maximum context length is 1024 tokens" in error["message"] and "--ctx" in error["message"]
 
 
 def test_null_parameters_mean_the_servers_defaults(server):

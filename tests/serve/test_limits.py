@@ -98,7 +98,9 @@ def test_a_request_over_the_whole_pool_is_400_before_any_token(server, embedded_
         headers=auth(KEYS[3]),
         timeout=60,
     )
-    assert r.status_code == 400 and "KV" in r.json()["error"]["message"]
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["code"] == "context_length_exceeded", error
+    assert "maximum context length" in error["message"] and error["param"] == "prompt", error
 
 
 @pytest.mark.parametrize("route,key", [("/v1/completions", KEYS[4]), ("/api/generate", KEYS[5])])

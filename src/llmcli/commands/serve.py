@@ -115,6 +115,15 @@ def serve(
         float,
         typer.Option("--grace", metavar="SECONDS", min=0, help="After SIGTERM, time for requests in flight."),
     ] = 30.0,
+    cors_origin: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--cors-origin",
+            metavar="ORIGIN",
+            show_default=False,
+            help="A browser origin allowed to call the server (https://app.example:8443, or *); repeatable.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
@@ -158,6 +167,7 @@ def serve(
         max_queue=max_queue,
         timeout=timeout,
         grace=grace,
+        cors_origins=cors_origin or [],
     )
     check_config(config)  # before a model is looked for, let alone pulled
     entry = find_model(

@@ -1,66 +1,19 @@
-"""The FastAPI app: the access middleware, the lifespan that starts the engine thread, the error
-shapes, /health and /metrics; the OpenAI and Ollama routes live in their own modules."""
+"""The FastAPI app: the middleware (CORS, HEAD, access), the lifespan that starts the engine thread,
+the error shapes, /, /health and /metrics; each dialect's routes are a router of their own
+(openai/routes.py, ollama/routes.py), and what they share is serve/state.py."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
-from llmcli.serve.access import Gate
-from llmcli.serve.config import ServeConfig
-from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
+from llmcli.serve.state import Server, report_status, too_large
 
 PUBLIC = ("/", "/health")  # answered without a key: a load balancer's probe, a client's "is it up?"
 UNCOUNTED = ("/", "/health", "/metrics")  # a scraper's polls do not use up a key's rate limit
-
-
-@dataclass
-class Server:
-    """Everything a route needs, made once per process."""
-
-    config: ServeConfig
-    engine: Engine
-    gate: Gate
-    metrics: ServeMetrics
-    started: float = field(default_factory=time.time)
-    on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
-
-
-@dataclass
-class Status:
-    """What a terminal's status line shows."""
-
-    loading: bool
-    running: int
-    waiting: int
-    finished: int
-    tokens_per_s: float  # generated in the last interval
-    kv_used: float  # 0..1
-
-
-async def report_status(server: Server, every: float = 1.0) -> None:
-    assert server.on_status is not None
-    last_tokens, last_t = 0, time.perf_counter()
-    while True:
-        await asyncio.sleep(every)
-        snap, now = server.engine.snapshot, time.perf_counter()
-        rate = (snap.generated - last_tokens) / (now - last_t) if snap.generated >= last_tokens else 0.0
-        last_tokens, last_t = snap.generated, now
-        server.on_status(
-            Status(
-                loading=not snap.ready,
-                running=snap.running,
-                waiting=server.engine.queued,
-                finished=snap.finished,
-                tokens_per_s=rate,
-                kv_used=snap.kv_used / snap.n_ctx if snap.n_ctx else 0.0,
-            )
-        )
 
 
 def is_ollama(path: str) -> bool:
@@ -121,8 +74,6 @@ class AccessMiddleware:
                     self.server.gate.count(who)
                 length = headers.get("content-length")
                 if length is not None and length.isdigit() and int(length) > self.server.config.max_body:
-                    from llmcli.serve.body import too_large
-
                     raise too_large(self.server.config.max_body)
             except ApiError as exc:
                 await error_response(exc, path, self.server.metrics)(scope, receive, send)
@@ -135,26 +86,14 @@ class AccessMiddleware:
             return
 
 
-async def read_json(request, server: Server) -> dict:
-    """The body, read no further than --max-body (a chunked body has no Content-Length to check)."""
-    from llmcli.serve.body import parse_json, too_large
-
-    cap, data = server.config.max_body, bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > cap:
-            raise too_large(cap)
-    return parse_json(bytes(data))
-
-
 def create_app(server: Server):
     from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, Response
 
-    from llmcli.serve import ollama_api, openai_api
     from llmcli.serve.call import ClientLeft
+    from llmcli.serve.ollama.routes import router as ollama_router
+    from llmcli.serve.openai.routes import router as openai_router
 
     @asynccontextmanager
     async def lifespan(app):
@@ -166,8 +105,10 @@ def create_app(server: Server):
             if status is not None:
                 status.cancel()
             server.engine.stop(timeout=server.config.grace + 30)
+            server.renderer.shutdown(wait=False, cancel_futures=True)
 
-    app = FastAPI(lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    # /openapi.json documents every route and body (behind the key, as every route but / and /health)
+    app = FastAPI(lifespan=lifespan, title="llmcli serve", docs_url=None, redoc_url=None)
     app.state.server = server
 
     @app.exception_handler(ApiError)
@@ -182,19 +123,9 @@ def create_app(server: Server):
     async def http_error(request: Request, exc: HTTPException):
         return error_response(ApiError(exc.status_code, str(exc.detail)), request.url.path, server.metrics)
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError):
-        first: dict = next(iter(exc.errors()), {})
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return error_response(
-            ApiError(400, f"{where}: {first.get('msg', 'invalid')}", where or None),
-            request.url.path,
-            server.metrics,
-        )
-
     @app.get("/")
-    async def root():  # as Ollama's "Ollama is running": a client's first probe of a server
-        return Response("llmcli is running", media_type="text/plain")
+    async def root():  # Ollama's clients probe for exactly these words before they use a server
+        return Response("Ollama is running", media_type="text/plain")
 
     @app.get("/health")
     async def health():
@@ -210,15 +141,21 @@ def create_app(server: Server):
         data, content_type = server.metrics.render()
         return Response(data, media_type=content_type)
 
-    openai_api.register(app, server)
-    ollama_api.register(app, server)
+    app.include_router(openai_router, prefix="/v1")
+    app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
+    app.include_router(ollama_router)
     app.add_middleware(AccessMiddleware, server=server)
-    app.add_middleware(HeadAsGet)  # outermost: a HEAD passes the key check as its GET would
+    app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
+    if server.config.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        # Outermost: a browser's preflight (OPTIONS, no key) is answered here, before the key check.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=server.config.cors_origins,
+            allow_methods=["GET", "POST", "HEAD", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "X-Api-Key"],
+            expose_headers=["Retry-After"],
+            max_age=600,
+        )
     return app
-
-
-def ready_or_503(server: Server) -> None:
-    if server.engine.error is not None:  # the server is on its way down
-        raise ApiError(503, "the engine has stopped; the server is shutting down")
-    if not server.engine.ready.is_set():
-        raise ApiError(503, "the model is still loading; try again in a moment", retry_after=1)

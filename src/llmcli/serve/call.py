@@ -1,6 +1,7 @@
 """One request's exchange with the engine thread, on the event loop.
 
-`start` submits it and waits for the engine's answer (a 400 or 503 before any byte is sent);
+`start` has its prompt rendered and tokenized (in the render thread), submits the token ids and waits
+for the engine's answer (a 400 or 503 before any byte is sent);
 `events` then yields its text and, last, its Outcome, which every route consumes in one of two
 ways: `whole` collects the reply, `streamed` renders it piece by piece. A client that leaves, or the
 request's time limit, cancels the sequence: the engine frees its cells in its next step.
@@ -14,10 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
-from llmcli.serve.body import Generation
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
+from llmcli.serve.protocol import Generation
 
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
@@ -61,7 +62,18 @@ class Call:
         server.gate.admit(self.who)
         server.gate.in_flight += 1
         self._counted = True
-        self.job.access_ms = (time.perf_counter() - self.job.t_arrival) * 1000
+        t_rendering = time.perf_counter()
+        self.job.access_ms = (t_rendering - self.job.t_arrival) * 1000
+        try:
+            prompt = server.prompt(self.gen)
+            self.job.prompt = await asyncio.wait_for(prompt, max(self.deadline - t_rendering, 0.001))
+        except asyncio.TimeoutError:
+            self.close()
+            raise self._timeout() from None
+        except BaseException:  # refused (too long, a failing template), or cancelled
+            self.close()
+            raise
+        self.job.tokenize_ms = (time.perf_counter() - t_rendering) * 1000
         server.engine.submit(self.job)
         try:
             event = await asyncio.wait_for(self.queue.get(), max(self.deadline - time.perf_counter(), 0.001))
@@ -73,7 +85,7 @@ class Call:
             raise
         if isinstance(event, Refused):
             self.close()
-            raise ApiError(event.status, event.message, event.param)
+            raise ApiError(event.status, event.message, event.param, code=event.code)
         assert isinstance(event, Started)
         self.splitter = ReasoningSplitter(server.engine.prompts.thinking.parses, event.opens_thinking)
         return event

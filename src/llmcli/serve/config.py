@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 
 MIB = 1 << 20
+# What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any.
+ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://[^/\s?#]+")
 
 
 @dataclass
@@ -32,6 +35,7 @@ class ServeConfig:
     max_queue: int = 16  # requests waiting for a sequence; one more is 503 at once
     timeout: float = 600.0  # seconds a request may take, queue included
     grace: float = 30.0  # seconds in-flight requests get to finish after SIGTERM
+    cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
 
     def __repr__(self) -> str:  # the keys never reach a log or a traceback
         return f"ServeConfig(model={self.model_name!r}, {self.host}:{self.port}, keys={len(self.api_keys)})"
@@ -73,6 +77,12 @@ def check_config(config: ServeConfig) -> None:
     if config.ctx is not None:
         check("--ctx", config.ctx, "ctx", "give a smaller --ctx")
     check_threads(config.threads)
+    for origin in config.cors_origins:
+        if not ORIGIN.fullmatch(origin):
+            raise UsageError(
+                f"--cors-origin {origin[:80]!r} is not an origin; give scheme://host[:port] as a browser "
+                "sends it (https://app.example.com), or * for any"
+            )
     if not config.timeout > 0 or not config.grace >= 0:
         raise UsageError("--timeout must be more than 0 seconds and the grace period at least 0")
 

@@ -1,5 +1,5 @@
-"""Constrained decoding from a request: OpenAI's `response_format`, llama-server's `grammar` and
-Ollama's `format`, into the OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
+"""Constrained decoding from a request: OpenAI's `response_format` (with llama-server's schema in its
+json_object form), llama-server's `grammar` and `json_schema`, and Ollama's `format`, into the OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
 
 A schema gets chat's checks (its bounds, the metaschema, the supported subset, the converter) here, on
 the request's side; the grammar is parsed by llama.cpp on the engine thread, with the model's
@@ -46,7 +46,11 @@ def _response_format(value: Any) -> OutputConstraint | None:
     if kind == "text":
         return None
     if kind == "json_object":
-        return _json_object("response_format")
+        # llama-server's, Together's and older instructor's JSON mode carry their schema here.
+        schema = value.get("schema")
+        if schema is None:
+            return _json_object("response_format")
+        return _from_schema(schema, "response_format.schema")
     spec = value.get("json_schema")
     if not isinstance(spec, dict) or "schema" not in spec:
         raise bad(
@@ -56,22 +60,25 @@ def _response_format(value: Any) -> OutputConstraint | None:
     return _from_schema(spec["schema"], "response_format.json_schema.schema")
 
 
-def openai_constraint(body: dict) -> OutputConstraint | None:
-    """`response_format` or `grammar` (llama-server's field): one of them, or neither."""
-    fmt, grammar = body.get("response_format"), body.get("grammar")
-    constraint = _response_format(fmt) if fmt is not None else None
+def openai_constraint(response_format: Any, grammar: Any, json_schema: Any) -> OutputConstraint | None:
+    """`response_format`, or llama-server's `grammar` or top-level `json_schema`: one of them, or none."""
+    sent = {"response_format": response_format, "json_schema": json_schema, "grammar": grammar}
+    given = [name for name, value in sent.items() if value is not None]
+    if len(given) > 1:
+        raise bad(given[-1], f"{' and '.join(given)} each constrain the reply; give only one")
+    if response_format is not None:
+        return _response_format(response_format)
+    if json_schema is not None:
+        return _from_schema(json_schema, "json_schema")
     if grammar is None:
-        return constraint
-    if constraint is not None:
-        raise bad("grammar", "response_format and grammar each constrain the reply; give only one")
+        return None
     if not isinstance(grammar, str) or not grammar.strip():
         raise bad("grammar", "grammar must be a GBNF grammar as a string (root ::= ...)")
     return OutputConstraint("grammar", grammar, None, "grammar")
 
 
-def ollama_constraint(body: dict) -> OutputConstraint | None:
+def ollama_constraint(fmt: Any) -> OutputConstraint | None:
     """Ollama's `format`: "json", or a JSON Schema object."""
-    fmt = body.get("format")
     if fmt in (None, ""):
         return None
     if isinstance(fmt, str):

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmcli.errors import TemplateError, UsageError
-from llmcli.serve.body import Generation
+from llmcli.errors import UsageError
+from llmcli.serve.errors import context_exceeded
+from llmcli.serve.protocol import Generation
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
@@ -31,6 +32,7 @@ class Job:
     deliver: Callable[[object], None]  # thread-safe: onto the request's asyncio.Queue
     t_arrival: float  # time.perf_counter() when the request arrived
     access_ms: float = 0.0
+    prompt: Any = None  # its serve.prompt.Prompt, rendered and tokenized before it reaches the engine
     seq: Any = None  # its llmcli.engine.local.sequence.Sequence, once submitted
     tokenize_ms: float = 0.0
     t_last: float | None = None  # when its last token was sampled (inter-token latency)
@@ -114,8 +116,8 @@ class Engine:
             RuntimeConfig(n_ctx=c.ctx, n_threads=c.threads, n_seq_max=c.parallel, kv_unified=True),
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
-        self.prompts = PromptMaker(self.rt)
-        self.prompts.warm_up(self.sched.n_ctx_seq)
+        self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
+        self.prompts.warm_up()
         self.template_source = self.prompts.source
         self.load_ms = self.rt.load_ms
         self.model_facts = {
@@ -175,46 +177,33 @@ class Engine:
     def _submit(self, job: Job) -> None:
         from llmcli.engine.local.sequence import Request
         from llmcli.engine.postprocess import WordFilter
-        from llmcli.engine.templates.render import PromptTooLong
 
         if job.dropped:
             return
         t0 = time.perf_counter()
-        gen, sched = job.gen, self.sched
+        gen, sched, prompt = job.gen, self.sched, job.prompt
         room = sched.n_ctx_seq
         what = "messages" if gen.messages is not None else "prompt"
-        try:
-            if gen.messages is not None:
-                prompt = self.prompts.chat(gen.messages, room)
-            else:
-                prompt = self.prompts.raw(gen.prompt or "")
-        except PromptTooLong:
-            job.deliver(
-                Refused(
-                    400,
-                    f"the prompt is over the {room} tokens a sequence can hold here; shorten it "
-                    "(or start the server with a larger --ctx)",
-                    what,
-                )
-            )
-            return
-        except (TemplateError, UsageError) as exc:
-            job.deliver(Refused(400, str(exc), what))
-            return
         n_prompt = len(prompt.tokens)
         # n reply tokens occupy n - 1 cells (the last is sampled, never decoded)
         fits = room - n_prompt + 1
         max_tokens = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, fits)
         if n_prompt >= room or max_tokens > fits:
-            asked = "" if gen.max_tokens is None else f" and max_tokens {gen.max_tokens}"
-            job.deliver(
-                Refused(
-                    400,
-                    f"the prompt ({n_prompt} tokens){asked} need more than the {room} KV cells a sequence "
-                    "can hold here; shorten the prompt or lower max_tokens",
-                    "max_tokens" if gen.max_tokens is not None and n_prompt < room else what,
+            param = "max_tokens" if gen.max_tokens is not None and n_prompt < room else what
+            asked = f"{n_prompt + max_tokens - 1}"
+            where = f"{n_prompt} in the {what}, {max_tokens} in the completion"
+            if gen.dialect == "openai":
+                refusal = context_exceeded(room, asked, where, param)
+                job.deliver(Refused(400, refusal.message, param, refusal.code))
+            else:
+                job.deliver(
+                    Refused(
+                        400,
+                        f"the prompt ({n_prompt} tokens) and max_tokens {max_tokens} need more than the "
+                        f"{room} KV cells a sequence can hold here; shorten the prompt or lower max_tokens",
+                        param,
+                    )
                 )
-            )
             return
         try:
             grammar = self._grammar(gen, prompt.opens_thinking)
@@ -237,7 +226,7 @@ class Engine:
                 grammar.close()
             job.deliver(Refused(400, str(exc), "max_tokens"))
             return
-        job.seq, job.tokenize_ms = seq, (time.perf_counter() - t0) * 1000
+        job.seq, job.tokenize_ms = seq, job.tokenize_ms + (time.perf_counter() - t0) * 1000
         self._jobs[seq.id] = job
         job.deliver(Started(n_prompt, prompt.opens_thinking))
 

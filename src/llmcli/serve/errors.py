@@ -27,12 +27,14 @@ class ApiError(Exception):
         message: str,
         param: str | None = None,
         retry_after: int | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.retry_after = retry_after
+        self.code = code  # OpenAI's own code where it has one (context_length_exceeded), else the status
 
     @property
     def headers(self) -> dict[str, str]:
@@ -49,10 +51,23 @@ class ApiError(Exception):
                 "message": self.message,
                 "type": TYPES.get(self.status, "server_error"),
                 "param": self.param,
-                "code": self.status,
+                "code": self.code if self.code is not None else self.status,
             }
         }
 
 
 def bad(param: str | None, message: str) -> ApiError:
     return ApiError(400, message, param)
+
+
+def context_exceeded(room: int, tokens: str, what: str, param: str | None) -> ApiError:
+    """A prompt (and reply) over what a sequence holds, in OpenAI's words, which clients such as litellm
+    read as a context-window error; `tokens`: "5000" or "more than 1024"; `what`: where they went."""
+    return ApiError(
+        400,
+        f"This model's maximum context length is {room} tokens. However, you requested {tokens} tokens "
+        f"({what}). Please reduce the length of the messages or completion "
+        "(or start the server with a larger --ctx).",
+        param,
+        code="context_length_exceeded",
+    )

@@ -29,6 +29,7 @@ class Refused:
     status: int
     message: str
     param: str | None = None
+    code: str | None = None  # OpenAI's error code, where it has one
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Outcome:
     prefill_tokens: int
     completion_tokens: int
     access_ms: float  # auth, rate limit, body, parse: on the event loop
-    tokenize_ms: float  # template + tokenize: on the engine thread
+    tokenize_ms: float  # template + tokenize, in the render thread; then admission, on the engine thread
     queue_ms: float | None
     prefill_ms: float | None
     decode_ms: float | None

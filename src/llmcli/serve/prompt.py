@@ -1,5 +1,10 @@
-"""Stage ① on the engine thread: a request's messages rendered with the model's own chat template
-(the template choice and renderer `llmcli chat` uses), then tokenized."""
+"""Stage ① off the engine thread: a request's messages rendered with the model's own chat template
+(the template choice and renderer `llmcli chat` uses), then tokenized, in the server's render thread.
+
+The engine thread gets token ids only, so a long prompt's rendering never stalls the running
+sequences' next step. What cannot fit is refused before any rendering: more messages than a
+sequence holds tokens, or more text than its tokens could cover at the vocabulary's longest piece.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,11 @@ from dataclasses import dataclass
 
 from llmcli.engine.messages import Message
 from llmcli.engine.templates.choice import choose_template
-from llmcli.engine.templates.render import ChatTemplate
+from llmcli.engine.templates.render import ChatTemplate, PromptTooLong
 from llmcli.engine.templates.thinking import ThinkingForm, opens_thinking
+from llmcli.errors import TemplateError, UsageError
+from llmcli.serve.errors import ApiError, context_exceeded
+from llmcli.serve.protocol import Generation
 
 
 @dataclass
@@ -18,8 +26,11 @@ class Prompt:
 
 
 class PromptMaker:
-    def __init__(self, runtime) -> None:
+    """Made on the engine thread at load; used by one render thread (its caches are not shared)."""
+
+    def __init__(self, runtime, room: int) -> None:
         self.rt = runtime
+        self.room = room  # tokens a sequence holds
         choice = choose_template(runtime.chat_template, runtime.arch, runtime.has_token)
         special = lambda token: runtime.piece(token, special=True).decode("utf-8", "replace")  # noqa: E731
         self.template = ChatTemplate(
@@ -27,22 +38,54 @@ class PromptMaker:
         )
         self.source = choice.source
         self.thinking = ThinkingForm.of(choice.source, runtime.has_token)
+        # No token covers more bytes than this, so a text of more characters than room * this cannot fit.
+        self.longest_piece = max(len(runtime.piece(t, special=False)) for t in range(runtime.n_vocab)) or 1
 
-    def chat(self, messages: list[Message], limit: int) -> Prompt:
-        """PromptTooLong (stops early) past `limit` tokens; TemplateError for a template that fails."""
-        rendered = self.template.tokenize(self.rt, messages, limit=limit)
+    def prepare(self, gen: Generation) -> Prompt:
+        """The request's prompt as token ids, or ApiError (400) naming what does not fit or fails."""
+        what = "messages" if gen.messages is not None else "prompt"
+        texts = [m.content for m in gen.messages] if gen.messages is not None else [gen.prompt or ""]
+        chars = sum(len(text) for text in texts)
+        if len(texts) > self.room or chars > self.room * self.longest_piece:
+            many = f"{len(texts)} messages" if len(texts) > self.room else f"{chars:,} characters"
+            raise self._too_long(f"more than {self.room}", f"{many} in the {what}", what, gen)
+        try:
+            if gen.messages is not None:
+                return self.chat(gen.messages, continue_final=gen.continue_final)
+            return self.raw(gen.prompt or "")
+        except PromptTooLong as exc:
+            raise self._too_long(f"at least {exc.at_least}", f"in the {what}", what, gen) from None
+        except (TemplateError, UsageError) as exc:
+            raise ApiError(400, str(exc), what) from None
+
+    def _too_long(self, tokens: str, where: str, what: str, gen: Generation) -> ApiError:
+        if gen.dialect == "openai":
+            return context_exceeded(self.room, tokens, where, what)
+        return ApiError(
+            400,
+            f"the {what} ({tokens} tokens) is over the {self.room} tokens a sequence can hold here; "
+            "shorten it (or start the server with a larger --ctx)",
+            what,
+        )
+
+    def chat(self, messages: list[Message], continue_final: bool = False) -> Prompt:
+        """PromptTooLong (stops early) past the room; TemplateError for a template that fails."""
+        rendered = self.template.tokenize(self.rt, messages, limit=self.room, continue_final=continue_final)
         return Prompt(rendered.tokens, self.thinking.parses and opens_thinking(rendered.text))
 
-    def warm_up(self, limit: int) -> None:
+    def warm_up(self) -> None:
         """Render once at load, so that the first request does not pay for the renderer's first run."""
         from llmcli.errors import LlmcliError
 
         try:
-            self.chat([Message("user", "Hello.")], limit)
+            self.chat([Message("user", "Hello.")])
         except LlmcliError:  # a template that fails is reported to the request that meets it
             pass
 
     def raw(self, text: str) -> Prompt:
         """A completion prompt: the text as is (a typed `<|im_end|>` stays text), with the BOS
         the model wants."""
-        return Prompt(self.rt.tokenize(text, add_special=True), False)
+        tokens = self.rt.tokenize(text, add_special=True)
+        if len(tokens) >= self.room:
+            raise PromptTooLong(len(tokens), self.room)
+        return Prompt(tokens, False)

@@ -52,7 +52,8 @@ def serve(
 
     from llmcli.gguf_check import model_facts
     from llmcli.serve.access import Gate
-    from llmcli.serve.app import Server, create_app
+    from llmcli.serve.app import create_app
+    from llmcli.serve.state import Server
     from llmcli.serve.engine import Engine
     from llmcli.serve.metrics import ServeMetrics
 

@@ -224,12 +224,17 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         *,
         limit: int | None = None,
+        continue_final: bool = False,
         **extra,
     ) -> RenderedPrompt:
         """Render over the real text, then tokenize markup and message text with the right rules.
 
         With `limit`, stop as soon as the prompt is known to exceed that many tokens (PromptTooLong).
+        `continue_final`: the prompt ends inside the last message, right after its text (stripped of
+        trailing whitespace), as transformers' continue_final_message cuts it; the reply continues it.
         """
+        if continue_final:
+            add_generation_prompt = False
         defused = [self._defuse(runtime, m.content) for m in messages]
         as_dicts = [{"role": m.role, "content": d} for m, d in zip(messages, defused, strict=True)]
         rendered = self._render(as_dicts, add_generation_prompt, extra)
@@ -241,6 +246,8 @@ class ChatTemplate:
                 )
         spans = self._spans(messages, defused, rendered, add_generation_prompt, extra)
         tokens = _Tokens(runtime, limit)
+        if continue_final:
+            spans, rendered = _cut_after_last(spans, rendered, len(messages) - 1, self._defuser)
         pos = 0
         for start, end, index in spans:
             self._tokenize_markup(tokens, rendered[pos:start])
@@ -301,6 +308,22 @@ class ChatTemplate:
             with_marks = ""
         exact = _spans_from_marks(with_marks, rendered)
         return exact if exact is not None else _spans_by_search(defused, rendered)
+
+
+def _cut_after_last(
+    spans: list[tuple[int, int, int]], rendered: str, last: int, defuser: _Defuser
+) -> tuple[list[tuple[int, int, int]], str]:
+    """The spans and text up to the end of message `last`'s text, trailing whitespace dropped."""
+    found = [i for i, span in enumerate(spans) if span[2] == last]
+    if not found:
+        raise TemplateError(
+            "the chat template does not write the final message's text, so it cannot be continued; "
+            "send it without continue_final_message"
+        )
+    start, end, index = spans[found[-1]]
+    text = defuser.restore(rendered[start:end])
+    kept = end - (len(text) - len(text.rstrip()))  # stand-ins are whitespace-free, so lengths agree
+    return [*spans[: found[-1]], (start, kept, index)], rendered[:kept]
 
 
 def _spans_from_marks(with_marks: str, rendered: str) -> list[tuple[int, int, int]] | None:

@@ -1,37 +1,43 @@
-"""OpenAI's routes: /v1/chat/completions and /v1/completions (SSE or JSON), /v1/models."""
+"""OpenAI's routes: /v1/chat/completions and /v1/completions (SSE or JSON), /v1/models and
+/v1/models/{id}; each also without the /v1 prefix, as llama-server answers them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-from fastapi import Request
+from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from llmcli.engine.templates.thinking import REASONING
-from llmcli.serve.app import Server, read_json, ready_or_503
-from llmcli.serve.body import Generation, openai_chat, openai_completion
 from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.errors import ApiError
+from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.outcome import Outcome, timings, usage
+from llmcli.serve.state import Server
+
+router = APIRouter()
 
 
-async def begin(request, server: Server, parse: Callable[[dict], Generation]) -> Call:
-    ready_or_503(server)
-    gen = parse(await read_json(request, server))
-    call = Call(server, gen, request.state.who, request.state.t_arrival)
-    await call.start()
-    return call
+def fingerprint(server: Server) -> str:
+    """OpenAI's system_fingerprint: changes when what answers changes (llmcli, the model, the pool)."""
+    from llmcli import __version__
+
+    c = server.config
+    seen = f"{__version__}|{c.model_name}|{Path(c.model_path).stat().st_size}|{c.ctx}|{c.parallel}"
+    return "fp_" + hashlib.sha256(seen.encode()).hexdigest()[:10]
 
 
 class Shape:
     """How one route words its objects: a chat's message and delta, or a completion's text."""
 
-    def __init__(self, chat: bool, model: str) -> None:
+    def __init__(self, chat: bool, model: str, fingerprint: str) -> None:
         self.chat = chat
         self.model = model
+        self.fingerprint = fingerprint
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
 
@@ -44,6 +50,7 @@ class Shape:
             "object": kind,
             "created": self.created,
             "model": self.model,
+            "system_fingerprint": self.fingerprint,
             "choices": choices,
         }
 
@@ -116,34 +123,46 @@ def stream(server: Server, call: Call, shape: Shape):
     return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace)
 
 
-def register(app, server: Server) -> None:
+def _model(server: Server) -> dict:
+    c = server.config
+    created = int(Path(c.model_path).stat().st_mtime)
+    return {"id": c.model_name, "object": "model", "created": created, "owned_by": "llmcli"}
 
-    config = server.config
 
-    @app.get("/v1/models")
-    async def models():
-        created = int(Path(config.model_path).stat().st_mtime)
-        return {
-            "object": "list",
-            "data": [{"id": config.model_name, "object": "model", "created": created, "owned_by": "llmcli"}],
-        }
+@router.get("/models")
+async def models(request: Request):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    return {"object": "list", "data": [_model(server)]}
 
-    async def generate(request: Request, chat: bool):
-        def parse(body: dict) -> Generation:
-            if chat:
-                return openai_chat(body, config.params, config.system)
-            return openai_completion(body, config.params)
 
-        call = await begin(request, server, parse)
-        shape = Shape(chat, config.model_name)
-        if call.gen.stream:
-            return stream(server, call, shape)
-        return await answer(request, call, shape)
+@router.get("/models/{model_id:path}")
+async def model(request: Request, model_id: str):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    name = server.config.model_name
+    if model_id not in (name, f"{name}:latest"):
+        raise ApiError(404, f"The model '{model_id[:200]}' does not exist; this server serves '{name}'", "model")
+    return _model(server)
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request):
-        return await generate(request, True)
 
-    @app.post("/v1/completions")
-    async def completions(request: Request):
-        return await generate(request, False)
+async def _generate(request: Request, kind: type[ChatCompletionRequest]):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, kind)
+    call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
+    await call.start()
+    shape = Shape(kind is ChatCompletionRequest, server.config.model_name, fingerprint(server))
+    if call.gen.stream:
+        return stream(server, call, shape)
+    return await answer(request, call, shape)
+
+
+@router.post("/chat/completions")
+async def chat_completions(request: Request):
+    return await _generate(request, ChatCompletionRequest)
+
+
+@router.post("/completions")
+async def completions(request: Request):
+    return await _generate(request, CompletionRequest)

@@ -1,0 +1,1 @@
+"""Ollama's dialect: typed bodies (protocol.py) and routes (routes.py)."""

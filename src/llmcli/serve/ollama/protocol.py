@@ -1,0 +1,194 @@
+"""Ollama's request bodies, typed: /api/chat and /api/generate, each into a Generation, and /api/show.
+
+The options are fields made from llmcli.params' rows under Ollama's names. Ollama's load-time options
+(num_ctx, num_thread, ...) are the server's, not a request's, and are ignored, as are unknown fields;
+the sampling options llama.cpp's chain here does not run are refused unless they ask for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, create_model
+
+from llmcli.engine.messages import Message
+from llmcli.params import PARAMS
+from llmcli.serve.constraint import ollama_constraint
+from llmcli.serve.protocol import (
+    Body,
+    Defaults,
+    Flag,
+    Generation,
+    Stops,
+    Text,
+    checked,
+    param_field,
+    refuse,
+    refused_unless_neutral,
+    sampling,
+)
+
+ROLES = ("system", "user", "assistant", "tool")
+# Ollama's option names that differ from llmcli.params' (the rest are the same words), and the values
+# below a row's range that Ollama gives a meaning: num_predict -1 and -2 (until the context is full),
+# repeat_last_n -1 (the whole context).
+NAMES = {"num_predict": "max_tokens"}
+BELOW = {"num_predict": -2, "repeat_last_n": -1}
+MEANS = {"num_predict": "-1 or -2: until the context is full.", "repeat_last_n": "-1: the whole context."}
+NEUTRAL_OPTIONS = {"frequency_penalty": 0, "presence_penalty": 0, "mirostat": 0, "typical_p": 1, "tfs_z": 1}
+# Request fields that change the reply: refused when not empty.
+REFUSED = {
+    "suffix": "insertion (suffix) is not supported",
+    "template": "a request's own template is not supported (the model's is used)",
+    "images": "images are not supported: the model reads text",
+}
+# option name as sent -> params row
+OPTION_FIELDS = {next((sent for sent, row in NAMES.items() if row == name), name): name for name in PARAMS}
+
+
+def _refused(why: str) -> Any:
+    def check(value: Any) -> Any:
+        if value:
+            raise refuse(f": {why}")
+        return value
+
+    return Annotated[checked(check, {"description": f"refused unless empty: {why}"}), Field(default=None)]
+
+
+Options: Any = create_model(
+    "Options",
+    __base__=Body,
+    **{
+        sent: (param_field(PARAMS[name], BELOW.get(sent), MEANS.get(sent, "")), None)
+        for sent, name in OPTION_FIELDS.items()
+    },
+    **{
+        sent: (refused_unless_neutral(f"is not supported (send {neutral} or leave it out)", (neutral,)), None)
+        for sent, neutral in NEUTRAL_OPTIONS.items()
+    },
+    stop=(Stops, None),
+)
+
+
+def _options(value: Any) -> Any:
+    if value is not None and not isinstance(value, dict):
+        raise refuse("must be an object")
+    return value or {}
+
+
+def _role(value: Any) -> str:
+    if value not in ROLES:
+        raise refuse(f"must be one of {', '.join(ROLES)}")
+    return value
+
+
+def _messages(value: Any) -> list:
+    if value is None:
+        return []  # no messages: a preload (or, with keep_alive 0, an unload)
+    if not isinstance(value, list):
+        raise refuse("must be a list of {role, content} objects")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise refuse(f"[{i}] must be an object with role and content")
+    return value
+
+
+def _content(value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise refuse("must be a string")
+    return value
+
+
+class ChatMessage(Body):
+    role: checked(_role, {"enum": list(ROLES)})  # type: ignore[valid-type]
+    content: checked(_content, {"type": "string"}) = ""  # type: ignore[valid-type]
+    images: _refused(REFUSED["images"]) = None  # type: ignore[valid-type]
+
+
+class Request(Body):
+    model: Text = None  # type: ignore[valid-type]
+    stream: Flag = True  # type: ignore[valid-type]
+    format: checked(lambda value: value, {"anyOf": [{"type": "string"}, {"type": "object"}]}) = None  # type: ignore[valid-type]
+    options: Annotated[Options, BeforeValidator(_options)] = Field(default=None, validate_default=True)  # type: ignore[valid-type]
+    keep_alive: Any = None  # the one model stays loaded (many models: a later change)
+    suffix: _refused(REFUSED["suffix"]) = None  # type: ignore[valid-type]
+    template: _refused(REFUSED["template"]) = None  # type: ignore[valid-type]
+    images: _refused(REFUSED["images"]) = None  # type: ignore[valid-type]
+
+    @property
+    def unloads(self) -> bool:
+        return self.keep_alive in (0, "0", "0s", "0m")
+
+    def _generation(self, defaults: Defaults, **what: Any) -> Generation:
+        values = {}
+        for sent, name in OPTION_FIELDS.items():
+            value = getattr(self.options, sent)
+            if value is None or (sent == "num_predict" and value < 0):
+                continue  # the server's default; num_predict -1 or -2: as many as fit, as Ollama does
+            values[name] = defaults.context if sent == "repeat_last_n" and value < 0 else value
+        params, max_tokens = sampling(values, defaults.params)
+        return Generation(
+            **what,
+            params=params,
+            max_tokens=max_tokens,
+            stops=self.options.stop or [],
+            stream=self.stream is not False,  # null: Ollama's default, a stream
+            model=self.model,
+            constraint=ollama_constraint(self.format),
+            dialect="ollama",
+        )
+
+
+class ChatRequest(Request):
+    messages: Annotated[list[ChatMessage], BeforeValidator(_messages)] = Field(
+        default=None, validate_default=True
+    )
+    tools: checked(lambda value: value, {"type": "array"}) = None  # type: ignore[valid-type]
+
+    @property
+    def loads_only(self) -> bool:
+        return not self.messages
+
+    def generation(self, defaults: Defaults) -> Generation:
+        if self.tools:
+            from llmcli.serve.errors import bad
+
+            raise bad("tools", "tools: tool calls are not supported")
+        messages = [Message(m.role, m.content or "") for m in self.messages]
+        if defaults.system and messages[0].role != "system":
+            messages.insert(0, Message("system", defaults.system))
+        return self._generation(defaults, messages=messages, prompt=None)
+
+
+class GenerateRequest(Request):
+    prompt: checked(_content, {"type": "string"}) = ""  # type: ignore[valid-type]
+    system: Text = None  # type: ignore[valid-type]
+    raw: Flag = False  # type: ignore[valid-type]
+
+    @property
+    def loads_only(self) -> bool:
+        return not self.prompt
+
+    def generation(self, defaults: Defaults) -> Generation:
+        if self.raw is True:
+            return self._generation(defaults, messages=None, prompt=self.prompt, raw=True)
+        messages = [Message("user", self.prompt)]
+        system = self.system or defaults.system
+        if system:
+            messages.insert(0, Message("system", system))
+        return self._generation(defaults, messages=messages, prompt=None)
+
+
+class ShowRequest(Body):
+    model: Text = None  # type: ignore[valid-type]
+    name: Text = None  # type: ignore[valid-type]  # Ollama's older spelling
+
+    @property
+    def named(self) -> str:
+        if self.model is None and self.name is None:
+            from llmcli.serve.errors import bad
+
+            raise bad("model", "model must be a string naming the model")
+        return self.model if self.model is not None else self.name  # type: ignore[return-value]

@@ -1,0 +1,195 @@
+"""Ollama's routes: /api/chat and /api/generate (NDJSON streams, or one object), /api/tags,
+/api/show, /api/version. Durations are nanoseconds, as Ollama reports them; `timings` is added."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, StreamingResponse
+
+from llmcli.engine.templates.thinking import REASONING
+from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.errors import ApiError
+from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, Request as Body, ShowRequest
+from llmcli.serve.outcome import Outcome, timings
+from llmcli.serve.state import Server
+
+router = APIRouter(prefix="/api")
+
+NS = 1_000_000  # ns a millisecond
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _ns(ms: float | None) -> int:
+    return int((ms or 0.0) * NS)
+
+
+class Shape:
+    def __init__(self, chat: bool, model: str) -> None:
+        self.chat, self.model = chat, model
+
+    def piece(self, text: str, thinking: str, done: bool) -> dict:
+        body: dict = {"model": self.model, "created_at": _now()}
+        if self.chat:
+            message: dict = {"role": "assistant", "content": text}
+            if thinking:
+                message["thinking"] = thinking
+            body["message"] = message
+        else:
+            body["response"] = text
+            if thinking:
+                body["thinking"] = thinking
+        body["done"] = done
+        return body
+
+    def line(self, kind: str, text: str) -> dict:
+        """A streamed piece: the answer's text, or the reasoning's."""
+        return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
+
+    def final(self, call: Call, outcome: Outcome, text: str = "", thinking: str = "") -> dict:
+        body = self.piece(text, thinking, True)
+        total = (time.perf_counter() - call.job.t_arrival) * 1000
+        body.update(
+            done_reason="length" if outcome.finish_reason == "length" else "stop",
+            total_duration=_ns(total),
+            load_duration=0,
+            prompt_eval_count=outcome.prompt_tokens,
+            prompt_eval_duration=_ns(outcome.prefill_ms),
+            eval_count=outcome.completion_tokens,
+            eval_duration=_ns(outcome.decode_ms),
+            timings=timings(outcome, call.postprocess_s * 1000, call.return_s * 1000),
+        )
+        return body
+
+
+class ClosingStream(ClosesCall, StreamingResponse):
+    """Ollama's stream, one JSON object a line."""
+
+
+def details(server: Server) -> dict:
+    facts = server.engine.model_facts
+    arch = str(facts.get("arch") or "")
+    n_params = facts.get("n_params")
+    size = (
+        f"{n_params / 1e6:.0f}M"
+        if isinstance(n_params, int) and n_params < 1e9
+        else (f"{n_params / 1e9:.1f}B" if isinstance(n_params, int) else "")
+    )
+    return {
+        "parent_model": "",
+        "format": "gguf",
+        "family": arch,
+        "families": [arch] if arch else None,
+        "parameter_size": size,
+        "quantization_level": str(facts.get("description") or "").rsplit(" ", 1)[-1],
+    }
+
+
+def tagged(name: str) -> str:
+    """Ollama's clients (Open WebUI) name a model with a tag, `:latest` when it has none."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _served(server: Server, name: str) -> None:
+    served = server.config.model_name
+    if name not in (served, tagged(served)):
+        raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(served)}'")
+
+
+def _loaded(shape: Shape, body: Body) -> dict:
+    """Ollama's answer to a request with nothing to generate: the model is loaded (or kept)."""
+    answer = shape.piece("", "", True)
+    answer["done_reason"] = "unload" if body.unloads else "load"
+    return answer
+
+
+async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateRequest]):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, kind)
+    shape = Shape(kind is ChatRequest, server.config.model_name)
+    if body.loads_only:
+        return JSONResponse(_loaded(shape, body))
+    call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
+    await call.start()
+    if call.gen.stream:
+        return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
+    reply = await call.whole(request.is_disconnected)
+    return JSONResponse(shape.final(call, reply.outcome, reply.text, reply.reasoning))
+
+
+async def lines(call: Call, shape: Shape):
+    async for line in call.streamed(
+        lambda kind, text: json.dumps(shape.line(kind, text)) + "\n",
+        lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
+    ):
+        yield line
+    if call.outcome is not None:
+        yield json.dumps(shape.final(call, call.outcome)) + "\n"
+
+
+@router.post("/chat")
+async def api_chat(request: Request):
+    return await _generate(request, ChatRequest)
+
+
+@router.post("/generate")
+async def api_generate(request: Request):
+    return await _generate(request, GenerateRequest)
+
+
+@router.get("/tags")
+async def tags(request: Request):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    config = server.config
+    stat = Path(config.model_path).stat()
+    modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z")
+    entry = {
+        "name": tagged(config.model_name),
+        "model": tagged(config.model_name),
+        "modified_at": modified,
+        "size": stat.st_size,
+        "details": details(server),
+    }
+    return {"models": [entry]}
+
+
+@router.post("/show")
+async def show(request: Request):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, ShowRequest)
+    _served(server, body.named)
+    facts = server.engine.model_facts
+    arch = facts.get("arch") or "general"
+    return {
+        "modelfile": "",
+        "parameters": "",
+        "template": server.engine.template_source,
+        "details": details(server),
+        "model_info": {
+            "general.architecture": arch,
+            "general.parameter_count": facts.get("n_params"),
+            f"{arch}.context_length": facts.get("n_ctx_train"),
+        },
+        "capabilities": ["completion"],
+    }
+
+
+@router.get("/version")
+async def version():
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return {"version": package_version("llmcli")}
+    except PackageNotFoundError:
+        return {"version": "0.0.0"}

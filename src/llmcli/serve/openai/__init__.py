@@ -1,0 +1,1 @@
+"""OpenAI's dialect: typed bodies (protocol.py) and routes (routes.py)."""

@@ -1,0 +1,183 @@
+"""OpenAI's request bodies, typed: /v1/chat/completions and /v1/completions, each into a Generation.
+
+The generation parameters are fields made from llmcli.params' rows (OpenAI's names, and the
+extensions vLLM, SGLang and llama-server accept). Fields that change what a reply means and that
+this server does not do are refused unless they ask for nothing; the rest of what clients send is
+ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, create_model
+
+from llmcli.engine.messages import Message
+from llmcli.params import PARAMS
+from llmcli.serve.constraint import openai_constraint
+from llmcli.serve.errors import bad
+from llmcli.serve.protocol import (
+    Body,
+    Defaults,
+    Flag,
+    Generation,
+    Stops,
+    Text,
+    checked,
+    content_text,
+    param_field,
+    refuse,
+    refused_unless_neutral,
+    sampling,
+)
+
+# The roles a message may take, and the one a newer client's `developer` is read as.
+ROLES = ("system", "developer", "user", "assistant", "tool")
+READ_AS = {"developer": "system"}
+
+# sent field -> params row: OpenAI's own names, then the extensions, then OpenAI's newer spelling.
+PARAM_FIELDS: dict[str, str] = {
+    sent: name for name, row in PARAMS.items() for sent in ((row.openai,) if row.openai else ()) + row.extensions
+}
+PARAM_FIELDS["max_completion_tokens"] = "max_tokens"
+
+# field: (why it is refused, the values that ask for nothing)
+REFUSED: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "tools": ("tool calls are not supported", ()),
+    "functions": ("function calls are not supported", ()),
+    "logprobs": ("log probabilities are not returned", (False,)),
+    "top_logprobs": ("log probabilities are not returned", (0,)),
+    "n": ("one choice per request (n must be 1)", (1,)),
+    "best_of": ("one choice per request (best_of must be 1)", (1,)),
+    "suffix": ("insertion (suffix) is not supported", ()),
+    "echo": ("echo is not supported", (False,)),
+    "logit_bias": ("logit_bias is not supported", ({},)),
+    "frequency_penalty": ("is not supported (send 0 or leave it out; repeat_penalty is)", (0,)),
+    "presence_penalty": ("is not supported (send 0 or leave it out; repeat_penalty is)", (0,)),
+    # llama-server's and vLLM's samplers that llama.cpp's chain here does not run
+    "mirostat": ("is not supported (send 0 or leave it out)", (0,)),
+    "typical_p": ("is not supported (send 1 or leave it out)", (1,)),
+    "tfs_z": ("is not supported (send 1 or leave it out)", (1,)),
+    "dry_multiplier": ("is not supported (send 0 or leave it out)", (0,)),
+    "ignore_eos": ("is not supported (send false or leave it out)", (False,)),
+    "min_tokens": ("is not supported (send 0 or leave it out)", (0,)),
+}
+
+
+def _refused_field(why: str, neutral: tuple[Any, ...]) -> Any:
+    # "frequency_penalty is not supported ..." reads as a predicate; "tools: tool calls are ..." not
+    return refused_unless_neutral(why if why.startswith("is ") else f": {why}", neutral)
+
+
+_COMMON: dict[str, Any] = {
+    **{sent: (param_field(PARAMS[name]), None) for sent, name in PARAM_FIELDS.items()},
+    **{name: (_refused_field(why, neutral), None) for name, (why, neutral) in REFUSED.items()},
+}
+SamplingBody: Any = create_model("SamplingBody", __base__=Body, **_COMMON)
+
+
+def _role(value: Any) -> str:
+    if value not in ROLES:
+        raise refuse(f"must be one of {', '.join(ROLES)}")
+    return READ_AS.get(value, value)
+
+
+def _messages(value: Any) -> list:
+    if not isinstance(value, list) or not value:
+        raise refuse("must be a non-empty list of {role, content} objects")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise refuse(f"[{i}] must be an object with role and content")
+    return value
+
+
+def _stream_options(value: Any) -> dict:
+    if not isinstance(value, dict):
+        raise refuse("must be an object")
+    if not isinstance(value.get("include_usage", False), bool):
+        raise refuse(".include_usage must be true or false")
+    return value
+
+
+def _prompt(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        value = value[0]  # a batch of one
+    if not isinstance(value, str) or not value:
+        raise refuse("must be a non-empty string (one prompt a request)")
+    return value
+
+
+def _as_sent(value: Any) -> Any:
+    return value  # checked where it is read (serve/constraint.py), with chat's words
+
+
+class ChatMessage(Body):
+    role: checked(_role, {"enum": list(ROLES)})  # type: ignore[valid-type]
+    content: checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]}) = ""  # type: ignore[valid-type]
+
+
+class Request(SamplingBody):  # type: ignore[misc,valid-type]
+    """What both routes take: the parameters, the stream, the stops and the output constraint."""
+
+    model: Text = None  # type: ignore[valid-type]
+    stream: Flag = False  # type: ignore[valid-type]
+    stream_options: checked(_stream_options, {"type": "object"}) = None  # type: ignore[valid-type]
+    stop: Stops = None  # type: ignore[valid-type]
+    response_format: checked(_as_sent, {"type": "object"}) = None  # type: ignore[valid-type]
+    grammar: checked(_as_sent, {"type": "string"}) = None  # type: ignore[valid-type]
+    json_schema: checked(_as_sent, {"type": "object"}) = None  # type: ignore[valid-type]
+
+    def _generation(self, defaults: Defaults, **what: Any) -> Generation:
+        values = {}
+        for sent, name in PARAM_FIELDS.items():
+            if (value := getattr(self, sent)) is not None:
+                values[name] = value
+        params, max_tokens = sampling(values, defaults.params)
+        return Generation(
+            **what,
+            params=params,
+            max_tokens=max_tokens,
+            stops=self.stop or [],
+            stream=bool(self.stream),
+            include_usage=self._include_usage(),
+            model=self.model,
+            constraint=openai_constraint(self.response_format, self.grammar, self.json_schema),
+        )
+
+    def _include_usage(self) -> bool:
+        if self.stream_options is None:
+            return False
+        if not self.stream:
+            raise bad("stream_options", "stream_options is only allowed when stream is true")
+        return bool(self.stream_options.get("include_usage", False))
+
+
+class ChatCompletionRequest(Request):
+    messages: Annotated[list[ChatMessage], BeforeValidator(_messages)] = Field(
+        default=None, validate_default=True
+    )
+    # vLLM's: the last (assistant) message is continued rather than answered, as llama-server does
+    continue_final_message: Flag = False  # type: ignore[valid-type]
+    add_generation_prompt: Flag = True  # type: ignore[valid-type]
+
+    def generation(self, defaults: Defaults) -> Generation:
+        messages = [Message(m.role, m.content or "") for m in self.messages]
+        continue_final = bool(self.continue_final_message) or self.add_generation_prompt is False
+        if continue_final and messages[-1].role != "assistant":
+            raise bad(
+                "continue_final_message",
+                "continue_final_message needs the last message to be the assistant's, to continue it",
+            )
+        if defaults.system and messages[0].role != "system":
+            messages.insert(0, Message("system", defaults.system))
+        return self._generation(defaults, messages=messages, prompt=None, continue_final=continue_final)
+
+
+class CompletionRequest(Request):
+    prompt: checked(_prompt, {"type": "string"}, nullable=False) = Field(default=None, validate_default=True)  # type: ignore[valid-type]
+
+    def generation(self, defaults: Defaults) -> Generation:
+        gen = self._generation(defaults, messages=None, prompt=self.prompt)
+        if gen.max_tokens is None:
+            gen.max_tokens = 16  # OpenAI's default for completions
+        return gen
