@@ -229,7 +229,8 @@ def test_ollama_generate_and_list(server, ollama_module):
     reply = ollama.generate(model=EMBEDDED_NAME, prompt="Say hello.", options={"num_predict": 4})
     assert reply.response and reply.done and reply.prompt_eval_count > 3
     (entry,) = ollama.list().models
-    assert entry.model == f"{EMBEDDED_NAME}:latest" and entry.size > 1_000_000 and entry.details.format == "gguf"
+    assert entry.model == f"{EMBEDDED_NAME}:latest" and entry.size > 1_000_000
+    assert entry.details.format == "gguf"
     shown = ollama.show(EMBEDDED_NAME)
     assert "im_start" in shown.template and shown.details.family == "llama"
 

@@ -141,6 +141,20 @@ def create_app(server: Server):
         data, content_type = server.metrics.render()
         return Response(data, media_type=content_type)
 
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            from llmcli.serve.ollama.routes import BODIES as OLLAMA_BODIES
+            from llmcli.serve.openai.routes import BODIES as OPENAI_BODIES
+            from llmcli.serve.openapi import with_bodies
+
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            bodies = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()} | OLLAMA_BODIES
+            app.openapi_schema = with_bodies(schema, bodies)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(openai_router, prefix="/v1")
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
     app.include_router(ollama_router)

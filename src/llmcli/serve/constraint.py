@@ -1,5 +1,6 @@
 """Constrained decoding from a request: OpenAI's `response_format` (with llama-server's schema in its
-json_object form), llama-server's `grammar` and `json_schema`, and Ollama's `format`, into the OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
+json_object form), llama-server's `grammar` and `json_schema`, and Ollama's `format`, into the
+OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
 
 A schema gets chat's checks (its bounds, the metaschema, the supported subset, the converter) here, on
 the request's side; the grammar is parsed by llama.cpp on the engine thread, with the model's

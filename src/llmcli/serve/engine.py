@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmcli.errors import UsageError
-from llmcli.serve.errors import context_exceeded
-from llmcli.serve.protocol import Generation
 from llmcli.serve.config import ServeConfig
+from llmcli.serve.errors import context_exceeded
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
+from llmcli.serve.protocol import Generation
 
 
 @dataclass

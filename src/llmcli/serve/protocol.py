@@ -146,7 +146,8 @@ def content_text(value: Any) -> str:
     if isinstance(value, list):
         parts = []
         for i, part in enumerate(value):
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            text = part.get("text") if isinstance(part, dict) else None
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(text, str):
                 raise refuse(f"[{i}] must be a text part ({{'type': 'text', 'text': ...}})")
             parts.append(part["text"])
         return "".join(parts)

@@ -53,9 +53,9 @@ def serve(
     from llmcli.gguf_check import model_facts
     from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
-    from llmcli.serve.state import Server
     from llmcli.serve.engine import Engine
     from llmcli.serve.metrics import ServeMetrics
+    from llmcli.serve.state import Server
 
     check_config(config)
     model_facts(config.model_path)  # a file llama.cpp would refuse (or crash on) fails before we listen

@@ -55,9 +55,7 @@ def _refused(why: str) -> Any:
     return Annotated[checked(check, {"description": f"refused unless empty: {why}"}), Field(default=None)]
 
 
-Options: Any = create_model(
-    "Options",
-    __base__=Body,
+_OPTIONS: dict[str, Any] = {
     **{
         sent: (param_field(PARAMS[name], BELOW.get(sent), MEANS.get(sent, "")), None)
         for sent, name in OPTION_FIELDS.items()
@@ -66,8 +64,9 @@ Options: Any = create_model(
         sent: (refused_unless_neutral(f"is not supported (send {neutral} or leave it out)", (neutral,)), None)
         for sent, neutral in NEUTRAL_OPTIONS.items()
     },
-    stop=(Stops, None),
-)
+    "stop": (Stops, None),
+}
+Options: Any = create_model("Options", __base__=Body, **_OPTIONS)
 
 
 def _options(value: Any) -> Any:
@@ -101,21 +100,30 @@ def _content(value: Any) -> str:
     return value
 
 
-class ChatMessage(Body):
-    role: checked(_role, {"enum": list(ROLES)})  # type: ignore[valid-type]
-    content: checked(_content, {"type": "string"}) = ""  # type: ignore[valid-type]
-    images: _refused(REFUSED["images"]) = None  # type: ignore[valid-type]
+Role = checked(_role, {"enum": list(ROLES)})
+Content = checked(_content, {"type": "string"})
+Format = checked(lambda value: value, {"anyOf": [{"type": "string"}, {"type": "object"}]})  # constraint.py
+Tools = checked(lambda value: value, {"type": "array"})
+Images = _refused(REFUSED["images"])
+Suffix = _refused(REFUSED["suffix"])
+Template = _refused(REFUSED["template"])
+
+
+class OllamaMessage(Body):
+    role: Role
+    content: Content = ""
+    images: Images = None
 
 
 class Request(Body):
-    model: Text = None  # type: ignore[valid-type]
-    stream: Flag = True  # type: ignore[valid-type]
-    format: checked(lambda value: value, {"anyOf": [{"type": "string"}, {"type": "object"}]}) = None  # type: ignore[valid-type]
-    options: Annotated[Options, BeforeValidator(_options)] = Field(default=None, validate_default=True)  # type: ignore[valid-type]
+    model: Text = None
+    stream: Flag = True
+    format: Format = None
+    options: Annotated[Options, BeforeValidator(_options)] = Field(default=None, validate_default=True)
     keep_alive: Any = None  # the one model stays loaded (many models: a later change)
-    suffix: _refused(REFUSED["suffix"]) = None  # type: ignore[valid-type]
-    template: _refused(REFUSED["template"]) = None  # type: ignore[valid-type]
-    images: _refused(REFUSED["images"]) = None  # type: ignore[valid-type]
+    suffix: Suffix = None
+    template: Template = None
+    images: Images = None
 
     @property
     def unloads(self) -> bool:
@@ -142,10 +150,10 @@ class Request(Body):
 
 
 class ChatRequest(Request):
-    messages: Annotated[list[ChatMessage], BeforeValidator(_messages)] = Field(
+    messages: Annotated[list[OllamaMessage], BeforeValidator(_messages)] = Field(
         default=None, validate_default=True
     )
-    tools: checked(lambda value: value, {"type": "array"}) = None  # type: ignore[valid-type]
+    tools: Tools = None
 
     @property
     def loads_only(self) -> bool:
@@ -163,9 +171,9 @@ class ChatRequest(Request):
 
 
 class GenerateRequest(Request):
-    prompt: checked(_content, {"type": "string"}) = ""  # type: ignore[valid-type]
-    system: Text = None  # type: ignore[valid-type]
-    raw: Flag = False  # type: ignore[valid-type]
+    prompt: Content = ""
+    system: Text = None
+    raw: Flag = False
 
     @property
     def loads_only(self) -> bool:
@@ -182,8 +190,8 @@ class GenerateRequest(Request):
 
 
 class ShowRequest(Body):
-    model: Text = None  # type: ignore[valid-type]
-    name: Text = None  # type: ignore[valid-type]  # Ollama's older spelling
+    model: Text = None
+    name: Text = None  # Ollama's older spelling
 
     @property
     def named(self) -> str:
@@ -191,4 +199,4 @@ class ShowRequest(Body):
             from llmcli.serve.errors import bad
 
             raise bad("model", "model must be a string naming the model")
-        return self.model if self.model is not None else self.name  # type: ignore[return-value]
+        return self.model if self.model is not None else self.name

@@ -14,7 +14,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.errors import ApiError
-from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, Request as Body, ShowRequest
+from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
+from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
 
@@ -133,6 +134,9 @@ async def lines(call: Call, shape: Shape):
         yield line
     if call.outcome is not None:
         yield json.dumps(shape.final(call, call.outcome)) + "\n"
+
+
+BODIES = {"/api/chat": ChatRequest, "/api/generate": GenerateRequest, "/api/show": ShowRequest}
 
 
 @router.post("/chat")

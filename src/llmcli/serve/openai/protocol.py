@@ -37,7 +37,9 @@ READ_AS = {"developer": "system"}
 
 # sent field -> params row: OpenAI's own names, then the extensions, then OpenAI's newer spelling.
 PARAM_FIELDS: dict[str, str] = {
-    sent: name for name, row in PARAMS.items() for sent in ((row.openai,) if row.openai else ()) + row.extensions
+    sent: name
+    for name, row in PARAMS.items()
+    for sent in ((row.openai,) if row.openai else ()) + row.extensions
 }
 PARAM_FIELDS["max_completion_tokens"] = "max_tokens"
 
@@ -108,24 +110,34 @@ def _prompt(value: Any) -> str:
 
 
 def _as_sent(value: Any) -> Any:
-    return value  # checked where it is read (serve/constraint.py), with chat's words
+    return value
 
 
-class ChatMessage(Body):
-    role: checked(_role, {"enum": list(ROLES)})  # type: ignore[valid-type]
-    content: checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]}) = ""  # type: ignore[valid-type]
+Role = checked(_role, {"enum": list(ROLES)})
+Content = checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})
+StreamOptions = checked(_stream_options, {"type": "object"})
+# checked where they are read (serve/constraint.py), with chat's words
+ResponseFormat = checked(_as_sent, {"type": "object"})
+Grammar = checked(_as_sent, {"type": "string"})
+JsonSchema = checked(_as_sent, {"type": "object"})
+Prompt = checked(_prompt, {"type": "string"}, nullable=False)
 
 
-class Request(SamplingBody):  # type: ignore[misc,valid-type]
+class OpenAIMessage(Body):
+    role: Role
+    content: Content = ""
+
+
+class Request(SamplingBody):
     """What both routes take: the parameters, the stream, the stops and the output constraint."""
 
-    model: Text = None  # type: ignore[valid-type]
-    stream: Flag = False  # type: ignore[valid-type]
-    stream_options: checked(_stream_options, {"type": "object"}) = None  # type: ignore[valid-type]
-    stop: Stops = None  # type: ignore[valid-type]
-    response_format: checked(_as_sent, {"type": "object"}) = None  # type: ignore[valid-type]
-    grammar: checked(_as_sent, {"type": "string"}) = None  # type: ignore[valid-type]
-    json_schema: checked(_as_sent, {"type": "object"}) = None  # type: ignore[valid-type]
+    model: Text = None
+    stream: Flag = False
+    stream_options: StreamOptions = None
+    stop: Stops = None
+    response_format: ResponseFormat = None
+    grammar: Grammar = None
+    json_schema: JsonSchema = None
 
     def _generation(self, defaults: Defaults, **what: Any) -> Generation:
         values = {}
@@ -153,12 +165,12 @@ class Request(SamplingBody):  # type: ignore[misc,valid-type]
 
 
 class ChatCompletionRequest(Request):
-    messages: Annotated[list[ChatMessage], BeforeValidator(_messages)] = Field(
+    messages: Annotated[list[OpenAIMessage], BeforeValidator(_messages)] = Field(
         default=None, validate_default=True
     )
     # vLLM's: the last (assistant) message is continued rather than answered, as llama-server does
-    continue_final_message: Flag = False  # type: ignore[valid-type]
-    add_generation_prompt: Flag = True  # type: ignore[valid-type]
+    continue_final_message: Flag = False
+    add_generation_prompt: Flag = True
 
     def generation(self, defaults: Defaults) -> Generation:
         messages = [Message(m.role, m.content or "") for m in self.messages]
@@ -174,7 +186,7 @@ class ChatCompletionRequest(Request):
 
 
 class CompletionRequest(Request):
-    prompt: checked(_prompt, {"type": "string"}, nullable=False) = Field(default=None, validate_default=True)  # type: ignore[valid-type]
+    prompt: Prompt = Field(default=None, validate_default=True)
 
     def generation(self, defaults: Defaults) -> Generation:
         gen = self._generation(defaults, messages=None, prompt=self.prompt)

@@ -142,7 +142,9 @@ async def model(request: Request, model_id: str):
     server.ready_or_503()
     name = server.config.model_name
     if model_id not in (name, f"{name}:latest"):
-        raise ApiError(404, f"The model '{model_id[:200]}' does not exist; this server serves '{name}'", "model")
+        raise ApiError(
+            404, f"The model '{model_id[:200]}' does not exist; this server serves '{name}'", "model"
+        )
     return _model(server)
 
 
@@ -156,6 +158,9 @@ async def _generate(request: Request, kind: type[ChatCompletionRequest]):
     if call.gen.stream:
         return stream(server, call, shape)
     return await answer(request, call, shape)
+
+
+BODIES = {"/chat/completions": ChatCompletionRequest, "/completions": CompletionRequest}
 
 
 @router.post("/chat/completions")
