@@ -21,6 +21,7 @@ BASE = ("--port", "0", "-t", "1", "--ctx", "1024", "--temp", "0")
 KEY = "sk-test-main"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MAX_BODY = 4096
+ORIGIN = "http://app.example:5173"  # the one browser origin the shared server allows (--cors-origin)
 URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
 
 

@@ -440,6 +440,12 @@ def test_ollama_bad_option_is_400_in_ollamas_shape(server):
         ("/api/generate", {"template": "{{ .Prompt }}"}, "template: a request's own template"),
         ("/api/chat", {"messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}, "images"),
         ("/v1/chat/completions", {"logit_bias": {"42": 10}}, "logit_bias is not supported"),
+        ("/v1/chat/completions", {"mirostat": 2}, "mirostat is not supported (send 0"),
+        ("/v1/chat/completions", {"typical_p": 0.5}, "typical_p is not supported (send 1"),
+        ("/v1/completions", {"tfs_z": 0.9}, "tfs_z is not supported (send 1"),
+        ("/v1/chat/completions", {"dry_multiplier": 0.8}, "dry_multiplier is not supported"),
+        ("/v1/completions", {"ignore_eos": True}, "ignore_eos is not supported"),
+        ("/v1/chat/completions", {"min_tokens": 5}, "min_tokens is not supported"),
     ],
 )
 def test_a_field_that_would_change_the_reply_is_refused_never_ignored(server, path, extra, words):
@@ -454,7 +460,15 @@ def test_the_same_fields_asking_for_nothing_are_accepted(server):
     neutral = {"frequency_penalty": 0, "presence_penalty": 0, "mirostat": 0, "typical_p": 1, "num_predict": 2}
     r = post(server, "/api/generate", {"prompt": "hi", "stream": False, "suffix": "", "options": neutral})
     assert r.status_code == 200, r.text
-    r = post(server, "/v1/chat/completions", {"messages": HI, "max_tokens": 2, "logit_bias": {}})
+    neutral = {
+        "logit_bias": {},
+        "mirostat": 0,
+        "typical_p": 1,
+        "tfs_z": 1.0,
+        "ignore_eos": False,
+        "min_tokens": 0,
+    }
+    r = post(server, "/v1/chat/completions", {"messages": HI, "max_tokens": 2, **neutral})
     assert r.status_code == 200, r.text
 
 

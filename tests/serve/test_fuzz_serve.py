@@ -3,10 +3,11 @@
 Each case starts from a valid request to one of the generation routes (OpenAI's or Ollama's) and
 breaks it: a field dropped or given a value of the wrong type or range (NaN, huge, negative,
 nested), the JSON cut short or nested thousands deep, bytes that are not UTF-8, a body past
---max-body, a missing, wrong or mangled key. The server must answer each with 200 (a reply of at
-most 3 tokens) or 400/401/404/413 whose body has the error shape of the route's API (OpenAI's
-object, Ollama's string); never a 500, never a hang. Afterwards it is healthy and runs nothing.
-The run checks it reached a 200, a 400, a 401 and a 413.
+--max-body, a key given twice, numbers of hundreds of digits, content parts of the wrong kinds,
+unknown roles, many empty messages, a missing, wrong or mangled key. The server must answer each
+with 200 (a reply of at most 3 tokens) or 400/401/404/413 whose body has the error shape of the
+route's API (OpenAI's object, Ollama's string); never a 500, never a hang. Afterwards it is healthy
+and runs nothing. The run checks it reached a 200, a 400, a 401 and a 413.
 
 20 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 200 (seeds: tests/fuzz/__init__.py).
 """
@@ -50,6 +51,8 @@ def paths(body, prefix=()):
 
 
 BODIES = ["field", "field", "field", "drop", "cut", "deep", "bytes", "big", "valid"]
+BODIES += ["repeated", "parts", "role", "many", "digits"]  # hostile shapes: typed requests refuse them
+ROLES = ["developer", "system", "tool", "robot", "", "USER", None, 3]
 HEADERS = ["good"] * 6 + ["none", "wrong", "scheme", "mangled", "x-key"]
 # The first cases of every seed: each outcome the run must reach, whatever the draws after them.
 FIRST = [("valid", "good"), ("big", "good"), ("field", "good"), ("valid", "none")]
@@ -78,6 +81,33 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
         return b"[" * depth + b"]" * depth if rng.random() < 0.5 else b'{"a":' * depth + b"1" + b"}" * depth
     if kind == "bytes":
         return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+    if kind == "repeated":  # a key given twice: which one counts would be a parser's whim
+        data = json.dumps(body).encode()
+        return data[:-1] + b', "' + rng.choice(list(body)).encode() + b'": 1}'
+    if kind == "digits":  # a number of hundreds of digits, or one past a float's range, in any field
+        digits = "9" * rng.choice([20, 400, 1000]) + rng.choice(["", ".5", "e400", "e-400"])
+        key = rng.choice([*body, "seed", "temperature"])
+        return json.dumps({**body, key: "__N__"}).replace('"__N__"', digits).encode()
+    messages = body.get("messages")
+    if messages is None:  # the completion routes: the hostile shapes of a prompt instead
+        body["prompt"] = rng.choice([[], ["a", "b"], [{"type": "text", "text": "a"}], {"x": 1}, "\x00" * 50])
+        return json.dumps(body).encode()
+    if kind == "parts":
+        parts = [
+            {"type": "text", "text": "a"},
+            {"type": "image_url", "image_url": "x"},
+            {"text": 1},
+            "a",
+            None,
+        ]
+        messages[0]["content"] = rng.sample(parts, rng.randrange(1, 4))
+        return json.dumps(body).encode()
+    if kind == "role":
+        messages.insert(0, {"role": rng.choice(ROLES), "content": "Be brief."})
+        return json.dumps(body).encode()
+    if kind == "many":  # many empty messages, under the body cap
+        body["messages"] = [{"role": "user", "content": ""}] * rng.randrange(10, MAX_BODY // 40)
+        return json.dumps(body).encode()
     body["pad"] = "y" * (MAX_BODY + rng.randrange(1, 4096))
     return json.dumps(body).encode()
 

@@ -35,6 +35,8 @@ TEST_EXTRAS: dict[str, str] = {
     "mypy": "mypy",
     "openai": "openai",
     "ollama": "ollama",
+    "instructor": "instructor",
+    "litellm": "litellm",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
 INSTALL = "pip install -e '.[test]'"
