@@ -184,8 +184,9 @@ class Handler(BaseHTTPRequestHandler):
         self._event(self._delta(None, role="assistant"))
         max_tokens = int(body.get("max_tokens") or len(REPLY))
         delay = 0.05 if scenario == "slow" else 0.002
-        pieces = REPLY[:max_tokens]
-        completion_tokens = len(pieces)
+        pieces = REPLY if scenario == "runon" else REPLY[:max_tokens]  # "runon" ignores max_tokens
+        # "overcount": the text keeps to max_tokens, the usage says 5 tokens more
+        completion_tokens = len(pieces) + (5 if scenario == "overcount" else 0)
         for i, piece in enumerate(pieces):
             if scenario in ("midfail", "drop", "stall") and i == 3:
                 return self._fail(scenario)

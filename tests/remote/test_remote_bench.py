@@ -7,9 +7,12 @@ import io
 import json
 import time
 
+import pytest
+
+# Loaded now, not when the llmcli serve test first runs bench: it must ask before the model is loaded.
 import llmcli.bench.serve
 import llmcli.cli
-import llmcli.usecases.bench  # noqa: F401  (loaded before a server starts: see the llmcli serve test)
+import llmcli.usecases.bench  # noqa: F401
 from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
 from tests.remote.fake_server import LOADING_S
 from tests.serve.server import ServeProcess
@@ -175,6 +178,24 @@ def test_a_server_that_never_gets_ready_fails_after_wait_with_one_line(fake_serv
     assert errors[0].startswith(f"llmcli: error: the server at {url} was not ready after 1.5 s ")
     assert "503" in errors[0] and "Loading model" in errors[0]
     assert errors[0].endswith("or wait longer with --wait SECONDS")
+
+
+PAST_MAX_TOKENS = {
+    "usage says more": ("overcount", "9 completion tokens"),  # 4 pieces of text, usage 4 + 5
+    "text goes on": ("runon", "its stream was cut off here"),  # 10 pieces for max_tokens 4
+}
+
+
+@pytest.mark.parametrize("scenario,why", PAST_MAX_TOKENS.values(), ids=PAST_MAX_TOKENS.keys())
+def test_a_reply_past_max_tokens_is_a_failed_request(fake_server, scenario, why):
+    url = fake_server.endpoint(scenario)
+    result = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "3", "--json")
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert (row["num_requests"], row["completed"], row["failed"]) == (3, 0, 3)
+    reason = f"the server at {url} went past max_tokens 4: {why}"
+    assert row["first_error"] == reason and row["total_output_tokens"] == 0
+    assert f"llmcli: 3 requests failed; the first: {reason}\n" in result.stderr
 
 
 def test_llmcli_serve_loading_its_model_is_waited_for(tmp_path, embedded_path):

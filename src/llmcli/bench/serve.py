@@ -12,7 +12,8 @@ Prompts are random words from a small vocabulary (common English words, about on
 different draw per request, as vLLM's "random" dataset does with token ids: no two requests of a
 run share more than the instruction, so a server's prefix cache does not flatter the numbers (a
 later level would otherwise find an earlier level's prompts in vLLM's cache). Output tokens come from the
-server's `usage` when it sends one; otherwise each text chunk of the stream counts as a token.
+server's `usage` when it sends one; otherwise each text chunk of the stream counts as a token. A reply
+longer than the max_tokens asked for is a failed request: its numbers measure another workload.
 
 A server still loading its model answers 503 with a Retry-After (llmcli serve, llama-server): before
 anything is measured, `StartupWindow` waits such answers out for up to `ServePlan.wait_s`.
@@ -150,6 +151,11 @@ def run_request(
     out_tokens = (
         int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else chunks
     )
+    if stream.capped or out_tokens > plan.n_gen:  # the stream was cut at max_tokens, or usage says more
+        how = "its stream was cut off here" if stream.capped else f"{out_tokens} completion tokens"
+        return RequestResult(
+            False, error=f"the server at {ep.base_url} went past max_tokens {plan.n_gen}: {how}"
+        )
     return RequestResult(
         ok=True,
         ttft_ms=((arrivals[0] if arrivals else t_end) - t0) * 1000,
