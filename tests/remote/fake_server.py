@@ -2,6 +2,8 @@
 
 The first path segment picks the behaviour: http://127.0.0.1:PORT/<scenario>/v1. In the "ok"
 scenario a user message may carry a marker, e.g. "hello [drop]", to fail one turn of a REPL.
+"loading" answers every route with 503 and Retry-After, as llama-server does while it loads its
+model, for LOADING_S after its first request (`loading_since` forgets it); "neverready" never stops.
 Replies are streamed the way uvicorn does (HTTP/1.1, chunked), with llama.cpp-style `timings`
 and OpenAI-style `usage` in the last chunk.
 """
@@ -18,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODEL = "fake-model"
 REPLY = ["Hello", " from", " the", " fake", " server", ": ", "中", "文", " 🙂", "."]
 MARKER = re.compile(r"\[([\w-]+)\]")
+LOADING_S = 1.5
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -30,6 +33,8 @@ class FakeServer(ThreadingHTTPServer):
         self.release = threading.Event()  # ends every stall when the server stops
         self.lock = threading.Lock()
         self.posts = 0
+        self.loading_since: dict[str, float] = {}  # scenario -> its first request, while "loading"
+        self.unavailable = 0  # 503s answered
 
     @property
     def url(self) -> str:
@@ -95,6 +100,26 @@ class Handler(BaseHTTPRequestHandler):
             **extra,
         }
 
+    def _loading(self, scenario: str) -> bool:
+        """Answer 503 (and say so) while a loading scenario's model is not ready."""
+        if scenario not in ("loading", "neverready"):
+            return False
+        with self.server.lock:
+            since = self.server.loading_since.setdefault(scenario, time.monotonic())
+            if scenario == "loading" and time.monotonic() - since >= LOADING_S:
+                return False
+            self.server.unavailable += 1
+        payload = json.dumps(
+            {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}
+        )
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Retry-After", "1")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload.encode())
+        return True
+
     def _scenario(self) -> tuple[str, str]:
         parts = self.path.strip("/").split("/")
         return parts[0], "/" + "/".join(parts[1:])
@@ -103,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self._record(None)
         scenario, rest = self._scenario()
+        if self._loading(scenario):
+            return None
         if scenario == "401":
             return self._json(401, {"error": {"message": "Invalid API key", "type": "auth"}})
         if scenario == "notjson":
@@ -127,6 +154,8 @@ class Handler(BaseHTTPRequestHandler):
         scenario, rest = self._scenario()
         if rest != "/v1/chat/completions":
             return self._json(404, {"detail": "Not Found"})
+        if self._loading(scenario):
+            return None
         last = (body.get("messages") or [{}])[-1].get("content", "")
         marker = MARKER.search(last)
         if scenario == "ok" and marker:
@@ -155,7 +184,9 @@ class Handler(BaseHTTPRequestHandler):
         self._event(self._delta(None, role="assistant"))
         max_tokens = int(body.get("max_tokens") or len(REPLY))
         delay = 0.05 if scenario == "slow" else 0.002
-        pieces = REPLY[:max_tokens]
+        pieces = REPLY if scenario == "runon" else REPLY[:max_tokens]  # "runon" ignores max_tokens
+        # "overcount": the text keeps to max_tokens, the usage says 5 tokens more
+        completion_tokens = len(pieces) + (5 if scenario == "overcount" else 0)
         for i, piece in enumerate(pieces):
             if scenario in ("midfail", "drop", "stall") and i == 3:
                 return self._fail(scenario)
@@ -180,8 +211,8 @@ class Handler(BaseHTTPRequestHandler):
                 "choices": [],
                 "usage": {
                     "prompt_tokens": 42,
-                    "completion_tokens": len(pieces),
-                    "total_tokens": 42 + len(pieces),
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": 42 + completion_tokens,
                     "prompt_tokens_details": {"cached_tokens": 10},
                 },
                 "timings": {

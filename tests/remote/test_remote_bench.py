@@ -7,8 +7,16 @@ import io
 import json
 import time
 
+import pytest
+
+# Loaded now, not when the llmcli serve test first runs bench: it must ask before the model is loaded.
+import llmcli.bench.serve
+import llmcli.cli
+import llmcli.usecases.bench  # noqa: F401
 from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
-from tests.support.cli import cli_process
+from tests.remote.fake_server import LOADING_S
+from tests.serve.server import ServeProcess
+from tests.support.cli import cli, cli_process
 
 SMALL = ["-p", "16", "--n-gen", "8", "--num-requests", "4"]
 
@@ -141,3 +149,66 @@ def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
     ):
         result = cli_process("bench", "--endpoint", url, *args)
         assert result.exit_code == 2 and message in result.stderr, (args, result.stderr)
+
+
+def test_a_server_still_loading_is_waited_for_and_the_wait_is_not_counted(fake_server):
+    fake_server.loading_since.pop("loading", None)
+    refused = fake_server.unavailable
+    start = time.monotonic()
+    result = cli_process("bench", "--endpoint", fake_server.endpoint("loading"), *SMALL, "--json")
+    elapsed = time.monotonic() - start
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert (row["num_requests"], row["completed"], row["failed"]) == (4, 4, 0)
+    # 503s with "Retry-After: 1" for 1.5 s (the model list, as llama-server answers while loading):
+    # two of them, a second apart, then the run; a client that ignored Retry-After would ask more often
+    assert 1 <= fake_server.unavailable - refused <= 3
+    assert elapsed >= LOADING_S  # it waited (a lower bound: no speed in tests)
+    assert "is still loading its model; waiting up to 60 s (1 x 503)" in result.stderr
+
+
+def test_a_server_that_never_gets_ready_fails_after_wait_with_one_line(fake_server):
+    url = fake_server.endpoint("neverready")
+    start = time.monotonic()
+    result = cli_process("bench", "--endpoint", url, *SMALL, "--wait", "1.5")
+    assert time.monotonic() - start < HANG_GUARD_S
+    assert result.exit_code == 1 and result.stdout == ""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("llmcli:")]
+    assert errors == [result.stderr.splitlines()[-1]], result.stderr  # one line, after the progress
+    assert errors[0].startswith(f"llmcli: error: the server at {url} was not ready after 1.5 s ")
+    assert "503" in errors[0] and "Loading model" in errors[0]
+    assert errors[0].endswith("or wait longer with --wait SECONDS")
+
+
+PAST_MAX_TOKENS = {
+    "usage says more": ("overcount", "9 completion tokens"),  # 4 pieces of text, usage 4 + 5
+    "text goes on": ("runon", "its stream was cut off here"),  # 10 pieces for max_tokens 4
+}
+
+
+@pytest.mark.parametrize("scenario,why", PAST_MAX_TOKENS.values(), ids=PAST_MAX_TOKENS.keys())
+def test_a_reply_past_max_tokens_is_a_failed_request(fake_server, scenario, why):
+    url = fake_server.endpoint(scenario)
+    result = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "3", "--json")
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert (row["num_requests"], row["completed"], row["failed"]) == (3, 0, 3)
+    reason = f"the server at {url} went past max_tokens 4: {why}"
+    assert row["first_error"] == reason and row["total_output_tokens"] == 0
+    assert f"llmcli: 3 requests failed; the first: {reason}\n" in result.stderr
+
+
+def test_llmcli_serve_loading_its_model_is_waited_for(tmp_path, embedded_path):
+    """The real server's 503 + Retry-After while it loads: bench starts at once, in this process (the
+    modules it runs are loaded above), so its warm-up comes while the model is still loading."""
+    serve = ServeProcess(tmp_path, wait=False)
+    try:
+        result = cli("bench", "--endpoint", serve.url, *SMALL, "--concurrency", "2", "--json")
+        assert result.exit_code == 0, result.stderr
+        (row,) = json.loads(result.stdout)
+        assert (row["num_requests"], row["completed"], row["failed"]) == (4, 4, 0)
+        assert row["usage_reported"] is True and 0 < row["total_output_tokens"] <= 4 * 8
+        assert serve.metric('llmcli:http_refusals_total{status="503"}') >= 1  # it did answer 503
+        assert "is still loading its model" in result.stderr
+    finally:
+        assert serve.stop() == 0

@@ -74,7 +74,7 @@ class Progress:
 
     model: str
     backend: str
-    stage: str  # "load", "warmup", "run"
+    stage: str  # "load", "warmup", "run"; "wait": a server still loading its model (bench/serve.py)
     test: str = ""
     n_threads: int = 0
     rep: int = 0

@@ -12,22 +12,31 @@ Prompts are random words from a small vocabulary (common English words, about on
 different draw per request, as vLLM's "random" dataset does with token ids: no two requests of a
 run share more than the instruction, so a server's prefix cache does not flatter the numbers (a
 later level would otherwise find an earlier level's prompts in vLLM's cache). Output tokens come from the
-server's `usage` when it sends one; otherwise each text chunk of the stream counts as a token.
+server's `usage` when it sends one; otherwise each text chunk of the stream counts as a token. A reply
+longer than the max_tokens asked for is a failed request: its numbers measure another workload.
+
+A server still loading its model answers 503 with a Retry-After (llmcli serve, llama-server): before
+anything is measured, `StartupWindow` waits such answers out for up to `ServePlan.wait_s`.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from llmcli.bench.records import Progress
 from llmcli.bench.serve_stats import RequestResult, ServeRow, Slo, inter_token_latencies
-from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.client import Endpoint, RemoteError
+from llmcli.engine.openai.retry import RemoteUnavailable
 from llmcli.engine.openai.stream import ChatStream
 from llmcli.errors import LlmcliError, UsageError
+
+T = TypeVar("T")
 
 WORDS = (
     "time year people way day man thing woman life child world school state family student group "
@@ -38,6 +47,12 @@ WORDS = (
     "art war history party result change morning reason research girl guy moment air teacher force"
 ).split()
 INSTRUCTION = "Write a short story that uses these words:"
+WAIT_S = 60.0  # how long a server may take to load its model before the run gives up (--wait)
+MAX_WAIT_S = 1e6  # as --timeout's bound: 11 days
+PAUSE_S = 1.0  # between tries, when a 503 says nothing of when to come back
+# A Retry-After is followed within these bounds: a server that asks for an hour may be ready in a
+# minute, and one that asks for 0 s should not be asked again in a busy loop.
+PAUSE_BOUNDS_S = (0.1, 5.0)
 
 
 @dataclass
@@ -50,6 +65,7 @@ class ServePlan:
     temperature: float = 0.0
     warmup: bool = True
     seed: int = 1234
+    wait_s: float = WAIT_S  # the start-up window: 503s are waited out this long before measuring
     slo: Slo = field(default_factory=Slo)  # goodput counts the requests that meet it
 
 
@@ -73,7 +89,10 @@ def make_serve_plan(
     n_prompt: int,
     n_gen: int,
     slo: Slo | None = None,
+    wait: float | None = None,
 ) -> ServePlan:
+    if wait is not None and not 0 <= wait <= MAX_WAIT_S:  # NaN fails this too
+        raise UsageError(f"--wait {wait:g}: give a number of seconds from 0 to {MAX_WAIT_S:g}")
     if num_requests < 1:
         raise UsageError(f"--num-requests {num_requests}: give at least 1")
     if duration <= 0:
@@ -87,6 +106,7 @@ def make_serve_plan(
         n_prompt=n_prompt,
         n_gen=n_gen,
         slo=slo or Slo(),
+        wait_s=WAIT_S if wait is None else wait,
     )
 
 
@@ -131,6 +151,11 @@ def run_request(
     out_tokens = (
         int(usage["completion_tokens"]) if usage and usage.get("completion_tokens") is not None else chunks
     )
+    if stream.capped or out_tokens > plan.n_gen:  # the stream was cut at max_tokens, or usage says more
+        how = "its stream was cut off here" if stream.capped else f"{out_tokens} completion tokens"
+        return RequestResult(
+            False, error=f"the server at {ep.base_url} went past max_tokens {plan.n_gen}: {how}"
+        )
     return RequestResult(
         ok=True,
         ttft_ms=((arrivals[0] if arrivals else t_end) - t0) * 1000,
@@ -140,6 +165,44 @@ def run_request(
         usage_reported=usage is not None,
         itl_ms=inter_token_latencies(arrivals),
     )
+
+
+class StartupWindow:
+    """The time a server may still be loading its model: within `seconds` of the window's start, a
+    503 is waited out (its Retry-After, bounded; else PAUSE_S) and the call made again. Nothing sent
+    here is measured; past the window, one line names the fix. A 503 in a measured level is a failed
+    request like any other."""
+
+    def __init__(
+        self,
+        ep: Endpoint,
+        seconds: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.ep, self.seconds, self.clock, self.sleep = ep, seconds, clock, sleep
+        self.started = clock()
+
+    def until_ready(self, call: Callable[[], T], model: str = "") -> Generator[Progress, None, T]:
+        """`call()`'s result once the server answers; a "wait" Progress (rep: 503s so far) per pause."""
+        refused = 0
+        while True:
+            try:
+                return call()
+            except RemoteUnavailable as exc:
+                refused += 1
+                left = self.seconds - (self.clock() - self.started)
+                if left <= 0:
+                    raise RemoteError(
+                        f"the server at {self.ep.base_url} was not ready after {self.seconds:g} s "
+                        f"(its last answer: {exc}); check that it can load its model, or wait "
+                        "longer with --wait SECONDS"
+                    ) from None
+                low, high = PAUSE_BOUNDS_S
+                pause = PAUSE_S if exc.retry_after is None else min(max(exc.retry_after, low), high)
+                yield Progress(model, self.ep.base_url, "wait", rep=refused, reps=math.ceil(self.seconds))
+                self.sleep(min(pause, left))
 
 
 class _Level:
@@ -212,14 +275,20 @@ class _Level:
         return self.finished - self.started
 
 
-def run_serve(ep: Endpoint, model: str, plan: ServePlan) -> Iterator[Progress | ServeRow]:
+def run_serve(
+    ep: Endpoint, model: str, plan: ServePlan, startup: StartupWindow | None = None
+) -> Iterator[Progress | ServeRow]:
     """Each concurrency level in turn; progress events between rows. The warm-up request is not
     counted, and its failure (a bad key, an unknown model, a server down) stops the run with that
-    error: better one clear line than a table of failures."""
+    error: better one clear line than a table of failures. While the server is still loading its
+    model, the warm-up is tried again within `startup` (a window of its own when none is given: a
+    server may load a model when first asked for it)."""
     backend = ep.base_url
     if plan.warmup:
         yield Progress(model, backend, "warmup", test=f"c{plan.concurrency[0]}")
-        run_request(ep, model, random_prompt(plan.seed, 0, 0, plan.n_prompt), plan)
+        prompt = random_prompt(plan.seed, 0, 0, plan.n_prompt)
+        window = startup or StartupWindow(ep, plan.wait_s)
+        yield from window.until_ready(lambda: run_request(ep, model, prompt, plan), model)
     for c in plan.concurrency:
         level = _Level(ep, model, plan, c)
         test = f"c{c}"

@@ -26,6 +26,8 @@ def _progress_line(ev) -> str:
     where = f"{ev.model} [{ev.backend}]"
     if ev.stage == "load":
         return f"bench: loading {where}"
+    if ev.stage == "wait":  # a server still loading its model: rep 503s so far, reps seconds at most
+        return f"bench: {ev.backend} is still loading its model; waiting up to {ev.reps} s ({ev.rep} x 503)"
     if not ev.n_threads:  # a server: the test is a concurrency level, the steps are requests
         step = "warm-up request" if ev.stage == "warmup" else f"{ev.rep}/{ev.reps} requests"
         return f"bench: {where} {ev.test} {step}"
@@ -190,6 +192,16 @@ def bench(
     slo_ttft: Annotated[Optional[float], _slo_option("--slo-ttft", "time to first token")] = None,
     slo_tpot: Annotated[Optional[float], _slo_option("--slo-tpot", "time per output token")] = None,
     slo_e2el: Annotated[Optional[float], _slo_option("--slo-e2el", "end-to-end latency")] = None,
+    wait: Annotated[
+        Optional[float],
+        typer.Option(
+            "--wait",
+            metavar="SECONDS",
+            show_default=False,
+            help="With --endpoint: how long a server still loading its model (503) is waited for "
+            "before measuring. Default: 60.",
+        ),
+    ] = None,
     old_n: Annotated[Optional[str], renamed_option("-n", now="--n-gen")] = None,
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
     old_format: Annotated[Optional[str], renamed_option("-f", "--format", now=REPORT_FLAGS)] = None,
@@ -231,6 +243,7 @@ def bench(
         slo_ttft=slo_ttft,
         slo_tpot=slo_tpot,
         slo_e2el=slo_e2el,
+        wait=wait,
     )
     if parallel is not None:
         from llmcli.usecases.bench import run_parallel

@@ -48,10 +48,16 @@ class BenchOptions:
     slo_ttft: float | None = None
     slo_tpot: float | None = None
     slo_e2el: float | None = None
+    wait: float | None = None  # seconds a server may take to load its model (None: serve.WAIT_S)
 
     def endpoint_only(self) -> dict[str, object]:
         """The options that measure a server, by flag (None: not given); without one they are refused."""
-        return {"--slo-ttft": self.slo_ttft, "--slo-tpot": self.slo_tpot, "--slo-e2el": self.slo_e2el}
+        return {
+            "--slo-ttft": self.slo_ttft,
+            "--slo-tpot": self.slo_tpot,
+            "--slo-e2el": self.slo_e2el,
+            "--wait": self.wait,
+        }
 
 
 def run_bench(
@@ -122,7 +128,7 @@ def _collect(events: Iterable, progress: Callable[[Progress], None]) -> list[Row
 
 def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
     from llmcli.bench.runner import parse_int_list
-    from llmcli.bench.serve import make_serve_plan, run_serve
+    from llmcli.bench.serve import StartupWindow, make_serve_plan, run_serve
     from llmcli.bench.serve_stats import Slo
     from llmcli.engine.openai.models import list_models, pick_model
 
@@ -139,11 +145,16 @@ def _remote_events(server: Endpoint, opts: BenchOptions) -> Iterable:
         n_prompt=prompts[0],
         n_gen=gens[0],
         slo=Slo.parse(opts.slo_ttft, opts.slo_tpot, opts.slo_e2el),
+        wait=opts.wait,
     )
-    available = list_models(server)
+    # One window for the model list and the first warm-up: llama-server answers 503 to both while
+    # it loads, llmcli serve lists its model at once and answers 503 to the warm-up.
+    startup = StartupWindow(server, plan.wait_s)
+    available = yield from startup.until_ready(lambda: list_models(server))
     targets = [pick_model(server, available, spec) for spec in _specs(opts)]
-    for target in targets:
-        yield from run_serve(server, target, plan)
+    for i, target in enumerate(targets):
+        # A later model's warm-up gets a window of its own: a server may load a model when asked for it.
+        yield from run_serve(server, target, plan, startup if i == 0 else None)
 
 
 def run_parallel(parallel: str, models: list[str] | None, **options) -> str:

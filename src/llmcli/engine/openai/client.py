@@ -304,9 +304,17 @@ def server_message(body: bytes, ep: Endpoint | None = None) -> str:
 
 
 def http_error(
-    ep: Endpoint, status: int, reason: str, body: bytes, *, what: str, model: str | None = None
+    ep: Endpoint,
+    status: int,
+    reason: str,
+    body: bytes,
+    *,
+    what: str,
+    model: str | None = None,
+    retry_after: str | None = None,
 ) -> LlmcliError:
-    """An HTTP error status -> one line that says what to do (refusals exit 2, failures exit 1)."""
+    """An HTTP error status -> one line that says what to do (refusals exit 2, failures exit 1).
+    `retry_after` is the answer's Retry-After header, which a 503 carries to whoever may wait."""
     reason = ep.shown(reason, NAME_LIMIT)
     detail = server_message(body, ep) or reason
     head = f"{what} at {ep.base_url} failed with {status} {reason}".rstrip()
@@ -330,6 +338,11 @@ def http_error(
         return RemoteRefused(f"{head}: {detail}")
     if status == 429:
         return RemoteError(f"{head}: the server is busy ({detail}); try again later")
+    if status == 503:
+        # here, not at the top: retry.py builds on this module's RemoteError
+        from llmcli.engine.openai.retry import RemoteUnavailable, retry_after_seconds
+
+        return RemoteUnavailable(f"{head}: {detail}", retry_after_seconds(retry_after))
     return RemoteError(f"{head}: {detail}")
 
 
@@ -353,7 +366,9 @@ def get_json(ep: Endpoint, path: str, what: str) -> object:
                 raise _read_timeout(ep) from None
             raise _dropped(ep, type(exc).__name__) from None
         if resp.status != 200:
-            raise http_error(ep, resp.status, resp.reason, body, what=what)
+            raise http_error(
+                ep, resp.status, resp.reason, body, what=what, retry_after=resp.getheader("Retry-After")
+            )
         if len(body) > MAX_JSON:
             raise RemoteError(
                 f"{what} at {ep.base_url} answered with over {MAX_JSON >> 20} MiB; "

@@ -97,7 +97,13 @@ class ChatStream:
                         self._rewritten.add(field)
                         return self._open()
         raise http_error(
-            ep, resp.status, resp.reason, body, what="POST /chat/completions", model=self.body.get("model")
+            ep,
+            resp.status,
+            resp.reason,
+            body,
+            what="POST /chat/completions",
+            model=self.body.get("model"),
+            retry_after=resp.getheader("Retry-After"),
         )
 
     def _read(self) -> bytes:
