@@ -139,6 +139,44 @@ def test_an_empty_api_key_is_refused(key):
     assert result.stderr.count("\n") == 1
 
 
+UNSENDABLE = [
+    ("sk-caf\u00e9", "holds a character that is not ASCII; use ASCII only"),
+    (" sk-pad", "begins or ends with a space; remove the spaces around it"),
+    ("sk-pad ", "begins or ends with a space; remove the spaces around it"),
+    ("sk-\x00nul", "holds a control character"),
+    ("sk-\ttab", "holds a control character"),
+    ("sk-\x1besc", "holds a control character"),
+    ("sk-\x7fdel", "holds a control character"),
+]
+
+
+@pytest.mark.parametrize("key,words", UNSENDABLE)
+def test_a_key_no_client_could_send_is_refused_without_showing_it(key, words):
+    result = cli("serve", "--api-key", "sk-fine", "--api-key", key, time_limit=30)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"llmcli: error: --api-key #2 {words}")
+    assert result.stderr.count("\n") == 1 and key.strip() not in result.stderr
+
+
+@pytest.mark.parametrize("key,words", UNSENDABLE)
+def test_a_key_file_line_no_client_could_send_is_refused_naming_the_line(tmp_path, key, words):
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes(f"# keys\nsk-fine\n\n{key}\nsk-other\n".encode())
+    result = cli("serve", "--api-key-file", str(keys), time_limit=30)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"llmcli: error: --api-key-file {keys} line 4: the key {words}")
+    assert result.stderr.count("\n") == 1 and key.strip() not in result.stderr
+
+
+@pytest.mark.parametrize("line", [b"sk-\xff\xfe", b"sk-\x0bvt"])
+def test_a_key_file_line_that_is_not_text_or_has_a_vertical_tab_is_one_refused_key(tmp_path, line):
+    # Bytes that are not UTF-8, and a \v (which str.splitlines would take for a line break).
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes(b"sk-fine\r\n" + line + b"\r\n")
+    result = cli("serve", "--api-key-file", str(keys), time_limit=30)
+    assert result.exit_code == 2 and f"{keys} line 2: the key holds a" in result.stderr
+
+
 def test_an_empty_key_file_is_refused(tmp_path):
     empty = tmp_path / "keys.txt"
     empty.write_text("# no keys yet\n\n")
