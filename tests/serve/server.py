@@ -76,11 +76,25 @@ class ServeProcess:
             time.sleep(0.1)
         raise AssertionError("serve never became ready")
 
-    def metric(self, name: str, headers: dict | None = None) -> float:
+    def metric(self, name: str, headers: dict | None = None, absent: float | None = None) -> float:
+        """A sample of /metrics; `absent`: its value while the series is not there yet (a labelled
+        counter appears with its first count), else a series that is missing fails the test."""
         text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
         found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+        if found is None and absent is not None:
+            return absent
         assert found, f"no {name} in /metrics"
         return float(found.group(1))
+
+    def metric_reaches(
+        self, name: str, value: float, headers: dict | None = None, timeout: float = 30
+    ) -> float:
+        """The metric once it is at least `value`, or when `timeout` (a hang guard) has passed: the
+        server's own count of what it has done, instead of a sleep."""
+        end = time.monotonic() + timeout
+        while (now := self.metric(name, headers, absent=0)) < value and time.monotonic() < end:
+            time.sleep(0.05)
+        return now
 
     def running_after(self, headers: dict | None = None, timeout: float = 10) -> float:
         """llmcli:num_requests_running once it is 0, or when `timeout` has passed (a cancel takes a step)."""

@@ -96,7 +96,7 @@ def serve(
             metavar="N",
             min=1,
             show_default=False,
-            help="Prompt + reply tokens a minute, per key.",
+            help="Prompt + reply tokens a minute, per key; a request reserves its prompt + max_tokens.",
         ),
     ] = None,
     max_body: Annotated[

@@ -1,20 +1,121 @@
 """Stage ① on the event loop: who is asking (API keys), whether they may (rate and token limits per
-key), whether there is room (the bounded queue), and the body (capped)."""
+key), whether there is room (the bounded queue), and the body (capped).
+
+A generation reserves, at admission, the most tokens it could use: its prompt and its max_tokens
+(or the server's cap). It is refused with 429 when that does not fit in what its key has left of the
+last minute, and pays, when it ends however it ends, what it used (the Outcome's prompt and
+completion tokens, a cancelled or timed-out one's included); the rest goes back. What all of a key's
+requests can spend in a minute is then at most --token-limit, however many run at once.
+"""
 
 from __future__ import annotations
 
 import hmac
 import math
 import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.errors import ApiError
 
+if TYPE_CHECKING:
+    from llmcli.serve.metrics import ServeMetrics
+    from llmcli.serve.protocol import Generation
+
 OPEN = "-"  # the one identity when the server has no keys
+WINDOW_S = 60.0  # --token-limit counts the tokens of the last minute (a moving window)
+# The prompt is tokenized on the engine thread, after admission. Admission reserves an estimate,
+# the prompt's characters / 4 (the usual average for text and code), and the exact count replaces it
+# when the engine has it (Started), before any byte of the answer: a request the exact count no
+# longer fits is refused then, so the estimate decides nothing alone. It only holds a place for the
+# prompt meanwhile and refuses a key that is plainly over before the engine tokenizes for it; it
+# is low rather than high (a chat's template adds tokens) so that admission seldom refuses what fits.
+CHARS_PER_TOKEN = 4
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Need:
+    """The most tokens a request can use: its prompt's and its reply's."""
+
+    prompt: int
+    reply: int  # its max_tokens, or the server's cap
+    asked: bool  # the request gave max_tokens
+    exact: bool  # the prompt is tokenized (else estimated)
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.reply
+
+    def words(self) -> str:
+        reply = "its max_tokens" if self.asked else "the server's --max-tokens"
+        return f"its prompt ({'' if self.exact else 'about '}{self.prompt}) and {reply} ({self.reply})"
+
+    @staticmethod
+    def estimate(gen: Generation, n_ctx: int) -> Need:
+        """At admission; n_ctx: the pool, which a reply without its own max_tokens never outgrows."""
+        chars = len(gen.prompt or "") + sum(len(m.content) for m in gen.messages or ())
+        reply = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, n_ctx or INT_MAX)
+        return Need(chars // CHARS_PER_TOKEN, reply, gen.max_tokens is not None, exact=False)
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One request's tokens against its key's limit, from the moment it was admitted: first what it
+    reserved, then what it used. `final` once the engine has said what it used."""
+
+    who: str
+    t: float  # time.monotonic() at admission: it counts until t + WINDOW_S
+    tokens: int
+    final: bool = False
+
+
+class TokenLedger:
+    """Each key's tickets of the last minute, oldest first.
+
+    Not the `limits` library (used for --rate-limit): its moving window keeps one timestamp per unit
+    of cost and has no way to take some back, and its fixed window can give back (decr) only into
+    whatever window is current when the request ends, which may be a later one that was never charged.
+    A ticket here keeps the time it was admitted and changes its amount in place: a refund or a
+    correction stays in the minute it belongs to.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._tickets: dict[str, deque[Ticket]] = {}
+
+    def _live(self, who: str, now: float) -> deque[Ticket]:
+        tickets = self._tickets.setdefault(who, deque())
+        while tickets and tickets[0].t <= now - WINDOW_S:
+            tickets.popleft()
+        return tickets
+
+    def free(self, who: str, now: float, besides: Ticket | None = None) -> int:
+        """What the key has left of its minute; `besides`: a ticket not to count (being resized)."""
+        tickets = self._live(who, now)
+        return self.limit - sum(t.tokens for t in tickets if t is not besides)
+
+    def wait_s(self, who: str, need: int, now: float, besides: Ticket | None = None) -> int:
+        """Seconds until `need` fits, as the oldest tickets leave the window (requests in flight may
+        give some back sooner: an upper bound)."""
+        short = need - self.free(who, now, besides)
+        for ticket in self._live(who, now):
+            if ticket is not besides:
+                short -= ticket.tokens
+                if short <= 0:
+                    return max(1, math.ceil(ticket.t + WINDOW_S - now))
+        return math.ceil(WINDOW_S)
+
+    def reserve(self, who: str, tokens: int, now: float) -> Ticket:
+        ticket = Ticket(who, now, tokens)
+        self._live(who, now).append(ticket)
+        return ticket
 
 
 class Gate:
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(self, config: ServeConfig, metrics: ServeMetrics | None = None) -> None:
         from limits import RateLimitItemPerMinute
         from limits.storage import MemoryStorage
         from limits.strategies import FixedWindowRateLimiter
@@ -22,7 +123,8 @@ class Gate:
         self._keys = [key.encode("utf-8") for key in config.api_keys]
         self._limiter = FixedWindowRateLimiter(MemoryStorage())
         self._requests = RateLimitItemPerMinute(config.rate_limit) if config.rate_limit else None
-        self._tokens = RateLimitItemPerMinute(config.token_limit) if config.token_limit else None
+        self._tokens = TokenLedger(config.token_limit) if config.token_limit else None
+        self._metrics = metrics
         self.capacity = config.parallel + config.max_queue  # requests in flight at most
         self.in_flight = 0
 
@@ -56,25 +158,70 @@ class Gate:
                 retry_after=self._retry_after(self._requests, who),
             )
 
-    def admit(self, who: str) -> None:
-        """A generation: the token limit, then room in the queue; 429 or 503 with Retry-After, at once."""
-        if self._tokens is not None and not self._limiter.test(self._tokens, who):
-            raise ApiError(
-                429,
-                f"over {self._tokens.amount} tokens a minute for this key; wait and try again",
-                retry_after=self._retry_after(self._tokens, who),
-            )
+    def admit(self, who: str, need: Need) -> Ticket | None:
+        """A generation: its tokens reserved against the key's limit, then room in the queue; 429 or
+        503 with Retry-After, at once. The ticket (None without --token-limit) is the request's to
+        resize, settle or release."""
+        now = time.monotonic()
+        if self._tokens is not None:
+            self._check_fits(who, need, now)
         if self.in_flight >= self.capacity:
             raise ApiError(
                 503,
                 f"the server is busy ({self.in_flight} requests in flight, the queue is full); try again",
                 retry_after=1,
             )
+        return None if self._tokens is None else self._tokens.reserve(who, need.total, now)
 
-    def charge(self, who: str, tokens: int) -> None:
-        """A finished request's prompt + completion tokens count against its key's token limit."""
-        if self._tokens is not None and tokens > 0:
-            self._limiter.hit(self._tokens, who, cost=tokens)
+    def resize(self, ticket: Ticket | None, need: Need) -> ApiError | None:
+        """The exact reservation, once the prompt is tokenized: the 429 to answer if it no longer fits
+        (the ticket is then void), else None."""
+        if ticket is None or ticket.final:
+            return None
+        try:
+            self._check_fits(ticket.who, need, time.monotonic(), ticket)
+        except ApiError as refused:
+            self.settle(ticket, 0)
+            return refused
+        ticket.tokens = need.total
+        return None
+
+    def release(self, ticket: Ticket | None) -> None:
+        """A request that ended before the engine had tokenized it: it has used nothing so far. If the
+        engine had taken it after all, its Outcome settles the ticket in turn."""
+        if ticket is not None and not ticket.final:
+            ticket.tokens = 0
+
+    def settle(self, ticket: Ticket | None, used: int) -> None:
+        """What the request used, once the engine says (its Outcome; 0 when refused): the ticket's
+        final amount, the rest of the reservation back to its key."""
+        if ticket is None or ticket.final:
+            return
+        ticket.tokens, ticket.final = used, True
+        if self._metrics is not None:
+            self._metrics.limit_settled.inc()
+            self._metrics.limit_charged.inc(used)
+
+    def _check_fits(self, who: str, need: Need, now: float, besides: Ticket | None = None) -> None:
+        assert self._tokens is not None
+        limit = self._tokens.limit
+        if need.total > limit:  # waiting would not help: no Retry-After
+            room = limit - need.prompt
+            fix = f"send max_tokens of at most {room}" if room > 0 else "send a shorter prompt"
+            raise ApiError(
+                429,
+                f"this request could use {need.total} tokens, {need.words()}, over this key's {limit} "
+                f"tokens a minute; {fix}",
+                "max_tokens" if room > 0 else None,
+            )
+        free = self._tokens.free(who, now, besides)
+        if need.total > free:
+            raise ApiError(
+                429,
+                f"over {limit} tokens a minute for this key: this request could use {need.total}, "
+                f"{need.words()}, and {max(free, 0)} are left; wait and try again",
+                retry_after=self._tokens.wait_s(who, need.total, now, besides),
+            )
 
     def _retry_after(self, item, who: str) -> int:
         reset = self._limiter.get_window_stats(item, who).reset_time

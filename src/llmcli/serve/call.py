@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
+from llmcli.serve.access import Need, Ticket
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
@@ -51,15 +52,37 @@ class Call:
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
+        self.ticket: Ticket | None = None  # its tokens against --token-limit (None: no limit)
+        self._started = False  # the engine has tokenized it (Started came)
         self._polled = time.perf_counter()
 
     def _deliver(self, event: object) -> None:
         """From the engine thread: onto this request's queue, on the event loop's thread."""
-        self._loop.call_soon_threadsafe(self.queue.put_nowait, event)
+        self._loop.call_soon_threadsafe(self._arrive, event)
+
+    def _arrive(self, event: object) -> None:
+        """On the event loop, in the engine's order, whether anyone still reads the queue or not: the
+        token ledger learns the exact prompt (Started) and what the request used (its Outcome; a
+        cancelled, disconnected or timed-out one's too, as the engine answers a cancel with one)."""
+        gate = self.server.gate
+        if isinstance(event, Started):
+            self._started = True
+            refused = gate.resize(self.ticket, self._need(event))
+            if refused is not None:
+                event = refused  # start() answers it; its close() cancels the sequence
+        elif isinstance(event, Outcome):
+            gate.settle(self.ticket, event.prompt_tokens + event.completion_tokens)
+        elif isinstance(event, Refused):
+            gate.settle(self.ticket, 0)
+        self.queue.put_nowait(event)
+
+    def _need(self, started: Started) -> Need:
+        asked = self.gen.max_tokens is not None
+        return Need(started.prompt_tokens, started.max_tokens, asked, exact=True)
 
     async def start(self) -> Started:
         server = self.server
-        server.gate.admit(self.who)
+        self.ticket = server.gate.admit(self.who, Need.estimate(self.gen, server.engine.snapshot.n_ctx))
         server.gate.in_flight += 1
         self._counted = True
         t_rendering = time.perf_counter()
@@ -86,6 +109,9 @@ class Call:
         if isinstance(event, Refused):
             self.close()
             raise ApiError(event.status, event.message, event.param, code=event.code)
+        if isinstance(event, ApiError):  # the exact prompt made it over the token limit
+            self.close()
+            raise event
         assert isinstance(event, Started)
         self.splitter = ReasoningSplitter(server.engine.prompts.thinking.parses, event.opens_thinking)
         return event
@@ -177,15 +203,16 @@ class Call:
         )
 
     def close(self) -> None:
-        """Once: cancel the sequence if it has not finished, give back its place, charge its tokens."""
+        """Once: cancel the sequence if it has not finished and give back its place. Its tokens are
+        charged when the engine's Outcome comes (_arrive), read or not."""
         if not self._counted:
             return
         self._counted = False
         self.server.gate.in_flight -= 1
         if self.outcome is None:
             self.server.engine.cancel(self.job)
-        else:
-            self.server.gate.charge(self.who, self.outcome.prompt_tokens + self.outcome.completion_tokens)
+            if not self._started:  # a job the engine drops before tokenizing it never answers
+                self.server.gate.release(self.ticket)
 
 
 class ClosesCall:

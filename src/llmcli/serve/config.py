@@ -50,10 +50,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# Why no client could send a key, as (test, what is wrong, the fix), first match wins. A key travels
+# in an HTTP header (`Authorization: Bearer KEY` or `x-api-key: KEY`), whose value is visible ASCII
+# with spaces inside only: servers and clients trim the spaces around it, and refuse or mangle the rest.
+UNSENDABLE = (
+    (lambda key: not key.strip(), "is empty", "give a key"),
+    (lambda key: any(ord(c) > 0x7F for c in key), "holds a character that is not ASCII", "use ASCII only"),
+    (
+        lambda key: any(ord(c) < 0x20 or ord(c) == 0x7F for c in key),
+        "holds a control character (a NUL, a tab, an escape...)",
+        "remove it",
+    ),
+    (lambda key: key != key.strip(" "), "begins or ends with a space", "remove the spaces around it"),
+)
+
+
+def check_key(key: str, where: str) -> None:
+    """Refuse a key no client could send, naming where it came from (never the key itself)."""
+    for test, what, fix in UNSENDABLE:
+        if test(key):
+            raise UsageError(f"{where} {what}; {fix} (an HTTP header carries visible ASCII only)")
+
+
 def check_config(config: ServeConfig) -> None:
-    """Refuse what must not start: an open address without a key, numbers out of their range."""
-    if any(not key.strip() for key in config.api_keys):
-        raise UsageError("--api-key is empty; give a key (no client could send an empty one)")
+    """Refuse what must not start: a key no client could send, an open address without a key,
+    numbers out of their range."""
+    many = len(config.api_keys) > 1
+    for i, key in enumerate(config.api_keys, 1):
+        check_key(key, f"--api-key #{i}" if many else "--api-key")
     if not config.api_keys and not is_loopback(config.host):
         raise UsageError(
             f"--host {config.host} listens beyond this machine and no key is set; "
@@ -88,15 +112,26 @@ def check_config(config: ServeConfig) -> None:
 
 
 def read_key_file(path: Path) -> list[str]:
-    """One key a line; blank lines and `#` comments are skipped. An empty file is a mistake."""
+    """One key a line; blank lines and `#` comments are skipped. An empty file is a mistake, and so
+    is a key no client could send (named by its line, never shown)."""
     from llmcli.limits import limit
 
     cap = limit("option_file_bytes")
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read(cap + 1)
-    if len(text) > cap:
-        raise UsageError(f"--api-key-file {path} is over {cap:,} characters; give a file of keys, one a line")
-    keys = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    with open(path, "rb") as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise UsageError(f"--api-key-file {path} is over {cap:,} bytes; give a file of keys, one a line")
+    # utf-8-sig: an editor's byte order mark would otherwise be the first key's first character, and
+    # that key would never match. Bytes that are not UTF-8 stay as surrogates, refused as not ASCII.
+    text = data.decode("utf-8-sig", "surrogateescape")
+    keys = []
+    # Lines end at \n (and \r\n) only: str.splitlines would also cut a key at \v, \f or \x1c and make
+    # two keys of it, where a control character in a key is refused.
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if line.strip() and not line.lstrip().startswith("#"):
+            check_key(line, f"--api-key-file {path} line {n}: the key")
+            keys.append(line)
     if not keys:
         raise UsageError(f"--api-key-file {path} holds no key; write one key a line")
     return keys

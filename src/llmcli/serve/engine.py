@@ -228,7 +228,7 @@ class Engine:
             return
         job.seq, job.tokenize_ms = seq, job.tokenize_ms + (time.perf_counter() - t0) * 1000
         self._jobs[seq.id] = job
-        job.deliver(Started(n_prompt, prompt.opens_thinking))
+        job.deliver(Started(n_prompt, prompt.opens_thinking, max_tokens))
 
     def _grammar(self, gen: Generation, opens_thinking: bool):
         """The request's constraint as a grammar check for its sequence (chat's, engine/local/chat.py):

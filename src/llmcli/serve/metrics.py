@@ -56,6 +56,17 @@ class ServeMetrics:
         self.requests = Counter(
             p + "requests", "Finished requests, by finish reason.", ["finished_reason"], registry=registry
         )
+        # --token-limit's ledger: a request is settled once the engine says what it used.
+        self.limit_settled = Counter(
+            p + "token_limit_settled",
+            "Requests charged against --token-limit what they used (the rest of their reservation back).",
+            registry=registry,
+        )
+        self.limit_charged = Counter(
+            p + "token_limit_charged_tokens",
+            "Prompt + completion tokens charged against --token-limit, every key together.",
+            registry=registry,
+        )
         self.refused = Counter(
             p + "http_refusals", "Answers other than 200, by status.", ["status"], registry=registry
         )

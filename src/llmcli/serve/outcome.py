@@ -17,6 +17,7 @@ class Started:
 
     prompt_tokens: int
     opens_thinking: bool
+    max_tokens: int  # the most reply tokens it may get: its own max_tokens, or the server's cap
 
 
 @dataclass

@@ -69,7 +69,7 @@ def serve(
     metrics = ServeMetrics()
     engine = Engine(config, metrics, on_fatal=engine_stopped)
     metrics.watch(engine)
-    app = create_app(Server(config, engine, Gate(config), metrics, on_status=on_status))
+    app = create_app(Server(config, engine, Gate(config, metrics), metrics, on_status=on_status))
     uv = _server(
         uvicorn.Config(
             app,
