@@ -89,7 +89,7 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
         key = rng.choice([*body, "seed", "temperature"])
         return json.dumps({**body, key: "__N__"}).replace('"__N__"', digits).encode()
     messages = body.get("messages")
-    if messages is None:  # the completion routes: the hostile shapes of a prompt instead
+    if kind in ("parts", "role", "many") and messages is None:  # the completion routes: the hostile shapes of a prompt instead
         body["prompt"] = rng.choice([[], ["a", "b"], [{"type": "text", "text": "a"}], {"x": 1}, "\x00" * 50])
         return json.dumps(body).encode()
     if kind == "parts":
@@ -108,6 +108,7 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
     if kind == "many":  # many empty messages, under the body cap
         body["messages"] = [{"role": "user", "content": ""}] * rng.randrange(10, MAX_BODY // 40)
         return json.dumps(body).encode()
+    assert kind == "big", kind
     body["pad"] = "y" * (MAX_BODY + rng.randrange(1, 4096))
     return json.dumps(body).encode()
 
