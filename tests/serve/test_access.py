@@ -1,4 +1,4 @@
-"""--token-limit's ledger on its own: a moving minute of tickets, each changed in place from what it
+"""--token-limit's ledger on its own: a moving minute of reservations, each changed in place from what it
 reserved to what it used (the server-level behaviour is in test_token_limit)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from llmcli.serve.config import ServeConfig
 from llmcli.serve.errors import ApiError
 
 
-def test_a_ticket_counts_for_one_minute_from_its_admission():
+def test_a_reservation_counts_for_one_minute_from_its_admission():
     ledger = TokenLedger(50)
     ledger.reserve("k", 30, now=0.0)
     ledger.reserve("k", 15, now=10.0)
@@ -20,18 +20,18 @@ def test_a_ticket_counts_for_one_minute_from_its_admission():
     assert ledger.free("other", now=0.0) == 50  # per key
 
 
-def test_retry_after_is_when_enough_of_the_oldest_tickets_have_left():
+def test_retry_after_is_when_enough_of_the_oldest_reservations_have_left():
     ledger = TokenLedger(50)
     ledger.reserve("k", 30, now=0.0)
     ledger.reserve("k", 15, now=10.0)
-    assert ledger.wait_s("k", 20, now=20.0) == 40  # the first ticket's 30 suffice: it leaves at 60
+    assert ledger.wait_s("k", 20, now=20.0) == 40  # the first reservation's 30 suffice: it leaves at 60
     assert ledger.wait_s("k", 40, now=20.0) == 50  # both must leave: the second at 70
 
 
-def test_a_refund_stays_in_the_minute_of_its_ticket():
+def test_a_refund_stays_in_the_minute_of_its_reservation():
     ledger = TokenLedger(50)
-    ticket = ledger.reserve("k", 40, now=0.0)
-    ticket.tokens = 12  # what it used, settled at 30 s
+    reservation = ledger.reserve("k", 40, now=0.0)
+    reservation.tokens = 12  # what it used, settled at 30 s
     assert ledger.free("k", now=30.0) == 38
     assert ledger.free("k", now=WINDOW_S) == 50  # and it leaves when it would have
 
@@ -66,7 +66,7 @@ def test_a_request_over_the_whole_limit_is_told_the_largest_max_tokens_without_r
     )
 
 
-def test_the_exact_prompt_resizes_the_ticket_or_voids_it_with_a_429():
+def test_the_exact_prompt_resizes_the_reservation_or_voids_it_with_a_429():
     g = gate()
     first = g.admit("k", need(2, 20))
     second = g.admit("k", need(2, 20))
@@ -80,16 +80,16 @@ def test_the_exact_prompt_resizes_the_ticket_or_voids_it_with_a_429():
 
 def test_a_request_pays_what_it_used_once():
     g = gate()
-    ticket = g.admit("k", need(10, 30))
-    g.settle(ticket, 14)
-    g.settle(ticket, 40)
-    assert ticket is not None and ticket.tokens == 14 and ticket.final
+    reservation = g.admit("k", need(10, 30))
+    g.settle(reservation, 14)
+    g.settle(reservation, 40)
+    assert reservation is not None and reservation.tokens == 14 and reservation.final
 
 
 def test_one_dropped_before_tokenizing_is_released_and_an_outcome_that_follows_still_pays():
     g = gate()
-    ticket = g.admit("k", need(10, 30))
-    g.release(ticket)  # closed before the engine said Started: nothing used so far
-    assert ticket is not None and ticket.tokens == 0 and not ticket.final
-    g.settle(ticket, 13)  # the engine had taken it after all: its cancelled Outcome
-    assert ticket.tokens == 13 and ticket.final
+    reservation = g.admit("k", need(10, 30))
+    g.release(reservation)  # closed before the engine said Started: nothing used so far
+    assert reservation is not None and reservation.tokens == 0 and not reservation.final
+    g.settle(reservation, 13)  # the engine had taken it after all: its cancelled Outcome
+    assert reservation.tokens == 13 and reservation.final

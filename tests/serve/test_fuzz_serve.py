@@ -89,7 +89,9 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
         key = rng.choice([*body, "seed", "temperature"])
         return json.dumps({**body, key: "__N__"}).replace('"__N__"', digits).encode()
     messages = body.get("messages")
-    if kind in ("parts", "role", "many") and messages is None:  # the completion routes: the hostile shapes of a prompt instead
+    if (
+        kind in ("parts", "role", "many") and messages is None
+    ):  # the completion routes: the hostile shapes of a prompt instead
         body["prompt"] = rng.choice([[], ["a", "b"], [{"type": "text", "text": "a"}], {"x": 1}, "\x00" * 50])
         return json.dumps(body).encode()
     if kind == "parts":

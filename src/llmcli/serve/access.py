@@ -62,7 +62,7 @@ class Need:
 
 
 @dataclass(eq=False)
-class Ticket:
+class Reservation:
     """One request's tokens against its key's limit, from the moment it was admitted: first what it
     reserved, then what it used. `final` once the engine has said what it used."""
 
@@ -73,45 +73,45 @@ class Ticket:
 
 
 class TokenLedger:
-    """Each key's tickets of the last minute, oldest first.
+    """Each key's reservations of the last minute, oldest first.
 
     Not the `limits` library (used for --rate-limit): its moving window keeps one timestamp per unit
     of cost and has no way to take some back, and its fixed window can give back (decr) only into
     whatever window is current when the request ends, which may be a later one that was never charged.
-    A ticket here keeps the time it was admitted and changes its amount in place: a refund or a
+    A reservation here keeps the time it was admitted and changes its amount in place: a refund or a
     correction stays in the minute it belongs to.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._tickets: dict[str, deque[Ticket]] = {}
+        self._reservations: dict[str, deque[Reservation]] = {}
 
-    def _live(self, who: str, now: float) -> deque[Ticket]:
-        tickets = self._tickets.setdefault(who, deque())
-        while tickets and tickets[0].t <= now - WINDOW_S:
-            tickets.popleft()
-        return tickets
+    def _live(self, who: str, now: float) -> deque[Reservation]:
+        reservations = self._reservations.setdefault(who, deque())
+        while reservations and reservations[0].t <= now - WINDOW_S:
+            reservations.popleft()
+        return reservations
 
-    def free(self, who: str, now: float, besides: Ticket | None = None) -> int:
-        """What the key has left of its minute; `besides`: a ticket not to count (being resized)."""
-        tickets = self._live(who, now)
-        return self.limit - sum(t.tokens for t in tickets if t is not besides)
+    def free(self, who: str, now: float, besides: Reservation | None = None) -> int:
+        """What the key has left of its minute; `besides`: a reservation not to count (being resized)."""
+        reservations = self._live(who, now)
+        return self.limit - sum(t.tokens for t in reservations if t is not besides)
 
-    def wait_s(self, who: str, need: int, now: float, besides: Ticket | None = None) -> int:
-        """Seconds until `need` fits, as the oldest tickets leave the window (requests in flight may
+    def wait_s(self, who: str, need: int, now: float, besides: Reservation | None = None) -> int:
+        """Seconds until `need` fits, as the oldest reservations leave the window (requests in flight may
         give some back sooner: an upper bound)."""
         short = need - self.free(who, now, besides)
-        for ticket in self._live(who, now):
-            if ticket is not besides:
-                short -= ticket.tokens
+        for reservation in self._live(who, now):
+            if reservation is not besides:
+                short -= reservation.tokens
                 if short <= 0:
-                    return max(1, math.ceil(ticket.t + WINDOW_S - now))
+                    return max(1, math.ceil(reservation.t + WINDOW_S - now))
         return math.ceil(WINDOW_S)
 
-    def reserve(self, who: str, tokens: int, now: float) -> Ticket:
-        ticket = Ticket(who, now, tokens)
-        self._live(who, now).append(ticket)
-        return ticket
+    def reserve(self, who: str, tokens: int, now: float) -> Reservation:
+        reservation = Reservation(who, now, tokens)
+        self._live(who, now).append(reservation)
+        return reservation
 
 
 class Gate:
@@ -158,9 +158,9 @@ class Gate:
                 retry_after=self._retry_after(self._requests, who),
             )
 
-    def admit(self, who: str, need: Need) -> Ticket | None:
+    def admit(self, who: str, need: Need) -> Reservation | None:
         """A generation: its tokens reserved against the key's limit, then room in the queue; 429 or
-        503 with Retry-After, at once. The ticket (None without --token-limit) is the request's to
+        503 with Retry-After, at once. The reservation (None without --token-limit) is the request's to
         resize, settle or release."""
         now = time.monotonic()
         if self._tokens is not None:
@@ -173,36 +173,36 @@ class Gate:
             )
         return None if self._tokens is None else self._tokens.reserve(who, need.total, now)
 
-    def resize(self, ticket: Ticket | None, need: Need) -> ApiError | None:
+    def resize(self, reservation: Reservation | None, need: Need) -> ApiError | None:
         """The exact reservation, once the prompt is tokenized: the 429 to answer if it no longer fits
-        (the ticket is then void), else None."""
-        if ticket is None or ticket.final:
+        (the reservation is then void), else None."""
+        if reservation is None or reservation.final:
             return None
         try:
-            self._check_fits(ticket.who, need, time.monotonic(), ticket)
+            self._check_fits(reservation.who, need, time.monotonic(), reservation)
         except ApiError as refused:
-            self.settle(ticket, 0)
+            self.settle(reservation, 0)
             return refused
-        ticket.tokens = need.total
+        reservation.tokens = need.total
         return None
 
-    def release(self, ticket: Ticket | None) -> None:
+    def release(self, reservation: Reservation | None) -> None:
         """A request that ended before the engine had tokenized it: it has used nothing so far. If the
-        engine had taken it after all, its Outcome settles the ticket in turn."""
-        if ticket is not None and not ticket.final:
-            ticket.tokens = 0
+        engine had taken it after all, its Outcome settles the reservation in turn."""
+        if reservation is not None and not reservation.final:
+            reservation.tokens = 0
 
-    def settle(self, ticket: Ticket | None, used: int) -> None:
-        """What the request used, once the engine says (its Outcome; 0 when refused): the ticket's
+    def settle(self, reservation: Reservation | None, used: int) -> None:
+        """What the request used, once the engine says (its Outcome; 0 when refused): the reservation's
         final amount, the rest of the reservation back to its key."""
-        if ticket is None or ticket.final:
+        if reservation is None or reservation.final:
             return
-        ticket.tokens, ticket.final = used, True
+        reservation.tokens, reservation.final = used, True
         if self._metrics is not None:
             self._metrics.limit_settled.inc()
             self._metrics.limit_charged.inc(used)
 
-    def _check_fits(self, who: str, need: Need, now: float, besides: Ticket | None = None) -> None:
+    def _check_fits(self, who: str, need: Need, now: float, besides: Reservation | None = None) -> None:
         assert self._tokens is not None
         limit = self._tokens.limit
         if need.total > limit:  # waiting would not help: no Retry-After

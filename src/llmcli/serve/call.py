@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
-from llmcli.serve.access import Need, Ticket
+from llmcli.serve.access import Need, Reservation
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
@@ -52,7 +52,7 @@ class Call:
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
-        self.ticket: Ticket | None = None  # its tokens against --token-limit (None: no limit)
+        self.reservation: Reservation | None = None  # its tokens against --token-limit (None: no limit)
         self._started = False  # the engine has tokenized it (Started came)
         self._polled = time.perf_counter()
 
@@ -67,13 +67,13 @@ class Call:
         gate = self.server.gate
         if isinstance(event, Started):
             self._started = True
-            refused = gate.resize(self.ticket, self._need(event))
+            refused = gate.resize(self.reservation, self._need(event))
             if refused is not None:
                 event = refused  # start() answers it; its close() cancels the sequence
         elif isinstance(event, Outcome):
-            gate.settle(self.ticket, event.prompt_tokens + event.completion_tokens)
+            gate.settle(self.reservation, event.prompt_tokens + event.completion_tokens)
         elif isinstance(event, Refused):
-            gate.settle(self.ticket, 0)
+            gate.settle(self.reservation, 0)
         self.queue.put_nowait(event)
 
     def _need(self, started: Started) -> Need:
@@ -82,7 +82,7 @@ class Call:
 
     async def start(self) -> Started:
         server = self.server
-        self.ticket = server.gate.admit(self.who, Need.estimate(self.gen, server.engine.snapshot.n_ctx))
+        self.reservation = server.gate.admit(self.who, Need.estimate(self.gen, server.engine.snapshot.n_ctx))
         server.gate.in_flight += 1
         self._counted = True
         t_rendering = time.perf_counter()
@@ -212,7 +212,7 @@ class Call:
         if self.outcome is None:
             self.server.engine.cancel(self.job)
             if not self._started:  # a job the engine drops before tokenizing it never answers
-                self.server.gate.release(self.ticket)
+                self.server.gate.release(self.reservation)
 
 
 class ClosesCall:
