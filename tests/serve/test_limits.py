@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -226,18 +227,30 @@ def test_sigterm_lets_the_stream_in_flight_finish_then_exits_0(tmp_path, embedde
         srv.stop()
 
 
-def test_a_stream_still_running_when_the_grace_period_ends_is_cut_and_the_exit_is_still_0(
+def test_past_the_grace_period_a_stream_ends_with_an_error_event_and_a_whole_answer_is_503(
     tmp_path, embedded_path
 ):
-    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "1", "--grace", "1")
+    srv = ServeProcess(tmp_path, embedded_path, "--parallel", "3", "--grace", "1")
+    # Three replies that fit the pool together (3 x 300 cells of 1024) and outlast the grace period.
+    body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 300}
+    ollama = {"model": "m", "prompt": body["prompt"], "options": {"num_predict": 300}}
     try:
-        body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 900, "stream": True}
-        with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=60) as stream:
-            lines = stream.iter_lines()
-            assert next(line for line in lines if line.startswith("data: "))
-            srv.proc.send_signal(signal.SIGTERM)
-            rest = [line for line in lines if line.startswith("data: ")]
-        assert "data: [DONE]" not in rest and len(rest) < 899
+        with ThreadPoolExecutor(2) as pool:
+            whole = pool.submit(httpx.post, srv.url + "/v1/completions", json=body, timeout=60)
+            lines_of = pool.submit(httpx.post, srv.url + "/api/generate", json=ollama, timeout=60)
+            streamed = {**body, "stream": True}
+            with httpx.stream("POST", srv.url + "/v1/completions", json=streamed, timeout=60) as s:
+                lines = s.iter_lines()
+                assert next(line for line in lines if line.startswith("data: "))
+                srv.proc.send_signal(signal.SIGTERM)
+                rest = [line for line in lines if line.startswith("data: ")]
+            whole_r, ollama_r = whole.result(), lines_of.result()
+        assert "data: [DONE]" not in rest and len(rest) < 299
+        error = json.loads(rest[-1][6:])["error"]
+        assert error["code"] == 503 and "--grace" in error["message"], error
+        assert whole_r.status_code == 503 and "--grace" in whole_r.json()["error"]["message"], whole_r.text
+        last = json.loads(ollama_r.text.strip().splitlines()[-1])
+        assert "--grace" in last["error"], ollama_r.text[-300:]
         assert srv.proc.wait(60) == 0
         srv.stop()
         # One line when it started, one when it stopped: no traceback, no uvicorn log lines.

@@ -183,9 +183,10 @@ class Call:
     async def _next(self, disconnected: Callable[[], Awaitable[bool]] | None) -> object:
         while True:
             now = time.perf_counter()
-            left = self.deadline - now
+            drained = self.server.drain_deadline
+            left = min(self.deadline, drained if drained is not None else self.deadline) - now
             if left <= 0:
-                raise self._timeout()
+                raise self._timeout() if drained is None or self.deadline <= drained else self._drained()
             # Tokens may arrive faster than POLL_S: look for a client that left on a clock, not only
             # when the queue is quiet.
             if disconnected is not None and now - self._polled >= POLL_S:
@@ -196,6 +197,16 @@ class Call:
                 return await asyncio.wait_for(self.queue.get(), min(left, POLL_S))
             except asyncio.TimeoutError:
                 continue
+
+    def _drained(self) -> ApiError:
+        """The server is stopping and the grace period ran out before this reply was done: a 503 (in
+        the route's shape) for a whole answer, the last event of a stream, never a cut-off reply."""
+        return ApiError(
+            503,
+            f"the server is shutting down and the {self.server.config.grace:g} s grace period (--grace) ran "
+            "out before the reply was done; send the request again",
+            retry_after=1,
+        )
 
     def _timeout(self) -> ApiError:
         return ApiError(

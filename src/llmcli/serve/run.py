@@ -69,16 +69,18 @@ def serve(
     metrics = ServeMetrics()
     engine = Engine(config, metrics, on_fatal=engine_stopped)
     metrics.watch(engine)
-    app = create_app(Server(config, engine, Gate(config, metrics), metrics, on_status=on_status))
+    server = Server(config, engine, Gate(config, metrics), metrics, on_status=on_status)
+    app = create_app(server)
     uv = _server(
+        server.drain,
         uvicorn.Config(
             app,
             log_config=None,
             log_level="warning" if debug else "critical",
             access_log=False,  # a request line is nobody's business on stderr (and never a key)
             server_header=False,
-            # SSE streams end themselves (cleanly, without [DONE]) at --grace; uvicorn cancels what is
-            # left a little later.
+            # At --grace each reply still running ends with a 503 or a stream's error event (call.py);
+            # uvicorn cancels what is left a little later.
             timeout_graceful_shutdown=round(config.grace) + 2,
             lifespan="on",
         )
@@ -94,7 +96,7 @@ def serve(
     return uv.stopped_by
 
 
-def _server(config) -> Any:
+def _server(on_stop: Callable[[], None], config) -> Any:
     """uvicorn.Server with the signals kept: handled and reported, never re-raised."""
     import uvicorn
 
@@ -113,6 +115,7 @@ def _server(config) -> Any:
 
         def on_signal(self, sig, frame) -> None:
             self.stopped_by = self.stopped_by or sig
+            on_stop()
             self.handle_exit(sig, frame)
 
     return Server(config)

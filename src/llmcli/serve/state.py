@@ -31,6 +31,7 @@ class Server:
     on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
     # One thread renders and tokenizes prompts, off the event loop and off the engine thread: the
     # template renderer keeps caches that are not shared between threads.
+    drain_deadline: float | None = None  # perf_counter() when a stopping server's grace period ends
     renderer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="llmcli-render")
     )
@@ -40,8 +41,15 @@ class Server:
         sched = getattr(self.engine, "sched", None)  # loaded: every model route checks that first
         return Defaults(self.config.params, self.config.system, sched.n_ctx_seq if sched else 0)
 
+    def drain(self) -> None:
+        """SIGTERM: what runs gets the grace period; what comes now is refused."""
+        if self.drain_deadline is None:
+            self.drain_deadline = time.perf_counter() + self.config.grace
+
     def ready_or_503(self) -> None:
         """Every route that reads the model answers 503 until it is loaded, as /health does."""
+        if self.drain_deadline is not None:
+            raise ApiError(503, "the server is shutting down; send the request to another", retry_after=1)
         if self.engine.error is not None:  # the server is on its way down
             raise ApiError(503, "the engine has stopped; the server is shutting down")
         if not self.engine.ready.is_set():

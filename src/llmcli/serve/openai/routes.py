@@ -120,7 +120,8 @@ def stream(server: Server, call: Call, shape: Shape):
             yield json.dumps(tail)
         yield "[DONE]"
 
-    return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace)
+    # sse-starlette's own cut comes after the call's, which ends the stream with an error event
+    return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace + 1)
 
 
 def _model(server: Server) -> dict:
