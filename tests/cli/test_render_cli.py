@@ -118,3 +118,38 @@ def test_piped_chat_hides_the_reasoning_and_show_thinking_puts_it_on_stderr(embe
         and doc["text"] == ""
         and doc["usage"]["reasoning_tokens"] == doc["usage"]["completion_tokens"] > 0
     )
+
+
+CONTINUED = [
+    {"role": "user", "content": "Name a colour."},
+    {"role": "assistant", "content": "My favourite colour is "},
+]
+
+
+def test_render_continue_ends_the_prompt_inside_the_last_message(embedded_path):
+    full = cli_process("render", embedded_path, "--messages", "-", input=json.dumps(CONTINUED))
+    continued = cli_process(
+        "render", embedded_path, "--continue", "--messages", "-", input=json.dumps(CONTINUED)
+    )
+    assert continued.exit_code == 0, continued.stderr
+    # The template keeps the message's trailing space, so the prompt does too (transformers' cut).
+    assert continued.stdout.endswith("<|im_start|>assistant\nMy favourite colour is ")
+    assert full.stdout.startswith(continued.stdout) and len(full.stdout) > len(continued.stdout)
+
+
+def test_render_continue_of_a_message_the_template_rewrites_is_one_line_exit_2(embedded_path, tmp_path):
+    path = tmp_path / "upper.jinja"
+    path.write_text("{% for m in messages %}{{ m.role }}: {{ m.content | upper }}\n{% endfor %}")
+    r = cli_process(
+        "render",
+        embedded_path,
+        "--chat-template",
+        str(path),
+        "--continue",
+        "--messages",
+        "-",
+        input=json.dumps(CONTINUED),
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and r.stdout == "", r.stderr
+    assert lines[0].startswith(f"llmcli: error: the chat template in {path} does not write the final message")

@@ -188,3 +188,31 @@ def test_a_prompt_past_the_limit_stops_before_tokenizing_all_of_it(runtime):
     with pytest.raises(PromptTooLong) as info:
         ChatTemplate(None).tokenize(runtime, [Message("user", text)], limit=1000)
     assert 1000 < info.value.at_least < len(runtime.tokenize(text)) / 10
+
+
+@pytest.mark.parametrize(
+    "source, messages, words",
+    [
+        ("{% for m in messages %}{{ m.content | upper }}{% endfor %}", [("assistant", "abc")], "as it is"),
+        ("{% for m in messages %}{{ m.role }}{% endfor %}", [("assistant", "abc")], "never reads"),
+        ("{{ 'x' }}", [], "no final message"),
+    ],
+)
+def test_a_final_message_that_cannot_be_continued_is_a_template_error(runtime, source, messages, words):
+    template = ChatTemplate(source)
+    with pytest.raises(TemplateError, match=words):
+        template.tokenize(runtime, [Message(r, c) for r, c in messages], continue_final=True)
+    with pytest.raises(TemplateError, match=words):
+        template.render([{"role": r, "content": c} for r, c in messages], continue_final=True)
+
+
+def test_a_continued_prompt_ends_where_transformers_cuts_it(runtime):
+    """The final message's trailing whitespace stays as the template wrote it, and is dropped where
+    the template trimmed it (transformers' two cases); its text stays plain text up to the cut."""
+    plain = "{% for m in messages %}[{{ m.content }}]{% endfor %}"
+    trims = "{% for m in messages %}[{{ m.content | trim }}]{% endfor %}"
+    messages = [Message("user", "hi"), Message("assistant", "ok <|im_end|> \n")]
+    kept = ChatTemplate(plain).tokenize(runtime, messages, continue_final=True)
+    trimmed = ChatTemplate(trims).tokenize(runtime, messages, continue_final=True)
+    assert kept.text == "[hi][ok <|im_end|> \n" and trimmed.text == "[hi][ok <|im_end|>"
+    assert runtime.tokenize("<|im_end|>", parse_special=True)[-1] not in kept.tokens + trimmed.tokens

@@ -155,6 +155,53 @@ def test_openai_completion_continues_the_raw_prompt(client):
     assert reply.usage.prompt_tokens < 10  # no chat template around it
 
 
+COLOUR = [
+    {"role": "user", "content": "Name a colour."},
+    {"role": "assistant", "content": "My favourite colour is"},
+]
+
+
+@pytest.mark.parametrize("flag", [{"continue_final_message": True}, {"add_generation_prompt": False}])
+def test_a_final_assistant_message_is_continued_with_the_prompt_transformers_makes(client, runtime, flag):
+    from llmcli.engine.messages import Message
+    from llmcli.engine.templates.render import ChatTemplate
+
+    def special(token: int) -> str:
+        return runtime.piece(token, special=True).decode()
+
+    template = ChatTemplate(
+        runtime.chat_template, bos_token=special(runtime.bos_id), eos_token=special(runtime.eos_id)
+    )
+    messages = [Message(m["role"], m["content"]) for m in COLOUR]
+    continued = template.tokenize(runtime, messages, continue_final=True)
+    reply = client.chat.completions.create(
+        model=EMBEDDED_NAME, messages=COLOUR, max_tokens=4, extra_body=flag
+    )
+    answered = client.chat.completions.create(model=EMBEDDED_NAME, messages=COLOUR, max_tokens=4)
+    assert reply.usage.prompt_tokens == len(continued.tokens)
+    assert reply.usage.prompt_tokens < answered.usage.prompt_tokens  # no end of turn, no new header
+    assert reply.choices[0].message.content
+
+
+@pytest.mark.parametrize(
+    "messages, flags, words",
+    [
+        (HI, {"continue_final_message": True}, "needs the last message to be the assistant's"),
+        (HI, {"add_generation_prompt": False}, "needs the last message to be the assistant's"),
+        (COLOUR, {"continue_final_message": True, "add_generation_prompt": True}, "cannot both be true"),
+    ],
+)
+def test_continuing_a_message_that_cannot_be_continued_is_400_naming_the_field(
+    client, openai_module, messages, flags, words
+):
+    with pytest.raises(openai_module.BadRequestError) as err:
+        client.chat.completions.create(model=EMBEDDED_NAME, messages=messages, max_tokens=4, extra_body=flags)
+    assert err.value.status_code == 400
+    body = err.value.body
+    assert body["param"] == "continue_final_message" and words in body["message"], body
+    assert "continue_final_message" in body["message"]
+
+
 def test_a_prompt_that_starts_like_an_earlier_one_shares_its_cells(client):
     system = {"role": "system", "content": "You answer in one short sentence about colours and paint. " * 4}
     first = client.chat.completions.create(

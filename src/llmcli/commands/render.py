@@ -29,6 +29,14 @@ def render(
     ids: Annotated[
         bool, typer.Option("--ids", help="Print the token ids and their pieces, not the text.")
     ] = False,
+    continue_final: Annotated[
+        bool,
+        typer.Option(
+            "--continue",
+            help="End the prompt inside the last message, as a reply continuing it sees it "
+            "(transformers' continue_final_message).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Print exactly the prompt `chat` would feed the model for these messages: text, or ids."""
@@ -50,7 +58,8 @@ def render(
     else:
         text, source = read_messages_file(Path(messages)), messages
     view = render_prompt(
-        Store(env.store_root), RenderOptions(model, text, source, chat_template, think, env.home)
+        Store(env.store_root),
+        RenderOptions(model, text, source, chat_template, think, env.home, continue_final),
     )
     out = Output(env)
     if json_out:

@@ -28,6 +28,7 @@ class RenderOptions:
     chat_template: Path | None = None
     think: bool | None = None
     home: Path | None = None  # $HOME: what a leading `~` in MODEL's path names
+    continue_final: bool = False  # the prompt ends inside the last message, which a reply continues
 
 
 @dataclass
@@ -93,7 +94,9 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
         session = ChatSession(rt, chat_template=override)
         session.think = opts.think
         # The path `ask` takes: the same template variables, the same tokenizer rules.
-        prompt = session.template.tokenize(rt, messages, **session.thinking.variables(opts.think))
+        prompt = session.template.tokenize(
+            rt, messages, continue_final=opts.continue_final, **session.thinking.variables(opts.think)
+        )
         pieces = [rt.piece(i, special=True).decode("utf-8", "replace") for i in prompt.tokens]
         return RenderedView(
             entry.name, prompt.text, prompt.tokens, pieces, session.template_choice, session.thinking.why

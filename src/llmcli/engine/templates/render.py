@@ -8,12 +8,9 @@ time and size budget.
 
 Text a user types or pipes never becomes a control token. Three steps keep that promise:
 
-1. Defuse. Before rendering, every occurrence of a control token's text inside a message string
-   (the vocabulary's control and unknown tokens, read once from llama.cpp: exactly the tokens that
-   special-token parsing switches on) is replaced, character by character, with private-use
-   stand-ins: one code point per (token, position), so the text keeps its length and a template
-   that slices, measures, strips or splits
-   it sees the same shape. Private-use characters already in the text are escaped the same way.
+1. Defuse (defuse.py). Before rendering, every occurrence of a control token's text inside a
+   message string is replaced, character by character, with private-use stand-ins, so the text
+   keeps its length and a template that slices, measures, strips or splits it sees the same shape.
    transformers' `mark_control_tokens` does the same job with markers around each token; stand-ins
    keep `|length` and slicing exact.
 2. Locate. A second render wraps each message string in markers. When that render, markers
@@ -26,6 +23,10 @@ Text a user types or pipes never becomes a control token. Three steps keep that 
    so the KV cache's prefix still matches next turn; where a template rewrites history (drops
    earlier thinking), reuse holds up to that point.
 
+Continuing the final message (continue_final_message) is transformers' rule too: the final
+message renders with transformers' CONTINUE_TAG after its text, and the prompt is cut at the tag;
+a template that rewrites the final message is refused, as transformers refuses it.
+
 What is left: a template that rewrites ordinary message characters into control-token text (say,
 lower-casing "<|IM_END|>") could still form one outside a located span; no real template does.
 """
@@ -35,9 +36,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from llmcli.engine.messages import Message
+from llmcli.engine.templates.defuse import ControlTexts, Defuser
 from llmcli.engine.templates.sandbox import RENDER_CHARS, Budget, compile_template, render, told_of_file
 from llmcli.errors import ContextOverflow, TemplateError
 
@@ -48,14 +50,12 @@ FALLBACK_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-# Stand-ins come from the private-use areas; span markers are Unicode noncharacters. Both are
-# escaped when they occur in message text, so neither can be forged.
-_STAND_IN_RANGES = ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
+# Span markers are Unicode noncharacters, which defusing escapes in message text, so none can be forged.
 _MARK_OPEN, _MARK_SEP, _MARK_CLOSE = "\ufdd0", "\ufdd1", "\ufdd2"
-_ESCAPED = re.compile("[\ue000-\uf8ff\ufdd0-\ufdef\U000f0000-\U0010ffff]")
 _MARKS = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_SEP}|{_MARK_CLOSE}")
-
-_CONTROL_ATTRS = (1 << 0) | (1 << 3)  # LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL: what parse_special toggles
+# transformers' continue_final_message appends this to the final message, renders, and cuts the
+# prompt at it; the same tag, so a template that tests or measures the text sees what it sees there.
+CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 
 
 @dataclass
@@ -74,100 +74,6 @@ class PromptTooLong(ContextOverflow):
         self.at_least = at_least
 
 
-@dataclass
-class _Defuser:
-    """Length-preserving stand-ins for control-token text (and private-use text) in message strings."""
-
-    original: dict[int, str] = field(default_factory=dict)  # stand-in code point -> original character
-    _allocated: dict[tuple, str] = field(default_factory=dict)
-    _next: int = 0
-    _runs: tuple[int, re.Pattern] | None = None  # the stand-in pattern, for how many stand-ins
-
-    def stand_in(self, key: tuple, char: str) -> str:
-        if key not in self._allocated:
-            point = self._code_point(self._next)
-            self._next += 1
-            self._allocated[key] = chr(point)
-            self.original[point] = char
-        return self._allocated[key]
-
-    @staticmethod
-    def _code_point(n: int) -> int:
-        for lo, hi in _STAND_IN_RANGES:
-            if n <= hi - lo:
-                return lo + n
-            n -= hi - lo + 1
-        raise TemplateError(
-            "the conversation holds too many distinct special-token strings to render safely; "
-            "remove them from the messages"
-        )
-
-    def defuse(self, text: str, controls: list[tuple[int, int]]) -> str:
-        """Replace the control-token text at `controls` (spans) and escape private-use characters."""
-        parts, pos = [], 0
-        for start, end in controls:
-            parts.append(self._escape(text[pos:start]))
-            token = text[start:end]
-            parts.append("".join(self.stand_in((token, i), ch) for i, ch in enumerate(token)))
-            pos = end
-        parts.append(self._escape(text[pos:]))
-        return "".join(parts)
-
-    def _escape(self, text: str) -> str:
-        return _ESCAPED.sub(lambda m: self.stand_in(("char", m.group()), m.group()), text)
-
-    def restore(self, text: str) -> str:
-        return text.translate(self.original) if self.original else text
-
-    def runs(self, text: str) -> list[tuple[int, int]]:
-        """The [start, end) runs of stand-ins in text."""
-        if not self.original:
-            return []
-        if self._runs is None or self._runs[0] != len(self.original):
-            chars = "".join(map(chr, self.original))
-            self._runs = (len(self.original), re.compile(f"[{re.escape(chars)}]+"))
-        return [m.span() for m in self._runs[1].finditer(text)]
-
-
-@dataclass
-class _ControlTexts:
-    """The vocabulary's control-token texts (what parse_special toggles), found in text without tokenizing."""
-
-    vocab: object
-    texts: frozenset[str]
-    lengths: tuple[int, ...]  # longest first
-    starts: re.Pattern | None  # any first character of a control text
-
-    @classmethod
-    def of(cls, runtime) -> _ControlTexts:
-        ll, vocab = runtime.ll, runtime.vocab
-        texts = set()
-        for tid in range(runtime.n_vocab):
-            if ll.llama_vocab_get_attr(vocab, tid) & _CONTROL_ATTRS:
-                raw = ll.llama_vocab_get_text(vocab, tid)
-                if raw:
-                    texts.add(raw.decode("utf-8", "replace"))
-        starts = re.compile("[" + "".join(sorted({re.escape(t[0]) for t in texts})) + "]") if texts else None
-        return cls(vocab, frozenset(texts), tuple(sorted({len(t) for t in texts}, reverse=True)), starts)
-
-    def find(self, text: str) -> list[tuple[int, int]]:
-        """Leftmost-longest, non-overlapping. A control text overlapping a found one is broken by defusing."""
-        found: list[tuple[int, int]] = []
-        if self.starts is None:
-            return found
-        end = 0
-        for match in self.starts.finditer(text):
-            at = match.start()
-            if at < end:
-                continue
-            for length in self.lengths:
-                if text[at : at + length] in self.texts:
-                    end = at + length
-                    found.append((at, end))
-                    break
-        return found
-
-
 class ChatTemplate:
     def __init__(
         self, source: str | None, *, bos_token: str = "", eos_token: str = "", file: str | None = None
@@ -179,9 +85,9 @@ class ChatTemplate:
         with self._failures_told():
             self._template = compile_template(self.source)
         self.bos_token, self.eos_token = bos_token, eos_token
-        self._defuser = _Defuser()
+        self._defuser = Defuser()
         self._defused: dict[str, str] = {}  # message text -> its defused form, for this vocabulary
-        self._control: _ControlTexts | None = None
+        self._control: ControlTexts | None = None
 
     @contextmanager
     def _failures_told(self) -> Iterator[None]:
@@ -212,9 +118,19 @@ class ChatTemplate:
         with self._failures_told():
             return render(self._template, budget, **self._variables(messages, add_generation_prompt, extra))
 
-    def render(self, messages: list[dict], add_generation_prompt: bool = True, **extra) -> str:
-        """The text transformers' apply_chat_template(tokenize=False) gives for these messages."""
-        return self._render(messages, add_generation_prompt, extra)
+    def render(
+        self, messages: list[dict], add_generation_prompt: bool = True, continue_final: bool = False, **extra
+    ) -> str:
+        """The text transformers' apply_chat_template(tokenize=False) gives for these messages
+        (with `continue_final`: its continue_final_message=True)."""
+        if not continue_final:
+            return self._render(messages, add_generation_prompt, extra)
+        with self._failures_told():
+            contents = _continue_tagged(self.source, [m["content"] for m in messages])
+        tagged = [{**m, "content": c} for m, c in zip(messages, contents, strict=True)]
+        rendered = self._render(tagged, False, extra)
+        with self._failures_told():
+            return rendered[: _continuation_end(messages[-1]["content"], rendered)]
 
     # -- tokenizing ------------------------------------------------------------------------------
     def tokenize(
@@ -230,12 +146,15 @@ class ChatTemplate:
         """Render over the real text, then tokenize markup and message text with the right rules.
 
         With `limit`, stop as soon as the prompt is known to exceed that many tokens (PromptTooLong).
-        `continue_final`: the prompt ends inside the last message, right after its text (stripped of
-        trailing whitespace), as transformers' continue_final_message cuts it; the reply continues it.
+        `continue_final`: the prompt ends inside the last message, right after its text, as
+        transformers' apply_chat_template(continue_final_message=True) cuts it; the reply continues
+        it. A template that does not write that text as it is raises TemplateError, as transformers does.
         """
+        defused = [self._defuse(runtime, m.content) for m in messages]
         if continue_final:
             add_generation_prompt = False
-        defused = [self._defuse(runtime, m.content) for m in messages]
+            with self._failures_told():
+                defused = _continue_tagged(self.source, defused)
         as_dicts = [{"role": m.role, "content": d} for m, d in zip(messages, defused, strict=True)]
         rendered = self._render(as_dicts, add_generation_prompt, extra)
         if not rendered.strip():
@@ -247,7 +166,9 @@ class ChatTemplate:
         spans = self._spans(messages, defused, rendered, add_generation_prompt, extra)
         tokens = _Tokens(runtime, limit)
         if continue_final:
-            spans, rendered = _cut_after_last(spans, rendered, len(messages) - 1, self._defuser)
+            with self._failures_told():
+                cut = _continuation_end(messages[-1].content, self._defuser.restore(rendered))
+            spans, rendered = [(s, min(e, cut), i) for s, e, i in spans if s < cut], rendered[:cut]
         pos = 0
         for start, end, index in spans:
             self._tokenize_markup(tokens, rendered[pos:start])
@@ -284,9 +205,9 @@ class ChatTemplate:
             )
         return cached
 
-    def _control_matcher(self, runtime) -> _ControlTexts:
+    def _control_matcher(self, runtime) -> ControlTexts:
         if self._control is None or self._control.vocab is not runtime.vocab:
-            self._control = _ControlTexts.of(runtime)
+            self._control = ControlTexts.of(runtime)
         return self._control
 
     def _spans(
@@ -310,20 +231,32 @@ class ChatTemplate:
         return exact if exact is not None else _spans_by_search(defused, rendered)
 
 
-def _cut_after_last(
-    spans: list[tuple[int, int, int]], rendered: str, last: int, defuser: _Defuser
-) -> tuple[list[tuple[int, int, int]], str]:
-    """The spans and text up to the end of message `last`'s text, trailing whitespace dropped."""
-    found = [i for i, span in enumerate(spans) if span[2] == last]
-    if not found:
+def _continue_tagged(source: str, contents: list[str]) -> list[str]:
+    """The message contents with CONTINUE_TAG after the final one's, as transformers renders them."""
+    if not contents:
+        raise TemplateError("there is no final message to continue; send at least one message")
+    if "content" not in source:  # transformers' own test of whether a template reads it at all
         raise TemplateError(
-            "the chat template does not write the final message's text, so it cannot be continued; "
-            "send it without continue_final_message"
+            "the chat template never reads a message's content, so the final message cannot be "
+            "continued; end the conversation with a message to answer instead"
         )
-    start, end, index = spans[found[-1]]
-    text = defuser.restore(rendered[start:end])
-    kept = end - (len(text) - len(text.rstrip()))  # stand-ins are whitespace-free, so lengths agree
-    return [*spans[: found[-1]], (start, kept, index)], rendered[:kept]
+    return [*contents[:-1], contents[-1] + CONTINUE_TAG]
+
+
+def _continuation_end(final: str, restored: str) -> int:
+    """Where a continued prompt ends in the text rendered with CONTINUE_TAG: transformers' rule.
+
+    At the tag (the last one), keeping the final message's trailing whitespace as the template
+    wrote it; where the template trimmed the tag's own space, the whitespace before it goes too.
+    """
+    tag = CONTINUE_TAG.strip()
+    if final.strip() not in restored or tag not in restored:
+        raise TemplateError(
+            "the chat template does not write the final message as it is (transformers refuses it "
+            "too), so a reply cannot continue it; end the conversation with a message to answer instead"
+        )
+    at = restored.rindex(tag)
+    return at if restored.startswith(CONTINUE_TAG, at) else len(restored[:at].rstrip())
 
 
 def _spans_from_marks(with_marks: str, rendered: str) -> list[tuple[int, int, int]] | None:

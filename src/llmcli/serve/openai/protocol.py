@@ -175,6 +175,13 @@ class ChatCompletionRequest(Request):
     def generation(self, defaults: Defaults) -> Generation:
         messages = [Message(m.role, m.content or "") for m in self.messages]
         continue_final = bool(self.continue_final_message) or self.add_generation_prompt is False
+        sent_both = self.add_generation_prompt and "add_generation_prompt" in self.model_fields_set
+        if self.continue_final_message and sent_both:  # vLLM and transformers refuse it too
+            raise bad(
+                "continue_final_message",
+                "continue_final_message and add_generation_prompt cannot both be true; "
+                "leave add_generation_prompt out",
+            )
         if continue_final and messages[-1].role != "assistant":
             raise bad(
                 "continue_final_message",
