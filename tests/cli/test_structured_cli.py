@@ -47,7 +47,10 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
             ["--schema", "{}", "--grammar", "answer.gbnf"],
             "--schema and --grammar each constrain the reply; give only one",
         ),
-        (["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'], "minimum 3 and maximum 2 leave no integer"),
+        (
+            ["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'],
+            "minimum 3 and maximum 2 leave no integer",
+        ),
         (
             ["--schema", '{"type": "string", "minLength": 5, "maxLength": 2}'],
             "--schema: minLength 5 above maxLength 2 leaves no string at /;",
@@ -121,7 +124,10 @@ def test_max_tokens_mid_object_exits_1_incomplete_json():
 # the first sampled token. Run on the real model, so that reaching it would show.
 IMPOSSIBLE_GRAMMARS = [
     (r"root ::= [^\x00-\U0010FFFF]", "the character class [^\\x00-\\U0010FFFF] at line 1, column 10 matches"),
-    ("root ::= [b-a]", "the character class [b-a] at line 1, column 10 matches no character a model can write"),
+    (
+        "root ::= [b-a]",
+        "the character class [b-a] at line 1, column 10 matches no character a model can write",
+    ),
     (r'root ::= "a" "\x00"', 'the literal "\\x00" at line 1, column 14 holds NUL (\\x00), which no model'),
     ('root ::= "no" | x\nx ::= [\\U00110000-\\U0011FFFF]', "at line 2, column 7 matches no character"),
 ]

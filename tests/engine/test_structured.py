@@ -51,7 +51,10 @@ def test_a_supported_schema_becomes_a_grammar_llama_cpp_parses():
         ),
         ({"type": "number", "maximum": float("inf")}, "maximum must be a finite number"),
         ({"type": "integer", "minimum": 3, "maximum": 2}, "minimum 3 and maximum 2 leave no integer at /;"),
-        ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength 5 above maxLength 2 leaves no string"),
+        (
+            {"type": "string", "minLength": 5, "maxLength": 2},
+            "minLength 5 above maxLength 2 leaves no string",
+        ),
         (
             {"type": "array", "items": {"type": "string"}, "minItems": 4, "maxItems": 3},
             "minItems 4 above maxItems 3 leaves no array at /;",

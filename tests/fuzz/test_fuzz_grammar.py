@@ -170,6 +170,7 @@ def _empty_class(rng: random.Random) -> str:
     """A character class that matches nothing writable (refused before sampling)."""
     a = rng.randint(0x21, 0x2FFF)
     reversed_range = f"\\u{a + rng.randint(1, 50):04X}-\\u{a:04X}"
+    low, high = f"\\u{rng.randint(0xD800, 0xDFFF):04X}", f"\\U{rng.randint(0x10FFFF, 0x7FFFFFFF):08X}"
     return rng.choice(
         [
             f"[{reversed_range}]",
@@ -177,7 +178,7 @@ def _empty_class(rng: random.Random) -> str:
             f"[{_unwritable(rng)}]",
             "[^\\x00-\\U0010FFFF]",
             "[^\\x01-\\uD7FF\\uE000-\\U0010FFFF]",
-            f"[^\\x00-\\u{rng.randint(0xD800, 0xDFFF):04X}\\uD800-\\U{rng.randint(0x10FFFF, 0x7FFFFFFF):08X}]",
+            f"[^\\x00-{low}\\uD800-{high}]",  # overlapping ranges that cover every writable character
             f"[\\uD800-\\uDFFF{_unwritable(rng)}]",
         ]
     )

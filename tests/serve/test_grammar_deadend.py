@@ -21,7 +21,10 @@ LITERAL = "which no model can write"
 
 # (grammar, words of the 400's message): each parses, and each demands what no model can write.
 IMPOSSIBLE = [
-    (r"root ::= [^\x00-\U0010FFFF]", f"the character class [^\\x00-\\U0010FFFF] at line 1, column 10 {CLASS}"),
+    (
+        r"root ::= [^\x00-\U0010FFFF]",
+        f"the character class [^\\x00-\\U0010FFFF] at line 1, column 10 {CLASS}",
+    ),
     ("root ::= [z-a]", f"the character class [z-a] at line 1, column 10 {CLASS}"),
     (r'root ::= "\x00"', f'the literal "\\x00" at line 1, column 10 holds NUL (\\x00), {LITERAL}'),
     (r'root ::= "a" x' + "\n" + r"x ::= [\uD800-\uDFFF]+", f"at line 2, column 7 {CLASS}"),
@@ -87,7 +90,10 @@ def test_a_grammar_on_an_end_token_alone_gives_an_empty_reply(server):
 @pytest.mark.parametrize(
     "schema, words",
     [
-        ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength 5 above maxLength 2 leaves no string"),
+        (
+            {"type": "string", "minLength": 5, "maxLength": 2},
+            "minLength 5 above maxLength 2 leaves no string",
+        ),
         (
             {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 1},
             "minItems 3 above maxItems 1 leaves no array",
