@@ -41,7 +41,7 @@ def _code_of(char: str) -> int:
 
 
 def _writable(lo: int, hi: int) -> bool:
-    return (lo <= 0xD7FF and hi >= 0x1) or (lo <= 0x10FFFF and hi >= 0xE000)
+    return any(lo <= top and hi >= bottom for bottom, top in WRITABLE)
 
 
 def _covers(ranges: list[tuple[int, int]]) -> bool:
