@@ -47,7 +47,14 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
             ["--schema", "{}", "--grammar", "answer.gbnf"],
             "--schema and --grammar each constrain the reply; give only one",
         ),
-        (["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'], "no integer is between 3 and 2"),
+        (
+            ["--schema", '{"type": "integer", "minimum": 3, "maximum": 2}'],
+            "minimum 3 and maximum 2 leave no integer",
+        ),
+        (
+            ["--schema", '{"type": "string", "minLength": 5, "maxLength": 2}'],
+            "--schema: minLength 5 above maxLength 2 leaves no string at /;",
+        ),
         (["--format", "yaml"], "the one format is json"),
     ],
 )
@@ -111,3 +118,40 @@ def test_max_tokens_mid_object_exits_1_incomplete_json():
     result = cli_process("chat", *FAST, "-n", "3", "--schema", json.dumps(PERSON), "Ann is 31. As JSON.")
     assert result.exit_code == 1
     assert "incomplete JSON" in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+# Grammars that parse but demand what no model writes: llama.cpp aborted the process (exit 134) at
+# the first sampled token. Run on the real model, so that reaching it would show.
+IMPOSSIBLE_GRAMMARS = [
+    (r"root ::= [^\x00-\U0010FFFF]", "the character class [^\\x00-\\U0010FFFF] at line 1, column 10 matches"),
+    (
+        "root ::= [b-a]",
+        "the character class [b-a] at line 1, column 10 matches no character a model can write",
+    ),
+    (r'root ::= "a" "\x00"', 'the literal "\\x00" at line 1, column 14 holds NUL (\\x00), which no model'),
+    ('root ::= "no" | x\nx ::= [\\U00110000-\\U0011FFFF]', "at line 2, column 7 matches no character"),
+]
+
+
+@pytest.mark.parametrize("text, message", IMPOSSIBLE_GRAMMARS)
+def test_an_impossible_grammar_exits_2_with_one_line(tmp_path, text, message):
+    path = tmp_path / "impossible.gbnf"
+    path.write_text(text + "\n")
+    result = cli_process("chat", *FAST, "-n", "8", "--grammar", str(path), "hi")
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith(f"llmcli: error: {path}: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.rstrip().endswith("fix the grammar")
+
+
+@pytest.mark.parametrize(
+    "text, reply",
+    [
+        ('root ::= "ok" <[999999]>', "ok"),  # past the vocabulary: nothing can follow "ok"
+        ("root ::= <[2]>", ""),  # <|im_end|> alone: an end token the grammar never lets through
+    ],
+)
+def test_a_grammar_that_reaches_a_dead_end_ends_the_reply(tmp_path, text, reply):
+    path = tmp_path / "deadend.gbnf"
+    path.write_text(text + "\n")
+    result = cli_process("chat", *FAST, "-n", "8", "--grammar", str(path), "hi")
+    assert (result.exit_code, result.stdout.rstrip("\n"), result.stderr) == (0, reply, ""), result.stderr

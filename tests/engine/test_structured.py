@@ -50,7 +50,31 @@ def test_a_supported_schema_becomes_a_grammar_llama_cpp_parses():
             "exclusiveMinimum must be a finite number (draft 2020-12), not True",
         ),
         ({"type": "number", "maximum": float("inf")}, "maximum must be a finite number"),
-        ({"type": "integer", "minimum": 3, "maximum": 2}, "no integer is between 3 and 2; widen the bounds"),
+        ({"type": "integer", "minimum": 3, "maximum": 2}, "minimum 3 and maximum 2 leave no integer at /;"),
+        (
+            {"type": "string", "minLength": 5, "maxLength": 2},
+            "minLength 5 above maxLength 2 leaves no string",
+        ),
+        (
+            {"type": "array", "items": {"type": "string"}, "minItems": 4, "maxItems": 3},
+            "minItems 4 above maxItems 3 leaves no array at /;",
+        ),
+        ({"type": "number", "minimum": 1.5, "exclusiveMaximum": 1.5}, "minimum 1.5 and exclusiveMaximum 1.5"),
+        (
+            {"type": "integer", "exclusiveMinimum": 2, "exclusiveMaximum": 3},
+            "exclusiveMinimum 2 and exclusiveMaximum 3 leave no integer",
+        ),
+        # the tighter bound of each side is named: here exclusiveMinimum 7, not minimum 0
+        (
+            {"type": "integer", "minimum": 0, "exclusiveMinimum": 7, "maximum": 7},
+            "exclusiveMinimum 7 and maximum 7 leave no integer",
+        ),
+        ({"type": "integer", "minimum": 2.1, "maximum": 2.9}, "minimum 2.1 and maximum 2.9 leave no integer"),
+        (
+            {"type": "object", "properties": {"s": {"type": "string", "minLength": 3, "maxLength": 0}}},
+            "minLength 3 above maxLength 0 leaves no string at /properties/s;",
+        ),
+        ({"type": "object", "minProperties": 3, "maxProperties": 1}, "unsupported keyword 'minProperties'"),
         ({"type": "string", "format": "email"}, "format 'email' has no grammar"),
         (
             {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a+$", "minLength": 2}}},
@@ -67,6 +91,21 @@ def test_an_unsupported_schema_is_refused_naming_the_keyword_and_place(schema, w
     with pytest.raises(UsageError) as err:
         constraint_from_schema(schema)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "minLength": 2, "maxLength": 2},
+        {"type": "array", "items": {"type": "integer"}, "minItems": 0, "maxItems": 0},
+        {"type": "number", "minimum": 2, "maximum": 2},
+        {"type": "integer", "exclusiveMinimum": 2, "exclusiveMaximum": 4},
+        {"type": "integer", "minimum": 2.5, "maximum": 3.5},
+        {"type": "number", "exclusiveMinimum": -0.5, "exclusiveMaximum": -0.25},
+    ],
+)
+def test_bounds_that_leave_a_value_are_accepted(schema):
+    check_gbnf(constraint_from_schema(schema).gbnf, "converted")
 
 
 def test_every_refused_keyword_in_the_table_has_a_reason():

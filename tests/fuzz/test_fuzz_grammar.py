@@ -10,6 +10,12 @@ ends on "no such file", a refused one on its own line. Every case must end with 
 
 12 cases per seed by default; LLMCLI_FUZZ_LONG=1 runs 400 (seeds: tests/fuzz/__init__.py). The
 counts are printed (pytest -s): cases, clean errors, successes, failures.
+
+A second fuzzer sends grammars that demand what no model writes (an empty or reversed character
+class, NUL, surrogates or code points past U+10FFFF in a literal or a class) or that reach a dead end
+only while sampling (a token past the vocabulary, an end token): llama.cpp aborted the process on
+each. These run on the embedded model, each in its own bounded child, and must end refused (exit 2,
+one line) or with a clean reply (exit 0): 6 cases per seed by default, 150 in the long mode.
 """
 
 from __future__ import annotations
@@ -135,6 +141,120 @@ def test_fuzz_grammars_end_cleanly(tmp_path, seed):
     failures = [
         f"case {i} ({GENERATORS[i % len(GENERATORS)].__name__}): {what}"
         for i, (kind, what) in enumerate(outcomes)
+        if kind == "failure"
+    ]
+    assert not failures, f"seed {seed}:\n" + "\n".join(failures)
+    assert_reached(counts, "error", "ok", seed=seed)
+
+
+# -- grammars that no model can satisfy, on the real model -----------------------------------------
+DEAD_CASES = cases(default=6, long=150)  # per seed
+DEAD_FIXED_SEED = 20261204
+FAST = ("--temp", "0", "-t", "1", "--no-stats", "-n", "6")
+
+
+def _unwritable(rng: random.Random) -> str:
+    """A code point no reply holds, as a GBNF escape."""
+    return rng.choice(
+        [
+            "\\x00",
+            "\\u0000",
+            "\\U00000000",
+            f"\\u{rng.randint(0xD800, 0xDFFF):04X}",
+            f"\\U{rng.randint(0x110000, 0xFFFFFFFF):08X}",
+        ]
+    )
+
+
+def _empty_class(rng: random.Random) -> str:
+    """A character class that matches nothing writable (refused before sampling)."""
+    a = rng.randint(0x21, 0x2FFF)
+    reversed_range = f"\\u{a + rng.randint(1, 50):04X}-\\u{a:04X}"
+    low, high = f"\\u{rng.randint(0xD800, 0xDFFF):04X}", f"\\U{rng.randint(0x10FFFF, 0x7FFFFFFF):08X}"
+    return rng.choice(
+        [
+            f"[{reversed_range}]",
+            f"[{reversed_range}{reversed_range}]",
+            f"[{_unwritable(rng)}]",
+            "[^\\x00-\\U0010FFFF]",
+            "[^\\x01-\\uD7FF\\uE000-\\U0010FFFF]",
+            f"[^\\x00-{low}\\uD800-{high}]",  # overlapping ranges that cover every writable character
+            f"[\\uD800-\\uDFFF{_unwritable(rng)}]",
+        ]
+    )
+
+
+def _bad_literal(rng: random.Random) -> str:
+    text = gbnf_literal("".join(rng.choice("ab é🙂") for _ in range(rng.randint(0, 4))))[1:-1]
+    cut = rng.randint(0, len(text)) if "\\" not in text else len(text)
+    return f'"{text[:cut]}{_unwritable(rng)}{text[cut:]}"'
+
+
+def _late_dead_end(rng: random.Random) -> str:
+    """What only sampling can find: a token never drawn (past the vocabulary, or an end token)."""
+    return f"<[{rng.choice([0, 2, rng.randint(49_152, 2**32 - 1)])}]>"
+
+
+def _near_miss(rng: random.Random) -> str:
+    """Classes that leave one writable character or a few: accepted, and the model writes them."""
+    return rng.choice(["[a-a]", "[\\x00-\\x01]", "[\\uD7FF-\\uE000]", "[^\\x00-\\U0010FFFE]", "[b-ac-c]"])
+
+
+DEAD_PARTS = [_empty_class, _bad_literal, _late_dead_end, _near_miss]
+# Where the part sits: alone, after a literal, in a rule of its own, as one alternative, repeated.
+PLACES = [
+    "root ::= {part}",
+    'root ::= "a" {part}',
+    'root ::= "a" x\nx ::= {part} "b"',
+    'root ::= "yes" | {part}',
+    'root ::= ({part})* "z"',
+    "root ::= {part}? [0-9]",
+]
+
+
+def make_dead_case(index: int, folder: Path, seed: int) -> Path:
+    """Cases 0 and 1 reach both outcomes by construction (refused, then a clean reply); the rest are drawn."""
+    rng = random.Random(seed * 1000 + index)
+    if index == 0:
+        text = f"root ::= {_empty_class(rng)}"
+    elif index == 1:
+        text = f'root ::= "a" {_late_dead_end(rng)}'
+    else:
+        part = rng.choice(DEAD_PARTS)(rng)
+        text = rng.choice(PLACES).format(part=part)
+    path = folder / f"dead{index}.gbnf"
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def run_dead_case(path: Path) -> tuple[str, str]:
+    """('error' | 'ok' | 'failure', what): refused with one line and exit 2, or a reply and exit 0."""
+    try:
+        result = run_bounded("chat", *FAST, "--grammar", str(path), "hi", timeout=120)
+    except subprocess.TimeoutExpired:
+        return "failure", "no end within 120 s"
+    err, lines = result.stderr, result.stderr.strip().splitlines()
+    if result.exit_code == 0 and not err:
+        return "ok", result.stdout
+    if result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("llmcli: error: "):
+        if "Traceback" not in err and "fix the grammar" in err:
+            return "error", lines[0]
+    return "failure", f"exit {result.exit_code}: {err.strip()[-300:]!r}"
+
+
+@pytest.mark.parametrize("seed", seeds(DEAD_FIXED_SEED), ids=SEED_IDS)
+def test_fuzz_impossible_grammars_never_abort(tmp_path, seed):
+    paths = [make_dead_case(i, tmp_path, seed) for i in range(DEAD_CASES)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(run_dead_case, paths))
+    counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
+    print(
+        f"\nfuzz impossible grammar (seed {seed}): {DEAD_CASES} cases, {counts['error']} refused, "
+        f"{counts['ok']} clean replies, {counts['failure']} failures"
+    )
+    failures = [
+        f"case {i} ({path.read_text(encoding='utf-8').strip()!r}): {what}"
+        for i, (path, (kind, what)) in enumerate(zip(paths, outcomes, strict=True))
         if kind == "failure"
     ]
     assert not failures, f"seed {seed}:\n" + "\n".join(failures)

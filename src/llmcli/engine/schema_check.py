@@ -170,6 +170,29 @@ def _check_ref_cycles(schema: dict) -> None:
                 frontier.extend(edges.get(ref, ()))
 
 
+# Two bounds on one count: a lower one above the upper one leaves nothing to write.
+_COUNT_PAIRS = (("minLength", "maxLength", "string"), ("minItems", "maxItems", "array"))
+
+
+def _check_number_range(node: dict, where: str) -> None:
+    """The tighter bound of each side (an exclusive one wins a tie) must leave a value between them."""
+    lower = [(node[k], k) for k in ("minimum", "exclusiveMinimum") if k in node]
+    upper = [(node[k], k) for k in ("maximum", "exclusiveMaximum") if k in node]
+    if not lower or not upper:
+        return
+    lo, lo_key = max(lower, key=lambda b: (b[0], b[1] == "exclusiveMinimum"))
+    hi, hi_key = min(upper, key=lambda b: (b[0], b[1] != "exclusiveMaximum"))
+    lo_x, hi_x = lo_key.startswith("exclusive"), hi_key.startswith("exclusive")
+    if node.get("type") == "integer":
+        first = math.floor(lo) + 1 if lo_x else math.ceil(lo)
+        last = math.ceil(hi) - 1 if hi_x else math.floor(hi)
+        empty, what = first > last, "integer"
+    else:
+        empty, what = lo > hi or (lo == hi and (lo_x or hi_x)), "number"
+    if empty:
+        raise _refuse(where, f"{lo_key} {lo} and {hi_key} {hi} leave no {what}")
+
+
 def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
     """One subschema: every keyword known and supported, in combinations the converter honours."""
     if isinstance(node, bool):
@@ -212,6 +235,11 @@ def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
                 raise _refuse(
                     where, f"{key} must be a finite number (draft 2020-12), not {_short(value, 20)}"
                 )
+        _check_number_range(node, where)
+    for low, high, what in _COUNT_PAIRS:
+        lo, hi = node.get(low), node.get(high)
+        if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
+            raise _refuse(where, f"{low} {lo} above {high} {hi} leaves no {what}")
     if ("minItems" in node or "maxItems" in node) and not isinstance(node.get("items"), dict):
         raise _refuse(where, "minItems/maxItems need items to be one schema")
     if "pattern" in node and "format" in node:

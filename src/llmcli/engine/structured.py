@@ -5,7 +5,8 @@ converter (llama-cpp-python's SchemaConverter, with exact numeric bounds added i
 engine/schema_grammar.py) turns into GBNF: a keyword outside SCHEMA_KEYWORDS
 is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads
 (engine/local/grammar.py, whichever backend answers); a grammar that does not parse is refused
-(llama.cpp's server once "failed open" on one). After
+(llama.cpp's server once "failed open" on one), and so is one that demands a character no model
+writes (engine/local/gbnf_chars.py: llama.cpp would abort at that dead end). After
 generating, the reply is parsed and validated with `jsonschema`: a reply that fails is an error,
 so a script never receives invalid JSON with exit status 0.
 """

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from llmcli.engine.local.gbnf_bounds import check_shape
+from llmcli.engine.local.gbnf_chars import check_chars, check_text
 from llmcli.engine.local.runtime import LOG_LINES, _llama
 from llmcli.engine.schema_check import _short
 from llmcli.engine.structured import THINK_CLOSE
@@ -41,12 +42,18 @@ def grammar_sampler(vocab, gbnf: str, source: str, *, from_schema: bool = False)
     fix = "simplify the schema" if from_schema else "fix the grammar"
     what = f"{source}: the grammar made from it" if from_schema else source
     check_shape(gbnf, what, fix)  # llama.cpp's recursive parser must never see what overflows it
+    check_text(gbnf, what, fix)
     ll = _llama()
     if not gbnf.strip():
         raise UsageError(f"{source} is empty; it needs at least a root rule (root ::= ...)")
     with _stderr_captured() as printed:
         sampler = ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
     if sampler:
+        try:  # well formed: now what it demands (llama.cpp aborts on a grammar no token can continue)
+            check_chars(gbnf, what, fix)
+        except UsageError:
+            ll.llama_sampler_free(sampler)
+            raise
         return sampler
     reason = _parse_error(printed, gbnf) or (LOG_LINES[-1].strip() if LOG_LINES else "llama.cpp refused it")
     if vocab is None and "no vocab" in reason:

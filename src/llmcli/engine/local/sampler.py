@@ -132,7 +132,8 @@ class GrammarCheck:
     Masking the whole vocabulary with a grammar on every token is what makes constrained decoding
     slow elsewhere. Instead: draw from the normal chain, check that one token against the grammar
     (a one-candidate array), and only when it is rejected draw again over the full vocabulary with
-    the grammar applied first. The chosen token is then accepted into both samplers.
+    the grammar applied first. The chosen token is then accepted into both samplers. When the
+    grammar leaves no candidate at all, the reply ends (see `sample`).
     """
 
     def __init__(self, runtime, grammar_ptr, gate) -> None:
@@ -141,6 +142,11 @@ class GrammarCheck:
         self.gate = gate  # llmcli.engine.local.grammar.ThinkGate: when the grammar starts to apply
         self._grammar = grammar_ptr
         self.resamples = 0  # tokens the grammar rejected (for tests and the benchmark)
+        self.dead_ends = 0  # times no token could continue the grammar: the reply ended there
+        # What ends the reply at a dead end: the model's end-of-generation token (a model without
+        # one gets token 0, accepted nowhere, and its reply runs to its length limit instead).
+        eos = runtime.eos_id
+        self._end = eos if 0 <= eos < runtime.n_vocab and runtime.is_eog(eos) else 0
         n = runtime.n_vocab
         self._ids = np.arange(n, dtype=np.int32)
         self._cands = np.zeros(
@@ -196,6 +202,12 @@ class GrammarCheck:
             self.resamples += 1
             self._fill(ctx, idx)
             ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+            if not (self._cands["logit"] > -np.inf).any():
+                # A dead end: no token continues the grammar and it is not complete. Drawing anyway
+                # would hand llama.cpp a token its grammar refuses, and accepting that aborts the
+                # process; end the reply instead, with the end-of-generation token, accepted nowhere.
+                self.dead_ends += 1
+                return self._end
             token = self._draw(chain)
         ll.llama_sampler_accept(self._grammar, token)
         if stateful_chain:
