@@ -136,15 +136,33 @@ class AccessMiddleware:
 
 
 async def read_json(request, server: Server) -> dict:
-    """The body, read no further than --max-body (a chunked body has no Content-Length to check)."""
-    from llmcli.serve.body import parse_json, too_large
+    """The body, read no further than --max-body (a chunked body has no Content-Length to check)
+    and no later than --timeout after the request arrived (bytes that trickle in keep no one)."""
+    from starlette.requests import ClientDisconnect
 
-    cap, data = server.config.max_body, bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > cap:
-            raise too_large(cap)
-    return parse_json(bytes(data))
+    from llmcli.serve.body import parse_json, too_large
+    from llmcli.serve.call import ClientLeft
+
+    cap, timeout = server.config.max_body, server.config.timeout
+
+    async def read() -> bytes:
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > cap:
+                raise too_large(cap)
+        return bytes(data)
+
+    left = request.state.t_arrival + timeout - time.perf_counter()
+    try:
+        data = await asyncio.wait_for(read(), max(left, 0.001))
+    except asyncio.TimeoutError:
+        raise ApiError(
+            408, f"the request body took longer than {timeout:g} s, the server's --timeout; send it whole"
+        ) from None
+    except ClientDisconnect:  # gone mid-body (or closed to make room for another connection)
+        raise ClientLeft() from None
+    return parse_json(data)
 
 
 def create_app(server: Server):
