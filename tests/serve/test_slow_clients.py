@@ -19,7 +19,9 @@ from tests.support.cli import LLMCLI
 
 HI = {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 3}
 # A head that never ends: one more header byte each time the test sends.
-ENDLESS_HEAD = itertools.chain([b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Pad: "], itertools.repeat(b"a"))
+ENDLESS_HEAD = itertools.chain(
+    [b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Pad: "], itertools.repeat(b"a")
+)
 CLOSED = 'llmcli:http_connections_closed_total{reason="%s"}'
 
 

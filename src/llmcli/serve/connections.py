@@ -6,9 +6,10 @@ or it idles between requests); it is closed once it has waited --header-timeout,
 trickle in meanwhile. *Sending*: the head is in and the body is still coming; the route reading it
 answers 408 at --timeout (app.read_json). *Busy*: the request is whole and being answered.
 
-At --max-connections a new connection closes the one that has waited longest, else the oldest
-still sending; when every open connection is busy, the new one is closed at once. A client that
-sends its request promptly is therefore let in however many slow ones hold the rest.
+At --max-connections a new connection closes the one that has been waiting or sending longest;
+when every open connection is busy, the new one is closed at once. A client that sends its request
+promptly is therefore let in however many slow ones hold the rest (a fresh connection whose bytes
+have not been read yet is the youngest of all, so the last to go).
 
 Built on uvicorn's h11 protocol (its connection_made / handle_events / on_response_complete /
 connection_lost hooks, stable since uvicorn 0.2x); imported only by serve.run.
@@ -47,9 +48,10 @@ class Doorman:
         self.metrics = metrics
         self.warn = warn
         self.open: set[Connection] = set()
-        # Dicts keep insertion order: the first key is the one that has waited (or sent) longest.
-        self.waiting: dict[Connection, None] = {}
-        self.sending: dict[Connection, None] = {}
+        # Each phase's connections with the loop time they entered it; a dict keeps insertion
+        # order, so its first key is the one in that phase longest.
+        self.waiting: dict[Connection, float] = {}
+        self.sending: dict[Connection, float] = {}
         self._unreported = 0  # descriptor shortages since the last warning
         self._warned_at = -WARN_EVERY_S
         metrics.connections.set_function(lambda: len(self.open))
@@ -67,7 +69,7 @@ class Doorman:
         """The connection has no request in hand (new, or its answer is complete): its head deadline starts."""
         self.sending.pop(conn, None)
         self.waiting.pop(conn, None)
-        self.waiting[conn] = None
+        self.waiting[conn] = conn.loop.time()
         _cancel(conn)
         conn.deadline = conn.loop.call_later(self.header_timeout, self._deadline_passed, conn)
 
@@ -83,7 +85,7 @@ class Doorman:
         if conn in self.waiting:
             return
         if cycle is not None and conn.conn.their_state is h11.SEND_BODY and not cycle.response_started:
-            self.sending.setdefault(conn, None)
+            self.sending.setdefault(conn, conn.loop.time())
         else:
             self.sending.pop(conn, None)
 
@@ -115,12 +117,12 @@ class Doorman:
             self._close(conn, "deadline")
 
     def _evict(self) -> bool:
-        """Close the connection that has waited longest, else the one sending longest; False if none."""
-        for phase in (self.waiting, self.sending):
-            if phase:
-                self._close(next(iter(phase)), "evicted")
-                return True
-        return False
+        """Close the connection that has been waiting or sending longest; False if there is none."""
+        oldest = [next(iter(phase.items()))[::-1] for phase in (self.waiting, self.sending) if phase]
+        if not oldest:
+            return False
+        self._close(min(oldest, key=lambda pair: pair[0])[1], "evicted")
+        return True
 
     def _close(self, conn: Connection, reason: str) -> None:
         self.forget(conn)
