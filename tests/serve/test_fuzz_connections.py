@@ -53,7 +53,7 @@ class Case:
 
 def split(rng: random.Random, data: bytes, parts: int) -> list[bytes]:
     cuts = sorted(rng.sample(range(1, len(data)), parts - 1))
-    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
 
 
 def keyed(rng: random.Random, plain: bool) -> dict[str, str]:

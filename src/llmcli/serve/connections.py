@@ -66,7 +66,7 @@ class Doorman:
         return True
 
     def wait(self, conn: Connection) -> None:
-        """The connection has no request in hand (new, or its answer is complete): its head deadline starts."""
+        """No request in hand (a new connection, or its answer is complete): its head deadline starts."""
         self.sending.pop(conn, None)
         self.waiting.pop(conn, None)
         self.waiting[conn] = conn.loop.time()
@@ -118,16 +118,17 @@ class Doorman:
 
     def _evict(self) -> bool:
         """Close the connection that has been waiting or sending longest; False if there is none."""
-        oldest = [next(iter(phase.items()))[::-1] for phase in (self.waiting, self.sending) if phase]
-        if not oldest:
+        firsts = [next(iter(phase.items())) for phase in (self.waiting, self.sending) if phase]
+        if not firsts:
             return False
-        self._close(min(oldest, key=lambda pair: pair[0])[1], "evicted")
+        victim, _since = min(firsts, key=lambda first: first[1])
+        self._close(victim, "evicted")
         return True
 
     def _close(self, conn: Connection, reason: str) -> None:
         self.forget(conn)
         self.metrics.closed.labels(reason=reason).inc()
-        conn.transport.close()  # uvicorn's connection_lost follows: a handler reading the body sees a disconnect
+        conn.transport.close()  # connection_lost follows: a handler reading the body sees a disconnect
 
 
 def _cancel(conn: Connection) -> None:
@@ -147,7 +148,7 @@ class Connection(H11Protocol):
         self.deadline: asyncio.TimerHandle | None = None
         self.seen_cycle: object = None  # the last request whose head the doorman saw
 
-    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def, override]
+    def connection_made(self, transport) -> None:
         super().connection_made(transport)
         if not self.doorman.admit(self):
             transport.close()  # no room: refused before a byte is read

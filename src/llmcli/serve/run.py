@@ -35,7 +35,7 @@ class Listener(socket.socket):
     on_exhausted: Callable[[OSError], None] | None = None
     _quiet_until = 0.0
 
-    def accept(self):  # type: ignore[no-untyped-def]
+    def accept(self):
         if time.monotonic() < self._quiet_until:
             raise BlockingIOError(errno.EAGAIN, "accepting paused: no descriptor left")
         try:
