@@ -96,8 +96,8 @@ class Doorman:
         _cancel(conn)
 
     def out_of_descriptors(self, exc: OSError) -> None:
-        """accept() failed for want of a descriptor: close slow connections to make room, and say so
-        in one line at most every WARN_EVERY_S."""
+        """accept() failed for want of a descriptor (or memory): close slow connections to make room,
+        and say so in one line at most every WARN_EVERY_S."""
         shed = 0
         while shed < SHED and self._evict():
             shed += 1
@@ -107,7 +107,7 @@ class Doorman:
             return
         times = f", {self._unreported} times in the last {WARN_EVERY_S:g} s" if self._unreported > 1 else ""
         self.warn(
-            f"out of open files accepting a connection ({exc.strerror}{times}); closed the {shed} "
+            f"cannot accept connections ({exc.strerror}{times}); closed the {shed} "
             f"slowest of {len(self.open) + shed} connections; lower --max-connections or raise ulimit -n"
         )
         self._unreported, self._warned_at = 0, now

@@ -20,12 +20,13 @@ from typing import Any
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
 from llmcli.serve.config import ServeConfig, check_config, connection_cap
 
-NO_DESCRIPTOR = (errno.EMFILE, errno.ENFILE)
+# accept() out of a resource: descriptors (the process's, the system's), socket buffers, memory.
+NO_ROOM = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_QUIET_S = 0.5  # after a failed accept(), the rest of that accept pass is skipped
 
 
 class Listener(socket.socket):
-    """The listening socket, telling `on_exhausted` when accept() finds no descriptor left.
+    """The listening socket, telling `on_exhausted` when accept() finds no descriptor (or memory) left.
 
     asyncio's accept loop (CPython 3.10-3.12) logs a traceback for each failed accept() and goes on
     through its whole backlog, scheduling a retry for each: millions of lines a minute, and no
@@ -37,11 +38,11 @@ class Listener(socket.socket):
 
     def accept(self):
         if time.monotonic() < self._quiet_until:
-            raise BlockingIOError(errno.EAGAIN, "accepting paused: no descriptor left")
+            raise BlockingIOError(errno.EAGAIN, "accepting paused: out of descriptors")
         try:
             return super().accept()
         except OSError as exc:
-            if exc.errno not in NO_DESCRIPTOR:
+            if exc.errno not in NO_ROOM:
                 raise
             self._quiet_until = time.monotonic() + ACCEPT_QUIET_S
             if self.on_exhausted is not None:
@@ -52,7 +53,7 @@ class Listener(socket.socket):
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop, context: dict) -> None:
     """The loop's exception handler: a failed accept() was reported by the Listener; the rest as usual."""
     exc = context.get("exception")
-    if isinstance(exc, OSError) and exc.errno in NO_DESCRIPTOR:
+    if isinstance(exc, OSError) and exc.errno in NO_ROOM:
         return
     loop.default_exception_handler(context)
 
