@@ -18,11 +18,13 @@ from tests.serve.server import AUTH, KEY, MAX_CONNECTIONS, TIMEOUT, ServeProcess
 from tests.support.cli import LLMCLI
 
 HI = {"messages": [{"role": "user", "content": "Hi."}], "max_tokens": 3}
-# A head that never ends: one more header byte each time the test sends.
-ENDLESS_HEAD = itertools.chain(
-    [b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Pad: "], itertools.repeat(b"a")
-)
 CLOSED = 'llmcli:http_connections_closed_total{reason="%s"}'
+
+
+def endless_head():
+    """A head that never ends: one more header byte each time the test sends."""
+    start = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Pad: "
+    return itertools.chain([start], itertools.repeat(b"a"))
 
 
 def metric(server, name: str) -> float:
@@ -49,7 +51,7 @@ def no_traceback(server) -> None:
 def test_a_head_not_sent_in_time_is_closed_while_a_normal_request_is_answered(deadline_server, trickle):
     before = metric(deadline_server, CLOSED % "deadline")
     slow = connect(deadline_server.url)
-    thread, closed = in_background(closed_by_server, slow, ENDLESS_HEAD if trickle else (), 0.3)
+    thread, closed = in_background(closed_by_server, slow, endless_head() if trickle else (), 0.3)
     r = chat(deadline_server)
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
     thread.join(HANG_GUARD_S + 5)
@@ -63,7 +65,7 @@ def test_an_idle_keep_alive_connection_is_closed_even_while_bytes_trickle(deadli
     with connect(deadline_server.url) as sock:
         answer = exchange(sock, [head("GET", "/health", {})])
         assert answer is not None and answer.status == 200 and answer.json() == {"status": "ok"}
-        assert closed_by_server(sock, ENDLESS_HEAD, every=0.3)  # the next head, a byte at a time
+        assert closed_by_server(sock, endless_head(), every=0.3)  # the next head, a byte at a time
 
 
 @pytest.mark.parametrize(
