@@ -22,15 +22,36 @@ KEY = "sk-test-main"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MAX_BODY = 4096
 ORIGIN = "http://app.example:5173"  # the one browser origin the shared server allows (--cors-origin)
+# The deadline server's (tests/serve/conftest.py): short deadlines, so that a test sees them pass.
+HEADER_TIMEOUT, TIMEOUT, MAX_CONNECTIONS = 2, 5, 16
+DEADLINE_ARGS = (
+    "--header-timeout", str(HEADER_TIMEOUT), "--timeout", str(TIMEOUT),
+    "--max-connections", str(MAX_CONNECTIONS), "--max-body", str(MAX_BODY),
+)  # fmt: skip
 URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
 
 
+def limit_open_files(n: int):
+    """A child's preexec_fn: at most n open files (soft and hard: the server cannot raise it)."""
+
+    def setup() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return setup
+
+
 class ServeProcess:
-    def __init__(self, home: Path, *args: str, wait: bool = True) -> None:
+    def __init__(self, home: Path, *args: str, wait: bool = True, open_files: int | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
         env.update(LLMCLI_HOME=str(home))
         self.proc = subprocess.Popen(
-            [*LLMCLI, "serve", *BASE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            [*LLMCLI, "serve", *BASE, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            preexec_fn=limit_open_files(open_files) if open_files is not None else None,
         )
         self.stderr_lines: list[str] = []
         self.url = self._read_url()

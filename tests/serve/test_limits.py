@@ -182,6 +182,8 @@ def test_an_empty_key_file_is_refused(tmp_path):
         (["--max-queue", "-1"], "--max-queue"),
         (["--temp", "11"], "0..10"),
         (["--port", "70000"], "--port"),
+        (["--header-timeout", "0"], "--header-timeout"),
+        (["--max-connections", "0"], "--max-connections"),
     ],
 )
 def test_bad_options_are_refused_before_anything_loads(args, words):

@@ -109,8 +109,30 @@ def serve(
         ),
     ] = 16,
     timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", min=0.001, help="Longest a request may take.")
+        float,
+        typer.Option(
+            "--timeout", metavar="SECONDS", min=0.001, help="Longest a request may take, its body included."
+        ),
     ] = 600.0,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            metavar="SECONDS",
+            min=0.001,
+            help="Longest a connection may take to send a request's head, or stay idle; then it is closed.",
+        ),
+    ] = 10.0,
+    max_connections: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-connections",
+            metavar="N",
+            min=1,
+            show_default="min(1024, ulimit -n - 64)",
+            help="Open connections at most; past it the slowest are closed first.",
+        ),
+    ] = None,
     grace: Annotated[
         float,
         typer.Option("--grace", metavar="SECONDS", min=0, help="After SIGTERM, time for requests in flight."),
@@ -166,6 +188,8 @@ def serve(
         max_body=max_body,
         max_queue=max_queue,
         timeout=timeout,
+        header_timeout=header_timeout,
+        max_connections=max_connections,
         grace=grace,
         cors_origins=cors_origin or [],
     )
@@ -196,8 +220,14 @@ def serve(
         env.stderr.write(f"\r\x1b[K{line}")
         env.stderr.flush()
 
+    def warning(text: str) -> None:
+        env.stderr.write(("\r\x1b[K" if env.stderr_isatty else "") + f"llmcli: warning: {text}\n")
+        env.stderr.flush()
+
     try:
-        stopped_by = run(config, listening, status if env.stderr_isatty else None, debug=env.debug)
+        stopped_by = run(
+            config, listening, status if env.stderr_isatty else None, debug=env.debug, on_warning=warning
+        )
     finally:
         if env.stderr_isatty:
             env.stderr.write("\r\x1b[K")

@@ -13,6 +13,11 @@ from llmcli.errors import UsageError
 MIB = 1 << 20
 # What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any.
 ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://[^/\s?#]+")
+# Descriptors kept back from connections: the listening socket, the model file, stdio, and the
+# connections one pass of asyncio's accept loop takes in before the cap can close any (the server
+# itself holds about ten).
+RESERVED_FDS = 64
+MAX_CONNECTIONS = 1024  # the default cap where the descriptor limit allows more
 
 
 @dataclass
@@ -33,7 +38,9 @@ class ServeConfig:
     token_limit: int | None = None  # prompt + completion tokens a minute, per key
     max_body: int = 4 * MIB
     max_queue: int = 16  # requests waiting for a sequence; one more is 503 at once
-    timeout: float = 600.0  # seconds a request may take, queue included
+    timeout: float = 600.0  # seconds a request may take from its arrival: body, queue and reply
+    header_timeout: float = 10.0  # seconds a connection may take to send a request's head (or idle)
+    max_connections: int | None = None  # open connections at most (None: see connection_cap)
     grace: float = 30.0  # seconds in-flight requests get to finish after SIGTERM
     cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
 
@@ -109,6 +116,41 @@ def check_config(config: ServeConfig) -> None:
             )
     if not config.timeout > 0 or not config.grace >= 0:
         raise UsageError("--timeout must be more than 0 seconds and the grace period at least 0")
+    if not config.header_timeout > 0:
+        raise UsageError(f"--header-timeout must be more than 0 seconds, not {config.header_timeout:g}")
+    connection_cap(config)
+
+
+def descriptor_limit() -> int | None:
+    """This process's soft limit on open files (`ulimit -n`); None where there is none to read."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def connection_cap(config: ServeConfig) -> int:
+    """--max-connections, or min(1024, ulimit -n - 64): below the descriptor limit either way, so
+    that the cap, not a failing accept(), decides who is let in."""
+    fds = descriptor_limit()
+    room = MAX_CONNECTIONS if fds is None else fds - RESERVED_FDS
+    if room < 1:
+        raise UsageError(
+            f"ulimit -n is {fds}, too few open files to serve; raise it (`ulimit -n 1024`) and start again"
+        )
+    if config.max_connections is None:
+        return min(MAX_CONNECTIONS, room)
+    if config.max_connections < 1:
+        raise UsageError(f"--max-connections must be at least 1, not {config.max_connections}")
+    if config.max_connections > room:
+        raise UsageError(
+            f"--max-connections {config.max_connections} is more than this process may open "
+            f"(ulimit -n is {fds}, {RESERVED_FDS} kept for the server itself); "
+            f"give at most {room}, or raise ulimit -n"
+        )
+    return config.max_connections
 
 
 def read_key_file(path: Path) -> list[str]:

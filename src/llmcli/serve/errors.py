@@ -12,6 +12,7 @@ TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "timeout",
     413: "invalid_request_error",
     429: "rate_limit_exceeded",
     500: "server_error",
@@ -41,6 +42,8 @@ class ApiError(Exception):
         found = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
         if self.status == 401:
             found["WWW-Authenticate"] = "Bearer"
+        if self.status == 408:  # the body was not read to its end: the connection cannot carry another
+            found["Connection"] = "close"
         return found
 
     def body(self, ollama: bool) -> dict:

@@ -8,7 +8,9 @@ from typing import Any
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 ITL_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5)
 QUEUE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-REFUSALS = (400, 401, 413, 429, 503, 504)
+REFUSALS = (400, 401, 408, 413, 429, 503, 504)
+# Why the server closed a connection itself (serve/connections.py).
+CLOSES = ("deadline", "evicted", "refused")
 
 
 class ServeMetrics:
@@ -70,8 +72,18 @@ class ServeMetrics:
         self.refused = Counter(
             p + "http_refusals", "Answers other than 200, by status.", ["status"], registry=registry
         )
+        self.connections = Gauge(p + "http_connections", "Open client connections.", registry=registry)
+        self.closed = Counter(
+            p + "http_connections_closed",
+            "Connections the server closed itself: no request head in time (deadline), to make room "
+            "for a new one (evicted), or no room (refused).",
+            ["reason"],
+            registry=registry,
+        )
         for status in REFUSALS:  # present at 0 from the start, so a scrape sees each series
             self.refused.labels(status=str(status))
+        for reason in CLOSES:
+            self.closed.labels(reason=reason)
 
     def watch(self, engine: Any) -> None:
         """The gauges read the engine's latest snapshot (and its inbox) at each scrape."""

@@ -56,14 +56,45 @@ class Server:
             raise ApiError(503, "the model is still loading; try again in a moment", retry_after=1)
 
     async def read(self, request, model: type[Any]) -> Any:
-        """The body, read no further than --max-body (a chunked body has no Content-Length to check),
+        """The body, read no further than --max-body (a chunked body has no Content-Length to check)
+        and no later than --timeout after the request arrived (bytes that trickle in keep no one),
         validated into `model`."""
-        cap, data = self.config.max_body, bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > cap:
-                raise too_large(cap)
-        return validate(model, read_body(bytes(data)))
+        from starlette.requests import ClientDisconnect
+
+        from llmcli.serve.call import ClientLeft
+
+        cap, timeout = self.config.max_body, self.config.timeout
+
+        async def read() -> bytes:
+            data = bytearray()
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > cap:
+                    raise too_large(cap)
+            return bytes(data)
+
+        # The deadline cancels this task, as asyncio.timeout does (3.11+): wait_for's own task would
+        # cost a turn of the loop, in which a client that sent its body and left looks gone before
+        # its body is read.
+        task, expired = asyncio.current_task(), []
+        assert task is not None
+        left = request.state.t_arrival + timeout - time.perf_counter()
+        timer = asyncio.get_running_loop().call_later(max(left, 0.0), lambda: expired.append(task.cancel()))
+        try:
+            data = await read()
+        except asyncio.CancelledError:
+            if not expired:  # cancelled by the server (its grace period ran out)
+                raise
+            if hasattr(task, "uncancel"):  # Python 3.11+
+                task.uncancel()
+            raise ApiError(
+                408, f"the request body took longer than {timeout:g} s, the server's --timeout; send it whole"
+            ) from None
+        except ClientDisconnect:  # gone mid-body (or closed to make room for another connection)
+            raise ClientLeft() from None
+        finally:
+            timer.cancel()
+        return validate(model, read_body(data))
 
     async def prompt(self, gen: Generation) -> Any:
         """The request's prompt as token ids (serve.prompt.Prompt), made in the render thread."""
