@@ -6,17 +6,19 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.serve.server import ServeProcess
+from tests.serve.server import HANG_GUARD_S, ServeProcess
 from tests.support.cli import cli
 
 # One a test: the limits are per key.
-KEYS = ("sk-rate", "sk-tokens", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama", "sk-bench")
+KEYS = (
+    "sk-rate", "sk-tokens", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama", "sk-bench",
+    "sk-tokens-other",
+)  # fmt: skip
 HI = [{"role": "user", "content": "Say hello."}]
 TOKEN_LIMIT = 60  # a "Say hello." chat is ~35 tokens with max_tokens 4: the third one is over
 
@@ -41,18 +43,25 @@ def auth(key: str) -> dict:
     return {"Authorization": f"Bearer {key}"}
 
 
+def refusals(server, status: int, key: str) -> float:
+    """llmcli:http_refusals_total for one status, read with `key` (/metrics counts against no limit)."""
+    return server.metric(f'llmcli:http_refusals_total{{status="{status}"}}', auth(key))
+
+
 def chat(server, key: str, **extra) -> httpx.Response:
     body = {"messages": HI, "max_tokens": 4, **extra}
     return httpx.post(server.url + "/v1/chat/completions", json=body, headers=auth(key), timeout=60)
 
 
 def test_past_the_rate_limit_is_429_with_retry_after(server):
+    before = refusals(server, 429, KEYS[0])
     for _ in range(3):
         assert httpx.get(server.url + "/v1/models", headers=auth(KEYS[0])).status_code == 200
     r = httpx.get(server.url + "/v1/models", headers=auth(KEYS[0]))
     assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60
     error = r.json()["error"]
     assert error["type"] == "rate_limit_exceeded" and "3 requests a minute" in error["message"]
+    assert refusals(server, 429, KEYS[0]) == before + 1
     assert server.metric("llmcli:num_requests_running", auth(KEYS[0])) == 0  # /metrics is not counted
 
 
@@ -75,6 +84,8 @@ def test_past_the_token_limit_is_429_and_other_keys_are_unaffected(server):
     r = chat(server, KEYS[1])
     assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
     assert f"{TOKEN_LIMIT} tokens a minute" in r.json()["error"]["message"]
+    other = chat(server, KEYS[7])  # the same request, from a key that has spent nothing
+    assert other.status_code == 200, other.text
 
 
 def test_a_full_queue_is_503_at_once_and_the_place_comes_back(server):
@@ -85,8 +96,10 @@ def test_a_full_queue_is_503_at_once_and_the_place_comes_back(server):
     ) as stream:
         lines = stream.iter_lines()  # kept: a dropped iterator closes the response, and the server cancels
         assert next(line for line in lines if line.startswith("data: "))
+        before = refusals(server, 503, KEYS[2])
         busy = chat(server, KEYS[2])  # the one sequence is taken and --max-queue is 0
         assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert refusals(server, 503, KEYS[2]) == before + 1
         assert "queue is full" in busy.json()["error"]["message"]
     assert chat(server, KEYS[2]).status_code == 200
 
@@ -114,26 +127,27 @@ def test_a_client_that_leaves_right_after_asking_gives_its_place_back(server, ro
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
     )
     cancelled = 'llmcli:requests_total{finished_reason="cancelled"}'
-    metrics = httpx.get(server.url + "/metrics", headers=auth(key)).text
-    before = server.metric(cancelled, auth(key)) if cancelled in metrics else 0
+    before = server.metric(cancelled, auth(key), absent=0)
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(request.encode())  # and gone at once, before any answer
-    time.sleep(0.5)  # the server reads the request, starts the sequence, and finds the client gone
+    # The server reads the request, starts the sequence, finds the client gone and counts the cancel.
+    after = server.metric_when(cancelled, lambda n: n > before, auth(key), absent=0)
+    assert after == before + 1  # it did start, and was cancelled
     assert server.running_after(auth(key)) == 0
-    assert server.metric(cancelled, auth(key)) == before + 1  # it did start, and was cancelled
     assert chat(server, key).status_code == 200
 
 
 # -- refused at start: one line, exit 2 ---------------------------------------------------------
+# In this process, each under HANG_GUARD_S: a refusal that did not happen would serve until killed.
 def test_listening_beyond_loopback_without_a_key_is_refused():
-    result = cli("serve", "--host", "0.0.0.0")
+    result = cli("serve", "--host", "0.0.0.0", time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "--api-key" in result.stderr
 
 
 @pytest.mark.parametrize("key", ["", "  "])
 def test_an_empty_api_key_is_refused(key):
-    result = cli("serve", "--host", "0.0.0.0", "--api-key", key, time_limit=30)  # a server started: hung
+    result = cli("serve", "--host", "0.0.0.0", "--api-key", key, time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith("llmcli: error: --api-key is empty; give a key")
     assert result.stderr.count("\n") == 1
@@ -142,7 +156,7 @@ def test_an_empty_api_key_is_refused(key):
 def test_an_empty_key_file_is_refused(tmp_path):
     empty = tmp_path / "keys.txt"
     empty.write_text("# no keys yet\n\n")
-    result = cli("serve", "--api-key-file", str(empty))
+    result = cli("serve", "--api-key-file", str(empty), time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and "holds no key" in result.stderr
 
 
@@ -158,14 +172,14 @@ def test_an_empty_key_file_is_refused(tmp_path):
     ],
 )
 def test_bad_options_are_refused_before_anything_loads(args, words):
-    result = cli("serve", *args)
+    result = cli("serve", *args, time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
 
 
 def test_a_file_that_is_not_a_model_is_refused_before_listening(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model at all" * 100)
-    result = cli("serve", str(bad), "--port", "0")
+    result = cli("serve", str(bad), "--port", "0", time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and "not a GGUF file" in result.stderr and "serving" not in result.stderr
 
 
@@ -174,7 +188,7 @@ def test_a_taken_port_is_refused_naming_the_flag():
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        result = cli("serve", "--port", str(port))
+        result = cli("serve", "--port", str(port), time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and "choose another --port" in result.stderr
 
 
@@ -236,8 +250,11 @@ def test_a_request_past_timeout_is_504_whole_or_an_error_event_streamed(tmp_path
     srv = ServeProcess(tmp_path, embedded_path, "--parallel", "2", "--timeout", "1")
     try:
         body = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 900}
+        refused = 'llmcli:http_refusals_total{status="504"}'
+        before = srv.metric(refused)
         whole = httpx.post(srv.url + "/v1/completions", json=body, timeout=60)
         assert whole.status_code == 504 and "--timeout" in whole.json()["error"]["message"]
+        assert srv.metric(refused) == before + 1
         streamed = httpx.post(srv.url + "/v1/completions", json={**body, "stream": True}, timeout=60)
         last = streamed.text.strip().split("\n\n")[-1]
         assert last.startswith("data: ") and json.loads(last[6:])["error"]["code"] == 504
