@@ -105,6 +105,7 @@ def test_a_levels_itl_pools_the_gaps_of_every_completed_request():
     pooled = gaps[0] + gaps[1]
     assert row.mean_itl_ms == pytest.approx(float(np.mean(pooled)))  # 35, not the mean of means
     assert row.std_itl_ms == pytest.approx(float(np.std(pooled)))
+    assert row.samples_itl_ms == pooled  # what the statistics are over, in the row
     for p in (50, 90, 99):
         assert getattr(row, f"p{p}_itl_ms") == pytest.approx(float(np.percentile(pooled, p)))
     assert row.to_dict()["p99_itl_ms"] == row.p99_itl_ms

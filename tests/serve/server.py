@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,8 @@ import httpx
 from tests.support.cli import LLMCLI
 
 # Few threads and a small pool: the tests ask for a handful of tokens and run beside other workers.
-BASE = ("--port", "0", "-t", "1", "--ctx", "1024", "--temp", "0")
+CTX = 1024  # KV cells, shared by every sequence (the denominator of /metrics' kv_cache_*_perc)
+BASE = ("--port", "0", "-t", "1", "--ctx", str(CTX), "--temp", "0")
 # The shared server's (tests/serve/conftest.py): its one key and its body cap.
 KEY = "sk-test-main"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -29,6 +31,10 @@ DEADLINE_ARGS = (
     "--max-connections", str(MAX_CONNECTIONS), "--max-body", str(MAX_BODY),
 )  # fmt: skip
 URL_LINE = re.compile(r"on (http://127\.0\.0\.1:\d+) ")
+# How long a wait on the server (its start, a counter reaching a value, an in-process `serve` that
+# should refuse at once) may take before the test fails as hung: several times what a loaded CI
+# machine needs. Never a measure of speed.
+HANG_GUARD_S = 60
 
 
 def limit_open_files(n: int):
@@ -61,7 +67,7 @@ class ServeProcess:
         if wait:
             self.wait_ready()
 
-    def _read_url(self, timeout: float = 60) -> str:
+    def _read_url(self, timeout: float = HANG_GUARD_S) -> str:
         assert self.proc.stderr is not None
         end = time.monotonic() + timeout
         buf = b""
@@ -85,7 +91,7 @@ class ServeProcess:
         for line in iter(self.proc.stderr.readline, b""):
             self.stderr_lines.append(line.decode("utf-8", "replace").rstrip("\n"))
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = HANG_GUARD_S) -> None:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             try:
@@ -98,8 +104,8 @@ class ServeProcess:
         raise AssertionError("serve never became ready")
 
     def metric(self, name: str, headers: dict | None = None, absent: float | None = None) -> float:
-        """A sample of /metrics; `absent`: its value while the series is not there yet (a labelled
-        counter appears with its first count), else a series that is missing fails the test."""
+        """One series of /metrics (`name` with its labels, as the text shows it). A labelled series
+        appears only once it has counted something: `absent` is its value until then."""
         text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
         found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
         if found is None and absent is not None:
@@ -107,22 +113,23 @@ class ServeProcess:
         assert found, f"no {name} in /metrics"
         return float(found.group(1))
 
-    def metric_reaches(
-        self, name: str, value: float, headers: dict | None = None, timeout: float = 30
+    def metric_when(
+        self,
+        name: str,
+        holds: Callable[[float], bool],
+        headers: dict | None = None,
+        absent: float | None = None,
     ) -> float:
-        """The metric once it is at least `value`, or when `timeout` (a hang guard) has passed: the
-        server's own count of what it has done, instead of a sleep."""
-        end = time.monotonic() + timeout
-        while (now := self.metric(name, headers, absent=0)) < value and time.monotonic() < end:
+        """The series' value once `holds(value)`, polling /metrics: the server's own count says when
+        what a test waits for has happened. Its last value if HANG_GUARD_S passes first."""
+        end = time.monotonic() + HANG_GUARD_S
+        while not holds(value := self.metric(name, headers, absent)) and time.monotonic() < end:
             time.sleep(0.05)
-        return now
+        return value
 
-    def running_after(self, headers: dict | None = None, timeout: float = 10) -> float:
-        """llmcli:num_requests_running once it is 0, or when `timeout` has passed (a cancel takes a step)."""
-        end = time.monotonic() + timeout
-        while (running := self.metric("llmcli:num_requests_running", headers)) and time.monotonic() < end:
-            time.sleep(0.05)
-        return running
+    def running_after(self, headers: dict | None = None) -> float:
+        """llmcli:num_requests_running once it is 0 (a cancel takes a step); its value past HANG_GUARD_S."""
+        return self.metric_when("llmcli:num_requests_running", lambda running: running == 0, headers)
 
     def stop(self, timeout: float = 60) -> int:
         if self.proc.poll() is None:

@@ -12,6 +12,7 @@ import subprocess
 
 import httpx
 import jsonschema
+import numpy as np
 import pytest
 
 from llmcli.stages import STAGES
@@ -538,6 +539,9 @@ def test_ollama_format_schema_and_json_constrain_the_reply(server, ollama_module
 
 
 # -- release -----------------------------------------------------------------------------------
+CANCELLED = 'llmcli:requests_total{finished_reason="cancelled"}'
+
+
 def test_a_client_that_leaves_mid_stream_frees_its_sequence(server):
     body = {"messages": HI, "max_tokens": 400, "stream": True}
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, headers=AUTH, timeout=60) as r:
@@ -548,40 +552,15 @@ def test_a_client_that_leaves_mid_stream_frees_its_sequence(server):
     # The connection is closed: the next step cancels the sequence and frees its cells.
     assert server.running_after(AUTH) == 0
     assert server.metric("llmcli:kv_cache_usage_perc", AUTH) == 0
-    assert server.metric('llmcli:requests_total{finished_reason="cancelled"}', AUTH) >= 1
+    assert server.metric(CANCELLED, AUTH) >= 1
 
 
 def test_a_client_that_leaves_before_a_whole_answer_frees_its_sequence(server):
-    cancelled = 'llmcli:requests_total{finished_reason="cancelled"}'
-    before = (
-        server.metric(cancelled, AUTH)
-        if "cancelled" in httpx.get(server.url + "/metrics", headers=AUTH).text
-        else 0
-    )
+    before = server.metric(CANCELLED, AUTH, absent=0)
     with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes the connection
         post(server, "/v1/completions", {"prompt": "1, 2, 3,", "max_tokens": 400}, timeout=1.0)
     assert server.running_after(AUTH) == 0
-    assert server.metric(cancelled, AUTH) == before + 1
-
-
-def test_metrics_count_tokens_latencies_and_refusals(server):
-    names = (
-        "generation_tokens_total",
-        "time_to_first_token_seconds_count",
-        "inter_token_latency_seconds_count",
-    )
-    before = {name: server.metric(f"llmcli:{name}", AUTH) for name in names}
-    r = post(server, "/v1/completions", {"prompt": "1, 2, 3,", "max_tokens": 5})
-    n = r.json()["usage"]["completion_tokens"]
-    after = {name: server.metric(f"llmcli:{name}", AUTH) for name in names}
-    assert n >= 2
-    assert after["generation_tokens_total"] - before["generation_tokens_total"] == n
-    assert after["time_to_first_token_seconds_count"] - before["time_to_first_token_seconds_count"] == 1
-    assert after["inter_token_latency_seconds_count"] - before["inter_token_latency_seconds_count"] == n - 1
-    refused = 'llmcli:http_refusals_total{status="401"}'
-    before_401 = server.metric(refused, AUTH)
-    assert post(server, "/v1/models", {}, headers={}).status_code == 401
-    assert server.metric(refused, AUTH) == before_401 + 1
+    assert server.metric(CANCELLED, AUTH) == before + 1
 
 
 # -- llmcli's own clients ----------------------------------------------------------------------
@@ -610,7 +589,10 @@ def test_llmcli_bench_endpoint_measures_the_server(server):
     assert row["completed"] == 2 and row["failed"] == 0 and row["usage_reported"], row
     assert row["total_output_tokens"] == 8  # 4 tokens each: the prompt is random, the count is exact
     # ITL: the gaps between a stream's text chunks, pooled over both requests (up to 3 each)
-    assert row["mean_itl_ms"] > 0 and row["std_itl_ms"] >= 0
+    gaps = row["samples_itl_ms"]
+    assert 0 < len(gaps) <= 6, gaps
+    assert row["mean_itl_ms"] == pytest.approx(float(np.mean(gaps)), abs=1e-3)
+    assert row["std_itl_ms"] == pytest.approx(float(np.std(gaps)), abs=1e-3)  # the gaps', not requests' std
     assert 0 < row["p50_itl_ms"] <= row["p90_itl_ms"] <= row["p99_itl_ms"] < row["p99_e2el_ms"]
     assert row["good_requests"] == 2 and row["request_goodput"] == row["request_throughput"] > 0
     assert (row["slo_ttft_ms"], row["slo_tpot_ms"], row["slo_e2el_ms"]) == (600000, None, 600000)

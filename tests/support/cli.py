@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -83,9 +84,7 @@ def cli(
         )
     out, err = env.stdout, env.stderr
     assert isinstance(out, io.StringIO) and isinstance(err, io.StringIO), "cli() reads StringIO streams"
-    previous = signal.signal(signal.SIGALRM, _hung) if time_limit else None
-    if time_limit:
-        signal.alarm(time_limit)
+    outer = _time_limit_start(time_limit) if time_limit else None
     # click writes --help and its own messages to sys.stdout/sys.stderr, not to the Environment.
     try:
         with redirect_stdout(out), redirect_stderr(err):
@@ -95,10 +94,29 @@ def cli(
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        if time_limit:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
+        if outer is not None:
+            _time_limit_end(outer)
     return Result(code, out.getvalue(), err.getvalue())
+
+
+# pytest-timeout's signal method (pyproject.toml) keeps the test's own timer on the same SIGALRM: a
+# time limit here runs inside it, and gives it back with what it had left.
+_OuterTimer = tuple[object, float, float]  # its handler, its seconds left, when it was taken
+
+
+def _time_limit_start(seconds: int) -> _OuterTimer:
+    previous = signal.signal(signal.SIGALRM, _hung)
+    left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, left) if left else seconds)
+    return previous, left, time.monotonic()
+
+
+def _time_limit_end(outer: _OuterTimer) -> None:
+    previous, left, taken = outer
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)  # type: ignore[arg-type]
+    if left:  # at least a moment: a timer due already fires at once
+        signal.setitimer(signal.ITIMER_REAL, max(left - (time.monotonic() - taken), 0.001))
 
 
 def _hung(signum, frame):

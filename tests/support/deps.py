@@ -25,6 +25,7 @@ PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 TEST_EXTRAS: dict[str, str] = {
     "pytest": "pytest",
     "pytest-xdist": "xdist",
+    "pytest-timeout": "pytest_timeout",
     "pexpect": "pexpect",
     "transformers": "transformers",
     "torch": "torch",

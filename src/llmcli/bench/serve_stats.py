@@ -136,6 +136,7 @@ class ServeRow:
     test_time: str = ""
     samples_ttft_ms: list[float] = field(default_factory=list)
     samples_e2el_ms: list[float] = field(default_factory=list)
+    samples_itl_ms: list[float] = field(default_factory=list)  # the pooled gaps the ITL fields are over
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -194,6 +195,7 @@ class ServeRow:
             test_time=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             samples_ttft_ms=[round(x, 3) for x in ttft],
             samples_e2el_ms=[round(x, 3) for x in e2el],
+            samples_itl_ms=[round(x, 3) for x in itl],
             **per,
             **fields,
         )
