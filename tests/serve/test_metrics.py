@@ -59,7 +59,7 @@ def test_the_families_served_are_the_ones_documented_with_their_types(server):
     # prometheus-client adds a `_created` gauge (a start time) beside each counter and histogram.
     families = {name: kind for name, kind in served.items() if not name.endswith("_created")}
     documented = documented_families()
-    assert len(documented) == 11 and families == documented
+    assert len(documented) >= 11 and families == documented  # >= 11: the table was found and read
 
 
 def test_a_finished_request_counts_its_tokens_and_its_finish_reason(server):
