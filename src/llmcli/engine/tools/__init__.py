@@ -1,0 +1,35 @@
+"""Tool calls in a model's reply: which form its template makes it write (`detect`), and a parser
+of that form, for a whole reply (`parse_reply`) or a streamed one (`ToolCallStream`).
+
+Rendering the tools into the prompt is the template's business (engine/templates); this package
+only reads the reply. It imports neither backend.
+"""
+
+from llmcli.engine.tools.calls import (
+    CallDelta,
+    ContentDelta,
+    Delta,
+    MalformedDelta,
+    ParsedReply,
+    ToolCall,
+    join,
+    new_call_id,
+)
+from llmcli.engine.tools.formats import FORMATS, ToolFormat, detect
+from llmcli.engine.tools.stream import ToolCallStream, parse_reply
+
+__all__ = [
+    "FORMATS",
+    "CallDelta",
+    "ContentDelta",
+    "Delta",
+    "MalformedDelta",
+    "ParsedReply",
+    "ToolCall",
+    "ToolCallStream",
+    "ToolFormat",
+    "detect",
+    "join",
+    "new_call_id",
+    "parse_reply",
+]
