@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import re
 
@@ -122,3 +123,11 @@ def test_deeply_nested_arguments_are_malformed_not_a_crash():
         f'<tool_call>{{"name": "get_time", "arguments": {{"x": {deep}}}}}</tool_call>', HERMES, TOOLS
     )
     assert reply.calls == [] and reply.malformed is not None and "does not parse" in reply.malformed
+
+
+def test_a_long_call_streamed_a_character_at_a_time_is_read_whole():
+    code = "x = 1\n" * 5000
+    text = '<tool_call>{"name": "python", "arguments": {"code": ' + json.dumps(code) + "}}</tool_call>"
+    stream = ToolCallStream(HERMES, TOOLS, make_id=counter_ids())
+    deltas = [delta for char in text for delta in stream.feed(char)] + stream.finish()
+    assert join(deltas).calls == [ToolCall("python", {"code": code}, "call_0")]

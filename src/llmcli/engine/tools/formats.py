@@ -94,8 +94,8 @@ NEWER_MISTRAL = re.compile(r"\s*([^\s\[\]{}]+)\s*\[ARGS\]", re.S)
 
 
 def read_mistral(markup: str) -> list[Piece]:
-    head = markup.lstrip()
-    if head.startswith("[") and not head.startswith("[ARGS]"):  # [TOOL_CALLS][{…}, …]
+    start = markup.lstrip()
+    if start.startswith("[") and not start.startswith("[ARGS]"):  # [TOOL_CALLS][{…}, …]
         return _json_calls(markup)
     pieces: list[Piece] = []
     for part in markup.split("[TOOL_CALLS]"):  # name[ARGS]{…}, each after its own [TOOL_CALLS]

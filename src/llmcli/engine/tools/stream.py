@@ -26,6 +26,7 @@ from llmcli.engine.tools.calls import (
     MalformedDelta,
     ParsedReply,
     bad_json,
+    bad_shape,
     join,
     new_call_id,
     unknown_tool,
@@ -60,8 +61,8 @@ class ToolCallStream:
         self.buffer = ""  # text held back, or the markup being collected
         self.lead_space = ""  # whitespace before a whole-reply JSON object, given back if it is no call
         self.json_reply = False  # the markup being collected is a whole-reply JSON object
+        self.searched = 0  # how far a BLOCK's buffer is known to hold no closing marker
         self.count = 0
-        self.malformed = False
         self.out: list[Delta] = []
 
     def feed(self, text: str) -> list[Delta]:
@@ -100,9 +101,11 @@ class ToolCallStream:
             return True
         if self.state == BLOCK:
             assert self.form.close is not None
-            at = self.buffer.find(self.form.close)
-            if at < 0:
+            at = self.buffer.find(self.form.close, self.searched)
+            if at < 0:  # next time, look only where the marker could now end: a long call stays linear
+                self.searched = max(0, len(self.buffer) - len(self.form.close) + 1)
                 return False
+            self.searched = 0
             self._pieces(self.form.read(self.buffer[:at]))
             self.buffer, self.state = self.buffer[at + len(self.form.close) :], CONTENT
             return True
@@ -115,8 +118,8 @@ class ToolCallStream:
         return self._scan()
 
     def _scan(self) -> bool:
-        """Content: pass text on up to the first marker (or `<think>`), and switch on it."""
-        markers = (*self.form.opens, OPEN)
+        """Content: pass text on up to the first marker (or `<think>`), and act on it."""
+        markers = (*self.form.markers, OPEN)
         found = [(at, marker) for marker in markers if (at := self.buffer.find(marker)) >= 0]
         if not found:
             return self._pass_until(self.buffer, markers)
@@ -126,6 +129,8 @@ class ToolCallStream:
         if marker == OPEN:
             self._content(OPEN)
             self.state = THINK
+        elif marker == self.form.close:  # markup, though no call is open: never content
+            self._malformed(bad_shape(f"{marker} with no call open"))
         else:
             self.state = BLOCK if self.form.close else REST
         return True
@@ -181,8 +186,13 @@ class ToolCallStream:
             return
         if is_call_shaped(first, self.form.name):
             self._pieces(self.form.read(text))
-        else:
-            self._content(self.lead_space + text)
+            return
+        # An answer that happens to be JSON: read on as content, where a marker may still come.
+        self._content(self.lead_space)
+        self.lead_space, self.buffer, self.state, self.json_reply = "", text, CONTENT, False
+        while self._step():
+            pass
+        self._end()
 
     def _pass_until(self, text: str, markers: tuple[str, ...]) -> bool:
         keep = held_tail(text, markers)
@@ -207,9 +217,7 @@ class ToolCallStream:
         self.count += 1
 
     def _malformed(self, reason: str) -> None:
-        if not self.malformed:  # the first one says why; the others add nothing a client can use
-            self.out.append(MalformedDelta(reason))
-            self.malformed = True
+        self.out.append(MalformedDelta(reason))  # one for each, where its markup was; join keeps the first
 
     def _content(self, text: str) -> None:
         if text:
