@@ -167,15 +167,11 @@ class ToolCallStream:
         return True
 
     def _lead_end(self, text: str) -> None:
-        self.state = CONTENT
-        self.buffer = text
+        """The reply ended before its first segment's recipient line did: it is read as content."""
+        self.buffer, self.state = text, CONTENT
         while self._step():
             pass
-        if self.state == REST:
-            self._end()
-        else:
-            self._content(self.buffer)
-            self.buffer = ""
+        self._end()
 
     def _whole_json(self, text: str) -> None:
         """A reply that began with `{"`: a call, an answer that happens to be JSON, or malformed."""
