@@ -104,6 +104,13 @@ CORPUS = [
         "",
         [("get_time", {"timezone": "UTC"})],
     ),
+    hermes("no arguments", '<tool_call>\n{"name": "get_time"}\n</tool_call>', "", [("get_time", {})]),
+    hermes(
+        "stray closing marker",
+        "Done.</tool_call>",
+        "Done.",
+        malformed=bad_shape("</tool_call> with no call open"),
+    ),
     hermes("no call", "The capital of France is Paris.", "The capital of France is Paris."),
     hermes(
         "a lone < in text", "1 < 2 and <b>bold</b>, <tool is a word", "1 < 2 and <b>bold</b>, <tool is a word"
