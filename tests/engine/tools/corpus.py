@@ -281,6 +281,13 @@ CORPUS = [
     ),
     Recorded(
         FUNCTIONARY,
+        "text with short lines, then a call",
+        'all\nHello, world!\nnono\nWhat\'s up?>>>get_time\n{"timezone": "UTC"}\n',
+        "Hello, world!\nnono\nWhat's up?",
+        [("get_time", {"timezone": "UTC"})],
+    ),
+    Recorded(
+        FUNCTIONARY,
         "python code",
         "python\nimport math\nprint(math.pi)",
         "",
