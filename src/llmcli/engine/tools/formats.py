@@ -56,11 +56,14 @@ class ToolFormat:
         return self.opens + ((self.close,) if self.close else ())
 
 
-def call_of(value: object, keys: tuple[str, ...] = ("arguments", "parameters")) -> Piece:
+ARGUMENT_KEYS = ("arguments", "parameters")  # Llama 3 writes "parameters"; a call without either gets {}
+
+
+def call_of(value: object) -> Piece:
     """A decoded `{"name": …, "arguments": {…}}` as a call, or why it is not one."""
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return Bad(bad_shape("no string name"))
-    raw: object = next((value[key] for key in keys if key in value), {})
+    raw: object = next((value[key] for key in ARGUMENT_KEYS if key in value), {})
     arguments = arguments_of(raw)
     return (
         Found(value["name"], arguments)
