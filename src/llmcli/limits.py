@@ -28,7 +28,7 @@ class Limit:
 _ROWS = (
     # Text read from stdin and from option files.
     Limit("bytes_per_token", 32, "bytes", "a prompt may hold n_ctx x this many bytes; real text is under 8"),
-    # Under the template's render budget (template_env.RENDER_CHARS), so a long prompt is never
+    # Under the template's render budget (engine/templates/budget.py: RENDER_CHARS), so a long prompt is never
     # blamed on the template.
     Limit("prompt_bytes", 2 << 20, "bytes", "the most text one prompt or messages file may be, any --ctx"),
     Limit("endpoint_ctx", 131_072, "tokens", "the context assumed for a server's model (stdin's cap)"),
