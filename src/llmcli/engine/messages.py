@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmcli.engine.tools import BadTool, ToolCall, check_tool_calls
+from llmcli.engine.definitions_tmp import BadTool, ToolCall, check_tool_calls
 
 
 @dataclass

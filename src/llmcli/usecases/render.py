@@ -13,7 +13,7 @@ from pathlib import Path
 
 from llmcli.engine.messages import Message
 from llmcli.engine.templates.choice import TemplateChoice
-from llmcli.engine.tools import TOOL_SHAPE
+from llmcli.engine.definitions_tmp import TOOL_SHAPE
 from llmcli.errors import UsageError
 from llmcli.limits import check, limit
 from llmcli.store import Store
@@ -67,7 +67,7 @@ def read_tools_file(path: Path) -> str:
 
 def parse_tools(text: str, source: str) -> list[dict]:
     """OpenAI-style `[{"type": "function", "function": {"name": ...}}]`; anything else is refused."""
-    from llmcli.engine.tools import BadTool, check_tools
+    from llmcli.engine.definitions_tmp import BadTool, check_tools
 
     bad, fix = f"{source} is not a list of tools", f"give {TOOL_SHAPE}"
     try:
