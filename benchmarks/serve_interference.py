@@ -10,10 +10,12 @@ and one prefill chunk, so a stream's gap between two tokens is one such step; an
 thread does besides (rendering and tokenizing the long prompt, before llmcli moved them off that
 thread) shows as one longer gap.
 
-Printed per round and side: the longest gap of any stream while the long prompt was in flight, the
-median gap over the same window (one step with a prefill chunk), their ratio, and the gap before
-the long prompt arrived. Goal: the longest gap within one prefill chunk's step plus 50%, i.e. a
-ratio <= 1.5. Exit status 1 when it is missed (for this tree) or a request failed.
+A step's time grows as the prefill goes deeper (attention over more cells: 0.4 s at the start to
+about 2 s at 6,000 tokens on 2 cores), so each gap is judged against the median of its neighbours,
+3 on each side: one step with a prefill chunk at that depth. Printed per round and side: the worst
+such ratio and its gap, the longest gap, and the gap before the long prompt arrived. Goal: no gap
+over one prefill chunk's step plus 50%, i.e. a ratio <= 1.5. Exit status 1 when it is missed (for
+this tree).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from serve_sides import SRC, Server, embedded_model, free_port, llmcli_command, 
 GOAL = 1.5
 STREAMS = 3
 WARM_TOKENS = 20  # tokens each stream sends before the long prompt goes
+NEIGHBOURS = 3  # gaps on each side a gap is compared with
 
 
 def stream_times(url: str, body: dict, stamps: list[float], started: threading.Event) -> None:
@@ -90,19 +93,28 @@ def one_round(src: Path, model: str, threads: int, prompt_tokens: int) -> dict:
         sent, answered, n_prompt = long_request(server.url, prompt_tokens)
         for th in threads_:
             th.join(600)
-    during, before = [], []
+    # A step's time grows with the depth the long prompt has reached (attention over more cells), so
+    # a gap is judged against its neighbours: the median of the 3 gaps on each side, each stream apart.
+    spikes, during, before = [], [], []
     for times in stamps:
         gaps = [(b - a, b) for a, b in zip(times, times[1:], strict=False)]
-        during += [gap for gap, end in gaps if sent <= end <= answered + 0.05]
         before += [gap for gap, end in gaps if end < sent]
+        inside = [gap for gap, end in gaps if sent <= end <= answered + 0.05]
+        during += inside
+        for i, gap in enumerate(inside):  # neighbours inside the window too: steps with a chunk each
+            around = inside[max(0, i - NEIGHBOURS) : i] + inside[i + 1 : i + 1 + NEIGHBOURS]
+            if around:
+                spikes.append((gap / statistics.median(around), gap))
     if not during:
         sys.exit("no stream token arrived while the long prompt was in flight: raise the streams' max_tokens")
+    ratio, spike_gap = max(spikes)
     return {
         "prompt_tokens": n_prompt,
+        "prefill_s": answered - sent,
         "max_gap_ms": max(during) * 1000,
-        "median_gap_ms": statistics.median(during) * 1000,
+        "spike_gap_ms": spike_gap * 1000,
         "before_gap_ms": statistics.median(before) * 1000 if before else float("nan"),
-        "ratio": max(during) / statistics.median(during),
+        "ratio": ratio,
     }
 
 
@@ -121,18 +133,16 @@ def main() -> int:
             row = one_round(src, model, args.threads, args.prompt)
             results[name].append(row)
             print(
-                f"round {r + 1} {name:>9}: prompt {row['prompt_tokens']} tokens; longest gap "
-                f"{row['max_gap_ms']:.0f} ms, median gap {row['median_gap_ms']:.0f} ms during its prefill "
-                f"(ratio {row['ratio']:.2f}); median gap before it {row['before_gap_ms']:.0f} ms",
+                f"round {r + 1} {name:>9}: prompt {row['prompt_tokens']} tokens prefilled in "
+                f"{row['prefill_s']:.1f} s; worst gap {row['spike_gap_ms']:.0f} ms = {row['ratio']:.2f}x its "
+                f"neighbours (longest {row['max_gap_ms']:.0f} ms, at the deepest chunks); "
+                f"median gap before it {row['before_gap_ms']:.0f} ms",
                 flush=True,
             )
     verdict = 0
     for name, rows in results.items():
         ratio = statistics.median(row["ratio"] for row in rows)
-        longest = statistics.median(row["max_gap_ms"] for row in rows)
-        print(
-            f"{name}: median ratio longest/median gap {ratio:.2f} (goal <= {GOAL}); longest {longest:.0f} ms"
-        )
+        print(f"{name}: worst gap / its neighbours' median, median of rounds {ratio:.2f} (goal <= {GOAL})")
         if name == "this tree" and ratio > GOAL:
             verdict = 1
     return verdict

@@ -18,26 +18,10 @@ class AllowedSkip:
     why: str
 
 
-CORPUS_TEST = r"tests/engine/test_template_corpus\.py::test_template_renders_as_transformers_does"
-
-# Tool-use templates whose own code raises, in transformers too, on a conversation without tools.
-TOOL_ONLY_TEMPLATES = (
-    "CohereForAI-c4ai-command-r-plus-tool_use.jinja",  # iterates `tools`: 'NoneType' is not iterable
-    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",  # the same
-    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",  # the same
-    "fireworks-ai-llama-3-firefunction-v2.jinja",  # reads `functions`: undefined
-)
-
-ALLOWED_SKIPS: list[AllowedSkip] = [
-    AllowedSkip(
-        test=CORPUS_TEST + r"\[(" + "|".join(re.escape(name) for name in TOOL_ONLY_TEMPLATES) + r")\]",
-        reason=r"^transformers refuses every conversation",
-        why="transformers' own rendering raises on every conversation of these templates (they need tools "
-        "or functions, which the corpus does not send), so there is nothing to compare with; "
-        "test_corpus_summary states how many templates must be compared",
-    ),
-]
+# None today. The corpus's four tool-use templates (Command R+'s, Hermes 2 Pro's and 3's, firefunction
+# v2's), which transformers cannot render without tools, render its tool conversations now.
+ALLOWED_SKIPS: list[AllowedSkip] = []
 
 
-def is_allowed(test: str, reason: str) -> bool:
-    return any(re.fullmatch(row.test, test) and re.search(row.reason, reason) for row in ALLOWED_SKIPS)
+def is_allowed(test: str, reason: str, rows: list[AllowedSkip] = ALLOWED_SKIPS) -> bool:
+    return any(re.fullmatch(row.test, test) and re.search(row.reason, reason) for row in rows)

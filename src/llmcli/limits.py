@@ -28,7 +28,7 @@ class Limit:
 _ROWS = (
     # Text read from stdin and from option files.
     Limit("bytes_per_token", 32, "bytes", "a prompt may hold n_ctx x this many bytes; real text is under 8"),
-    # Under the template's render budget (template_env.RENDER_CHARS), so a long prompt is never
+    # Under the template's render budget (engine/templates/budget.py: RENDER_CHARS), so a long prompt is never
     # blamed on the template.
     Limit("prompt_bytes", 2 << 20, "bytes", "the most text one prompt or messages file may be, any --ctx"),
     Limit("endpoint_ctx", 131_072, "tokens", "the context assumed for a server's model (stdin's cap)"),
@@ -50,6 +50,8 @@ _ROWS = (
     Limit("schema_string", 4_096, "characters", "an enum or const string, a property name, a pattern"),
     # render's messages, as chat's.
     Limit("messages", 16_384, "messages", "one --messages list"),
+    Limit("tools_bytes", 1 << 20, "bytes", "one --tools file of render"),
+    Limit("tools", 1_024, "tools", "one --tools list"),
     # Chat templates: a width-like argument (indent, center, ljust, a format width) times its lines.
     Limit("template_width", 10_000, "characters", "a width a template pads or indents to (real ones: 2-4)"),
 )

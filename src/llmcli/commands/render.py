@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -24,6 +25,16 @@ def render(
             "\\[stdin when it is piped]",
         ),
     ] = None,
+    tools: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--tools",
+            metavar="FILE",
+            show_default=False,
+            help='OpenAI-style JSON tools the template shows the model: [{"type": "function", '
+            '"function": {"name": ..., "description": ..., "parameters": {...}}}].',
+        ),
+    ] = None,
     chat_template: ChatTemplateOpt = None,
     think: ThinkOpt = None,
     ids: Annotated[
@@ -40,11 +51,9 @@ def render(
     json_out: JsonOpt = False,
 ) -> None:
     """Print exactly the prompt `chat` would feed the model for these messages: text, or ids."""
-    from pathlib import Path
-
     from llmcli.store import Store
     from llmcli.ui.output import Output
-    from llmcli.usecases.render import RenderOptions, read_messages_file, render_prompt
+    from llmcli.usecases.render import RenderOptions, read_messages_file, read_tools_file, render_prompt
 
     env = environment(context)
     if messages is None and env.stdin_isatty:
@@ -57,9 +66,12 @@ def render(
         text, source = read_bounded(stdin, limit("prompt_bytes"), "stdin", fix), "stdin"
     else:
         text, source = read_messages_file(Path(messages)), messages
+    tools_text = read_tools_file(tools) if tools is not None else None
     view = render_prompt(
         Store(env.store_root),
-        RenderOptions(model, text, source, chat_template, think, env.home, continue_final),
+        RenderOptions(
+            model, text, source, chat_template, think, env.home, continue_final, tools_text, str(tools or "")
+        ),
     )
     out = Output(env)
     if json_out:

@@ -8,11 +8,12 @@ this prints is what a chat with that conversation prefills.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from llmcli.engine.messages import Message
 from llmcli.engine.templates.choice import TemplateChoice
+from llmcli.engine.tools.definitions import TOOL_SHAPE
 from llmcli.errors import UsageError
 from llmcli.limits import check, limit
 from llmcli.store import Store
@@ -29,6 +30,8 @@ class RenderOptions:
     think: bool | None = None
     home: Path | None = None  # $HOME: what a leading `~` in MODEL's path names
     continue_final: bool = False  # the prompt ends inside the last message, which a reply continues
+    tools_text: str | None = None  # --tools: OpenAI-style JSON, already read from the file
+    tools_source: str = ""  # its file, for messages
 
 
 @dataclass
@@ -53,6 +56,34 @@ def read_messages_file(path: Path) -> str:
     )
 
 
+def read_tools_file(path: Path) -> str:
+    """--tools FILE: a regular file of bounded size, strict UTF-8 (parse_tools checks the rest)."""
+    from llmcli.fsutil import read_text_file
+
+    return read_text_file(
+        path, what="tools file", fix=f"give OpenAI-style JSON: {TOOL_SHAPE}", limit=limit("tools_bytes")
+    )
+
+
+def parse_tools(text: str, source: str) -> list[dict]:
+    """OpenAI-style `[{"type": "function", "function": {"name": ...}}]`; anything else is refused."""
+    from llmcli.engine.tools.definitions import BadTool, check_tools
+
+    bad, fix = f"{source} is not a list of tools", f"give {TOOL_SHAPE}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{bad} (not JSON: {exc.msg} at line {exc.lineno}); {fix}") from None
+    except RecursionError:  # a schema nests a few levels; thousands are not a tool
+        raise UsageError(f"{bad} (its JSON nests too deeply to read); {fix}") from None
+    if isinstance(data, list):
+        check(f"{source}: a tool count of", len(data), "tools", "give fewer tools")
+    try:
+        return check_tools(data)
+    except BadTool as exc:
+        raise UsageError(f"{bad} ({exc}); {fix}") from None
+
+
 def parse_messages(text: str, source: str) -> list[Message]:
     """OpenAI-style `[{"role": ..., "content": ...}]`; anything else is refused with the reason."""
     bad = f"{source} is not a list of messages"
@@ -74,10 +105,10 @@ def parse_messages(text: str, source: str) -> list[Message]:
     messages = []
     for i, item in enumerate(data, 1):
         try:
-            checked = check_message(item, i, ROLES, content_parts=True)
+            checked = check_message(item, i, ROLES, content_parts=True, tool_use=True)
         except BadMessage as exc:
             raise UsageError(f"{bad} ({exc})") from None
-        messages.append(Message(checked.role, checked.content))  # a messages file marks nothing cancelled
+        messages.append(replace(checked, cancelled=False))  # a messages file marks nothing cancelled
     return messages
 
 
@@ -88,6 +119,7 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
     from llmcli.models import model_ref
 
     messages = parse_messages(opts.messages_text, opts.source)
+    tools = parse_tools(opts.tools_text, opts.tools_source) if opts.tools_text is not None else None
     override = read_template_file(opts.chat_template) if opts.chat_template else None
     entry = store.resolve(model_ref(opts.model, opts.home))
     with Runtime(entry.path, RuntimeConfig(n_ctx=64, n_threads=n_threads)) as rt:
@@ -95,7 +127,11 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
         session.think = opts.think
         # The path `ask` takes: the same template variables, the same tokenizer rules.
         prompt = session.template.tokenize(
-            rt, messages, continue_final=opts.continue_final, **session.thinking.variables(opts.think)
+            rt,
+            messages,
+            continue_final=opts.continue_final,
+            tools=tools,
+            **session.thinking.variables(opts.think),
         )
         pieces = [rt.piece(i, special=True).decode("utf-8", "replace") for i in prompt.tokens]
         return RenderedView(

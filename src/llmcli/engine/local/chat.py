@@ -26,9 +26,9 @@ from llmcli.engine.postprocess import WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import THINK_OPEN, OutputConstraint
+from llmcli.engine.templates.budget import TemplateLimit
 from llmcli.engine.templates.choice import TemplateChoice, choose_template
 from llmcli.engine.templates.render import ChatTemplate, PromptTooLong, RenderedPrompt
-from llmcli.engine.templates.sandbox import TemplateLimit
 from llmcli.engine.templates.thinking import ThinkingForm
 from llmcli.errors import Interrupted
 

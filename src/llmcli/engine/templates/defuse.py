@@ -6,10 +6,15 @@ replaced, character by character, with one private-use code point per (token, po
 text keeps its length and a template that slices, measures, strips or splits it sees the same
 shape. Private-use characters and Unicode noncharacters (render.py's span markers) already in the
 text are escaped the same way, so neither can be forged. `restore` turns stand-ins back.
+
+Tool calls and tools reach a template as data it may `tojson`, which escapes what a stand-in's
+original would not need escaped (with ensure_ascii, every non-ASCII character), or leaves raw what
+the original needs escaped (a quote); `json_text` writes each stand-in as JSON writes its original.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -19,6 +24,7 @@ from llmcli.errors import TemplateError
 _STAND_IN_RANGES = ((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
 _ESCAPED = re.compile("[\ue000-\uf8ff\ufdd0-\ufdef\U000f0000-\U0010ffff]")
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _CONTROL_ATTRS = (1 << 0) | (1 << 3)  # LLAMA_TOKEN_ATTR_UNKNOWN | CONTROL: what parse_special toggles
 
 
@@ -67,14 +73,32 @@ class Defuser:
     def restore(self, text: str) -> str:
         return text.translate(self.original) if self.original else text
 
+    def json_text(self, text: str, ensure_ascii: bool) -> str:
+        """json.dumps(ensure_ascii=False)'s text of defused data -> the text json.dumps(ensure_ascii=...)
+        writes of the original, where a stand-in stays wherever its original is written as it is."""
+
+        def written(char: str) -> str:
+            original = self.original.get(ord(char))
+            if original is None:  # an ordinary character
+                return json.dumps(char)[1:-1] if ensure_ascii else char
+            escaped = json.dumps(original, ensure_ascii=ensure_ascii)[1:-1]
+            return char if escaped == original else escaped
+
+        pattern = _NON_ASCII if ensure_ascii else self._stand_ins()
+        return pattern.sub(lambda m: "".join(map(written, m.group())), text) if pattern else text
+
     def runs(self, text: str) -> list[tuple[int, int]]:
         """The [start, end) runs of stand-ins in text."""
+        pattern = self._stand_ins()
+        return [m.span() for m in pattern.finditer(text)] if pattern else []
+
+    def _stand_ins(self) -> re.Pattern | None:
         if not self.original:
-            return []
+            return None
         if self._runs is None or self._runs[0] != len(self.original):
             chars = "".join(map(chr, self.original))
             self._runs = (len(self.original), re.compile(f"[{re.escape(chars)}]+"))
-        return [m.span() for m in self._runs[1].finditer(text)]
+        return self._runs[1]
 
 
 @dataclass

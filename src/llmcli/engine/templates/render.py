@@ -3,7 +3,7 @@
 The prompt is transformers' prompt. The template renders over the REAL message text, so `|trim`,
 `.strip()`, `.split('</think>')`, `'</think>' in content`, `|length` and `|tojson` act on what the
 user wrote, and the text equals `apply_chat_template(..., tokenize=False)` character for character.
-The environment (template_env.py) is transformers' own, inside Jinja's immutable sandbox and a
+The environment (sandbox.py) is transformers' own, inside Jinja's immutable sandbox and a
 time and size budget.
 
 Text a user types or pipes never becomes a control token. Three steps keep that promise:
@@ -39,8 +39,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from llmcli.engine.messages import Message
+from llmcli.engine.templates.budget import RENDER_CHARS, Budget
 from llmcli.engine.templates.defuse import ControlTexts, Defuser
-from llmcli.engine.templates.sandbox import RENDER_CHARS, Budget, compile_template, render, told_of_file
+from llmcli.engine.templates.sandbox import compile_template, render, told_of_file
 from llmcli.errors import ContextOverflow, TemplateError
 
 # Used when a GGUF carries no template: ChatML, the most common format among open models.
@@ -100,11 +101,13 @@ class ChatTemplate:
             raise type(exc)(told_of_file(str(exc), self.file)) from None
 
     # -- rendering -------------------------------------------------------------------------------
-    def _variables(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> dict:
-        # As transformers passes them: tools and documents are none, not undefined.
+    def _variables(
+        self, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool, extra: dict
+    ) -> dict:
+        # As transformers passes them: tools as given (or none), documents none, not undefined.
         return {
             "messages": messages,
-            "tools": None,
+            "tools": tools,
             "documents": None,
             "add_generation_prompt": add_generation_prompt,
             "bos_token": self.bos_token,
@@ -112,23 +115,42 @@ class ChatTemplate:
             **extra,
         }
 
-    def _render(self, messages: list[dict], add_generation_prompt: bool, extra: dict) -> str:
-        size = sum(len(str(m.get("content", ""))) for m in messages)
+    def _render(
+        self,
+        messages: list[dict],
+        tools: list[dict] | None,
+        add_generation_prompt: bool,
+        extra: dict,
+        defused: bool = False,
+    ) -> str:
+        """`defused`: the messages and tools were defused, so `tojson` writes stand-ins as it would their
+        originals."""
+        size = sum(len(str(m.get("content", ""))) + len(str(m.get("tool_calls", ""))) for m in messages)
+        size += len(str(tools or ""))
         budget = Budget(max_chars=RENDER_CHARS + 4 * size)  # room for any real prompt, not for a blow-up
+        budget.json_text = self._defuser.json_text if defused else None
+        variables = self._variables(messages, tools, add_generation_prompt, extra)
         with self._failures_told():
-            return render(self._template, budget, **self._variables(messages, add_generation_prompt, extra))
+            return render(self._template, budget, **variables)
 
     def render(
-        self, messages: list[dict], add_generation_prompt: bool = True, continue_final: bool = False, **extra
+        self,
+        messages: list[dict],
+        add_generation_prompt: bool = True,
+        continue_final: bool = False,
+        *,
+        tools: list[dict] | None = None,
+        **extra,
     ) -> str:
-        """The text transformers' apply_chat_template(tokenize=False) gives for these messages
-        (with `continue_final`: its continue_final_message=True)."""
+        """The text transformers' apply_chat_template(tokenize=False) gives for these messages and
+        OpenAI-style `tools` (with `continue_final`: its continue_final_message=True). A message may
+        carry `tool_calls` (arguments as objects), `tool_call_id` and `name`, as transformers takes them."""
         if not continue_final:
-            return self._render(messages, add_generation_prompt, extra)
+            return self._render(messages, tools, add_generation_prompt, extra)
         with self._failures_told():
             contents = _continue_tagged(self.source, [m["content"] for m in messages])
         tagged = [{**m, "content": c} for m, c in zip(messages, contents, strict=True)]
-        rendered = self._render(tagged, False, extra)
+        rendered = self._render(tagged, tools, False, extra)
         with self._failures_told():
             return rendered[: _continuation_end(messages[-1]["content"], rendered)]
 
@@ -141,6 +163,7 @@ class ChatTemplate:
         *,
         limit: int | None = None,
         continue_final: bool = False,
+        tools: list[dict] | None = None,
         **extra,
     ) -> RenderedPrompt:
         """Render over the real text, then tokenize markup and message text with the right rules.
@@ -149,21 +172,27 @@ class ChatTemplate:
         `continue_final`: the prompt ends inside the last message, right after its text, as
         transformers' apply_chat_template(continue_final_message=True) cuts it; the reply continues
         it. A template that does not write that text as it is raises TemplateError, as transformers does.
+        `tools` and the messages' tool fields are user text too: defused like the contents, so their
+        control-token text stays plain text wherever the template writes it.
         """
         defused = [self._defuse(runtime, m.content) for m in messages]
         if continue_final:
             add_generation_prompt = False
             with self._failures_told():
                 defused = _continue_tagged(self.source, defused)
-        as_dicts = [{"role": m.role, "content": d} for m, d in zip(messages, defused, strict=True)]
-        rendered = self._render(as_dicts, add_generation_prompt, extra)
+        fields = [self._defuse_data(runtime, m.tool_fields()) for m in messages]
+        tools = self._defuse_data(runtime, tools)
+        as_dicts = [
+            {"role": m.role, "content": d, **f} for m, d, f in zip(messages, defused, fields, strict=True)
+        ]
+        rendered = self._render(as_dicts, tools, add_generation_prompt, extra, defused=True)
         if not rendered.strip():
             with self._failures_told():
                 raise TemplateError(
                     "the model's chat template rendered an empty prompt; "
                     "use a model with a working chat template"
                 )
-        spans = self._spans(messages, defused, rendered, add_generation_prompt, extra)
+        spans = self._spans(as_dicts, tools, rendered, add_generation_prompt, extra)
         tokens = _Tokens(runtime, limit)
         if continue_final:
             with self._failures_told():
@@ -205,6 +234,16 @@ class ChatTemplate:
             )
         return cached
 
+    def _defuse_data(self, runtime, value):
+        """A JSON value (tools, tool calls) with every string, keys too, defused."""
+        if isinstance(value, str):
+            return self._defuse(runtime, value)
+        if isinstance(value, dict):
+            return {self._defuse_data(runtime, k): self._defuse_data(runtime, v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._defuse_data(runtime, v) for v in value]
+        return value
+
     def _control_matcher(self, runtime) -> ControlTexts:
         if self._control is None or self._control.vocab is not runtime.vocab:
             self._control = ControlTexts.of(runtime)
@@ -212,19 +251,20 @@ class ChatTemplate:
 
     def _spans(
         self,
-        messages: list[Message],
-        defused: list[str],
+        as_dicts: list[dict],
+        tools: list[dict] | None,
         rendered: str,
         add_generation_prompt: bool,
         extra: dict,
     ) -> list[tuple[int, int, int]]:
         """Where each message's text sits in the rendered prompt: (start, end, message index), in order."""
+        defused = [m["content"] for m in as_dicts]
         marked = [
-            {"role": m.role, "content": f"{_MARK_OPEN}{i}{_MARK_SEP}{d}{_MARK_CLOSE}" if d else d}
-            for i, (m, d) in enumerate(zip(messages, defused, strict=True))
+            {**m, "content": f"{_MARK_OPEN}{i}{_MARK_SEP}{d}{_MARK_CLOSE}" if d else d}
+            for i, (m, d) in enumerate(zip(as_dicts, defused, strict=True))
         ]
         try:
-            with_marks = self._render(marked, add_generation_prompt, extra)
+            with_marks = self._render(marked, tools, add_generation_prompt, extra, defused=True)
         except TemplateError:
             with_marks = ""
         exact = _spans_from_marks(with_marks, rendered)

@@ -5,7 +5,8 @@ loopcontrols, the `{% generation %}` block, `tojson` with its keyword arguments,
 `strftime_now`, its `dict` and `namespace`), so the same template renders the same text.
 
 A template is untrusted code from a model file. Jinja's ImmutableSandboxedEnvironment stops it
-reaching Python internals (CVE-2024-34359); on top of that every render runs under a `Budget`:
+reaching Python internals (CVE-2024-34359); on top of that every render runs under a `Budget`
+(budget.py):
 
 - time: a CPU-time deadline, checked on every loop step (each `{% for %}` iterable is wrapped at
   parse time), every call (filters, methods, macros) and every chunk of output;
@@ -20,16 +21,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
 
+from llmcli.engine.templates.budget import Budget, TemplateLimit, bounded, current_budget
 from llmcli.errors import TemplateError
-
-RENDER_SECONDS = 2.0  # CPU seconds one render may take; real templates need milliseconds
-RENDER_CHARS = 4_000_000  # the largest rendered prompt or intermediate string (far past any context)
 
 # A width of ten million or more inside a %-format or str.format spec would allocate that much.
 _HUGE_WIDTH = re.compile(r"\d{7,}")
@@ -38,10 +34,6 @@ _HUGE_WIDTH = re.compile(r"\d{7,}")
 _FORMAT_WIDTHS = re.compile(r"%[-+ #0]*(\d+)|\{[^{}]*:[^{}\d]*(\d+)[^{}]*\}")
 # Calls whose int argument is a width, and what the result grows by: once, or once a line / a tab.
 _WIDTH_CALLS = {"indent": "\n", "center": "", "ljust": "", "rjust": "", "zfill": "", "expandtabs": "\t"}
-
-
-class TemplateLimit(TemplateError):
-    """A template went past the render budget (time or size)."""
 
 
 # Every failure message above and below names the model's template and a fix about the model. For a
@@ -65,59 +57,6 @@ def told_of_file(message: str, path: str) -> str:
     return message
 
 
-@dataclass
-class Budget:
-    seconds: float = RENDER_SECONDS
-    max_chars: int = RENDER_CHARS
-    deadline: float = 0.0
-    ticks: int = 0
-
-    def start(self) -> Budget:
-        self.deadline = time.thread_time() + self.seconds
-        self.ticks = 0
-        return self
-
-    def tick(self) -> None:
-        self.ticks += 1
-        if self.ticks & 63 == 0 and time.thread_time() > self.deadline:
-            raise TemplateLimit(
-                f"the chat template ran for over {self.seconds:g} s of CPU and was stopped; "
-                "use a model with a sane template"
-            )
-
-    def size(self, n: int, what: str = "a string") -> None:
-        if n > self.max_chars:
-            raise TemplateLimit(
-                f"the chat template tried to build {what} of {n:,} characters (limit "
-                f"{self.max_chars:,}) and was stopped; use a model with a sane template"
-            )
-
-
-_BUDGET: ContextVar[Budget | None] = ContextVar("llmcli_template_budget", default=None)
-
-
-def _budget() -> Budget:
-    budget = _BUDGET.get()
-    if budget is None:  # rendering outside `bounded()`: still bounded, by a fresh budget
-        budget = Budget().start()
-        _BUDGET.set(budget)
-    return budget
-
-
-class bounded:
-    """`with bounded(budget):` — the budget every guard below charges while a render runs."""
-
-    def __init__(self, budget: Budget) -> None:
-        self.budget = budget.start()
-
-    def __enter__(self) -> Budget:
-        self._token = _BUDGET.set(self.budget)
-        return self.budget
-
-    def __exit__(self, *exc: object) -> None:
-        _BUDGET.reset(self._token)
-
-
 def _weight(value) -> int:
     """What repeating or joining a value costs: its length for text, one per item otherwise."""
     if isinstance(value, str):
@@ -128,7 +67,7 @@ def _weight(value) -> int:
 
 
 def _check_binop(op: str, left, right) -> None:
-    budget = _budget()
+    budget = current_budget()
     budget.tick()
     if op == "*":
         for seq, n in ((left, right), (right, left)):
@@ -153,7 +92,7 @@ def _check_width(name: str, subject, args, kwargs) -> None:
     refused before the call: `indent(100000)` on a long text allocated gigabytes."""
     from llmcli.limits import limit
 
-    budget = _budget()
+    budget = current_budget()
     if isinstance(subject, str) and name in ("format", "format_map"):
         widths = [int(a or b) for a, b in _FORMAT_WIDTHS.findall(subject)]
         if "%*" in subject or "%-*" in subject:
@@ -181,7 +120,11 @@ def raise_exception(message) -> None:
 
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
     # transformers' own filter: Jinja's would HTML-escape, and templates pass these keywords.
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    hook = current_budget().json_text  # over defused text: a stand-in is written as its original would be
+    text = json.dumps(
+        x, ensure_ascii=ensure_ascii and not hook, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+    return hook(text, ensure_ascii) if hook else text
 
 
 def strftime_now(format: str) -> str:
@@ -203,7 +146,7 @@ def _guarded_filter(name: str, func):
 
     @wraps(func)
     def guarded(*args, **kwargs):
-        budget = _budget()
+        budget = current_budget()
         budget.tick()
         if args:
             _check_width(name, args[0], args[1:], kwargs)
@@ -290,7 +233,7 @@ def _make_environment():
             return super().call_binop(context, operator, left, right)
 
         def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - Jinja's own signature
-            budget = _budget()
+            budget = current_budget()
             budget.tick()
             target = getattr(__obj, "__wrapped__", __obj)
             owner = getattr(target, "__self__", None)
@@ -310,14 +253,14 @@ def _make_environment():
 
         @staticmethod
         def llmcli_loop(iterable):
-            budget = _budget()
+            budget = current_budget()
             for item in iterable:
                 budget.tick()
                 yield item
 
         @staticmethod
         def llmcli_concat(parts) -> str:
-            budget = _budget()
+            budget = current_budget()
             budget.tick()
             pieces = [str(p) for p in parts]
             budget.size(sum(map(len, pieces)), "a concatenation")
