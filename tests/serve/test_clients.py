@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 
 import httpx
 import jsonschema
@@ -142,6 +144,20 @@ def test_a_browser_preflight_is_answered_without_a_key_for_the_allowed_origin_on
     assert real.status_code == 200 and real.headers["access-control-allow-origin"] == ORIGIN
     keyless = post(server, "/v1/chat/completions", {"messages": HI}, {"Origin": ORIGIN})
     assert keyless.status_code == 401 and keyless.headers["access-control-allow-origin"] == ORIGIN
+
+
+def test_curl_sends_a_browsers_preflight_and_gets_the_allow_headers_without_a_key(server):
+    curl = shutil.which("curl")
+    assert curl, "the preflight test needs curl"
+    ask = ["-H", f"Origin: {ORIGIN}", "-H", "Access-Control-Request-Method: POST"]
+    done = subprocess.run(
+        [curl, "-s", "-i", "-X", "OPTIONS", *ask, server.url + "/v1/chat/completions"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    head = done.stdout.lower()
+    assert head.startswith("http/1.1 200") and f"access-control-allow-origin: {ORIGIN}" in head, head
 
 
 # -- Ollama's clients ----------------------------------------------------------------------------
