@@ -137,6 +137,28 @@ Text = checked(_text, {"type": "string"})
 Stops = checked(_stops, {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
 
 
+def role_field(roles: tuple[str, ...], read_as: Mapping[str, str] | None = None) -> Any:
+    """A message's role: one of `roles`, read as `read_as` says (OpenAI's developer is system)."""
+
+    def check(value: Any) -> str:
+        if value not in roles:
+            raise refuse(f"must be one of {', '.join(roles)}")
+        return (read_as or {}).get(value, value)
+
+    return checked(check, {"enum": list(roles)})
+
+
+def message_list(value: Any, *, may_be_empty: bool) -> list:
+    """A body's messages: a list of objects (each then typed by its dialect's message model)."""
+    if not isinstance(value, list) or not (value or may_be_empty):
+        needed = "a list" if may_be_empty else "a non-empty list"
+        raise refuse(f"must be {needed} of {{role, content}} objects")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise refuse(f"[{i}] must be an object with role and content")
+    return value
+
+
 def content_text(value: Any) -> str:
     """A message's content: a string, or OpenAI's list of text parts, joined."""
     if value is None:

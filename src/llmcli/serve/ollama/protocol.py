@@ -22,9 +22,11 @@ from llmcli.serve.protocol import (
     Stops,
     Text,
     checked,
+    message_list,
     param_field,
     refuse,
     refused_unless_neutral,
+    role_field,
     sampling,
 )
 
@@ -75,21 +77,10 @@ def _options(value: Any) -> Any:
     return value or {}
 
 
-def _role(value: Any) -> str:
-    if value not in ROLES:
-        raise refuse(f"must be one of {', '.join(ROLES)}")
-    return value
-
-
 def _messages(value: Any) -> list:
     if value is None:
         return []  # no messages: a preload (or, with keep_alive 0, an unload)
-    if not isinstance(value, list):
-        raise refuse("must be a list of {role, content} objects")
-    for i, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise refuse(f"[{i}] must be an object with role and content")
-    return value
+    return message_list(value, may_be_empty=True)
 
 
 def _content(value: Any) -> str:
@@ -100,7 +91,7 @@ def _content(value: Any) -> str:
     return value
 
 
-Role = checked(_role, {"enum": list(ROLES)})
+Role = role_field(ROLES)
 Content = checked(_content, {"type": "string"})
 Format = checked(lambda value: value, {"anyOf": [{"type": "string"}, {"type": "object"}]})  # constraint.py
 Tools = checked(lambda value: value, {"type": "array"})

@@ -25,9 +25,11 @@ from llmcli.serve.protocol import (
     Text,
     checked,
     content_text,
+    message_list,
     param_field,
     refuse,
     refused_unless_neutral,
+    role_field,
     sampling,
 )
 
@@ -78,19 +80,8 @@ _COMMON: dict[str, Any] = {
 SamplingBody: Any = create_model("SamplingBody", __base__=Body, **_COMMON)
 
 
-def _role(value: Any) -> str:
-    if value not in ROLES:
-        raise refuse(f"must be one of {', '.join(ROLES)}")
-    return READ_AS.get(value, value)
-
-
 def _messages(value: Any) -> list:
-    if not isinstance(value, list) or not value:
-        raise refuse("must be a non-empty list of {role, content} objects")
-    for i, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise refuse(f"[{i}] must be an object with role and content")
-    return value
+    return message_list(value, may_be_empty=False)
 
 
 def _stream_options(value: Any) -> dict:
@@ -113,7 +104,7 @@ def _as_sent(value: Any) -> Any:
     return value
 
 
-Role = checked(_role, {"enum": list(ROLES)})
+Role = role_field(ROLES, READ_AS)
 Content = checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})
 StreamOptions = checked(_stream_options, {"type": "object"})
 # checked where they are read (serve/constraint.py), with chat's words
