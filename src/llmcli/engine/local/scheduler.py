@@ -283,7 +283,7 @@ class Scheduler:
             ll.llama_memory_seq_rm(mem, slot, -1, -1)  # a state that cannot be cut (recurrent): start over
             shared = 0
         seq.slot, seq.n_past, seq.reserved, seq.state = slot, 0, need, RUNNING
-        if source == "fork":  # its cells and first token come when fork_of samples (_after_decode)
+        if source == "fork" and seq.fork_of is not None:  # its cells and first token: _after_decode
             seq.wait_for = (seq.fork_of, shared)
         elif source == "live":
             seq.wait_for = (self.running[src], shared)

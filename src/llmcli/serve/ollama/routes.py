@@ -128,7 +128,7 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
 
 async def lines(call: Call, shape: Shape):
     async for line in call.streamed(
-        lambda kind, text: json.dumps(shape.line(kind, text)) + "\n",
+        lambda piece: json.dumps(shape.line(piece.kind, piece.text)) + "\n",
         lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
     ):
         yield line

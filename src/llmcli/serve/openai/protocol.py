@@ -16,6 +16,7 @@ from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
 from llmcli.serve.constraint import openai_constraint
 from llmcli.serve.errors import bad
+from llmcli.serve.logprobs import Choices, CompletionLogprobs, TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
     Body,
     Defaults,
@@ -49,10 +50,7 @@ PARAM_FIELDS["max_completion_tokens"] = "max_tokens"
 REFUSED: dict[str, tuple[str, tuple[Any, ...]]] = {
     "tools": ("tool calls are not supported", ()),
     "functions": ("function calls are not supported", ()),
-    "logprobs": ("log probabilities are not returned", (False,)),
-    "top_logprobs": ("log probabilities are not returned", (0,)),
-    "n": ("one choice per request (n must be 1)", (1,)),
-    "best_of": ("one choice per request (best_of must be 1)", (1,)),
+    "best_of": ("best_of is not supported (send 1 or leave it out; n gives several choices)", (1,)),
     "suffix": ("insertion (suffix) is not supported", ()),
     "echo": ("echo is not supported", (False,)),
     "logit_bias": ("logit_bias is not supported", ({},)),
@@ -129,6 +127,7 @@ class Request(SamplingBody):
     response_format: ResponseFormat = None
     grammar: Grammar = None
     json_schema: JsonSchema = None
+    n: Choices = None
 
     def _generation(self, defaults: Defaults, **what: Any) -> Generation:
         values = {}
@@ -145,6 +144,7 @@ class Request(SamplingBody):
             include_usage=self._include_usage(),
             model=self.model,
             constraint=openai_constraint(self.response_format, self.grammar, self.json_schema),
+            n=self.n or 1,
         )
 
     def _include_usage(self) -> bool:
@@ -162,6 +162,8 @@ class ChatCompletionRequest(Request):
     # vLLM's: the last (assistant) message is continued rather than answered, as llama-server does
     continue_final_message: Flag = False
     add_generation_prompt: Flag = True
+    logprobs: Flag = None
+    top_logprobs: TopLogprobs = None
 
     def generation(self, defaults: Defaults) -> Generation:
         messages = [Message(m.role, m.content or "") for m in self.messages]
@@ -180,14 +182,21 @@ class ChatCompletionRequest(Request):
             )
         if defaults.system and messages[0].role != "system":
             messages.insert(0, Message("system", defaults.system))
-        return self._generation(defaults, messages=messages, prompt=None, continue_final=continue_final)
+        return self._generation(
+            defaults,
+            messages=messages,
+            prompt=None,
+            continue_final=continue_final,
+            logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
+        )
 
 
 class CompletionRequest(Request):
     prompt: Prompt = Field(default=None, validate_default=True)
+    logprobs: CompletionLogprobs = None  # the number of most likely tokens, 0..5, as OpenAI's
 
     def generation(self, defaults: Defaults) -> Generation:
-        gen = self._generation(defaults, messages=None, prompt=self.prompt)
+        gen = self._generation(defaults, messages=None, prompt=self.prompt, logprobs=self.logprobs)
         if gen.max_tokens is None:
             gen.max_tokens = 16  # OpenAI's default for completions
         return gen
