@@ -27,12 +27,13 @@ from tests.serve.server import KEY, MAX_BODY
 CASES = cases(default=20, long=200)  # per seed
 FIXED_SEED = 20261203
 HI = [{"role": "user", "content": "Hi."}]
-ROUTES = {  # a valid body each, at most 3 tokens
-    "/v1/chat/completions": {"messages": HI, "max_tokens": 3, "temperature": 0.5, "stop": ["\n\n"]},
-    "/v1/completions": {"prompt": "Once upon", "max_tokens": 3, "top_p": 0.9},
+ROUTES = {  # a valid body each, at most 3 tokens (a choice)
+    "/v1/chat/completions": {"messages": HI, "max_tokens": 3, "temperature": 0.5, "stop": ["\n\n"],
+                             "logprobs": True, "top_logprobs": 2},
+    "/v1/completions": {"prompt": "Once upon", "max_tokens": 3, "top_p": 0.9, "n": 2, "logprobs": 1},
     "/api/chat": {"model": "m", "messages": HI, "stream": False, "options": {"num_predict": 3, "top_k": 5}},
     "/api/generate": {"model": "m", "prompt": "Hi.", "stream": False, "options": {"num_predict": 3}},
-}
+}  # fmt: skip
 # Values no field accepts in the place it is put, or that test the checks' edges.
 BAD = [None, -1, 0, 2**64, -(2**63), 1e308, float("nan"), float("inf"), "", "x", "NaN", True, [], {},
        [1, "a"], {"role": "user"}, "\x00\u202e", 1.5]  # fmt: skip
