@@ -229,3 +229,40 @@ def test_n_choices_prefill_their_prompt_once(server):
 def test_n_is_bounded_by_nothing_but_its_cap(server, n):
     body = {"prompt": "Hello", "max_tokens": 2, "temperature": 0.5, "n": n}
     assert [c["index"] for c in ok(server, "/v1/completions", body)["choices"]] == list(range(n))
+
+
+# -- Ollama's logprobs -----------------------------------------------------------------------------
+def test_ollamas_routes_give_logprobs_whole_and_streamed(server):
+    body = {"model": "m", "messages": HI, "options": {"num_predict": 5, "temperature": 0}}
+    body |= {"logprobs": True, "top_logprobs": 3, "stream": False}
+    whole = ok(server, "/api/chat", body)
+    entries = whole["logprobs"]
+    assert len(entries) == whole["eval_count"] == 5
+    for entry in entries:
+        assert (entry["token"], entry["logprob"]) == (
+            entry["top_logprobs"][0]["token"],
+            entry["top_logprobs"][0]["logprob"],
+        )
+    assert bytes(b for e in entries for b in e["bytes"]).decode() == whole["message"]["content"]
+    streamed = []
+    with httpx.stream(
+        "POST", server.url + "/api/chat", json={**body, "stream": True}, headers=AUTH, timeout=HANG_GUARD_S
+    ) as r:
+        for line in r.iter_lines():
+            if line:
+                streamed += json.loads(line).get("logprobs", [])
+    assert_same_logprobs(streamed, entries)
+    plain = ok(
+        server,
+        "/api/generate",
+        {"model": "m", "prompt": "Hi", "stream": False, "options": {"num_predict": 2}},
+    )
+    assert "logprobs" not in plain
+
+
+def test_ollamas_top_logprobs_without_logprobs_is_a_400_in_ollamas_shape(server):
+    body = {"model": "m", "prompt": "Hi", "stream": False, "top_logprobs": 2}
+    r = post(server, "/api/generate", body)
+    assert r.status_code == 400 and "top_logprobs needs logprobs" in r.json()["error"]
+    r = post(server, "/api/generate", {**body, "logprobs": True, "top_logprobs": 21})
+    assert r.status_code == 400 and r.json()["error"] == "top_logprobs must be in 0..20, not 21"

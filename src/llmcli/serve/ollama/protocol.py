@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, create_model
 from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
 from llmcli.serve.constraint import ollama_constraint
+from llmcli.serve.logprobs import TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
     Body,
     Defaults,
@@ -115,6 +116,9 @@ class Request(Body):
     suffix: Suffix = None
     template: Template = None
     images: Images = None
+    # Ollama's newer fields, as OpenAI's chat has them
+    logprobs: Flag = None
+    top_logprobs: TopLogprobs = None
 
     @property
     def unloads(self) -> bool:
@@ -137,6 +141,7 @@ class Request(Body):
             model=self.model,
             constraint=ollama_constraint(self.format),
             dialect="ollama",
+            logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
         )
 
 

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.errors import ApiError
+from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
@@ -123,17 +124,24 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
-    return JSONResponse(shape.final(call, reply.outcome, reply.text, reply.reasoning))
+    return JSONResponse(with_logprobs(call, shape.final(call, reply.outcome, reply.text, reply.reasoning)))
+
+
+def with_logprobs(call: Call, body: dict) -> dict:
+    """Ollama's `logprobs` (OpenAI's chat entries) of the tokens since the last line, when asked."""
+    if call.gen.logprobs is not None:
+        body["logprobs"] = ChoiceLogprobs(chat=True).shape(call.take_logprobs(0))["content"]
+    return body
 
 
 async def lines(call: Call, shape: Shape):
     async for line in call.streamed(
-        lambda piece: json.dumps(shape.line(piece.kind, piece.text)) + "\n",
+        lambda piece: json.dumps(with_logprobs(call, shape.line(piece.kind, piece.text))) + "\n",
         lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
     ):
         yield line
     if call.outcome is not None:
-        yield json.dumps(shape.final(call, call.outcome)) + "\n"
+        yield json.dumps(with_logprobs(call, shape.final(call, call.outcome))) + "\n"
 
 
 BODIES = {"/api/chat": ChatRequest, "/api/generate": GenerateRequest, "/api/show": ShowRequest}
