@@ -266,3 +266,15 @@ def test_ollamas_top_logprobs_without_logprobs_is_a_400_in_ollamas_shape(server)
     assert r.status_code == 400 and "top_logprobs needs logprobs" in r.json()["error"]
     r = post(server, "/api/generate", {**body, "logprobs": True, "top_logprobs": 21})
     assert r.status_code == 400 and r.json()["error"] == "top_logprobs must be in 0..20, not 21"
+
+
+def test_tokens_held_back_for_a_stop_string_keep_their_logprobs_in_the_stream(server):
+    # " 5" could begin the stop string " 5, 6": its token's text waits, and comes with the finish
+    body = {"prompt": "1, 2, 3,", "max_tokens": 8, "temperature": 0, "logprobs": 0, "stop": [" 5, 6"]}
+    whole = ok(server, "/v1/completions", body)["choices"][0]
+    assert whole["finish_reason"] == "stop" and whole["text"].endswith("4,")
+    tokens = []
+    for chunk in sse(server, "/v1/completions", body):
+        for part in chunk["choices"]:
+            tokens += (part["logprobs"] or {}).get("tokens", [])
+    assert tokens == whole["logprobs"]["tokens"] and "".join(tokens).startswith(whole["text"])

@@ -128,9 +128,11 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
 
 
 def with_logprobs(call: Call, body: dict) -> dict:
-    """Ollama's `logprobs` (OpenAI's chat entries) of the tokens since the last line, when asked."""
-    if call.gen.logprobs is not None:
-        body["logprobs"] = ChoiceLogprobs(chat=True).shape(call.take_logprobs(0))["content"]
+    """Ollama's `logprobs` (OpenAI's chat entries) of the tokens since the last line, when asked (left
+    out when there are none, as Ollama leaves it out)."""
+    entries = call.take_logprobs(0) if call.gen.logprobs is not None else []
+    if entries:
+        body["logprobs"] = ChoiceLogprobs(chat=True).shape(entries)["content"]
     return body
 
 

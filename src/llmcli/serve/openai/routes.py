@@ -76,7 +76,8 @@ class Shape:
         """Choice index's finishing chunk, with the log-probabilities of tokens whose text was held
         back (a partial character, a possible stop string)."""
         reason = "length" if outcome.finish_reason == "length" else "stop"
-        logprobs = self._logprobs(index)
+        held = self.call.take_logprobs(index) if self.logprobs is not None else []
+        logprobs = self._logprobs(index, held) if held else None
         if self.chat:
             return {"index": index, "delta": {}, "logprobs": logprobs, "finish_reason": reason}
         return {"index": index, "text": "", "logprobs": logprobs, "finish_reason": reason}
