@@ -415,13 +415,14 @@ def test_a_body_over_max_body_is_413_declared_or_chunked(server):
             "/v1/chat/completions",
             {"messages": HI, "top_logprobs": 2},
             "top_logprobs",
-            'top_logprobs needs logprobs: send "logprobs": true with it',
+            "The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled; "
+            'send "logprobs": true with it',
         ),
         (
             "/v1/chat/completions",
             {"messages": HI, "logprobs": False, "top_logprobs": 2},
             "top_logprobs",
-            "needs logprobs",
+            "only allowed when 'logprobs' is enabled",
         ),
         ("/v1/completions", {"prompt": "a", "logprobs": 6}, "logprobs", "logprobs must be in 0..5, not 6"),
         ("/v1/completions", {"prompt": "a", "logprobs": True}, "logprobs", "an integer in 0..5"),

@@ -263,7 +263,7 @@ def test_ollamas_routes_give_logprobs_whole_and_streamed(server):
 def test_ollamas_top_logprobs_without_logprobs_is_a_400_in_ollamas_shape(server):
     body = {"model": "m", "prompt": "Hi", "stream": False, "top_logprobs": 2}
     r = post(server, "/api/generate", body)
-    assert r.status_code == 400 and "top_logprobs needs logprobs" in r.json()["error"]
+    assert r.status_code == 400 and "only allowed when 'logprobs' is enabled" in r.json()["error"]
     r = post(server, "/api/generate", {**body, "logprobs": True, "top_logprobs": 21})
     assert r.status_code == 400 and r.json()["error"] == "top_logprobs must be in 0..20, not 21"
 

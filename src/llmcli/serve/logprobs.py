@@ -48,7 +48,11 @@ CompletionLogprobs = checked(
 def chat_logprobs(logprobs: bool | None, top_logprobs: int | None) -> int | None:
     """Chat's two fields -> the number of most likely tokens to give (None: no log-probabilities)."""
     if top_logprobs and not logprobs:  # 0 asks for nothing
-        raise bad("top_logprobs", 'top_logprobs needs logprobs: send "logprobs": true with it')
+        raise bad(
+            "top_logprobs",
+            "The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled; "
+            'send "logprobs": true with it',
+        )
     return (top_logprobs or 0) if logprobs else None
 
 
