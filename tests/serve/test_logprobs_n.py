@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.serve.server import AUTH, HANG_GUARD_S
+from tests.serve.server import AUTH, HANG_GUARD_S, KEY, ServeProcess
 from tests.support.deps import require
 
 HI = [{"role": "user", "content": "Name three fruits."}]
@@ -168,16 +168,28 @@ def test_a_token_that_is_part_of_a_character_carries_its_raw_bytes(server):
 
 
 # -- n choices -------------------------------------------------------------------------------------
-def test_n_choices_at_temperature_0_are_the_same_reply(server):
-    body = {"messages": HI, "max_tokens": 6, "temperature": 0}
-    one = ok(server, "/v1/chat/completions", body)
-    three = ok(server, "/v1/chat/completions", {**body, "n": 3})
-    assert [c["index"] for c in three["choices"]] == [0, 1, 2]
-    assert len({c["message"]["content"] for c in three["choices"]}) == 1
-    assert len({c["finish_reason"] for c in three["choices"]}) == 1
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory, embedded_path):
+    """A server with room for 4 sequences: every choice of n <= 4 is admitted with the first."""
+    srv = ServeProcess(tmp_path_factory.mktemp("serve-wide"), "--parallel", "4", "--api-key", KEY)
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_n_choices_at_temperature_0_are_the_same_reply(wide):
+    body = {"messages": HI, "max_tokens": 6, "temperature": 0, "logprobs": True}
+    one = ok(wide, "/v1/chat/completions", {**body, "max_tokens": 1})
+    three = ok(wide, "/v1/chat/completions", {**body, "n": 3})
+    choices = three["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2]
+    # the same row for every first token, then the same cells and batches: the same reply, exactly
+    assert all(
+        c["message"] == choices[0]["message"] and c["logprobs"] == choices[0]["logprobs"] for c in choices
+    )
+    assert len({c["finish_reason"] for c in choices}) == 1
     usage = three["usage"]
     assert usage["prompt_tokens"] == one["usage"]["prompt_tokens"]
-    assert usage["completion_tokens"] == 3 * one["usage"]["completion_tokens"]
+    assert usage["completion_tokens"] == sum(len(c["logprobs"]["content"]) for c in choices)
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
 
 
@@ -211,18 +223,28 @@ def test_a_stream_of_n_choices_interleaves_both_indexes_each_finished(server):
     assert chunks[-1]["usage"]["completion_tokens"] >= 2
 
 
-def test_n_choices_prefill_their_prompt_once(server):
-    server.running_after(AUTH)
-    before = server.metric(PREFILLED, AUTH)
+@pytest.mark.parametrize("n", [3, 4])
+def test_n_choices_prefill_their_prompt_once(wide, n):
+    wide.running_after(AUTH)
+    before = wide.metric(PREFILLED, AUTH)
     # words no earlier request began with: no cells to share but the choices' own
     prompt = " ".join(uuid.uuid4().hex[i : i + 4] for i in range(0, 32, 4)) + " is a code that"
-    # n = 2, the shared server's --parallel: a choice past it waits for a place, and shares the
-    # prompt's cells as a later request would (all but the last token, which it computes again)
-    answer = ok(server, "/v1/completions", {"prompt": prompt, "max_tokens": 3, "n": 2, "temperature": 0.7})
-    assert len(answer["choices"]) == 2
+    answer = ok(wide, "/v1/completions", {"prompt": prompt, "max_tokens": 3, "n": n, "temperature": 0.7})
+    assert len(answer["choices"]) == n
     prompt_tokens = answer["usage"]["prompt_tokens"]
     assert answer["timings"]["cache_n"] == 0
-    assert server.metric(PREFILLED, AUTH) - before == prompt_tokens
+    assert wide.metric(PREFILLED, AUTH) - before == prompt_tokens
+
+
+def test_choices_past_the_free_places_share_the_prompt_as_a_later_request(server):
+    server.running_after(AUTH)
+    before = server.metric(PREFILLED, AUTH)
+    prompt = " ".join(uuid.uuid4().hex[i : i + 4] for i in range(0, 32, 4)) + " is a code that"
+    # the shared server's --parallel 2: the third choice waits for a place, then shares the
+    # prompt's cells as a later request would (all but the last token, which it computes again)
+    answer = ok(server, "/v1/completions", {"prompt": prompt, "max_tokens": 3, "n": 3, "temperature": 0.7})
+    assert [c["index"] for c in answer["choices"]] == [0, 1, 2]
+    assert server.metric(PREFILLED, AUTH) - before == answer["usage"]["prompt_tokens"] + 1
 
 
 @pytest.mark.parametrize("n", [2, 8])
