@@ -403,7 +403,12 @@ def test_a_body_over_max_body_is_413_declared_or_chunked(server):
         ("/v1/chat/completions", {"messages": HI, "n": 9}, "n", "n must be in 1..8, not 9"),
         ("/v1/completions", {"prompt": "a", "n": 0}, "n", "n must be in 1..8, not 0"),
         ("/v1/chat/completions", {"messages": HI, "n": 2.5}, "n", "n must be an integer in 1..8"),
-        ("/v1/chat/completions", {"messages": HI, "best_of": 2}, "best_of", "best_of is not supported"),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "best_of": 2},
+            "best_of",
+            "best_of is not supported (send 1 or leave it out; n gives several choices)",
+        ),
         ("/v1/chat/completions", {"messages": HI, "logprobs": 1}, "logprobs", "true or false"),
         (
             "/v1/chat/completions",

@@ -50,7 +50,7 @@ PARAM_FIELDS["max_completion_tokens"] = "max_tokens"
 REFUSED: dict[str, tuple[str, tuple[Any, ...]]] = {
     "tools": ("tool calls are not supported", ()),
     "functions": ("function calls are not supported", ()),
-    "best_of": ("best_of is not supported (send 1 or leave it out; n gives several choices)", (1,)),
+    "best_of": ("is not supported (send 1 or leave it out; n gives several choices)", (1,)),
     "suffix": ("insertion (suffix) is not supported", ()),
     "echo": ("echo is not supported", (False,)),
     "logit_bias": ("logit_bias is not supported", ({},)),
