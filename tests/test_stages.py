@@ -117,6 +117,7 @@ def test_the_json_document_has_the_same_keys_for_both(local_stats, remote_stats)
             "server",
             "stages",
             "draft",
+            "placement",
         ]
     )
     for key in ("usage", "timings"):

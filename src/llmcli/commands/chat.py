@@ -14,6 +14,7 @@ from llmcli.commands.options import (
     DraftOpt,
     EndpointOpt,
     FilterOpt,
+    GpuLayersOpt,
     JsonOpt,
     MaxTokensOpt,
     MinPOpt,
@@ -96,6 +97,7 @@ def chat(
     max_tokens: MaxTokensOpt = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
+    gpu_layers: GpuLayersOpt = None,
     draft: DraftOpt = None,
     stop: StopOpt = None,
     filter_file: FilterOpt = None,
@@ -195,6 +197,7 @@ def chat(
             params=params,
             ctx=ctx,
             threads=threads,
+            gpu_layers=gpu_layers,
             draft=draft,
             stops=stop or [],
             filter_file=filter_file,
@@ -308,6 +311,7 @@ def recorder_for(opts: ChatOptions, opened, chat_log):
     settings: dict[str, object] = {
         "ctx": opts.ctx,
         "threads": opts.threads,
+        "gpu_layers": str(opts.gpu_layers) if opts.gpu_layers else None,
         "draft": opts.draft,
         "chat_template": str(opts.chat_template) if opts.chat_template else None,
     }

@@ -113,7 +113,13 @@ class Engine:
         # one request is shared with the next ones (a system prompt is prefilled once).
         self.rt = Runtime(
             c.model_path,
-            RuntimeConfig(n_ctx=c.ctx, n_threads=c.threads, n_seq_max=c.parallel, kv_unified=True),
+            RuntimeConfig(
+                n_ctx=c.ctx,
+                n_threads=c.threads,
+                n_seq_max=c.parallel,
+                kv_unified=True,
+                gpu_layers=c.gpu_layers,
+            ),
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
         self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)

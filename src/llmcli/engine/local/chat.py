@@ -231,6 +231,7 @@ class ChatSession:
         turn = Turn(self, text, keep_cache)
         if not self._load_reported:
             turn.stats.load_ms, self._load_reported = self.runtime.load_ms, True
+        turn.stats.placement = self.runtime.placement.as_dict()
         self._runtime_view(after=False)
         try:
             turn.tokenize()  # ① template + tokenize

@@ -11,9 +11,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from llmcli.engine.local.backend import LOG_LINES
+from llmcli.engine.local.backend import llama as _llama
 from llmcli.engine.local.gbnf_bounds import check_shape
 from llmcli.engine.local.gbnf_chars import check_chars, check_text
-from llmcli.engine.local.runtime import LOG_LINES, _llama
 from llmcli.engine.schema_check import _short
 from llmcli.engine.structured import THINK_CLOSE
 from llmcli.errors import UsageError
