@@ -130,13 +130,24 @@ def test_each_command_initialises_llama_cpp_before_numpy(args):
     assert backends_before_numpy(import_order(r.stderr))
 
 
+def test_a_chat_with_a_server_never_loads_llama_cpp():
+    # (opening a GPU costs its memory and a second: a command that loads no model must not)
+    r = cli_process(
+        "chat", "--endpoint", "http://127.0.0.1:9/v1", "hi", vars={"PYTHONPROFILEIMPORTTIME": "1"}
+    )
+    assert r.exit_code == 1 and "127.0.0.1:9" in r.stderr
+    assert "llmcli.llama_lib" not in import_order(r.stderr)
+
+
 def test_serve_initialises_llama_cpp_before_numpy(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
     env.update(LLMCLI_HOME=str(tmp_path), PYTHONPROFILEIMPORTTIME="1")
     log = tmp_path / "stderr"
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [*LLMCLI, "serve", "--port", "0", "-t", "1", "--ctx", "256"], stderr=err, env=env
+            [*LLMCLI, "serve", "--port", "0", "-t", "1", "--ctx", "256", "--gpu-layers", "0"],
+            stderr=err,
+            env=env,
         )
     try:
         end, ready = time.monotonic() + HANG_GUARD_S, False
