@@ -12,14 +12,14 @@ import time
 import httpx
 import pytest
 
-from llmcli.engine.local.backend import devices
+from llmcli.engine.local.backend import init_backends
 from tests.serve.server import HANG_GUARD_S, URL_LINE
 from tests.support.cli import LLMCLI, cli, cli_process
 
 GREEDY = ["--temp", "0", "-n", "24", "--no-log"]
 BENCH = ["-p", "8", "--n-gen", "4", "-t", "1"]
 # What any build offloads of the embedded model's 30 + 1 layers: all of them where llama.cpp found a GPU.
-HAS_GPU = any(d.type in ("GPU", "IGPU") for d in devices())
+HAS_GPU = any(d.type in ("GPU", "IGPU") for d in init_backends())
 
 
 def offloaded(asked: int | None, layers: int = 31) -> int:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from llmcli.engine.local.backend import devices
+from llmcli.engine.local.backend import init_backends
 from llmcli.engine.local.placement import Device, PlacementLog, planned
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.gguf_check import model_facts
@@ -59,14 +59,14 @@ def test_the_layer_count_reaches_llama_cpp_and_the_placement_is_what_it_logged(e
     # llama.cpp logged the device of each of n_layer + 1 layers, and of each layer's KV cache
     assert placement.layers == n_layer + 1 and sum(placement.layer_devices.values()) == n_layer + 1
     assert sum(placement.kv_devices.values()) == n_layer and placement.offload_kqv
-    gpus = [d for d in devices() if d.type in ("GPU", "IGPU")]
+    gpus = [d for d in init_backends() if d.type in ("GPU", "IGPU")]
     want = 0 if not gpus else (n_layer + 1 if asked.count is None else min(asked.count, n_layer + 1))
     assert placement.offloaded == want
     assert placement.kv_on_gpu == (bool(gpus) and want > 0)
 
 
 def test_devices_are_what_llama_cpp_registered_with_the_cpu_among_them():
-    found = devices()
+    found = init_backends()
     assert any(d.type == "CPU" and d.backend == "CPU" for d in found), found
     assert all(d.name and d.type for d in found)
 
