@@ -240,7 +240,7 @@ class Engine:
         from llmcli.engine.structured import THINK_OPEN
 
         rt, c = self.rt, gen.constraint
-        ptr = grammar_sampler(rt.vocab, c.gbnf, c.source, from_schema=c.is_json)
+        ptr = grammar_sampler(rt.vocab, c.gbnf, c.source, from_schema=c.kind != "grammar")
         if self._think_token is None:
             ids = rt.tokenize(THINK_OPEN, parse_special=True)
             one = len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode()

@@ -203,7 +203,10 @@ class ChatSession:
             return None
         rt = self.runtime
         ptr = grammar_sampler(
-            rt.vocab, self.constraint.gbnf, self.constraint.source, from_schema=self.constraint.is_json
+            rt.vocab,
+            self.constraint.gbnf,
+            self.constraint.source,
+            from_schema=self.constraint.kind != "grammar",
         )
         ids = rt.tokenize(THINK_OPEN, parse_special=True)
         think = ids[0] if len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode() else None
