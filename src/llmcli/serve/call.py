@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
 from llmcli.serve.access import Need, Reservation
@@ -20,6 +21,7 @@ from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
 from llmcli.serve.protocol import Generation
+from llmcli.serve.tool_calls import CALL, ToolReader, reader
 
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
@@ -49,6 +51,7 @@ class Call:
         self.deadline = t_arrival + server.config.timeout
         self.outcome: Outcome | None = None
         self.splitter: ReasoningSplitter | None = None
+        self.tools: ToolReader | None = reader(gen.tools)  # the answer read for tool calls, if asked
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
@@ -118,9 +121,10 @@ class Call:
 
     async def events(
         self, disconnected: Callable[[], Awaitable[bool]] | None = None
-    ) -> AsyncIterator[tuple[str, str] | Outcome]:
-        """Delta pieces as (kind, text) and, last, the Outcome. `disconnected`: polled while waiting
-        (a streamed response learns of a client that left from its own send instead)."""
+    ) -> AsyncIterator[tuple[str, Any] | Outcome]:
+        """Delta pieces as (kind, text), or (CALL, CallDelta) when the reply is read for tool calls,
+        and, last, the Outcome. `disconnected`: polled while waiting (a streamed response learns of a
+        client that left from its own send instead)."""
         assert self.splitter is not None
         splitter = self.splitter
         try:
@@ -131,12 +135,16 @@ class Call:
                     raise ApiError(event.status, event.message, event.param)
                 if isinstance(event, Delta):
                     pieces = splitter.feed(event.text)
+                    if self.tools is not None:
+                        pieces = self.tools.read(pieces)
                     self.postprocess_s += time.perf_counter() - t0
                     for piece in pieces:
                         yield piece
                     continue
                 assert isinstance(event, Outcome)
                 pieces = splitter.flush()
+                if self.tools is not None:
+                    pieces = self.tools.read(pieces, end=True)
                 self.postprocess_s += time.perf_counter() - t0
                 for piece in pieces:
                     yield piece
@@ -154,17 +162,19 @@ class Call:
             async for item in self.events(disconnected):
                 if not isinstance(item, Outcome):
                     kind, text = item
-                    parts[kind if kind == REASONING else "answer"].append(text)
+                    if kind != CALL:  # calls are collected by self.tools
+                        parts[kind if kind == REASONING else "answer"].append(text)
         finally:
             self.close()
         assert self.outcome is not None  # the last item events yields
         return Reply("".join(parts["answer"]), "".join(parts[REASONING]), self.outcome)
 
     async def streamed(
-        self, render: Callable[[str, str], str], failed: Callable[[ApiError], str]
+        self, render: Callable[[str, Any], str | None], failed: Callable[[ApiError], str]
     ) -> AsyncIterator[str]:
-        """Each piece of the reply as `render(kind, text)` words it; rendering counts as stage ⑤
-        (post-process), the wait until the connection asks for the next piece as ⑥ (return). The
+        """Each piece of the reply as `render(kind, text)` words it (None: nothing to send yet);
+        rendering counts as stage ⑤ (post-process), the wait until the connection asks for the next
+        piece as ⑥ (return). The
         Outcome is then in self.outcome. The time limit or an engine failure ends the stream with
         `failed(error)`, and self.outcome stays None (a stream's status was sent with its start)."""
         try:
@@ -175,6 +185,8 @@ class Call:
                 data = render(*item)
                 t1 = time.perf_counter()
                 self.postprocess_s += t1 - t0
+                if data is None:
+                    continue
                 yield data
                 self.return_s += time.perf_counter() - t1
         except ApiError as exc:

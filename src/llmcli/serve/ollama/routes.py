@@ -7,17 +7,20 @@ import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.engine.templates.thinking import REASONING
+from llmcli.engine.tools import CallDelta
 from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.errors import ApiError
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
+from llmcli.serve.tool_calls import CALL
 
 router = APIRouter(prefix="/api")
 
@@ -36,12 +39,14 @@ class Shape:
     def __init__(self, chat: bool, model: str) -> None:
         self.chat, self.model = chat, model
 
-    def piece(self, text: str, thinking: str, done: bool) -> dict:
+    def piece(self, text: str, thinking: str, done: bool, calls: list[dict] | None = None) -> dict:
         body: dict = {"model": self.model, "created_at": _now()}
         if self.chat:
             message: dict = {"role": "assistant", "content": text}
             if thinking:
                 message["thinking"] = thinking
+            if calls:
+                message["tool_calls"] = calls
             body["message"] = message
         else:
             body["response"] = text
@@ -54,8 +59,19 @@ class Shape:
         """A streamed piece: the answer's text, or the reasoning's."""
         return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
 
-    def final(self, call: Call, outcome: Outcome, text: str = "", thinking: str = "") -> dict:
-        body = self.piece(text, thinking, True)
+    def call_line(self, call: Call, delta: CallDelta) -> dict | None:
+        """A streamed tool call: one line once its arguments are whole, as Ollama streams it."""
+        assert call.tools is not None
+        ready = call.tools.ollama_ready(delta)
+        return self.piece("", "", False, [ready]) if ready is not None else None
+
+    def final(
+        self, call: Call, outcome: Outcome, text: str = "", thinking: str = "", whole: bool = False
+    ) -> dict:
+        calls = call.tools.ollama_calls() if whole and call.tools is not None else None
+        body = self.piece(text, thinking, True, calls)
+        if call.tools is not None and call.tools.malformed is not None:
+            body["malformed_tool_call"] = call.tools.malformed  # llmcli's word on a dropped call
         total = (time.perf_counter() - call.job.t_arrival) * 1000
         body.update(
             done_reason="length" if outcome.finish_reason == "length" else "stop",
@@ -123,14 +139,15 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
-    return JSONResponse(shape.final(call, reply.outcome, reply.text, reply.reasoning))
+    return JSONResponse(shape.final(call, reply.outcome, reply.text, reply.reasoning, whole=True))
 
 
 async def lines(call: Call, shape: Shape):
-    async for line in call.streamed(
-        lambda kind, text: json.dumps(shape.line(kind, text)) + "\n",
-        lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
-    ):
+    def render(kind: str, value: Any) -> str | None:
+        body = shape.call_line(call, value) if kind == CALL else shape.line(kind, value)
+        return json.dumps(body) + "\n" if body is not None else None
+
+    async for line in call.streamed(render, lambda exc: json.dumps(exc.body(ollama=True)) + "\n"):
         yield line
     if call.outcome is not None:
         yield json.dumps(shape.final(call, call.outcome)) + "\n"

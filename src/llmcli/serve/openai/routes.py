@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
@@ -18,6 +19,7 @@ from llmcli.serve.errors import ApiError
 from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.outcome import Outcome, timings, usage
 from llmcli.serve.state import Server
+from llmcli.serve.tool_calls import CALL, ToolReader, openai_call_delta
 
 router = APIRouter()
 
@@ -34,8 +36,9 @@ def fingerprint(server: Server) -> str:
 class Shape:
     """How one route words its objects: a chat's message and delta, or a completion's text."""
 
-    def __init__(self, chat: bool, model: str, fingerprint: str) -> None:
+    def __init__(self, chat: bool, model: str, fingerprint: str, tools: ToolReader | None = None) -> None:
         self.chat = chat
+        self.tools = tools  # the reply's tool calls, when it is read for them
         self.model = model
         self.fingerprint = fingerprint
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
@@ -54,25 +57,42 @@ class Shape:
             "choices": choices,
         }
 
-    def piece(self, kind: str, text: str) -> dict:
+    def piece(self, kind: str, text: Any) -> dict:
+        if kind == CALL:
+            return {"index": 0, "delta": {"tool_calls": [openai_call_delta(text)]}, "finish_reason": None}
         if self.chat:
             key = "reasoning_content" if kind == REASONING else "content"
             return {"index": 0, "delta": {key: text}, "finish_reason": None}
         return {"index": 0, "text": text, "logprobs": None, "finish_reason": None}
 
+    def _reason(self, outcome: Outcome) -> str:
+        if self.tools is not None:
+            return self.tools.finish_reason(outcome.finish_reason)
+        return "length" if outcome.finish_reason == "length" else "stop"
+
+    def _malformed(self, choice: dict) -> dict:
+        """llmcli's word on a dropped call (docs/tools.md), beside the finish_reason it explains."""
+        if self.tools is not None and self.tools.malformed is not None:
+            choice["malformed_tool_call"] = self.tools.malformed
+        return choice
+
     def last(self, outcome: Outcome) -> dict:
-        reason = "length" if outcome.finish_reason == "length" else "stop"
+        reason = self._reason(outcome)
         if self.chat:
-            return {"index": 0, "delta": {}, "finish_reason": reason}
+            return self._malformed({"index": 0, "delta": {}, "finish_reason": reason})
         return {"index": 0, "text": "", "logprobs": None, "finish_reason": reason}
 
     def whole(self, text: str, reasoning: str, outcome: Outcome) -> dict:
-        reason = "length" if outcome.finish_reason == "length" else "stop"
+        reason = self._reason(outcome)
         if self.chat:
             message: dict = {"role": "assistant", "content": text}
             if reasoning:
                 message["reasoning_content"] = reasoning
-            return {"index": 0, "message": message, "finish_reason": reason, "logprobs": None}
+            if self.tools is not None and self.tools.calls:
+                message["tool_calls"] = self.tools.openai_calls()
+                message["content"] = text or None  # OpenAI's: null beside calls
+            choice = {"index": 0, "message": message, "finish_reason": reason, "logprobs": None}
+            return self._malformed(choice)
         return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
 
 
@@ -155,7 +175,7 @@ async def _generate(request: Request, kind: type[ChatCompletionRequest]):
     body = await server.read(request, kind)
     call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
     await call.start()
-    shape = Shape(kind is ChatCompletionRequest, server.config.model_name, fingerprint(server))
+    shape = Shape(kind is ChatCompletionRequest, server.config.model_name, fingerprint(server), call.tools)
     if call.gen.stream:
         return stream(server, call, shape)
     return await answer(request, call, shape)
