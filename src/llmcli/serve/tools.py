@@ -13,12 +13,15 @@ json_schema or grammar) would each hold the reply to a different shape, so askin
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from llmcli.engine.messages import Message, is_text
-from llmcli.engine.tools import ToolFormat
+from llmcli.engine.structured import OutputConstraint
+from llmcli.engine.tools import FORMATS, ToolFormat
 from llmcli.engine.tools.definitions import ToolCall
 from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
 from llmcli.serve.errors import bad
@@ -88,20 +91,37 @@ def _tool(item: Any, where: str, seen: set[str]) -> dict:
 def _parameters(schema: Any, where: str) -> None:
     """A JSON Schema of the arguments object (none: no arguments). Its grammar is made, and the
     converter's refusals said, when a call is asked for (tool_constraint)."""
-    from llmcli.engine.schema_check import check_bounds, check_is_schema
-    from llmcli.errors import UsageError
-
     if schema is None:
         return
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         raise bad(
             where, f'{where} must be a JSON Schema of an object ({{"type": "object", "properties": ...}})'
         )
+    refusal = _schema_refusal(json.dumps(schema, sort_keys=True))
+    if refusal is not None:
+        raise bad(where, refusal.replace("--schema", where, 1))
+
+
+# An agent sends the same tools with every turn: their checks and their grammar are remembered by
+# their JSON text, so that a request pays for them once, not on the event loop at every turn.
+@lru_cache(maxsize=256)
+def _schema_refusal(text: str) -> str | None:
+    from llmcli.engine.schema_check import check_bounds, check_is_schema
+    from llmcli.errors import UsageError
+
+    schema = json.loads(text)
     try:
         check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
         check_is_schema(schema)
     except UsageError as exc:
-        raise bad(where, str(exc).replace("--schema", where, 1)) from None
+        return str(exc)
+    return None
+
+
+@lru_cache(maxsize=32)
+def _grammar(tools: str, form: str, mode: str, name: str | None, parallel: bool) -> OutputConstraint | None:
+    """tool_constraint over the tools' JSON text (a BadTool it raises is not remembered)."""
+    return tool_constraint(json.loads(tools), FORMATS[form], ToolChoice(mode, name), parallel=parallel)
 
 
 def _tools(value: Any, field: str) -> list[dict]:
@@ -163,7 +183,8 @@ def with_tools(gen: Generation, use: ToolUse | None) -> Generation:
             "which renders the tools and lets the reply follow the format)",
         )
     try:
-        gen.constraint = tool_constraint(use.tools, use.form, use.choice, parallel=use.parallel)
+        text = json.dumps(use.tools, sort_keys=True)
+        gen.constraint = _grammar(text, use.form.name, use.choice.mode, use.choice.name, use.parallel)
     except BadTool as exc:
         message = str(exc)
         where = re.match(r"tools\[\d+\]\.function\.parameters", message)
