@@ -96,6 +96,19 @@ def test_parallel_tool_calls_false_allows_one_call(client):
     assert many.finish_reason == "length" or len(many.message.tool_calls) > 1
 
 
+def test_each_of_n_choices_is_read_for_its_own_calls(client):
+    ask = {"messages": ASK, "tools": [WEATHER], "tool_choice": "required", "parallel_tool_calls": False}
+    reply = client.chat.completions.create(
+        model=EMBEDDED_NAME, n=2, max_tokens=64, temperature=0.9, seed=3, **ask
+    )
+    assert [c.index for c in reply.choices] == [0, 1]
+    for choice in reply.choices:
+        assert choice.finish_reason == "tool_calls", choice
+        assert [call.function.name for call in choice.message.tool_calls] == ["get_weather"]
+    ids = [call.id for c in reply.choices for call in c.message.tool_calls]
+    assert len(set(ids)) == 2
+
+
 @pytest.mark.parametrize("choice", ["none", "auto"])
 def test_none_and_auto_answer_a_greeting_in_text(client, choice):
     reply = chat(client, messages=HI, tools=[WEATHER], tool_choice=choice, max_tokens=12)

@@ -51,6 +51,8 @@ class Generation:
     constraint: OutputConstraint | None = None  # response_format, grammar or Ollama's format
     continue_final: bool = False  # the last (assistant) message is continued, not answered
     dialect: str = "openai"  # whose error words a refusal takes (context_length_exceeded is OpenAI's)
+    n: int = 1  # choices of the one prompt (OpenAI's n), prefilled once
+    logprobs: int | None = None  # log-probabilities of each token and this many most likely; None: none
     tools: ToolUse | None = None  # the tools for the template, and whether the reply is read for calls
 
 

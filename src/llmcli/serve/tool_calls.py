@@ -10,13 +10,13 @@ reaches the reader: a thinking model's `reasoning_content` holds no calls.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from llmcli.engine.templates.thinking import ANSWER
 from llmcli.engine.tools import CallDelta, ContentDelta, MalformedDelta, ToolCallStream
 from llmcli.serve.tools import ToolUse
 
-CALL = "call"  # a piece whose value is a CallDelta (beside the splitter's reasoning and answer)
+CALL = "call"  # a piece of a tool call (beside the splitter's reasoning and answer pieces)
+Read = tuple[str, str, CallDelta | None]  # kind, text, the call's piece for kind CALL
 
 
 class ToolReader:
@@ -28,23 +28,23 @@ class ToolReader:
         self.sent: set[int] = set()  # calls whose whole Ollama line went out
         self.malformed: str | None = None  # why the first malformed call was dropped
 
-    def read(self, pieces: list[tuple[str, str]], end: bool = False) -> list[tuple[str, Any]]:
-        """The splitter's (kind, text) pieces, with the answer's calls taken out as (CALL, CallDelta)."""
-        out: list[tuple[str, Any]] = []
+    def read(self, pieces: list[tuple[str, str]], end: bool = False) -> list[Read]:
+        """The splitter's (kind, text) pieces, with the answer's calls taken out as (CALL, "", delta)."""
+        out: list[Read] = []
         for kind, text in pieces:
             if kind == ANSWER:
                 out += self._pieces(self.stream.feed(text))
             else:
-                out.append((kind, text))
+                out.append((kind, text, None))
         if end:
             out += self._pieces(self.stream.finish())
         return out
 
-    def _pieces(self, deltas: list) -> list[tuple[str, Any]]:
-        out: list[tuple[str, Any]] = []
+    def _pieces(self, deltas: list) -> list[Read]:
+        out: list[Read] = []
         for delta in deltas:
             if isinstance(delta, ContentDelta):
-                out.append((ANSWER, delta.text))
+                out.append((ANSWER, delta.text, None))
             elif isinstance(delta, MalformedDelta):
                 self.malformed = self.malformed or delta.reason
             else:
@@ -52,7 +52,7 @@ class ToolReader:
                 if delta.name is not None:
                     self.made[delta.index] = (delta.id or "", delta.name, [])
                 self.made[delta.index][2].append(delta.arguments)
-                out.append((CALL, delta))
+                out.append((CALL, "", delta))
         return out
 
     @property

@@ -7,20 +7,19 @@ import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.engine.tools import CallDelta
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call, ClosesCall, Piece
 from llmcli.serve.errors import ApiError
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
-from llmcli.serve.tool_calls import CALL
+from llmcli.serve.tool_calls import ToolReader
 
 router = APIRouter(prefix="/api")
 
@@ -59,19 +58,20 @@ class Shape:
         """A streamed piece: the answer's text, or the reasoning's."""
         return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
 
-    def call_line(self, call: Call, delta: CallDelta) -> dict | None:
+    def call_line(self, tools: ToolReader | None, delta: CallDelta) -> dict | None:
         """A streamed tool call: one line once its arguments are whole, as Ollama streams it."""
-        assert call.tools is not None
-        ready = call.tools.ollama_ready(delta)
+        assert tools is not None
+        ready = tools.ollama_ready(delta)
         return self.piece("", "", False, [ready]) if ready is not None else None
 
     def final(
         self, call: Call, outcome: Outcome, text: str = "", thinking: str = "", whole: bool = False
     ) -> dict:
-        calls = call.tools.ollama_calls() if whole and call.tools is not None else None
+        tools = call.tools[0]  # Ollama asks for one reply
+        calls = tools.ollama_calls() if whole and tools is not None else None
         body = self.piece(text, thinking, True, calls)
-        if call.tools is not None and call.tools.malformed is not None:
-            body["malformed_tool_call"] = call.tools.malformed  # llmcli's word on a dropped call
+        if tools is not None and tools.malformed is not None:
+            body["malformed_tool_call"] = tools.malformed  # llmcli's word on a dropped call
         total = (time.perf_counter() - call.job.t_arrival) * 1000
         body.update(
             done_reason="length" if outcome.finish_reason == "length" else "stop",
@@ -143,8 +143,11 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
 
 
 async def lines(call: Call, shape: Shape):
-    def render(kind: str, value: Any) -> str | None:
-        body = shape.call_line(call, value) if kind == CALL else shape.line(kind, value)
+    def render(piece: Piece) -> str | None:
+        if piece.call is not None:
+            body = shape.call_line(call.tools[piece.choice], piece.call)
+        else:
+            body = shape.line(piece.kind, piece.text)
         return json.dumps(body) + "\n" if body is not None else None
 
     async for line in call.streamed(render, lambda exc: json.dumps(exc.body(ollama=True)) + "\n"):

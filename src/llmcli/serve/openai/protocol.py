@@ -16,6 +16,7 @@ from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
 from llmcli.serve.constraint import openai_constraint
 from llmcli.serve.errors import bad
+from llmcli.serve.logprobs import Choices, CompletionLogprobs, TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
     Body,
     Defaults,
@@ -49,10 +50,7 @@ PARAM_FIELDS["max_completion_tokens"] = "max_tokens"
 # field: (why it is refused, the values that ask for nothing)
 REFUSED: dict[str, tuple[str, tuple[Any, ...]]] = {
     "functions": ("function calls are not supported", ()),
-    "logprobs": ("log probabilities are not returned", (False,)),
-    "top_logprobs": ("log probabilities are not returned", (0,)),
-    "n": ("one choice per request (n must be 1)", (1,)),
-    "best_of": ("one choice per request (best_of must be 1)", (1,)),
+    "best_of": ("best_of is not supported (send 1 or leave it out; n gives several choices)", (1,)),
     "suffix": ("insertion (suffix) is not supported", ()),
     "echo": ("echo is not supported", (False,)),
     "logit_bias": ("logit_bias is not supported", ({},)),
@@ -136,6 +134,7 @@ class Request(SamplingBody):
     response_format: ResponseFormat = None
     grammar: Grammar = None
     json_schema: JsonSchema = None
+    n: Choices = None
 
     def _generation(self, defaults: Defaults, **what: Any) -> Generation:
         values = {}
@@ -152,6 +151,7 @@ class Request(SamplingBody):
             include_usage=self._include_usage(),
             model=self.model,
             constraint=openai_constraint(self.response_format, self.grammar, self.json_schema),
+            n=self.n or 1,
         )
 
     def _include_usage(self) -> bool:
@@ -172,6 +172,8 @@ class ChatCompletionRequest(Request):
     tools: Tools = None
     tool_choice: ToolChoice = None
     parallel_tool_calls: Flag = None
+    logprobs: Flag = None
+    top_logprobs: TopLogprobs = None
 
     def generation(self, defaults: Defaults) -> Generation:
         messages = [
@@ -193,7 +195,13 @@ class ChatCompletionRequest(Request):
             )
         if defaults.system and messages[0].role != "system":
             messages.insert(0, Message("system", defaults.system))
-        gen = self._generation(defaults, messages=messages, prompt=None, continue_final=continue_final)
+        gen = self._generation(
+            defaults,
+            messages=messages,
+            prompt=None,
+            continue_final=continue_final,
+            logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
+        )
         use = tool_use(self.tools, self.tool_choice, self.parallel_tool_calls, defaults.tool_form)
         return with_tools(gen, use)
 
@@ -201,9 +209,10 @@ class ChatCompletionRequest(Request):
 class CompletionRequest(Request):
     prompt: Prompt = Field(default=None, validate_default=True)
     tools: CompletionTools = None
+    logprobs: CompletionLogprobs = None  # the number of most likely tokens, 0..5, as OpenAI's
 
     def generation(self, defaults: Defaults) -> Generation:
-        gen = self._generation(defaults, messages=None, prompt=self.prompt)
+        gen = self._generation(defaults, messages=None, prompt=self.prompt, logprobs=self.logprobs)
         if gen.max_tokens is None:
             gen.max_tokens = 16  # OpenAI's default for completions
         return gen
