@@ -215,6 +215,12 @@ def test_ollama_tools_give_calls_with_arguments_as_an_object_streamed_and_whole(
     assert [c for p in parts for c in p.message.tool_calls or []] == whole.message.tool_calls
 
 
+def test_ollama_show_says_the_model_takes_tools(tools_server, ollama_module):
+    # Ollama's clients look for "tools" among a model's capabilities before they send any.
+    client = ollama_module.Client(host=tools_server.url, headers=AUTH)
+    assert "tools" in client.show(EMBEDDED_NAME).capabilities
+
+
 def test_ollama_takes_a_call_and_its_result_back(tools_server, ollama_module):
     client = ollama_module.Client(host=tools_server.url, headers=AUTH)
     conversation = [

@@ -204,7 +204,7 @@ async def show(request: Request):
             "general.parameter_count": facts.get("n_params"),
             f"{arch}.context_length": facts.get("n_ctx_train"),
         },
-        "capabilities": ["completion"],
+        "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
     }
 
 
