@@ -97,7 +97,7 @@ def _parameters(schema: Any, where: str) -> None:
         raise bad(
             where, f'{where} must be a JSON Schema of an object ({{"type": "object", "properties": ...}})'
         )
-    refusal = _schema_refusal(json.dumps(schema, sort_keys=True))
+    refusal = _schema_refusal(json.dumps(schema))
     if refusal is not None:
         raise bad(where, refusal.replace("--schema", where, 1))
 
@@ -183,7 +183,7 @@ def with_tools(gen: Generation, use: ToolUse | None) -> Generation:
             "which renders the tools and lets the reply follow the format)",
         )
     try:
-        text = json.dumps(use.tools, sort_keys=True)
+        text = json.dumps(use.tools)  # in order: the order of properties is the order written
         gen.constraint = _grammar(text, use.form.name, use.choice.mode, use.choice.name, use.parallel)
     except BadTool as exc:
         message = str(exc)
