@@ -87,6 +87,27 @@ def test_a_named_function_is_the_one_called(client):
     assert json.loads(calls[0].function.arguments)["zone"] in ("UTC", "CET")
 
 
+def test_arguments_come_in_the_order_the_schema_gives_its_properties(client):
+    book = {
+        "type": "function",
+        "function": {
+            "name": "book",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "when": {"enum": ["today", "tomorrow"]},
+                    "city": {"type": "string", "maxLength": 12},
+                },
+                "required": ["when", "city"],
+            },
+        },
+    }
+    ask = {"messages": ASK, "tools": [book], "parallel_tool_calls": False, "max_tokens": 64}
+    for _ in range(2):  # the second asks again: the grammar remembered keeps the order too
+        (call,) = chat(client, tool_choice="required", **ask).choices[0].message.tool_calls
+        assert list(json.loads(call.function.arguments)) == ["when", "city"]
+
+
 def test_parallel_tool_calls_false_allows_one_call(client):
     # Held to get_time, the tiny model calls it again and again while the grammar lets it.
     ask = {"messages": ASK, "tools": [WEATHER, TIME], "tool_choice": NAMED, "max_tokens": 96}
