@@ -52,6 +52,7 @@ class ChatSession:
         # Every prefix the last turn kept is worth taking over, however short.
         self.scheduler = Scheduler(runtime, SchedulerConfig(min_shared=1))
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
+        self.tools: list[dict] | None = None  # --tools: rendered into every prompt (OpenAI's shape)
         self.template_choice = choose_template(
             runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
         )
@@ -154,6 +155,7 @@ class ChatSession:
                 self.runtime,
                 head + messages + [user],
                 limit=self.scheduler.n_ctx_seq if limit is None else limit,
+                tools=self.tools,
                 **self.thinking.variables(self.think),
             )
         except PromptTooLong:
