@@ -138,6 +138,25 @@ def chat(
             "--grammar", metavar="FILE", show_default=False, help="The reply follows this GBNF grammar."
         ),
     ] = None,
+    tools: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--tools",
+            metavar="FILE",
+            show_default=False,
+            help='OpenAI-style JSON tools the model may call: [{"type": "function", "function": '
+            '{"name": ..., "parameters": {...}}}]. The calls are printed, never run.',
+        ),
+    ] = None,
+    tool_choice: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tool-choice",
+            metavar="CHOICE",
+            show_default=False,
+            help="auto (the model decides), none, required (some call), or a function's name. \\[auto]",
+        ),
+    ] = None,
     chat_template: ChatTemplateOpt = None,
     think: ThinkOpt = None,
     show_thinking: Annotated[
@@ -175,6 +194,7 @@ def chat(
 ) -> None:
     from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
+    from llmcli.usecases.tools import parse_tool_options
 
     params = sampling_params(
         temperature=temp,
@@ -187,6 +207,8 @@ def chat(
     )
     env = environment(context)
     constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
+    remote = bool(endpoint or env.endpoint)
+    tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
     _refuse_old_ctx_flag(continue_latest, model, prompt)
     run_chat(
         ChatOptions(
@@ -208,6 +230,7 @@ def chat(
             api_key=api_key,
             timeout=timeout,
             constraint=constraint,
+            tool_use=tool_use,
             chat_template=chat_template,
             think=think,
             show_thinking=show_thinking,
@@ -271,12 +294,14 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
                 opts,
                 recorder=recorder,
                 resumed=chat_log.resumed,
+                tools=opened.tools,
             ).run()
         else:
             from llmcli.ui.answer import AnswerView
             from llmcli.usecases.answer import ask_once, log_exchange
 
-            session, prompt, view = opened.session, opened.prompt, AnswerView(env, opts, opened.model_name)
+            session, prompt = opened.session, opened.prompt
+            view = AnswerView(env, opts, opened.model_name, opened.tools)
             answer = ask_once(session, prompt, opts.constraint, view.hooks())
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from llmcli.engine.session import Session
     from llmcli.engine.structured import OutputConstraint
     from llmcli.hub.events import ProgressScope
+    from llmcli.usecases.tools import ToolReader, ToolUse
 
 
 @dataclass
@@ -46,6 +47,7 @@ class ChatOptions:
     api_key: str | None = None
     timeout: float | None = None
     constraint: OutputConstraint | None = None  # --schema / --format json / --grammar
+    tool_use: ToolUse | None = None  # --tools FILE, --tool-choice
     chat_template: Path | None = None  # --chat-template FILE: overrides the model's
     think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
     show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
@@ -75,6 +77,7 @@ class Opened:
     model_name: str
     prompt: str | None
     model_id: str = ""  # what finds the model again (a store name, a GGUF's path, a server's id): the log's
+    tools: ToolReader | None = None  # --tools: reads the calls of each reply
 
 
 def split_arguments(
@@ -176,7 +179,12 @@ def open_local(
     model_id = entry.name if entry.name in names else entry.path  # a GGUF outside the store: its path
     session = load_session(entry, opts)
     use_prefix_cache(session, store, entry, opts, inputs)
-    return Opened(session, entry.name, prompt, model_id)
+    tools = None
+    if opts.tool_use is not None:
+        from llmcli.usecases.tools import use_tools
+
+        tools = use_tools(session, opts.tool_use)
+    return Opened(session, entry.name, prompt, model_id, tools)
 
 
 def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs) -> None:
