@@ -38,6 +38,7 @@ def test_json_document_has_every_field():
         "server",
         "stages",
         "draft",
+        "placement",
         "conversation_id",
     }
     assert doc["reasoning"] is None  # SmolLM2's template has no thinking form

@@ -94,7 +94,8 @@ def test_list_without_a_server_loads_no_http_client(args):
 
 def test_help_imports_only_the_command_modules():
     ours = {m for m in imported_after(["--help"]) if m.startswith("llmcli")}
-    tables = {"llmcli.params", "llmcli.convert", "llmcli.convert.outtypes"}  # option tables, no imports
+    # option tables and parsers (--gpu-layers), no imports
+    tables = {"llmcli.params", "llmcli.convert", "llmcli.convert.outtypes", "llmcli.offload"}
     assert ours - {
         "llmcli",
         "llmcli.cli",
@@ -153,6 +154,7 @@ ALLOWED_AT_MODULE_LEVEL = {
     "llmcli.errors",
     "llmcli.convert.outtypes",
     "llmcli.params",
+    "llmcli.offload",  # --gpu-layers' parser: pure, imports only llmcli.errors
 }
 
 

@@ -14,6 +14,7 @@ from llmcli.commands.options import (
     DraftOpt,
     EndpointOpt,
     FilterOpt,
+    GpuLayersOpt,
     JsonOpt,
     MaxTokensOpt,
     MinPOpt,
@@ -96,6 +97,7 @@ def chat(
     max_tokens: MaxTokensOpt = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
+    gpu_layers: GpuLayersOpt = None,
     draft: DraftOpt = None,
     stop: StopOpt = None,
     filter_file: FilterOpt = None,
@@ -136,6 +138,25 @@ def chat(
             "--grammar", metavar="FILE", show_default=False, help="The reply follows this GBNF grammar."
         ),
     ] = None,
+    tools: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--tools",
+            metavar="FILE",
+            show_default=False,
+            help='OpenAI-style JSON tools the model may call: [{"type": "function", "function": '
+            '{"name": ..., "parameters": {...}}}]. The calls are printed, never run.',
+        ),
+    ] = None,
+    tool_choice: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tool-choice",
+            metavar="CHOICE",
+            show_default=False,
+            help="auto (the model decides), none, required (some call), or a function's name. \\[auto]",
+        ),
+    ] = None,
     chat_template: ChatTemplateOpt = None,
     think: ThinkOpt = None,
     show_thinking: Annotated[
@@ -173,6 +194,7 @@ def chat(
 ) -> None:
     from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
+    from llmcli.usecases.tools import parse_tool_options
 
     params = sampling_params(
         temperature=temp,
@@ -185,6 +207,8 @@ def chat(
     )
     env = environment(context)
     constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
+    remote = bool(endpoint or env.endpoint)
+    tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
     _refuse_old_ctx_flag(continue_latest, model, prompt)
     run_chat(
         ChatOptions(
@@ -195,6 +219,7 @@ def chat(
             params=params,
             ctx=ctx,
             threads=threads,
+            gpu_layers=gpu_layers,
             draft=draft,
             stops=stop or [],
             filter_file=filter_file,
@@ -205,6 +230,7 @@ def chat(
             api_key=api_key,
             timeout=timeout,
             constraint=constraint,
+            tool_use=tool_use,
             chat_template=chat_template,
             think=think,
             show_thinking=show_thinking,
@@ -268,12 +294,14 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
                 opts,
                 recorder=recorder,
                 resumed=chat_log.resumed,
+                tools=opened.tools,
             ).run()
         else:
             from llmcli.ui.answer import AnswerView
             from llmcli.usecases.answer import ask_once, log_exchange
 
-            session, prompt, view = opened.session, opened.prompt, AnswerView(env, opts, opened.model_name)
+            session, prompt = opened.session, opened.prompt
+            view = AnswerView(env, opts, opened.model_name, opened.tools)
             answer = ask_once(session, prompt, opts.constraint, view.hooks())
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
@@ -308,6 +336,7 @@ def recorder_for(opts: ChatOptions, opened, chat_log):
     settings: dict[str, object] = {
         "ctx": opts.ctx,
         "threads": opts.threads,
+        "gpu_layers": str(opts.gpu_layers) if opts.gpu_layers else None,
         "draft": opts.draft,
         "chat_template": str(opts.chat_template) if opts.chat_template else None,
     }

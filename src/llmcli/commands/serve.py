@@ -10,6 +10,7 @@ import typer
 from llmcli.commands.options import (
     CtxOpt,
     FilterOpt,
+    GpuLayersOpt,
     JsonOpt,
     MaxTokensOpt,
     MinPOpt,
@@ -59,6 +60,7 @@ def serve(
     ] = 4,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
+    gpu_layers: GpuLayersOpt = None,
     system: Annotated[Optional[str], system_option(" for chats that bring none")] = None,
     temp: TempOpt = None,
     top_p: TopPOpt = None,
@@ -154,6 +156,7 @@ def serve(
 
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
+    from llmcli.offload import EVERY_LAYER
     from llmcli.serve.config import ServeConfig, check_config, read_key_file
     from llmcli.serve.run import find_model
     from llmcli.serve.run import serve as run
@@ -170,6 +173,7 @@ def serve(
         parallel=parallel,
         ctx=ctx,
         threads=threads,
+        gpu_layers=gpu_layers or EVERY_LAYER,
         system=system,
         params=sampling_params(
             temperature=temp,

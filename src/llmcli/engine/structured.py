@@ -26,7 +26,7 @@ from llmcli.engine.schema_check import (
 )
 from llmcli.errors import RuntimeFailure, UsageError
 
-KINDS = ("schema", "json", "grammar")  # --schema, --format json, --grammar
+KINDS = ("schema", "json", "grammar", "tools")  # --schema, --format json, --grammar, tool_choice
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,10 @@ class OutputConstraint:
     gbnf: str
     schema: dict | None = None  # --schema: the user's schema; --format json: {} (any JSON value)
     source: str = ""  # where it came from, for messages: an option or a file name
+    # A lazy grammar (tool_choice auto): the reply is free until it writes `trigger`, and the grammar
+    # matches from the trigger on. `trigger_at_start`: only a trigger that opens the reply counts.
+    trigger: str | None = None
+    trigger_at_start: bool = False
 
     @property
     def is_json(self) -> bool:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
+from llmcli.engine.tools import CallDelta
 from llmcli.serve.access import Need, Reservation
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started, combined
 from llmcli.serve.protocol import Generation
+from llmcli.serve.tool_calls import reader
 
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
@@ -31,11 +33,13 @@ class ClientLeft(Exception):
 
 
 class Piece(NamedTuple):
-    """Some text of one choice's reply: the answer's, or the reasoning's (kind REASONING)."""
+    """Some text of one choice's reply: the answer's, or the reasoning's (kind REASONING); or, of
+    kind CALL, a piece of one of its tool calls."""
 
     kind: str
     text: str
     choice: int = 0
+    call: CallDelta | None = None  # kind CALL
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class Call:
         self.logprobs: list[list[Any]] = [[] for _ in range(gen.n)]  # each choice's TokenLogprobs
         self._logprobs_taken = [0] * gen.n
         self.splitters: list[ReasoningSplitter] = []
+        self.tools = [reader(gen.tools) for _ in range(gen.n)]  # each choice's answer read for calls
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
@@ -145,8 +150,9 @@ class Call:
         self, disconnected: Callable[[], Awaitable[bool]] | None = None
     ) -> AsyncIterator[Piece | Outcome]:
         """Pieces of the choices' replies and, last, the request's Outcome (each choice's is then in
-        self.outcomes). `disconnected`: polled while waiting (a streamed response learns of a
-        client that left from its own send instead)."""
+        self.outcomes); a choice read for tool calls gives its calls as Pieces of kind CALL.
+        `disconnected`: polled while waiting (a streamed response learns of a client that left from
+        its own send instead)."""
         assert self.splitters
         left = self.gen.n
         try:
@@ -158,13 +164,17 @@ class Call:
                 if isinstance(event, Delta):
                     self.logprobs[event.index] += event.logprobs
                     pieces = self.splitters[event.index].feed(event.text)
+                    end = False
                 else:
                     assert isinstance(event, Outcome)
                     pieces = self.splitters[event.index].flush()
                     left -= 1
+                    end = True
+                reading = self.tools[event.index]
+                read = reading.read(pieces, end) if reading else [(k, t, None) for k, t in pieces]
                 self.postprocess_s += time.perf_counter() - t0
-                for kind, text in pieces:
-                    yield Piece(kind, text, event.index)
+                for kind, text, call in read:
+                    yield Piece(kind, text, event.index, call)
                 if not left:
                     self.outcome = combined([o for o in self.outcomes if o is not None])
                     yield self.outcome
@@ -182,7 +192,7 @@ class Call:
         parts: list[dict[str, list[str]]] = [{REASONING: [], "answer": []} for _ in range(self.gen.n)]
         try:
             async for item in self.events(disconnected):
-                if isinstance(item, Piece):
+                if isinstance(item, Piece) and item.call is None:  # calls are collected by self.tools
                     parts[item.choice][item.kind if item.kind == REASONING else "answer"].append(item.text)
         finally:
             self.close()
@@ -194,12 +204,13 @@ class Call:
         ]
 
     async def streamed(
-        self, render: Callable[[Piece], str], failed: Callable[[ApiError], str]
+        self, render: Callable[[Piece], str | None], failed: Callable[[ApiError], str]
     ) -> AsyncIterator[str]:
-        """Each piece of the reply as `render(piece)` words it; rendering counts as stage ⑤
-        (post-process), the wait until the connection asks for the next piece as ⑥ (return). The
-        Outcome is then in self.outcome. The time limit or an engine failure ends the stream with
-        `failed(error)`, and self.outcome stays None (a stream's status was sent with its start)."""
+        """Each piece of the reply as `render(piece)` words it (None: nothing to send yet); rendering
+        counts as stage ⑤ (post-process), the wait until the connection asks for the next piece as ⑥
+        (return). The Outcome is then in self.outcome. The time limit or an engine failure ends the
+        stream with `failed(error)`, and self.outcome stays None (a stream's status was sent with its
+        start)."""
         try:
             async for item in self.events():
                 if isinstance(item, Outcome):
@@ -208,6 +219,8 @@ class Call:
                 data = render(item)
                 t1 = time.perf_counter()
                 self.postprocess_s += t1 - t0
+                if data is None:
+                    continue
                 yield data
                 self.return_s += time.perf_counter() - t1
         except ApiError as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
+from llmcli.offload import EVERY_LAYER, GpuLayers
 
 MIB = 1 << 20
 # What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any.
@@ -29,6 +30,7 @@ class ServeConfig:
     parallel: int = 4  # sequences decoded together
     ctx: int | None = None  # the KV pool, shared by every sequence (None: the runtime's default)
     threads: int | None = None
+    gpu_layers: GpuLayers = EVERY_LAYER  # --gpu-layers: every layer by default, as llama.cpp
     system: str | None = None  # prepended to a chat that has no system message of its own
     params: SamplingParams = field(default_factory=SamplingParams)  # defaults a request may override
     stops: list[str] = field(default_factory=list)

@@ -115,7 +115,13 @@ class Engine:
         # one request is shared with the next ones (a system prompt is prefilled once).
         self.rt = Runtime(
             c.model_path,
-            RuntimeConfig(n_ctx=c.ctx, n_threads=c.threads, n_seq_max=c.parallel, kv_unified=True),
+            RuntimeConfig(
+                n_ctx=c.ctx,
+                n_threads=c.threads,
+                n_seq_max=c.parallel,
+                kv_unified=True,
+                gpu_layers=c.gpu_layers,
+            ),
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
         self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
@@ -239,21 +245,17 @@ class Engine:
 
     def _grammar(self, gen: Generation, opens_thinking: bool):
         """The request's constraint as a grammar check for its sequence (chat's, engine/local/chat.py):
-        parsed by llama.cpp with the model's vocabulary, applied after a thinking block if any."""
+        parsed by llama.cpp with the model's vocabulary, applied after a thinking block if any, or
+        from its trigger on (tool_choice auto)."""
         if gen.constraint is None:
             return None
-        from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
-        from llmcli.engine.local.sampler import GrammarCheck
-        from llmcli.engine.structured import THINK_OPEN
+        from llmcli.engine.local.grammar import grammar_check, think_token
 
-        rt, c = self.rt, gen.constraint
-        ptr = grammar_sampler(rt.vocab, c.gbnf, c.source, from_schema=c.is_json)
         if self._think_token is None:
-            ids = rt.tokenize(THINK_OPEN, parse_special=True)
-            one = len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode()
-            self._think_token = ids[0] if one else -1
+            found = think_token(self.rt)
+            self._think_token = found if found is not None else -1
         think = self._think_token if self._think_token >= 0 else None
-        return GrammarCheck(rt, ptr, ThinkGate(think, opened_in_prompt=opens_thinking))
+        return grammar_check(self.rt, gen.constraint, opens_thinking, think)
 
     def _drop(self, job: Job) -> None:
         """A job refused while its choices were being queued: the ones queued go, unanswered."""

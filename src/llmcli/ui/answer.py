@@ -14,11 +14,17 @@ if TYPE_CHECKING:
     from llmcli.chatlog import Exchange
     from llmcli.usecases.answer import Answer, AnswerHooks
     from llmcli.usecases.chat import ChatOptions
+    from llmcli.usecases.tools import ToolReader
 
 
 class AnswerView:
-    def __init__(self, env: Environment, opts: ChatOptions, model_name: str) -> None:
+    def __init__(
+        self, env: Environment, opts: ChatOptions, model_name: str, tools: ToolReader | None = None
+    ) -> None:
+        from llmcli.ui.tool_calls import ToolCallView
+
         self.out, self.opts, self.model_name = Output(env), opts, model_name
+        self.tools = ToolCallView(tools, self.out) if tools is not None else None
         # Reasoning: on stderr with --show-thinking, or dimmed when both streams are a terminal;
         # piped, hidden.
         shown = opts.show_thinking or (not opts.json_out and env.stdout_isatty and env.stderr_isatty)
@@ -29,11 +35,18 @@ class AnswerView:
 
         # Structured output is printed once it is validated; --json prints one document at the end.
         streams = not self.opts.json_out and self.opts.constraint is None
+        on_text = self.thinking.before(self.out.stream) if streams else None
+        tools = self.tools
+        if tools is not None and on_text is not None:  # the text streams, the call markup never does
+            on_text = tools.streaming(on_text)
+
+        def end() -> None:
+            if tools is not None and on_text is not None:
+                tools.end()
+            self.out.end_stream()  # what was generated is on stdout before any message
+
         return AnswerHooks(
-            on_text=self.thinking.before(self.out.stream) if streams else None,
-            on_notice=self.out.warn,
-            on_reasoning=self.thinking.write,
-            on_end=self.out.end_stream,  # what was generated is on stdout before any message
+            on_text=on_text, on_notice=self.out.warn, on_reasoning=self.thinking.write, on_end=end
         )
 
     def show(self, answer: Answer, log: Callable[[], Exchange | None]) -> None:
@@ -46,21 +59,33 @@ class AnswerView:
             out.warn(note)
         if opts.constraint is not None and not opts.json_out:
             out.write(answer.text)  # the newline follows below, as for any reply
+        text, calls = answer.text, {}
+        parsed = self.tools.read(reply) if self.tools is not None else None
+        if parsed is not None:
+            from llmcli.usecases.tools import call_json
+
+            text, calls = parsed.content, {"tool_calls": [call_json(call) for call in parsed.calls]}
         if opts.json_out:
             # Logged first, so the document can name the conversation (`--cid` continues it; null: not
             # logged). Nothing has streamed, and a log that fails is one warning: the document still follows.
             logged = log()
             assert reply.stats is not None, "a reply that does not raise ends with its stats"
+            document = json_document(text, self.model_name, reply.stats, reply.reasoning)
+            if calls.get("tool_calls"):
+                document["finish_reason"] = "tool_calls"  # as OpenAI says it
             out.json(
                 {
-                    **json_document(answer.text, self.model_name, reply.stats, reply.reasoning),
+                    **document,
                     **answer.structured,
+                    **calls,
                     "conversation_id": logged.conversation_id if logged is not None else None,
                 }
             )
         else:
-            if answer.text and not answer.text.endswith("\n"):
+            if text and not text.endswith("\n"):
                 out.write("\n")
+            if parsed is not None and self.tools is not None:
+                self.tools.show(parsed)
             log()  # after the reply is out: a failure is one warning
         show_stats = opts.stats if opts.stats is not None else out.env.stderr_isatty
         if show_stats and reply.stats is not None:

@@ -45,9 +45,13 @@ class Repl:
         opts,
         recorder=None,
         resumed=None,
+        tools=None,
     ) -> None:
+        from llmcli.ui.tool_calls import ToolCallView
+
         self.session, self.model_name, self.store, self.opts = session, model_name, store, opts
         self.out = Output(env)
+        self.tools = ToolCallView(tools, self.out) if tools is not None else None  # --tools: calls shown
         self.recorder, self.resumed = recorder, resumed  # the conversation log; the conversation continued
         self.state = ReplState(
             session=session, model_name=model_name, markdown=opts.markdown, recorder=recorder, home=env.home
@@ -173,15 +177,21 @@ class Repl:
         from llmcli.ui.thinking import ThinkingStream
 
         thinking = ThinkingStream(self.out, True)  # the REPL is a terminal: reasoning shows, dimmed
+        on_text = thinking.before(self._write)
+        tools = self.tools
         reply = drain(
             self.session.ask(text),
-            on_text=thinking.before(self._write),
+            on_text=tools.streaming(on_text) if tools else on_text,
             on_notice=self.out.warn,
             on_reasoning=thinking.write,
         )
+        if tools:
+            tools.end()
         thinking.end()  # a reply cut inside its thinking has no answer to end the reasoning's line
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
+        if tools and not (reply.stats and reply.stats.finish_reason == "cancelled"):
+            tools.show(tools.read(reply))
         return reply
 
     def _write(self, text: str) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
 from llmcli.models import EndpointModel, ModelRef, default_model_ref, model_ref, names_a_model
+from llmcli.offload import EVERY_LAYER, GpuLayers
 from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from llmcli.engine.session import Session
     from llmcli.engine.structured import OutputConstraint
     from llmcli.hub.events import ProgressScope
+    from llmcli.usecases.tools import ToolReader, ToolUse
 
 
 @dataclass
@@ -34,6 +36,7 @@ class ChatOptions:
     params: SamplingParams = field(default_factory=SamplingParams)
     ctx: int | None = None
     threads: int | None = None
+    gpu_layers: GpuLayers | None = None  # --gpu-layers (None: every layer, llama.cpp's default)
     draft: str | None = None  # --draft: "lookup" or "none" (None: not given, plain decoding)
     stops: list[str] = field(default_factory=list)
     filter_file: Path | None = None
@@ -44,6 +47,7 @@ class ChatOptions:
     api_key: str | None = None
     timeout: float | None = None
     constraint: OutputConstraint | None = None  # --schema / --format json / --grammar
+    tool_use: ToolUse | None = None  # --tools FILE, --tool-choice
     chat_template: Path | None = None  # --chat-template FILE: overrides the model's
     think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
     show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
@@ -73,6 +77,7 @@ class Opened:
     model_name: str
     prompt: str | None
     model_id: str = ""  # what finds the model again (a store name, a GGUF's path, a server's id): the log's
+    tools: ToolReader | None = None  # --tools: reads the calls of each reply
 
 
 def split_arguments(
@@ -125,7 +130,8 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
 
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     override = read_template_file(opts.chat_template) if opts.chat_template else None
-    runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
+    config = RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads, gpu_layers=opts.gpu_layers or EVERY_LAYER)
+    runtime = Runtime(entry.path, config)
     try:
         session = ChatSession(
             runtime,
@@ -173,7 +179,12 @@ def open_local(
     model_id = entry.name if entry.name in names else entry.path  # a GGUF outside the store: its path
     session = load_session(entry, opts)
     use_prefix_cache(session, store, entry, opts, inputs)
-    return Opened(session, entry.name, prompt, model_id)
+    tools = None
+    if opts.tool_use is not None:
+        from llmcli.usecases.tools import use_tools
+
+        tools = use_tools(session, opts.tool_use)
+    return Opened(session, entry.name, prompt, model_id, tools)
 
 
 def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions, inputs: ChatInputs) -> None:
@@ -197,6 +208,7 @@ def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions
 LOCAL_ONLY = {
     "--ctx": lambda o: o.ctx,
     "--threads": lambda o: o.threads,
+    "--gpu-layers": lambda o: o.gpu_layers,
     "--chat-template": lambda o: o.chat_template,
     "--think/--no-think": lambda o: o.think,
     "--draft": lambda o: o.draft,

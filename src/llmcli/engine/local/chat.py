@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from llmcli.engine.events import Event, Stats
 from llmcli.engine.local.cells import SeqCells
-from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
+from llmcli.engine.local.grammar import grammar_check, think_token
 from llmcli.engine.local.lookup import parse_draft
 from llmcli.engine.local.prefix_cache import common_prefix
 from llmcli.engine.local.runtime import Runtime
@@ -52,6 +52,7 @@ class ChatSession:
         # Every prefix the last turn kept is worth taking over, however short.
         self.scheduler = Scheduler(runtime, SchedulerConfig(min_shared=1))
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
+        self.tools: list[dict] | None = None  # --tools: rendered into every prompt (OpenAI's shape)
         self.template_choice = choose_template(
             runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
         )
@@ -154,6 +155,7 @@ class ChatSession:
                 self.runtime,
                 head + messages + [user],
                 limit=self.scheduler.n_ctx_seq if limit is None else limit,
+                tools=self.tools,
                 **self.thinking.variables(self.think),
             )
         except PromptTooLong:
@@ -198,17 +200,12 @@ class ChatSession:
         return starts[0], self._tokenize_within_context(user, starts[0])
 
     def _grammar_check(self, prompt: RenderedPrompt) -> GrammarCheck | None:
-        """The constraint's grammar, applied from the start or after the model's thinking block."""
+        """The constraint's grammar, applied from the start, after the model's thinking block, or
+        from its trigger on (tool_choice auto)."""
         if self.constraint is None:
             return None
-        rt = self.runtime
-        ptr = grammar_sampler(
-            rt.vocab, self.constraint.gbnf, self.constraint.source, from_schema=self.constraint.is_json
-        )
-        ids = rt.tokenize(THINK_OPEN, parse_special=True)
-        think = ids[0] if len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode() else None
-        gate = ThinkGate(think, opened_in_prompt=prompt.text.rstrip().endswith(THINK_OPEN))
-        return GrammarCheck(rt, ptr, gate)
+        opens = prompt.text.rstrip().endswith(THINK_OPEN)
+        return grammar_check(self.runtime, self.constraint, opens, think_token(self.runtime))
 
     def _stable_length(self, prompt: RenderedPrompt, text: str) -> int:
         """How many of the prompt's tokens later requests will share: those of the prompt rendered with
@@ -231,6 +228,7 @@ class ChatSession:
         turn = Turn(self, text, keep_cache)
         if not self._load_reported:
             turn.stats.load_ms, self._load_reported = self.runtime.load_ms, True
+        turn.stats.placement = self.runtime.placement.as_dict()
         self._runtime_view(after=False)
         try:
             turn.tokenize()  # ① template + tokenize

@@ -11,11 +11,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from llmcli.engine.local.backend import LOG_LINES
+from llmcli.engine.local.backend import llama as _llama
 from llmcli.engine.local.gbnf_bounds import check_shape
 from llmcli.engine.local.gbnf_chars import check_chars, check_text
-from llmcli.engine.local.runtime import LOG_LINES, _llama
 from llmcli.engine.schema_check import _short
-from llmcli.engine.structured import THINK_CLOSE
+from llmcli.engine.structured import THINK_CLOSE, THINK_OPEN
 from llmcli.errors import UsageError
 
 
@@ -102,21 +103,41 @@ def check_gbnf(gbnf: str, source: str, *, from_schema: bool = False) -> None:
         _llama().llama_sampler_free(sampler)
 
 
-# -- thinking: the grammar applies after </think> ------------------------------------------------
+# -- when the grammar starts: after </think>, and at a lazy grammar's trigger -------------------
 class ThinkGate:
-    """When the grammar starts to apply: at once, or after a thinking block is closed.
+    """When the grammar starts to apply: at once, after a thinking block is closed, or (a lazy
+    grammar, tool_choice auto) once the reply writes the trigger.
 
     A reasoning model may open its reply with <think> (a single token in its vocabulary), or its
     template may open the block in the prompt. Either way the model thinks freely, and the grammar
     applies from the token after </think> (the idea of llama.cpp's lazy grammar).
+
+    With a trigger the reply is then "waiting": free text, watched for the trigger. Once a token
+    completes it, the grammar is fed the reply from the trigger on and takes over from the next
+    token (GrammarCheck._wait). Unlike llama.cpp's own lazy sampler, which aborts the process when
+    the text after the trigger in that token is not what the grammar accepts, such a token is drawn
+    again. `at_start`: only a trigger that opens the reply (after whitespace) counts; a reply that
+    starts otherwise is "free" for good.
     """
 
-    def __init__(self, think_token: int | None, opened_in_prompt: bool = False) -> None:
+    def __init__(
+        self,
+        think_token: int | None,
+        opened_in_prompt: bool = False,
+        trigger: str | None = None,
+        at_start: bool = False,
+    ) -> None:
         self.think_token = think_token
+        self.trigger = trigger.encode("utf-8") if trigger else None
+        self.at_start = at_start
         self.state = (
-            "thinking" if opened_in_prompt else ("undecided" if think_token is not None else "constrained")
+            "thinking" if opened_in_prompt else ("undecided" if think_token is not None else self._after())
         )
         self._text = ""
+        self._seen = b""  # while waiting: the reply's start (at_start), or the tail a trigger may end in
+
+    def _after(self) -> str:
+        return "waiting" if self.trigger else "constrained"
 
     @property
     def constrained(self) -> bool:
@@ -124,7 +145,7 @@ class ThinkGate:
 
     def first(self, token: int) -> bool:
         """The first token was drawn unconstrained; True if it opens a thinking block."""
-        self.state = "thinking" if token == self.think_token else "constrained"
+        self.state = "thinking" if token == self.think_token else self._after()
         return self.state == "thinking"
 
     def observe(self, piece: str) -> None:
@@ -132,4 +153,52 @@ class ThinkGate:
         if self.state == "thinking":
             self._text = (self._text + piece)[-64:]
             if THINK_CLOSE in self._text:
-                self.state = "constrained"
+                self.state = self._after()
+
+    def verdict(self, piece: bytes) -> str:
+        """While waiting, what a drawn token's bytes would do: "text" (still free), "fires" (it
+        completes the trigger), or "miss" (the reply did not start with the trigger: free for good)."""
+        assert self.trigger is not None
+        text = self._seen + piece
+        if self.at_start:
+            lead = text.lstrip()
+            if lead.startswith(self.trigger):
+                return "fires"
+            return "text" if self.trigger.startswith(lead) else "miss"
+        return "fires" if self.trigger in text else "text"
+
+    def from_trigger(self, piece: bytes) -> bytes:
+        """The reply from the trigger on, once `piece` completes it: what the grammar must match."""
+        assert self.trigger is not None
+        text = self._seen + piece
+        return text[text.find(self.trigger) :]
+
+    def advance(self, piece: bytes, verdict: str) -> None:
+        """The drawn token is taken, with its verdict."""
+        if verdict == "fires":
+            self.state = "constrained"
+        elif verdict == "miss":
+            self.state = "free"
+        elif self.trigger is not None:
+            seen = self._seen + piece
+            keep = len(self.trigger) - 1  # a later trigger can only begin in these bytes
+            self._seen = seen if self.at_start else seen[max(0, len(seen) - keep) :]
+
+
+def grammar_check(runtime, constraint, opens_thinking: bool, think: int | None):
+    """The constraint as a GrammarCheck for one reply: parsed by llama.cpp with the model's vocabulary,
+    applied from the start, after a thinking block, or from its trigger on. UsageError if it does not
+    parse."""
+    from llmcli.engine.local.sampler import GrammarCheck
+
+    c = constraint
+    ptr = grammar_sampler(runtime.vocab, c.gbnf, c.source, from_schema=c.kind != "grammar")
+    gate = ThinkGate(think, opens_thinking, trigger=c.trigger, at_start=c.trigger_at_start)
+    return GrammarCheck(runtime, ptr, gate)
+
+
+def think_token(runtime) -> int | None:
+    """The model's `<think>` as one token of its vocabulary, or None."""
+    ids = runtime.tokenize(THINK_OPEN, parse_special=True)
+    one = len(ids) == 1 and runtime.piece(ids[0], special=True) == THINK_OPEN.encode()
+    return ids[0] if one else None

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
-
+from llmcli.engine.local.backend import init_backends
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import RuntimeFailure
+
+# llama.cpp first, numpy after: on CUDA a model loaded after `import numpy` crashed llama.cpp's loader,
+# and this module is where numpy enters every path that loads a model (chat, serve, bench --parallel).
+init_backends()
+
+import numpy as np  # noqa: E402
 
 
 class Sampler:
@@ -60,7 +65,7 @@ class Sampler:
             if not row:
                 raise RuntimeFailure(f"llama.cpp kept no logits at batch index {idx}")
             return int(np.ctypeslib.as_array(row, shape=(self._n_vocab,)).argmax())
-        if grammar is None or grammar.gate.state == "thinking":
+        if grammar is None or grammar.gate.state in ("thinking", "free"):
             token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
         else:
             token = grammar.sample(self._chain, self._ctx, self._stateful, idx)
@@ -126,6 +131,9 @@ class SamplerPool:
         self.free.clear()
 
 
+MAX_REDRAWS = 32  # tokens refused at a lazy grammar's trigger, in one position
+
+
 class GrammarCheck:
     """A llama.cpp grammar sampler used as llama.cpp's common sampler uses it, for speed.
 
@@ -173,13 +181,13 @@ class GrammarCheck:
         self.ll.llama_sampler_apply(sampler, ctypes.byref(self._all))
         return int(self._all.data[self._all.selected].id)
 
-    def allows(self, token: int) -> bool:
+    def allows(self, token: int, grammar=None) -> bool:
         import ctypes
 
         one = self._one_data[0]
         one.id, one.logit, one.p = token, 1.0, 0.0
         self._one.size, self._one.selected, self._one.sorted = 1, -1, False
-        self.ll.llama_sampler_apply(self._grammar, ctypes.byref(self._one))
+        self.ll.llama_sampler_apply(grammar or self._grammar, ctypes.byref(self._one))
         return one.logit != float("-inf")
 
     def sample(self, chain, ctx, stateful_chain: bool = True, idx: int = -1) -> int:
@@ -198,6 +206,11 @@ class GrammarCheck:
             if stateful_chain:
                 ll.llama_sampler_accept(chain, token)
             return token  # it opens a thinking block: no grammar yet
+        if self.gate.state == "waiting":
+            token = self._wait(token, chain, ctx, idx)
+            if stateful_chain:
+                ll.llama_sampler_accept(chain, token)
+            return token
         if not self.allows(token):
             self.resamples += 1
             self._fill(ctx, idx)
@@ -213,6 +226,46 @@ class GrammarCheck:
         if stateful_chain:
             ll.llama_sampler_accept(chain, token)
         return token
+
+    def _wait(self, token: int, chain, ctx, idx: int) -> int:
+        """A lazy grammar's free text: the token as drawn, unless it completes the trigger with text
+        after it that the grammar refuses; then it is drawn again without it."""
+        gate = self.gate
+        refused: list[int] = []
+        while True:
+            piece = self.runtime.piece(token, special=True)
+            verdict = gate.verdict(piece)
+            if verdict != "fires" or self._start(gate.from_trigger(piece)):
+                break
+            refused.append(token)
+            self.resamples += 1
+            if len(refused) > MAX_REDRAWS:  # no way to write the trigger cleanly here: end the reply
+                self.dead_ends += 1
+                return self._end
+            self._fill(ctx, idx)
+            self._cands["logit"][refused] = -np.inf
+            token = self._draw(chain)
+        gate.advance(piece, verdict)
+        return token
+
+    def _start(self, text: bytes) -> bool:
+        """Feed the grammar the reply from the trigger on (the trigger, and whatever the token that
+        completed it wrote after it), on a copy: llama.cpp aborts on a token its grammar refuses, so
+        each is checked first. True, and the copy replaces the grammar, if it accepts it all."""
+        try:
+            tokens = self.runtime.tokenize(text.decode("utf-8"))
+        except UnicodeDecodeError:  # a character cut by the token's end: refuse it, draw another
+            return False
+        ll = self.ll
+        copy = ll.llama_sampler_clone(self._grammar)
+        for token in tokens:
+            if not self.allows(token, copy):
+                ll.llama_sampler_free(copy)
+                return False
+            ll.llama_sampler_accept(copy, token)
+        ll.llama_sampler_free(self._grammar)
+        self._grammar = copy
+        return True
 
     def observe(self, token: int) -> None:
         if self.gate.state == "thinking":

@@ -12,13 +12,15 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.engine.templates.thinking import REASONING
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.engine.tools import CallDelta
+from llmcli.serve.call import Call, ClosesCall, Piece
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
+from llmcli.serve.tool_calls import ToolReader
 
 router = APIRouter(prefix="/api")
 
@@ -37,12 +39,14 @@ class Shape:
     def __init__(self, chat: bool, model: str) -> None:
         self.chat, self.model = chat, model
 
-    def piece(self, text: str, thinking: str, done: bool) -> dict:
+    def piece(self, text: str, thinking: str, done: bool, calls: list[dict] | None = None) -> dict:
         body: dict = {"model": self.model, "created_at": _now()}
         if self.chat:
             message: dict = {"role": "assistant", "content": text}
             if thinking:
                 message["thinking"] = thinking
+            if calls:
+                message["tool_calls"] = calls
             body["message"] = message
         else:
             body["response"] = text
@@ -55,8 +59,20 @@ class Shape:
         """A streamed piece: the answer's text, or the reasoning's."""
         return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
 
-    def final(self, call: Call, outcome: Outcome, text: str = "", thinking: str = "") -> dict:
-        body = self.piece(text, thinking, True)
+    def call_line(self, tools: ToolReader | None, delta: CallDelta) -> dict | None:
+        """A streamed tool call: one line once its arguments are whole, as Ollama streams it."""
+        assert tools is not None
+        ready = tools.ollama_ready(delta)
+        return self.piece("", "", False, [ready]) if ready is not None else None
+
+    def final(
+        self, call: Call, outcome: Outcome, text: str = "", thinking: str = "", whole: bool = False
+    ) -> dict:
+        tools = call.tools[0]  # Ollama asks for one reply
+        calls = tools.ollama_calls() if whole and tools is not None else None
+        body = self.piece(text, thinking, True, calls)
+        if tools is not None and tools.malformed is not None:
+            body["malformed_tool_call"] = tools.malformed  # llmcli's word on a dropped call
         total = (time.perf_counter() - call.job.t_arrival) * 1000
         body.update(
             done_reason="length" if outcome.finish_reason == "length" else "stop",
@@ -124,7 +140,9 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
-    return JSONResponse(with_logprobs(call, shape.final(call, reply.outcome, reply.text, reply.reasoning)))
+    return JSONResponse(
+        with_logprobs(call, shape.final(call, reply.outcome, reply.text, reply.reasoning, whole=True))
+    )
 
 
 def with_logprobs(call: Call, body: dict) -> dict:
@@ -137,10 +155,14 @@ def with_logprobs(call: Call, body: dict) -> dict:
 
 
 async def lines(call: Call, shape: Shape):
-    async for line in call.streamed(
-        lambda piece: json.dumps(with_logprobs(call, shape.line(piece.kind, piece.text))) + "\n",
-        lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
-    ):
+    def render(piece: Piece) -> str | None:
+        if piece.call is not None:
+            body = shape.call_line(call.tools[piece.choice], piece.call)
+        else:
+            body = shape.line(piece.kind, piece.text)
+        return json.dumps(with_logprobs(call, body)) + "\n" if body is not None else None
+
+    async for line in call.streamed(render, lambda exc: json.dumps(exc.body(ollama=True)) + "\n"):
         yield line
     if call.outcome is not None:
         yield json.dumps(with_logprobs(call, shape.final(call, call.outcome))) + "\n"
@@ -194,7 +216,7 @@ async def show(request: Request):
             "general.parameter_count": facts.get("n_params"),
             f"{arch}.context_length": facts.get("n_ctx_train"),
         },
-        "capabilities": ["completion"],
+        "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
     }
 
 

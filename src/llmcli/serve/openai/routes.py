@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
@@ -19,6 +20,7 @@ from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.outcome import Outcome, timings, usage
 from llmcli.serve.state import Server
+from llmcli.serve.tool_calls import openai_call_delta
 
 router = APIRouter()
 
@@ -67,29 +69,51 @@ class Shape:
 
     def piece(self, piece: Piece) -> dict:
         i, logprobs = piece.choice, self._logprobs(piece.choice)
+        if piece.call is not None:
+            delta = {"tool_calls": [openai_call_delta(piece.call)]}
+            return {"index": i, "delta": delta, "logprobs": logprobs, "finish_reason": None}
         if self.chat:
             key = "reasoning_content" if piece.kind == REASONING else "content"
             return {"index": i, "delta": {key: piece.text}, "logprobs": logprobs, "finish_reason": None}
         return {"index": i, "text": piece.text, "logprobs": logprobs, "finish_reason": None}
 
+    def _reason(self, index: int, outcome: Outcome) -> str:
+        tools = self.call.tools[index]
+        if tools is not None:
+            return tools.finish_reason(outcome.finish_reason)
+        return "length" if outcome.finish_reason == "length" else "stop"
+
+    def _malformed(self, index: int, choice: dict) -> dict:
+        """llmcli's word on a dropped tool call (docs/tools.md), beside the finish_reason it explains."""
+        tools = self.call.tools[index]
+        if tools is not None and tools.malformed is not None:
+            choice["malformed_tool_call"] = tools.malformed
+        return choice
+
     def last(self, index: int, outcome: Outcome) -> dict:
         """Choice index's finishing chunk, with the log-probabilities of tokens whose text was held
         back (a partial character, a possible stop string)."""
-        reason = "length" if outcome.finish_reason == "length" else "stop"
+        reason = self._reason(index, outcome)
         held = self.call.take_logprobs(index) if self.logprobs is not None else []
         logprobs = self._logprobs(index, held) if held else None
         if self.chat:
-            return {"index": index, "delta": {}, "logprobs": logprobs, "finish_reason": reason}
+            last = {"index": index, "delta": {}, "logprobs": logprobs, "finish_reason": reason}
+            return self._malformed(index, last)
         return {"index": index, "text": "", "logprobs": logprobs, "finish_reason": reason}
 
     def whole(self, index: int, reply: Reply) -> dict:
-        reason = "length" if reply.outcome.finish_reason == "length" else "stop"
+        reason = self._reason(index, reply.outcome)
         logprobs = self._logprobs(index, reply.logprobs)
         if self.chat:
-            message: dict = {"role": "assistant", "content": reply.text}
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text}
             if reply.reasoning:
                 message["reasoning_content"] = reply.reasoning
-            return {"index": index, "message": message, "finish_reason": reason, "logprobs": logprobs}
+            tools = self.call.tools[index]
+            if tools is not None and tools.calls:
+                message["tool_calls"] = tools.openai_calls()
+                message["content"] = reply.text or None  # OpenAI's: null beside calls
+            choice = {"index": index, "message": message, "finish_reason": reason, "logprobs": logprobs}
+            return self._malformed(index, choice)
         return {"index": index, "text": reply.text, "finish_reason": reason, "logprobs": logprobs}
 
 

@@ -1,0 +1,105 @@
+"""`chat --tools FILE --tool-choice CHOICE`: the tools rendered into the prompt, the reply's calls read
+with the model's own form. chat never runs a tool: it prints the calls, and a script that runs them
+sends the results back as `tool` messages (docs/tools.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmcli.errors import RuntimeFailure, UsageError
+
+if TYPE_CHECKING:
+    from llmcli.engine.structured import OutputConstraint
+    from llmcli.engine.tools import ParsedReply, ToolCall, ToolCallStream, ToolFormat
+    from llmcli.engine.tools.grammar import ToolChoice
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """--tools and --tool-choice, checked before any model loads."""
+
+    tools: list[dict]
+    choice: ToolChoice
+    source: str  # the file, for messages
+
+    @property
+    def names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.tools]
+
+
+def parse_tool_options(
+    path: Path | None, choice_text: str | None, constraint: OutputConstraint | None, remote: bool
+) -> ToolUse | None:
+    """The options into one value (or None); a bad file, choice or schema is a UsageError naming it."""
+    from llmcli.engine.tools.definitions import BadTool
+    from llmcli.engine.tools.formats import GENERIC
+    from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
+    from llmcli.usecases.render import parse_tools, read_tools_file
+
+    if path is None:
+        if choice_text is not None:
+            raise UsageError("--tool-choice needs --tools FILE")
+        return None
+    if constraint is not None:
+        raise UsageError(f"--tools and {constraint.source} each constrain the reply; give only one")
+    if remote:
+        raise UsageError("--tools needs a local model: chat sends no tools to an --endpoint")
+    tools = parse_tools(read_tools_file(path), str(path))
+    choice = ToolChoice.parse(choice_text or "auto")
+    names = [tool["function"]["name"] for tool in tools]
+    if choice.name is not None and choice.name not in names:
+        raise UsageError(
+            f"--tool-choice {choice.name!r} is not auto, none, required or a tool of {path}"
+            f" ({', '.join(names) or 'it has none'})"
+        )
+    try:  # every schema and the named function, before the model loads (the form changes neither)
+        tool_constraint(tools, GENERIC, choice)
+    except BadTool as exc:
+        raise UsageError(f"--tools {path}: {exc}") from None
+    return ToolUse(tools, choice, str(path))
+
+
+def use_tools(session, use: ToolUse) -> ToolReader:
+    """Render the tools into the session's prompts and constrain its replies; the reader of its calls."""
+    from llmcli.engine.tools import detect
+    from llmcli.engine.tools.grammar import tool_constraint
+
+    form = detect(session.template_choice.source)
+    session.tools = use.tools
+    session.constraint = tool_constraint(use.tools, form, use.choice)
+    return ToolReader(form, use)
+
+
+def call_json(call: ToolCall) -> dict:
+    """OpenAI's shape: arguments as a string of JSON."""
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+@dataclass(frozen=True)
+class ToolReader:
+    form: ToolFormat
+    use: ToolUse
+
+    def stream(self) -> ToolCallStream:
+        from llmcli.engine.tools import ToolCallStream
+
+        return ToolCallStream(self.form, self.use.names)
+
+    def check(self, parsed: ParsedReply, finish_reason: str | None) -> ParsedReply:
+        """A reply that had to call a tool and did not is a failure (exit 1), never text."""
+        if self.use.choice.mode in ("required", "named") and not parsed.calls:
+            cut = " (max tokens reached: raise -n)" if finish_reason == "length" else ""
+            raise RuntimeFailure(f"the reply holds no well-formed tool call{cut}: {parsed.malformed}")
+        return parsed
+
+
+def calls_block(calls: list[ToolCall]) -> str:
+    """The calls as a person reads them: one line each, its id, then its arguments."""
+    lines = []
+    for call in calls:
+        lines.append(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})  [{call.id}]")
+    return "\n".join(lines)
