@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from llmcli.engine.schema_check import (
-    _short,
     check_bounds,
     check_is_schema,
     check_subset,
+    short,
 )
 from llmcli.errors import RuntimeFailure, UsageError
 
@@ -72,7 +72,7 @@ def schema_to_gbnf(schema: dict) -> str:
         RecursionError,
     ) as err:
         # The converter reports unsupported regex syntax and bad references with asserts.
-        raise UsageError(f"--schema: the grammar converter cannot handle it ({_short(err)})") from None
+        raise UsageError(f"--schema: the grammar converter cannot handle it ({short(err)})") from None
 
 
 # Any JSON value, from the converter's own primitives.
@@ -122,7 +122,7 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
             except (ValueError, RecursionError):
                 pass
             raise UsageError(
-                f"--schema {_short(arg, 60)!r} is neither JSON nor a file; "
+                f"--schema {short(arg, 60)!r} is neither JSON nor a file; "
                 "give a JSON Schema inline or a file path"
             )
         text, source = _read(path, "--schema"), arg
@@ -131,7 +131,7 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
     except ValueError as err:
         raise UsageError(
             f"--schema {'' if source == '--schema' else source + ' '}is not JSON "
-            f"({_short(err)}); give a JSON Schema inline or a file path"
+            f"({short(err)}); give a JSON Schema inline or a file path"
         ) from None
     except RecursionError:
         raise UsageError("--schema nests too deeply") from None
@@ -211,6 +211,6 @@ def finish(constraint: OutputConstraint, text: str, finish_reason: str = "stop")
         error = jsonschema.exceptions.best_match(cls(constraint.schema).iter_errors(data))
         if error is not None:
             raise RuntimeFailure(
-                f"the reply does not match the schema at {error.json_path}: {_short(error.message)}"
+                f"the reply does not match the schema at {error.json_path}: {short(error.message)}"
             )
     return StructuredReply(body, data)

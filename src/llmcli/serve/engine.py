@@ -67,7 +67,6 @@ class Engine:
         self.template_source = ""
         self._inbox: queue.Queue = queue.Queue()
         self._jobs: dict[int, Job] = {}
-        self._think_token: int | None = None  # <think> as one token (-1: none), looked up once
         self._thread = threading.Thread(target=self._main, name="llmcli-engine", daemon=True)
 
     # -- the event loop's side ---------------------------------------------------------------
@@ -104,6 +103,7 @@ class Engine:
             self._close()
 
     def _load(self) -> None:
+        from llmcli.engine.local.grammar import Grammars
         from llmcli.engine.local.runtime import Runtime, RuntimeConfig
         from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
         from llmcli.serve.prompt import PromptMaker
@@ -116,6 +116,7 @@ class Engine:
             RuntimeConfig(n_ctx=c.ctx, n_threads=c.threads, n_seq_max=c.parallel, kv_unified=True),
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
+        self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
         self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
         self.prompts.warm_up()
         self.template_source = self.prompts.source
@@ -206,7 +207,9 @@ class Engine:
                 )
             return
         try:
-            grammar = self._grammar(gen, prompt.opens_thinking)
+            grammar = (
+                None if gen.constraint is None else self.grammars.check(gen.constraint, prompt.opens_thinking)
+            )
         except UsageError as exc:
             job.deliver(Refused(400, str(exc), gen.constraint.source if gen.constraint else None))
             return
@@ -229,24 +232,6 @@ class Engine:
         job.seq, job.tokenize_ms = seq, job.tokenize_ms + (time.perf_counter() - t0) * 1000
         self._jobs[seq.id] = job
         job.deliver(Started(n_prompt, prompt.opens_thinking, max_tokens))
-
-    def _grammar(self, gen: Generation, opens_thinking: bool):
-        """The request's constraint as a grammar check for its sequence (chat's, engine/local/chat.py):
-        parsed by llama.cpp with the model's vocabulary, applied after a thinking block if any."""
-        if gen.constraint is None:
-            return None
-        from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
-        from llmcli.engine.local.sampler import GrammarCheck
-        from llmcli.engine.structured import THINK_OPEN
-
-        rt, c = self.rt, gen.constraint
-        ptr = grammar_sampler(rt.vocab, c.gbnf, c.source, from_schema=c.is_json)
-        if self._think_token is None:
-            ids = rt.tokenize(THINK_OPEN, parse_special=True)
-            one = len(ids) == 1 and rt.piece(ids[0], special=True) == THINK_OPEN.encode()
-            self._think_token = ids[0] if one else -1
-        think = self._think_token if self._think_token >= 0 else None
-        return GrammarCheck(rt, ptr, ThinkGate(think, opened_in_prompt=opens_thinking))
 
     def _cancel(self, job: Job) -> None:
         if job.seq is None:

@@ -10,13 +10,19 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from llmcli.engine.local.gbnf_bounds import check_shape
 from llmcli.engine.local.gbnf_chars import check_chars, check_text
 from llmcli.engine.local.runtime import LOG_LINES, _llama
-from llmcli.engine.schema_check import _short
-from llmcli.engine.structured import THINK_CLOSE
+from llmcli.engine.local.sampler import GrammarCheck
+from llmcli.engine.schema_check import short
+from llmcli.engine.templates.thinking import CLOSE, OPEN
 from llmcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from llmcli.engine.local.runtime import Runtime
+    from llmcli.engine.structured import OutputConstraint
 
 
 # -- GBNF: parsed by llama.cpp before the model loads -------------------------------------------
@@ -59,8 +65,8 @@ def grammar_sampler(vocab, gbnf: str, source: str, *, from_schema: bool = False)
     if vocab is None and "no vocab" in reason:
         return None  # token references (<[id]>, <token>) need the model: checked again once it loads
     if from_schema:
-        raise UsageError(f"{what} is refused by llama.cpp ({_short(reason)}); {fix}")
-    raise UsageError(f"{source} is not a valid GBNF grammar ({_short(reason)}); {fix}")
+        raise UsageError(f"{what} is refused by llama.cpp ({short(reason)}); {fix}")
+    raise UsageError(f"{source} is not a valid GBNF grammar ({short(reason)}); {fix}")
 
 
 PARSE_ERROR = "error parsing grammar: "
@@ -88,7 +94,7 @@ def _parse_error(printed: list[str], gbnf: str) -> str | None:
             else:
                 pos = len(gbnf) - len(rest)
                 line, column = gbnf.count("\n", 0, pos) + 1, pos - (gbnf.rfind("\n", 0, pos) + 1) + 1
-                where = f"line {line}, column {column}: {_short(rest, 30)}"
+                where = f"line {line}, column {column}: {short(rest, 30)}"
             return f"{what[:at]} at {where}"
         at = what.find(" at ", at + 1)
     first = what.split("\n", 1)[0].strip()
@@ -131,5 +137,30 @@ class ThinkGate:
         """Text generated while thinking; the grammar starts after the closing tag."""
         if self.state == "thinking":
             self._text = (self._text + piece)[-64:]
-            if THINK_CLOSE in self._text:
+            if CLOSE in self._text:
                 self.state = "constrained"
+
+
+class Grammars:
+    """A request's constraint as its sequence's grammar check, for chat's turns and serve's requests
+    alike: parsed by llama.cpp with the model's vocabulary, applied at once or after the thinking
+    block the model opens (a single <think> token) or the prompt left open."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._think: int | None = None
+        self._looked = False
+
+    def think_token(self) -> int | None:
+        """<think> as one token of the vocabulary, or None; looked up once."""
+        if not self._looked:
+            rt, self._looked = self.rt, True
+            ids = rt.tokenize(OPEN, parse_special=True)
+            one = len(ids) == 1 and rt.piece(ids[0], special=True) == OPEN.encode()
+            self._think = ids[0] if one else None
+        return self._think
+
+    def check(self, constraint: OutputConstraint, opens_thinking: bool) -> GrammarCheck:
+        rt, c = self.rt, constraint
+        ptr = grammar_sampler(rt.vocab, c.gbnf, c.source, from_schema=c.is_json)
+        return GrammarCheck(rt, ptr, ThinkGate(self.think_token(), opened_in_prompt=opens_thinking))
