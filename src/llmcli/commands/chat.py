@@ -171,8 +171,8 @@ def chat(
         bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")
     ] = False,
 ) -> None:
-    from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
+    from llmcli.usecases.constraint import constraint_from_options
 
     params = sampling_params(
         temperature=temp,
@@ -184,7 +184,7 @@ def chat(
         max_tokens=max_tokens,
     )
     env = environment(context)
-    constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
+    constraint = constraint_from_options(schema, fmt, grammar, env.home)  # checked before any model loads
     _refuse_old_ctx_flag(continue_latest, model, prompt)
     run_chat(
         ChatOptions(
