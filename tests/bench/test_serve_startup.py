@@ -14,8 +14,9 @@ from email.utils import format_datetime
 import pytest
 
 from llmcli.bench.serve import PAUSE_BOUNDS_S, PAUSE_S, StartupWindow
-from llmcli.engine.openai.client import Endpoint, RemoteError
-from llmcli.engine.openai.retry import LONGEST, RemoteUnavailable, retry_after_seconds
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.errors import RemoteError, RemoteUnavailable
+from llmcli.engine.openai.retry import LONGEST, retry_after_seconds
 from tests.support.cli import cli
 
 EP = Endpoint("http://127.0.0.1:9/v1")
