@@ -25,7 +25,7 @@ LIBRARY = (
     "bench",
     "serve",
     "chatlog.py",
-    "gguf_check.py",
+    "gguf_check",
 )
 TERMINAL = ("typer", "rich", "prompt_toolkit", "llmcli.ui", "llmcli.commands", "llmcli.cli")
 # The two backends under engine/: each depends on the contract at engine/'s root, never on the other.
