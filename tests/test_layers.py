@@ -24,7 +24,7 @@ LIBRARY = (
     "usecases",
     "bench",
     "serve",
-    "chatlog.py",
+    "chatlog",
     "gguf_check",
 )
 TERMINAL = ("typer", "rich", "prompt_toolkit", "llmcli.ui", "llmcli.commands", "llmcli.cli")
