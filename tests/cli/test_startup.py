@@ -38,7 +38,7 @@ HEAVY = (
 # llmcli's own heavier layers, which neither --help nor list uses.
 # (llmcli.convert itself may load: its __init__ is lazy, and convert/outtypes.py is the dependency-free
 # table that --help reads the outtype defaults from.)
-# (Nor does llmcli.hub.spec count: it is the pure REPO[:QUANT] grammar that models.py parses with.)
+# (Nor does llmcli.hub.spec count: it is the pure REPO[:QUANT] grammar that model_ref.py parses with.)
 UNUSED_LAYERS = (
     "llmcli.hub.remote",
     "llmcli.hub.transfer",

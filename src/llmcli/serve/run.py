@@ -179,7 +179,7 @@ def _server(on_stop: Callable[[], None], config) -> Any:
 def find_model(store, text: str | None, default_model: str | None, home, pulling):
     """MODEL as `chat` reads it (a store name, a GGUF path, REPO[:QUANT], pulled if need be), else
     $LLMCLI_MODEL, else the embedded model."""
-    from llmcli.models import default_model_ref, model_ref
+    from llmcli.model_ref import default_model_ref, model_ref
     from llmcli.usecases.pull import find_or_pull
 
     ref = model_ref(text, home) if text else default_model_ref(default_model, home)
