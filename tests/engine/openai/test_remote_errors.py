@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from tests.remote.conftest import API_KEY, no_key_anywhere
-from tests.remote.fake_server import REPLY
+from tests.engine.openai.conftest import API_KEY, no_key_anywhere
+from tests.engine.openai.fake_server import REPLY
 from tests.support.cli import cli_process
 from tests.support.servers import free_port
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.remote.fake_server import FakeServer
-from tests.remote.hostile_server import HostileServer
+from tests.engine.openai.fake_server import FakeServer
+from tests.engine.openai.hostile_server import HostileServer
 from tests.support.deps import require
 from tests.support.servers import ServerFailed, llama_cpp_server
 
