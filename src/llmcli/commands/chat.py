@@ -192,8 +192,8 @@ def chat(
         bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")
     ] = False,
 ) -> None:
-    from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
+    from llmcli.usecases.constraint import constraint_from_options
     from llmcli.usecases.tools import parse_tool_options
 
     params = sampling_params(
@@ -206,7 +206,7 @@ def chat(
         max_tokens=max_tokens,
     )
     env = environment(context)
-    constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
+    constraint = constraint_from_options(schema, fmt, grammar, env.home)  # checked before any model loads
     remote = bool(endpoint or env.endpoint)
     tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
     _refuse_old_ctx_flag(continue_latest, model, prompt)

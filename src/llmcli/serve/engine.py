@@ -69,7 +69,6 @@ class Engine:
         self.template_source = ""
         self._inbox: queue.Queue = queue.Queue()
         self._jobs: dict[int, tuple[Job, int]] = {}  # sequence id -> its request and its choice
-        self._think_token: int | None = None  # <think> as one token (-1: none), looked up once
         self._thread = threading.Thread(target=self._main, name="llmcli-engine", daemon=True)
 
     # -- the event loop's side ---------------------------------------------------------------
@@ -106,6 +105,7 @@ class Engine:
             self._close()
 
     def _load(self) -> None:
+        from llmcli.engine.local.grammar import Grammars
         from llmcli.engine.local.runtime import Runtime, RuntimeConfig
         from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
         from llmcli.serve.prompt import PromptMaker
@@ -124,6 +124,7 @@ class Engine:
             ),
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
+        self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
         self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
         self.prompts.warm_up()
         self.template_source = self.prompts.source
@@ -216,7 +217,11 @@ class Engine:
         words = self.config.filter_words
         for i in range(gen.n):  # choice i > 0: a fork of choice 0, seeded seed + i
             try:
-                grammar = self._grammar(gen, prompt.opens_thinking)
+                grammar = (
+                    None
+                    if gen.constraint is None
+                    else self.grammars.check(gen.constraint, prompt.opens_thinking)
+                )
             except UsageError as exc:
                 job.deliver(Refused(400, str(exc), gen.constraint.source if gen.constraint else None))
                 return self._drop(job)
@@ -242,20 +247,6 @@ class Engine:
         job.left, job.logprobs_sent = gen.n, [0] * gen.n
         job.tokenize_ms += (time.perf_counter() - t0) * 1000
         job.deliver(Started(n_prompt, prompt.opens_thinking, max_tokens))
-
-    def _grammar(self, gen: Generation, opens_thinking: bool):
-        """The request's constraint as a grammar check for its sequence (chat's, engine/local/chat.py):
-        parsed by llama.cpp with the model's vocabulary, applied after a thinking block if any, or
-        from its trigger on (tool_choice auto)."""
-        if gen.constraint is None:
-            return None
-        from llmcli.engine.local.grammar import grammar_check, think_token
-
-        if self._think_token is None:
-            found = think_token(self.rt)
-            self._think_token = found if found is not None else -1
-        think = self._think_token if self._think_token >= 0 else None
-        return grammar_check(self.rt, gen.constraint, opens_thinking, think)
 
     def _drop(self, job: Job) -> None:
         """A job refused while its choices were being queued: the ones queued go, unanswered."""

@@ -29,7 +29,7 @@ from llmcli.params import PARAMS, Param
 from llmcli.serve.errors import ApiError, bad
 
 if TYPE_CHECKING:
-    from llmcli.serve.tools import ToolUse
+    from llmcli.engine.tools.use import ToolUse
 
 MAX_STOPS = 16
 MAX_STOP_CHARS = 256

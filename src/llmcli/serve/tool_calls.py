@@ -13,7 +13,7 @@ import json
 
 from llmcli.engine.templates.thinking import ANSWER
 from llmcli.engine.tools import CallDelta, ContentDelta, MalformedDelta, ToolCallStream
-from llmcli.serve.tools import ToolUse
+from llmcli.engine.tools.use import ToolUse
 
 CALL = "call"  # a piece of a tool call (beside the splitter's reasoning and answer pieces)
 Read = tuple[str, str, CallDelta | None]  # kind, text, the call's piece for kind CALL

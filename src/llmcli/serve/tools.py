@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -24,6 +23,7 @@ from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.tools import FORMATS, ToolFormat
 from llmcli.engine.tools.definitions import ToolCall
 from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
+from llmcli.engine.tools.use import ToolUse
 from llmcli.serve.errors import bad
 from llmcli.serve.protocol import Generation, checked, refuse
 
@@ -34,26 +34,6 @@ NAME_RULE = "1 to 64 letters, digits, '_', '-' or '.'"
 SHAPE = '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
 CHOICES = ("none", "auto", "required")
 CHOICE_SHAPE = '"none", "auto", "required" or {"type": "function", "function": {"name": ...}}'
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    """A request's tools (OpenAI's shape, for the template), what it asks of them, and the form the
-    served model writes calls in."""
-
-    tools: list[dict]
-    choice: ToolChoice
-    form: ToolFormat
-    parallel: bool = True
-
-    @property
-    def names(self) -> list[str]:
-        return [tool["function"]["name"] for tool in self.tools]
-
-    @property
-    def reads_calls(self) -> bool:
-        """ "none" asks for text: the reply is not read for calls."""
-        return self.choice.mode != "none"
 
 
 # -- the tools -------------------------------------------------------------------------------------

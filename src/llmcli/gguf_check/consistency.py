@@ -1,4 +1,4 @@
-"""Checks across a GGUF's keys and tensors, once every key has passed the table of gguf_rules.py:
+"""Checks across a GGUF's keys and tensors, once every key has passed the table of rules.py:
 block_count matches the tensors, heads divide, the expert counts agree, the vocabulary is whole,
 and the tensors are aligned, inside the file and apart. Each is a llama.cpp assert or crash otherwise.
 """
@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from llmcli.errors import BadModelFile
-from llmcli.gguf_rules import SPECIAL_TOKEN_KEYS, TOKENIZER_MODELS, check_keys
+from llmcli.gguf_check.rules import SPECIAL_TOKEN_KEYS, TOKENIZER_MODELS, check_keys
 
 if TYPE_CHECKING:
-    from llmcli.gguf_check import GGUFHeader
+    from llmcli.gguf_check.records import GGUFHeader
 
 LAYER_TENSOR = re.compile(r"blk\.(\d+)\.")
 ATTENTION_TENSOR = re.compile(r"blk\.\d+\.attn_(q|qkv)[._]")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from llmcli.errors import BadModelFile
 
 if TYPE_CHECKING:
-    from llmcli.gguf_check import GGUFHeader
+    from llmcli.gguf_check.records import GGUFHeader
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 TYPE_NAMES = {

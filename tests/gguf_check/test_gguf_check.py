@@ -8,7 +8,7 @@ import pytest
 
 from llmcli.errors import BadModelFile
 from llmcli.gguf_check import model_facts, read_header
-from llmcli.gguf_rules import KEY_RULES, U32_MAX
+from llmcli.gguf_check.rules import KEY_RULES, U32_MAX
 from tests.fuzz.gguf_files import ARR, DROP, F32, I32, STR, U32, assemble, build_tiny, layout, rewrite
 from tests.support.cli import cli_process
 
@@ -69,7 +69,7 @@ def test_cli_refuses_a_corrupt_gguf_without_crashing(tmp_path, embedded_path):
     assert "Traceback" not in result.stderr
 
 
-# -- the table of what llama.cpp asserts on (llmcli.gguf_rules) ------------------------------------
+# -- the table of what llama.cpp asserts on (llmcli.gguf_check.rules) ------------------------------------
 
 
 @pytest.fixture(scope="module")

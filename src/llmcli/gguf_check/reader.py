@@ -1,27 +1,17 @@
-"""Safe GGUF header reading: validate a file in Python before llama.cpp ever opens it.
-
-llama.cpp trusts the header it reads; a truncated or hostile file can make it allocate wildly or
-read past the end and take the process down. So every count, length and offset is checked here
-against the file size and against sane limits first; tensors must be aligned, inside the file
-and not overlap. Then every metadata key llama.cpp reads is checked against llmcli.gguf_rules, the
-table of types and ranges llama.cpp asserts on (it aborts the process on a bad one). The facts
-llmcli shows (architecture, layers, heads, KV bytes per token) come from the same pass.
-"""
+"""The header's bytes, read with every count, length and offset checked against the file's size and
+sane limits, then handed to consistency.py (keys, tensor layout) before anything trusts it."""
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.util
 import mmap
 import struct
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from llmcli.errors import BadModelFile
+from llmcli.gguf_check.consistency import check_layout, check_metadata
+from llmcli.gguf_check.constants import gguf_constants
+from llmcli.gguf_check.records import SPM_BYTE_TOKENS, VOCABULARY_KEY, GGUFArray, GGUFHeader, TensorInfo
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -54,41 +44,6 @@ SCALARS: dict[int, tuple[str, int]] = {
     12: ("<d", 8),
 }
 STRING, ARRAY = 8, 9
-
-
-@dataclass
-class GGUFArray:
-    """An array value: its item type and length; items only for short numeric arrays (KEEP_ARRAY_ITEMS)."""
-
-    item_type: int
-    count: int
-    items: tuple[Any, ...] | None = None
-    byte_tokens: int = 0  # how many of SentencePiece's 256 byte tokens a string array holds
-    distinct: int = 0  # how many different strings a string array holds
-
-
-VOCABULARY_KEY = "tokenizer.ggml.tokens"
-SPM_BYTE_TOKENS = frozenset(f"<0x{b:02X}>".encode() for b in range(256))
-
-
-@dataclass
-class TensorInfo:
-    name: str
-    shape: tuple[int, ...]
-    ggml_type: int
-    offset: int  # relative to the data section
-    n_bytes: int
-
-
-@dataclass
-class GGUFHeader:
-    path: Path
-    version: int
-    file_size: int
-    metadata: dict[str, Any]
-    tensors: list[TensorInfo]
-    data_offset: int
-    types: dict[str, int] = field(default_factory=dict)  # key -> GGUF value type, as llama.cpp checks it
 
 
 class _Reader:
@@ -192,29 +147,8 @@ class _Reader:
         raise self.fail(f"unknown value type {vtype}")
 
 
-@functools.cache
-def _gguf_constants() -> ModuleType:
-    """gguf-py's constants.py (enums and tables, standard library only), loaded by itself.
-
-    `import gguf.constants` first runs gguf/__init__, which imports numpy, sentencepiece and yaml: a
-    quarter of a second that `llmcli list` and `show` would pay for three enums and one table.
-    """
-    if "gguf" in sys.modules:  # already paid for (convert, bench): use the real one
-        return importlib.import_module("gguf.constants")
-    spec = importlib.util.find_spec("gguf")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("the gguf package is not installed; reinstall llmcli")
-    path = Path(list(spec.submodule_search_locations)[0]) / "constants.py"
-    module_spec = importlib.util.spec_from_file_location("llmcli._gguf_constants", path)
-    if module_spec is None or module_spec.loader is None:
-        raise ModuleNotFoundError(f"cannot load {path}; reinstall llmcli")
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
-
-
 def _tensor_bytes(ggml_type: int, shape: tuple[int, ...], reader: _Reader) -> int:
-    gc = _gguf_constants()
+    gc = gguf_constants()
     try:
         block, type_size = gc.GGML_QUANT_SIZES[gc.GGMLQuantizationType(ggml_type)]
     except (ValueError, KeyError):
@@ -282,98 +216,8 @@ def _parse(buf: mmap.mmap, size: int, path: Path) -> GGUFHeader:
         ggml_type, offset = r.u32(), r.u64()
         tensors.append(TensorInfo(name, shape, ggml_type, offset, _tensor_bytes(ggml_type, shape, r)))
     header = GGUFHeader(path, version, size, metadata, tensors, 0, types)
-    from llmcli.gguf_consistency import check_layout, check_metadata
-
     check_metadata(header, r.fail)  # general.alignment is checked here, before it places the data
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     header.data_offset = (r.pos + alignment - 1) // alignment * alignment
     check_layout(header, alignment, r.fail)
     return header
-
-
-@dataclass
-class ModelFacts:
-    """What `show` prints and what the engine plans with, read from a validated header."""
-
-    path: str
-    arch: str
-    name: str | None
-    quant: str | None
-    size: int
-    n_params: int
-    context_length: int | None
-    n_layer: int | None
-    n_embd: int | None
-    n_head: int | None
-    n_head_kv: int | None
-    head_dim_k: int | None
-    head_dim_v: int | None
-    vocab_size: int | None
-    chat_template: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def kv_bytes_per_token(self, bytes_per_element: float = 2.0) -> int | None:
-        """2 × layers × kv_heads × head_dim × bytes (K and V; f16 cache by default)."""
-        layers, kv_heads, k, v = self.n_layer, self.n_head_kv, self.head_dim_k, self.head_dim_v
-        if layers is None or kv_heads is None or k is None or v is None:
-            return None
-        return int(layers * kv_heads * (k + v) * bytes_per_element)
-
-
-def _file_type_name(value: Any) -> str | None:
-    try:
-        return _gguf_constants().LlamaFileType(value).name.removeprefix("MOSTLY_")
-    except ValueError:
-        return None
-
-
-def model_facts(path: str | Path) -> ModelFacts:
-    return facts_from_header(read_header(path))
-
-
-def facts_from_header(header: GGUFHeader) -> ModelFacts:
-    path = header.path
-    md = header.metadata
-    arch = md.get("general.architecture")
-    if not isinstance(arch, str):
-        raise BadModelFile(f"{path} has no general.architecture; it is not a model llama.cpp can run")
-
-    def key(suffix: str) -> Any:
-        value = md.get(f"{arch}.{suffix}")
-        if isinstance(value, GGUFArray):  # one value a layer: the largest layer plans the KV cache
-            return max(value.items) if value.items else None
-        return value
-
-    n_head, n_head_kv, n_embd = (
-        key("attention.head_count"),
-        key("attention.head_count_kv"),
-        key("embedding_length"),
-    )
-    n_head_kv = n_head_kv or n_head
-    default_head_dim = n_embd // n_head if n_embd and n_head else None
-    tokens = md.get("tokenizer.ggml.tokens")
-    n_params = 0
-    for t in header.tensors:
-        count = 1
-        for d in t.shape:
-            count *= d
-        n_params += count
-    return ModelFacts(
-        path=str(header.path),
-        arch=arch,
-        name=md.get("general.name") if isinstance(md.get("general.name"), str) else None,
-        quant=_file_type_name(md.get("general.file_type")),
-        size=header.file_size,
-        n_params=n_params,
-        context_length=key("context_length"),
-        n_layer=key("block_count"),
-        n_embd=n_embd,
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim_k=key("attention.key_length") or default_head_dim,
-        head_dim_v=key("attention.value_length") or default_head_dim,
-        vocab_size=tokens.count if isinstance(tokens, GGUFArray) else key("vocab_size"),
-        chat_template=md.get("tokenizer.chat_template")
-        if isinstance(md.get("tokenizer.chat_template"), str)
-        else None,
-    )
