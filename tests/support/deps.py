@@ -38,6 +38,9 @@ TEST_EXTRAS: dict[str, str] = {
     "ollama": "ollama",
     "instructor": "instructor",
     "litellm": "litellm",
+    "langchain-openai": "langchain_openai",
+    "pydantic-ai-slim[openai]": "pydantic_ai.models.openai",
+    "openai-agents": "agents",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
 INSTALL = "pip install -e '.[test]'"
