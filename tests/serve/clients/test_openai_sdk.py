@@ -199,7 +199,7 @@ def test_completions_logprobs_come_in_the_legacy_shape(client):
         best = max(top, key=top.get)  # temperature 0: the token taken is the likeliest
         assert best == token and math.isclose(top[best], logprob, abs_tol=1e-4)
     starts = lp.text_offset
-    assert all(b - a == len(t) for a, b, t in zip(starts, starts[1:], lp.tokens[:-1], strict=True))
+    assert all(b - a == len(t) for a, b, t in zip(starts[:-1], starts[1:], lp.tokens[:-1], strict=True))
 
 
 # -- n -------------------------------------------------------------------------------------------
