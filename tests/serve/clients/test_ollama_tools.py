@@ -9,13 +9,15 @@ from llmcli.store import EMBEDDED_NAME
 from tests.serve.clients import WEATHER, assert_call_fits
 from tests.serve.server import AUTH
 
-# Ollama's API has no tool_choice: the model decides. The 135M model calls when told plainly to.
+# Ollama's API has no tool_choice: the model decides ("auto"). The 135M model opens a call when the
+# system prompt shows the generic form's JSON and the question asks for JSON; once its reply opens
+# with `{`, the server's grammar holds it to a valid call.
 ASK = [
     {
         "role": "system",
-        "content": "You are a function-calling assistant. Always answer with a function call.",
+        "content": 'Answer only with JSON: {"tool_calls": [{"name": ..., "arguments": {...}}]}',
     },
-    {"role": "user", "content": "What is the weather like in Paris today? Call get_weather."},
+    {"role": "user", "content": "Weather in Paris? Answer in JSON."},
 ]
 
 
