@@ -41,6 +41,15 @@ TIME = {
     },
 }
 ASK_WEATHER = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+# A question the tiny model answers by opening a call on its own (with `{`, as the generic form writes
+# one), when the system prompt shows that form's JSON.
+ASK_JSON = [
+    {
+        "role": "system",
+        "content": 'Answer only with JSON: {"tool_calls": [{"name": ..., "arguments": {...}}]}',
+    },
+    {"role": "user", "content": "Weather in Paris? Answer in JSON."},
+]
 SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in (WEATHER, TIME)}
 
 

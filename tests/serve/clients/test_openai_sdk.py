@@ -9,7 +9,7 @@ import math
 import pytest
 
 from llmcli.store import EMBEDDED_NAME
-from tests.serve.clients import ASK_WEATHER, TIME, WEATHER, assert_call_fits
+from tests.serve.clients import ASK_JSON, ASK_WEATHER, TIME, WEATHER, assert_call_fits
 
 # Room for a whole call to these small schemas, and then some: a call cut off is not a call.
 CALL_TOKENS = 96
@@ -105,23 +105,29 @@ def test_a_call_fed_back_as_a_tool_message_gets_a_text_answer(client):
     assert second.usage.prompt_tokens > alone.usage.prompt_tokens + 10
 
 
-def test_auto_answers_either_in_text_or_with_a_valid_call_and_never_shows_markup(client):
-    # "auto" leaves the choice to the model. The tiny model may do either; whichever it does, a call
-    # is whole and valid, and text holds no call markup.
+@pytest.mark.parametrize(
+    "messages, calls",
+    [(ASK_WEATHER, False), (ASK_JSON, True)],
+    ids=["answers-in-text", "opens-a-call"],
+)
+def test_auto_leaves_text_free_and_holds_a_call_it_opens_to_its_schema(client, messages, calls):
+    # "auto" leaves the choice to the model. Asked in prose, the tiny model answers in prose, which
+    # stays free and holds no call markup; shown the generic form's JSON, it opens a call, and from
+    # its `{` the server's grammar holds the call to the tool's schema.
     body = dict(
-        model=EMBEDDED_NAME, messages=ASK_WEATHER, tools=[WEATHER], tool_choice="auto", max_tokens=CALL_TOKENS
+        model=EMBEDDED_NAME, messages=messages, tools=[WEATHER], tool_choice="auto", max_tokens=CALL_TOKENS
     )
     (choice,) = client.chat.completions.create(**body).choices
-    calls = calls_of(choice.message)
+    made = calls_of(choice.message)
     if calls:
-        assert choice.finish_reason == "tool_calls"
-        for name, arguments in calls:
+        assert made and choice.finish_reason == "tool_calls", choice
+        for name, arguments in made:
             assert_call_fits(name, arguments)
     else:
-        assert choice.finish_reason in ("stop", "length") and choice.message.content.strip()
+        assert not made and choice.finish_reason in ("stop", "length") and choice.message.content.strip()
         assert not any(marker in choice.message.content for marker in MARKUP), choice.message.content
     content, streamed, finish = read_stream(client.chat.completions.create(**body, stream=True))
-    assert (content, streamed, finish) == (choice.message.content or "", calls, choice.finish_reason)
+    assert (content, streamed, finish) == (choice.message.content or "", made, choice.finish_reason)
 
 
 def test_tool_choice_none_answers_in_text_streamed_and_not(client):
