@@ -23,9 +23,10 @@ def test_a_pydantic_ai_agent_runs_its_tool_and_answers_from_the_result(server):
 
     @dataclass
     class CallFirst(AbstractCapability):
-        """The first request names the tool, the ones after its result ask for text: the 135M model
-        seldom calls a tool on its own, and pydantic-ai refuses a "required" for the whole run (it
-        could never end). This is how its docs force a tool on one step."""
+        """The first request forces the tool (pydantic-ai sends it as "required", its only tool), the
+        ones after its result ask for text ("none"): the 135M model seldom calls a tool on its own,
+        and pydantic-ai refuses a "required" for the whole run (it could never end). This is how its
+        docs force a tool on one step."""
 
         tool: str
 
