@@ -39,7 +39,7 @@ TEST_EXTRAS: dict[str, str] = {
     "instructor": "instructor",
     "litellm": "litellm",
     "langchain-openai": "langchain_openai",
-    "pydantic-ai-slim[openai]": "pydantic_ai.models.openai",
+    "pydantic-ai-slim[openai]": "pydantic_ai",  # its openai extra is openai and tiktoken, both here anyway
     "openai-agents": "agents",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
