@@ -137,7 +137,7 @@ class ChatSession:
 
     def _tokenize_within_context(
         self,
-        user: Message,
+        user: Message | None,
         start: int = 0,
         limit: int | None = None,
     ) -> RenderedPrompt | None:
@@ -153,7 +153,7 @@ class ChatSession:
         try:
             return self.template.tokenize(
                 self.runtime,
-                head + messages + [user],
+                head + messages + ([user] if user is not None else []),
                 limit=self.scheduler.n_ctx_seq if limit is None else limit,
                 tools=self.tools,
                 **self.thinking.variables(self.think),
@@ -165,7 +165,7 @@ class ChatSession:
                 raise
             return None
 
-    def _fit_history(self, user: Message, limit: int) -> tuple[int, RenderedPrompt | None]:
+    def _fit_history(self, user: Message | None, limit: int) -> tuple[int, RenderedPrompt | None]:
         """The oldest turn to keep so that the prompt fits `limit` tokens, and that prompt.
 
         Called once the whole history is known not to fit. It gallops back from the newest turn
@@ -223,7 +223,9 @@ class ChatSession:
         return min(common_prefix(shorter.tokens, prompt.tokens), len(prompt.tokens) - 1)
 
     # -- one request -------------------------------------------------------------------------
-    def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
+    def ask(self, text: str | None, *, keep_cache: bool = True) -> Iterator[Event]:
+        """One reply to `text` as the next user message; None answers the conversation as it stands
+        (`chat --messages` ending with a tool result)."""
         self._cancel = False
         turn = Turn(self, text, keep_cache)
         if not self._load_reported:

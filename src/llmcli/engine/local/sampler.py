@@ -126,6 +126,7 @@ class SamplerPool:
         self.free.clear()
 
 
+TOP_CANDIDATES = 256  # the likeliest tokens a refused draw is redrawn from first (GrammarCheck)
 MAX_REDRAWS = 32  # tokens refused at a lazy grammar's trigger, in one position
 
 
@@ -156,6 +157,10 @@ class GrammarCheck:
             n, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
         )
         self._all = ll.llama_token_data_array(self._cands.ctypes.data_as(ll.llama_token_data_p), n, -1, False)
+        self._top = np.zeros(min(TOP_CANDIDATES, n), dtype=self._cands.dtype)  # see _top_allowed
+        self._top_arr = ll.llama_token_data_array(
+            self._top.ctypes.data_as(ll.llama_token_data_p), len(self._top), -1, False
+        )
         self._one_data = (ll.llama_token_data * 1)()
         self._one = ll.llama_token_data_array(self._one_data, 1, -1, False)
 
@@ -170,11 +175,31 @@ class GrammarCheck:
         arr.data = self._cands.ctypes.data_as(self.ll.llama_token_data_p)
         arr.size, arr.selected, arr.sorted = len(self._ids), -1, False
 
-    def _draw(self, sampler) -> int:
+    def _draw(self, sampler, arr=None) -> int:
         import ctypes
 
-        self.ll.llama_sampler_apply(sampler, ctypes.byref(self._all))
-        return int(self._all.data[self._all.selected].id)
+        arr = arr if arr is not None else self._all
+        self.ll.llama_sampler_apply(sampler, ctypes.byref(arr))
+        return int(arr.data[arr.selected].id)
+
+    def _top_allowed(self) -> bool:
+        """The grammar applied to the TOP_CANDIDATES likeliest tokens of the filled array (into
+        `_top_arr`): True if it allows any. Applying it to the whole vocabulary costs ~100x more
+        (every token's text against the grammar's stacks), and when the model's own choice was
+        refused, as when a grammar forces markup a model does not know, the allowed token is
+        nearly always among its likeliest. Only tokens ranked below TOP_CANDIDATES are lost to
+        the draw, and only while a likelier one is allowed."""
+        import ctypes
+
+        logits = self._cands["logit"]
+        k = len(self._top)
+        top = np.argpartition(logits, len(logits) - k)[len(logits) - k :]
+        self._top["id"], self._top["logit"], self._top["p"] = top, logits[top], 0.0
+        arr = self._top_arr
+        arr.data = self._top.ctypes.data_as(self.ll.llama_token_data_p)
+        arr.size, arr.selected, arr.sorted = k, -1, False
+        self.ll.llama_sampler_apply(self._grammar, ctypes.byref(arr))
+        return bool((self._top["logit"][: arr.size] > -np.inf).any())
 
     def allows(self, token: int, grammar=None) -> bool:
         import ctypes
@@ -209,14 +234,17 @@ class GrammarCheck:
         if not self.allows(token):
             self.resamples += 1
             self._fill(ctx, idx)
-            ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
-            if not (self._cands["logit"] > -np.inf).any():
-                # A dead end: no token continues the grammar and it is not complete. Drawing anyway
-                # would hand llama.cpp a token its grammar refuses, and accepting that aborts the
-                # process; end the reply instead, with the end-of-generation token, accepted nowhere.
-                self.dead_ends += 1
-                return self._end
-            token = self._draw(chain)
+            if self._top_allowed():
+                token = self._draw(chain, self._top_arr)
+            else:
+                ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+                if not (self._cands["logit"] > -np.inf).any():
+                    # A dead end: no token continues the grammar and it is not complete. Drawing anyway
+                    # would hand llama.cpp a token its grammar refuses, and accepting that aborts the
+                    # process; end the reply instead, with the end-of-generation token, accepted nowhere.
+                    self.dead_ends += 1
+                    return self._end
+                token = self._draw(chain)
         ll.llama_sampler_accept(self._grammar, token)
         if stateful_chain:
             ll.llama_sampler_accept(chain, token)
