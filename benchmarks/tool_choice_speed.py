@@ -55,14 +55,14 @@ INSTRUCTION = "What will the weather be in Paris, London, Rome and Oslo this wee
 
 def run(rt, prompt: list[int], n_gen: int, temp: float, seed: int, constraint) -> tuple[int, float, int]:
     """Decode up to n_gen tokens (to the grammar's end when constrained): (tokens, tok/s, resamples)."""
-    from llmcli.engine.local.grammar import grammar_check
+    from llmcli.engine.local.grammar import Grammars
     from llmcli.engine.local.sampler import Sampler
     from llmcli.engine.sampling import SamplingParams
 
     rt.clear()
     rt.prefill(prompt)
     rt.synchronize()
-    check = grammar_check(rt, constraint, False, None) if constraint is not None else None
+    check = Grammars(rt).check(constraint, False) if constraint is not None else None
     sampler = Sampler(rt, SamplingParams(temperature=temp, seed=seed, max_tokens=n_gen), check)
     n = 0
     t0 = time.perf_counter()

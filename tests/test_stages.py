@@ -15,7 +15,7 @@ from llmcli.engine.openai.session import RemoteChatSession
 from llmcli.engine.sampling import SamplingParams
 from llmcli.stages import STAGES, UNKNOWN
 from llmcli.ui.stats import stats_panel, stats_table
-from tests.remote.fake_server import MODEL, REPLY, FakeServer
+from tests.engine.openai.fake_server import MODEL, REPLY, FakeServer
 
 TITLES = ["① tokenize", "② schedule", "③ prefill", "④ decode", "⑤ post-process", "⑥ return", "⑦ release"]
 
@@ -117,6 +117,7 @@ def test_the_json_document_has_the_same_keys_for_both(local_stats, remote_stats)
             "server",
             "stages",
             "draft",
+            "placement",
         ]
     )
     for key in ("usage", "timings"):
@@ -143,3 +144,10 @@ def test_drain_streams_text_passes_notices_and_keeps_the_stats(local_stats):
 def test_a_server_number_that_is_not_a_number_is_unknown(value):
     assert reported(value) is None
     assert RemoteReport("http://x", timings={"predicted_per_second": value}).decode_tps is None
+
+
+@pytest.mark.parametrize("offloaded", [0, 31])
+def test_the_panel_says_how_many_layers_a_gpu_holds_only_when_it_holds_some(offloaded):
+    stats = Stats(load_ms=900.0, total_ms=1000.0, placement={"offloaded": offloaded, "layers": 31})
+    panel = render(stats_panel(stats, "m"))
+    assert ("31/31 layers on GPU" in panel) == bool(offloaded) and "load 900.0 ms" in panel

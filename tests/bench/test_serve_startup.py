@@ -3,7 +3,7 @@ Retry-After followed within bounds, for at most --wait seconds; and the Retry-Af
 (fuzzed in tests/fuzz/test_fuzz_retry_after.py).
 
 The window's clock and sleep are the test's (a list of the pauses asked for, no real waiting); the
-servers that answer 503 over HTTP are in tests/remote/test_remote_bench.py.
+servers that answer 503 over HTTP are in tests/engine/openai/test_remote_bench.py.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from email.utils import format_datetime
 import pytest
 
 from llmcli.bench.serve import PAUSE_BOUNDS_S, PAUSE_S, StartupWindow
-from llmcli.engine.openai.client import Endpoint, RemoteError
-from llmcli.engine.openai.retry import LONGEST, RemoteUnavailable, retry_after_seconds
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.errors import RemoteError, RemoteUnavailable
+from llmcli.engine.openai.retry import LONGEST, retry_after_seconds
 from tests.support.cli import cli
 
 EP = Endpoint("http://127.0.0.1:9/v1")

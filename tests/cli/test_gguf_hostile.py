@@ -1,7 +1,7 @@
 """GGUFs that made llama.cpp abort (SIGABRT, exit 134, a gdb backtrace on stdout) are refused first.
 
 Each file is the embedded model with exactly one header change (tests/fuzz/gguf_files.rewrite);
-before gguf_rules, `chat` on each of the first six died with SIGABRT, and the chat template
+before gguf_check/rules.py, `chat` on each of the first six died with SIGABRT, and the chat template
 case answered with "-201" used as a template.
 """
 

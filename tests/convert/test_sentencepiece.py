@@ -42,7 +42,7 @@ def test_fixture_is_what_transformers_5_saves(spm_tiny):
 def test_reader_matches_sentencepiece(spm_model, sp):
     """The hand-written protobuf reader gives sentencepiece's own pieces, scores and types."""
     from llmcli.convert.spm_model import read_sentencepiece_model
-    from llmcli.convert.vocab import BYTE, CONTROL, NORMAL, UNKNOWN
+    from llmcli.convert.vocab_record import BYTE, CONTROL, NORMAL, UNKNOWN
 
     pieces, add_dummy_prefix = read_sentencepiece_model(spm_model)
     assert add_dummy_prefix is True

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from llmcli.convert.check_corpus import SEEDS, check_corpus, corpus_digest
-from llmcli.convert.vocab import PRE_CHECK_KEY, load_vocab
-from llmcli.convert.vocab_verify import PreCheck, choose_by_behaviour
+from llmcli.convert.vocab import load_vocab
+from llmcli.convert.vocab_record import PRE_CHECK_KEY, PreCheck
+from llmcli.convert.vocab_verify import choose_by_behaviour
 from llmcli.errors import ExitStatus
 from tests.convert.conftest import llama
 from tests.convert.real_vocab import REAL_VOCABS, exact_and_rewritten, tokenizer_json, write_tokenizer

@@ -18,9 +18,10 @@ from llmcli.engine.structured import (
     finish,
     load_schema,
     parse_constraint,
-    strip_thinking,
 )
+from llmcli.engine.templates.thinking import strip_thinking
 from llmcli.errors import RuntimeFailure, UsageError
+from llmcli.usecases.constraint import constraint_from_options
 
 PERSON = {
     "type": "object",
@@ -145,7 +146,7 @@ def test_a_malformed_or_empty_grammar_is_refused(tmp_path):
     ]:
         bad.write_text(text)
         with pytest.raises(UsageError, match=None) as err:
-            parse_constraint(grammar=bad)
+            constraint_from_options(None, None, bad, None)
         assert words in str(err.value), err.value
 
 

@@ -400,7 +400,37 @@ def test_a_body_over_max_body_is_413_declared_or_chunked(server):
         ),
         ("/v1/chat/completions", {"messages": HI, "seed": -2}, "seed", "0..4294967295"),
         ("/v1/chat/completions", {"messages": HI, "stop": [1]}, "stop", "string"),
-        ("/v1/chat/completions", {"messages": HI, "n": 3}, "n", "one choice"),
+        ("/v1/chat/completions", {"messages": HI, "n": 9}, "n", "n must be in 1..8, not 9"),
+        ("/v1/completions", {"prompt": "a", "n": 0}, "n", "n must be in 1..8, not 0"),
+        ("/v1/chat/completions", {"messages": HI, "n": 2.5}, "n", "n must be an integer in 1..8"),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "best_of": 2},
+            "best_of",
+            "best_of is not supported (send 1 or leave it out; n gives several choices)",
+        ),
+        ("/v1/chat/completions", {"messages": HI, "logprobs": 1}, "logprobs", "true or false"),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "logprobs": True, "top_logprobs": 21},
+            "top_logprobs",
+            "top_logprobs must be in 0..20, not 21",
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "top_logprobs": 2},
+            "top_logprobs",
+            "The 'top_logprobs' parameter is only allowed when 'logprobs' is enabled; "
+            'send "logprobs": true with it',
+        ),
+        (
+            "/v1/chat/completions",
+            {"messages": HI, "logprobs": False, "top_logprobs": 2},
+            "top_logprobs",
+            "only allowed when 'logprobs' is enabled",
+        ),
+        ("/v1/completions", {"prompt": "a", "logprobs": 6}, "logprobs", "logprobs must be in 0..5, not 6"),
+        ("/v1/completions", {"prompt": "a", "logprobs": True}, "logprobs", "an integer in 0..5"),
         ("/v1/chat/completions", {"messages": HI, "stream": "yes"}, "stream", "true or false"),
         (
             "/v1/chat/completions",

@@ -4,7 +4,8 @@ Each case starts from a valid request to one of the generation routes (OpenAI's 
 breaks it: a field dropped or given a value of the wrong type or range (NaN, huge, negative,
 nested), the JSON cut short or nested thousands deep, bytes that are not UTF-8, a body past
 --max-body, a key given twice, numbers of hundreds of digits, content parts of the wrong kinds,
-unknown roles, many empty messages, a missing, wrong or mangled key. The server must answer each
+unknown roles, many empty messages, hostile tools, tool choices and tool calls, a missing, wrong or
+mangled key. The server must answer each
 with 200 (a reply of at most 3 tokens) or 400/401/404/413 whose body has the error shape of the
 route's API (OpenAI's object, Ollama's string); never a 500, never a hang. Afterwards it is healthy
 and runs nothing. The run checks it reached a 200, a 400, a 401 and a 413.
@@ -27,12 +28,13 @@ from tests.serve.server import KEY, MAX_BODY
 CASES = cases(default=20, long=200)  # per seed
 FIXED_SEED = 20261203
 HI = [{"role": "user", "content": "Hi."}]
-ROUTES = {  # a valid body each, at most 3 tokens
-    "/v1/chat/completions": {"messages": HI, "max_tokens": 3, "temperature": 0.5, "stop": ["\n\n"]},
-    "/v1/completions": {"prompt": "Once upon", "max_tokens": 3, "top_p": 0.9},
+ROUTES = {  # a valid body each, at most 3 tokens (a choice)
+    "/v1/chat/completions": {"messages": HI, "max_tokens": 3, "temperature": 0.5, "stop": ["\n\n"],
+                             "logprobs": True, "top_logprobs": 2},
+    "/v1/completions": {"prompt": "Once upon", "max_tokens": 3, "top_p": 0.9, "n": 2, "logprobs": 1},
     "/api/chat": {"model": "m", "messages": HI, "stream": False, "options": {"num_predict": 3, "top_k": 5}},
     "/api/generate": {"model": "m", "prompt": "Hi.", "stream": False, "options": {"num_predict": 3}},
-}
+}  # fmt: skip
 # Values no field accepts in the place it is put, or that test the checks' edges.
 BAD = [None, -1, 0, 2**64, -(2**63), 1e308, float("nan"), float("inf"), "", "x", "NaN", True, [], {},
        [1, "a"], {"role": "user"}, "\x00\u202e", 1.5]  # fmt: skip
@@ -51,11 +53,46 @@ def paths(body, prefix=()):
 
 
 BODIES = ["field", "field", "field", "drop", "cut", "deep", "bytes", "big", "valid"]
-BODIES += ["repeated", "parts", "role", "many", "digits"]  # hostile shapes: typed requests refuse them
+BODIES += [
+    "repeated",
+    "parts",
+    "role",
+    "many",
+    "digits",
+    "tools",
+]  # hostile shapes: typed requests refuse them
 ROLES = ["developer", "system", "tool", "robot", "", "USER", None, 3]
 HEADERS = ["good"] * 6 + ["none", "wrong", "scheme", "mangled", "x-key"]
 # The first cases of every seed: each outcome the run must reach, whatever the draws after them.
 FIRST = [("valid", "good"), ("big", "good"), ("field", "good"), ("valid", "none")]
+
+
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+HOSTILE_TOOLS = [
+    [TOOL],
+    [TOOL, TOOL],  # a name twice
+    [TOOL] * 200,  # past the cap (or the body's)
+    [{"function": {"name": 5}}],
+    [{"type": "function", "function": {"name": "f", "description": "d" * 3000}}],
+    [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": s}}}}
+     for s in ({"$ref": "#/nope"}, {"type": "string", "pattern": "^((a$"}, {"minLength": 9, "maxLength": 2})],
+    {"f": TOOL},
+]  # fmt: skip
+CHOICES = [
+    "required",
+    "auto",
+    "none",
+    {"type": "function", "function": {"name": "f"}},
+    {"type": "function"},
+    "f",
+    3,
+]
+CALLS = [
+    [{"function": {"name": "f", "arguments": "{"}}],
+    [{"function": {"name": "f", "arguments": {}}}],
+    "f",
+    [{}],
+]
 
 
 def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
@@ -90,7 +127,7 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
         return json.dumps({**body, key: "__N__"}).replace('"__N__"', digits).encode()
     messages = body.get("messages")
     if (
-        kind in ("parts", "role", "many") and messages is None
+        kind in ("parts", "role", "many", "tools") and messages is None
     ):  # the completion routes: the hostile shapes of a prompt instead
         body["prompt"] = rng.choice([[], ["a", "b"], [{"type": "text", "text": "a"}], {"x": 1}, "\x00" * 50])
         return json.dumps(body).encode()
@@ -106,6 +143,11 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
         return json.dumps(body).encode()
     if kind == "role":
         messages.insert(0, {"role": rng.choice(ROLES), "content": "Be brief."})
+        return json.dumps(body).encode()
+    if kind == "tools":  # the tools, the choice and an assistant's calls, each maybe hostile
+        body["tools"], body["tool_choice"] = rng.choice(HOSTILE_TOOLS), rng.choice(CHOICES)
+        if rng.random() < 0.5:
+            messages.insert(0, {"role": rng.choice(ROLES), "content": None, "tool_calls": rng.choice(CALLS)})
         return json.dumps(body).encode()
     if kind == "many":  # many empty messages, under the body cap
         body["messages"] = [{"role": "user", "content": ""}] * rng.randrange(10, MAX_BODY // 40)

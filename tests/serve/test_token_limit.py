@@ -16,7 +16,9 @@ from tests.serve.server import ServeProcess
 
 LIMIT = 50  # prompt + reply tokens a minute, per key
 # One a test: each key has its own minute. The first is the one a byte order mark would hide.
-KEYS = ("sk-first", "sk-crowd", "sk-stream", "sk-over", "sk-never", "sk-default", "sk-bystander")
+KEYS = (
+    "sk-first", "sk-crowd", "sk-stream", "sk-over", "sk-never", "sk-default", "sk-bystander", "sk-choices",
+)  # fmt: skip
 COUNT = "1, 2, 3,"  # a completion prompt the model goes on counting from, for as long as it is let
 SETTLED = "llmcli:token_limit_settled_total"
 CHARGED = "llmcli:token_limit_charged_tokens_total"
@@ -135,3 +137,22 @@ def test_a_chat_without_max_tokens_reserves_the_server_cap_and_is_told_to_send_o
     body["max_tokens"] = 4
     r = httpx.post(server.url + "/v1/chat/completions", json=body, headers=auth(KEYS[5]), timeout=60)
     assert r.status_code == 200, r.text
+
+
+def test_n_choices_reserve_n_times_max_tokens_and_pay_the_prompt_once(server):
+    key = KEYS[7]
+    # ~2 prompt tokens (estimated) + 3 x 20 = 62: over the whole minute, however long one waits
+    r = complete(server, key, max_tokens=20, n=3)
+    assert r.status_code == 429 and "retry-after" not in r.headers, r.text
+    error = r.json()["error"]
+    assert "x 3 choices" in error["message"] and error["param"] == "max_tokens"
+    estimated = len(COUNT) // CHARS_PER_TOKEN
+    assert error["message"].endswith(f"send max_tokens of at most {(LIMIT - estimated) // 3}")
+    before = counters(server)
+    r = complete(server, key, max_tokens=6, n=2)
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+    after = counters(server)
+    assert after[CHARGED] - before[CHARGED] == usage["total_tokens"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert after[PROMPT_TOKENS] - before[PROMPT_TOKENS] == usage["prompt_tokens"]

@@ -68,6 +68,7 @@ class ChatRow:
     test: str = "chat"
     cpu_info: str = ""
     peak_rss_bytes: int | None = None
+    placement: dict | None = None  # where the layers and the KV cache went (Placement)
     samples_ttft_cold_ms: list[float] = field(default_factory=list)
     samples_ttft_reused_ms: list[float] = field(default_factory=list)
     samples_decode_tps: list[float] = field(default_factory=list)
@@ -132,6 +133,7 @@ def run_chat(name: str, path: str, plan: BenchPlan, max_tokens: int) -> Iterator
             n_threads=plan.threads[0],
             n_batch=plan.n_batch,
             flash_attn=plan.flash_attn,
+            gpu_layers=plan.gpu_layers,
         ),
     )
     # Greedy: both passes see the same replies, so the cold pass replays the reuse pass's history.
@@ -199,6 +201,7 @@ def run_chat(name: str, path: str, plan: BenchPlan, max_tokens: int) -> Iterator
                     n_ctx=rt.n_ctx,
                     cpu_info=cpu_info(),
                     peak_rss_bytes=rss,
+                    placement=rt.placement.as_dict(),
                     samples_ttft_cold_ms=t.cold_ms,
                     samples_ttft_reused_ms=t.reused_ms,
                     samples_decode_tps=t.decode_tps,

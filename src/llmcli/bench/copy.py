@@ -48,6 +48,7 @@ def run_copy(target: LlamaTarget, plan: BenchPlan, draft: str) -> Iterator[Progr
             n_threads=plan.threads[0],
             n_batch=plan.n_batch,
             flash_attn=plan.flash_attn,
+            gpu_layers=plan.gpu_layers,
         ),
     )
     modes = ("none", draft)

@@ -115,6 +115,10 @@ def row_fields(target: LlamaTarget, rt, plan: BenchPlan, facts) -> dict:
         model=target.name,
         n_ctx=rt.n_ctx,
         kv_cache_bytes=per_token * rt.n_ctx if per_token is not None else None,
+        backends=rt.placement.backends,
+        gpu_info=rt.placement.gpu_info,
+        n_gpu_layers=rt.placement.offloaded,
+        placement=rt.placement.as_dict(),
     )
 
 
@@ -129,7 +133,11 @@ def run_llama(target: LlamaTarget, plan: BenchPlan) -> Iterator[Progress | Bench
     rt = Runtime(
         target.path,
         RuntimeConfig(
-            n_ctx=plan.ctx_size, n_threads=plan.threads[0], n_batch=plan.n_batch, flash_attn=plan.flash_attn
+            n_ctx=plan.ctx_size,
+            n_threads=plan.threads[0],
+            n_batch=plan.n_batch,
+            flash_attn=plan.flash_attn,
+            gpu_layers=plan.gpu_layers,
         ),
     )
     try:

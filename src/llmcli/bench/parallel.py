@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from llmcli.errors import RuntimeFailure, UsageError
+from llmcli.offload import EVERY_LAYER, GpuLayers
 
 FORMATS = ("md", "json", "jsonl", "csv")
 MAX_PARALLEL = 256  # llama.cpp's LLAMA_MAX_SEQ: the most sequences one context serves
@@ -29,7 +30,7 @@ class ParallelRow:
     n_ubatch: int
     flash_attn: int
     is_pp_shared: int
-    n_gpu_layers: int
+    n_gpu_layers: int  # layers llama.cpp offloaded, as it reported them
     n_threads: int
     n_threads_batch: int
     pp: int
@@ -46,6 +47,7 @@ class ParallelRow:
     model: str = ""
     backend: str = "llmcli"
     kv_unified: bool = False
+    placement: dict | None = None  # where the layers and the KV cache went (Placement)
 
 
 def bench_parallel(
@@ -63,6 +65,7 @@ def bench_parallel(
     default_model: str | None,
     conflicts: dict[str, object],
     kv_unified: bool = False,
+    gpu_layers: GpuLayers | None = None,
     home: Path | None = None,
 ) -> str:
     """Parse the options, measure every model, and return the rendered rows (the command prints them).
@@ -111,6 +114,7 @@ def bench_parallel(
             n_batch=n_batch,
             flash_attn=flash_attn,
             kv_unified=kv_unified,
+            gpu_layers=gpu_layers or EVERY_LAYER,
         )
     return render(rows, out_format)
 
@@ -127,6 +131,7 @@ def measure(
     n_batch: int = 512,
     flash_attn: bool = True,
     kv_unified: bool = False,
+    gpu_layers: GpuLayers = EVERY_LAYER,
     seed: int = 1234,
 ) -> list[ParallelRow]:
     """Every (pp, tg, B) on one loaded model, in llama-batched-bench's order."""
@@ -144,6 +149,7 @@ def measure(
         flash_attn=flash_attn,
         n_seq_max=max(pls),
         kv_unified=kv_unified,
+        gpu_layers=gpu_layers,
     )
     rng = random.Random(seed)
     rt = Runtime(path, config)
@@ -175,7 +181,7 @@ def measure(
                             n_ubatch=n_batch,
                             flash_attn=-1 if flash_attn else 0,
                             is_pp_shared=0,
-                            n_gpu_layers=0,
+                            n_gpu_layers=rt.placement.offloaded,
                             n_threads=n_threads,
                             n_threads_batch=n_threads,
                             pp=pp,
@@ -190,6 +196,7 @@ def measure(
                             speed=pl * (pp + tg) / (t_pp + t_tg),
                             model=name,
                             kv_unified=sched.unified and sched.n_slots > 1,
+                            placement=rt.placement.as_dict(),
                         )
                     )
         sched.close()
@@ -249,6 +256,8 @@ def render(rows: list[ParallelRow], fmt: str) -> str:
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(dicts[0]) if dicts else [], lineterminator="\n")
         writer.writeheader()
-        writer.writerows(dicts)
+        writer.writerows(
+            {k: json.dumps(v) if isinstance(v, dict) else v for k, v in d.items()} for d in dicts
+        )
         return buf.getvalue()
     return to_markdown(rows)

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
 
+from llmcli.offload import EVERY_LAYER, GpuLayers
+
 # Backend names as they appear in rows, tables and `--backend`; aliases a user may type.
 LLAMA = "llama.cpp"
 TRANSFORMERS = "transformers"
@@ -56,6 +58,7 @@ class BenchPlan:
     warmup: bool = True
     seed: int = 1234  # random token ids are reproducible run to run
     draft: str = "none"  # "lookup": also a copy task, plain and drafted (bench/copy.py)
+    gpu_layers: GpuLayers = EVERY_LAYER  # --gpu-layers: llama.cpp's n_gpu_layers (every layer by default)
 
     @property
     def ctx_needed(self) -> int:
@@ -99,8 +102,10 @@ class BenchRow:
     n_prompt: int
     n_gen: int
     n_depth: int = 0
-    backends: str = "CPU"
+    backends: str = "CPU"  # the backends that held layers: CUDA, Metal, CPU
     cpu_info: str = ""
+    gpu_info: str = ""
+    n_gpu_layers: int = 0  # layers llama.cpp offloaded, as it reported them (not what was asked)
     test_time: str = ""
     avg_ns: int = 0
     stddev_ns: int = 0
@@ -118,6 +123,7 @@ class BenchRow:
     ttft_ms: float | None = None  # pp rows: time until the first token's logits exist
     speedup: float | None = None  # avg_ts / the transformers row's avg_ts, same model & test & threads
     draft_acceptance: float | None = None  # copy rows with drafting: accepted / drafted tokens
+    placement: dict | None = None  # llama.cpp rows: where the layers and the KV cache went (Placement)
 
     def to_dict(self) -> dict:
         return asdict(self)

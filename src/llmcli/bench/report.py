@@ -190,10 +190,14 @@ def to_csv(rows: list[Row]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(names)
     for d in dicts:
-        # lists (samples) become one cell; None becomes an empty cell
+        # lists (samples) become one cell, a dict (placement) one JSON cell; None an empty cell
         writer.writerow(
             [
-                ";".join(str(x) for x in v) if isinstance(v, list) else ("" if v is None else v)
+                ";".join(str(x) for x in v)
+                if isinstance(v, list)
+                else json.dumps(v)
+                if isinstance(v, dict)
+                else ("" if v is None else v)
                 for v in (d[n] for n in names)
             ]
         )

@@ -22,6 +22,7 @@ from llmcli.bench.records import (
 from llmcli.engine.local.lookup import parse_draft
 from llmcli.engine.local.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
 from llmcli.errors import UsageError
+from llmcli.offload import EVERY_LAYER, GpuLayers
 from llmcli.store import Store
 
 MAX_THREADS = 1024  # far above any machine; catches typos such as -t 22222
@@ -81,6 +82,7 @@ def make_plan(
     flash_attn: bool = True,
     warmup: bool = True,
     draft: str = "none",
+    gpu_layers: GpuLayers | None = None,
 ) -> BenchPlan:
     prompts = parse_int_list(n_prompt, "-p", 0)
     gens = parse_int_list(n_gen, "--n-gen", 0)
@@ -103,6 +105,7 @@ def make_plan(
         flash_attn=flash_attn,
         warmup=warmup,
         draft=parse_draft(draft),
+        gpu_layers=gpu_layers or EVERY_LAYER,
     )
     if plan.draft != "none" and not any(t.n_gen for t in tests):
         raise UsageError(f"--draft {plan.draft} adds a copy task of --n-gen tokens; give --n-gen N > 0")
@@ -157,7 +160,7 @@ def resolve_target(
             gguf=converted.path if converted else None,
             hf_dir=hf_dir,
         )
-    from llmcli.models import chosen_model_ref
+    from llmcli.model_ref import chosen_model_ref
 
     entry = store.resolve(chosen_model_ref(spec, default_model, home))  # ModelNotFound (exit 2) names the fix
     if TRANSFORMERS in backends and not entry.hf_dir:

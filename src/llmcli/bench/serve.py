@@ -31,8 +31,8 @@ from typing import TypeVar
 
 from llmcli.bench.records import Progress
 from llmcli.bench.serve_stats import RequestResult, ServeRow, Slo, inter_token_latencies
-from llmcli.engine.openai.client import Endpoint, RemoteError
-from llmcli.engine.openai.retry import RemoteUnavailable
+from llmcli.engine.openai.client import Endpoint
+from llmcli.engine.openai.errors import RemoteError, RemoteUnavailable
 from llmcli.engine.openai.stream import ChatStream
 from llmcli.errors import LlmcliError, UsageError
 

@@ -11,6 +11,7 @@ from llmcli.commands.options import (
     ApiKeyOpt,
     DraftOpt,
     EndpointOpt,
+    GpuLayersOpt,
     JsonOpt,
     TimeoutOpt,
     complete_model_names,
@@ -167,6 +168,7 @@ def bench(
     flash_attn: Annotated[
         bool, typer.Option("--flash-attn/--no-flash-attn", help="llama.cpp flash attention.")
     ] = True,
+    gpu_layers: GpuLayersOpt = None,
     draft: DraftOpt = None,
     endpoint: EndpointOpt = None,
     api_key: ApiKeyOpt = None,
@@ -235,6 +237,7 @@ def bench(
         backend=backend,
         chat=chat,
         flash_attn=flash_attn,
+        gpu_layers=gpu_layers,
         draft=draft,
         save=save,
         concurrency=concurrency,
@@ -267,6 +270,7 @@ def bench(
                 n_ctx=n_ctx,
                 n_batch=n_batch,
                 flash_attn=flash_attn,
+                gpu_layers=gpu_layers,
                 out_format=out_format,
                 store_root=env.store_root,
                 default_model=env.default_model,

@@ -14,6 +14,7 @@ from llmcli.commands.options import (
     DraftOpt,
     EndpointOpt,
     FilterOpt,
+    GpuLayersOpt,
     JsonOpt,
     MaxTokensOpt,
     MinPOpt,
@@ -96,6 +97,7 @@ def chat(
     max_tokens: MaxTokensOpt = None,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
+    gpu_layers: GpuLayersOpt = None,
     draft: DraftOpt = None,
     stop: StopOpt = None,
     filter_file: FilterOpt = None,
@@ -200,8 +202,8 @@ def chat(
         bool, typer.Option("--no-log", help="Log nothing of this chat (also LLMCLI_NO_LOG=1).")
     ] = False,
 ) -> None:
-    from llmcli.engine.structured import parse_constraint
     from llmcli.usecases.chat import ChatOptions
+    from llmcli.usecases.constraint import constraint_from_options
     from llmcli.usecases.tools import parse_tool_options, read_history
 
     params = sampling_params(
@@ -214,7 +216,7 @@ def chat(
         max_tokens=max_tokens,
     )
     env = environment(context)
-    constraint = parse_constraint(schema, fmt, grammar, env.home)  # checked before any model loads
+    constraint = constraint_from_options(schema, fmt, grammar, env.home)  # checked before any model loads
     remote = bool(endpoint or env.endpoint)
     tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
     history = read_history(messages, remote, continue_latest or cid is not None)
@@ -228,6 +230,7 @@ def chat(
             params=params,
             ctx=ctx,
             threads=threads,
+            gpu_layers=gpu_layers,
             draft=draft,
             stops=stop or [],
             filter_file=filter_file,
@@ -346,6 +349,7 @@ def recorder_for(opts: ChatOptions, opened, chat_log):
     settings: dict[str, object] = {
         "ctx": opts.ctx,
         "threads": opts.threads,
+        "gpu_layers": str(opts.gpu_layers) if opts.gpu_layers else None,
         "draft": opts.draft,
         "chat_template": str(opts.chat_template) if opts.chat_template else None,
     }

@@ -19,6 +19,7 @@ import typer
 from llmcli.convert.outtypes import OUTTYPES
 from llmcli.environment import Environment
 from llmcli.errors import UsageError
+from llmcli.offload import GpuLayers
 from llmcli.params import PARAMS
 
 if TYPE_CHECKING:
@@ -125,6 +126,20 @@ ThinkOpt = Annotated[
         show_default=False,
         help="Turn a thinking model's reasoning on or off (enable_thinking), where its template can. "
         "\\[the template's default]",
+    ),
+]
+
+
+# Long only: llama.cpp's -ngl is two letters after one dash, and -n is --max-tokens here.
+GpuLayersOpt = Annotated[
+    Optional[GpuLayers],
+    typer.Option(
+        "--gpu-layers",
+        metavar="N|all",
+        parser=GpuLayers.parse,
+        show_default=False,
+        help="Layers llama.cpp offloads to the GPU (llama.cpp's -ngl, Ollama's num_gpu): all, or a number "
+        "(0: CPU only). Without a GPU build every layer stays on the CPU. \\[all]",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]

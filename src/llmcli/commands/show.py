@@ -21,7 +21,7 @@ def show(
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes, format_params
@@ -46,6 +46,7 @@ def show(
             kv_bytes_per_token=per_token,
             n_ctx=n_ctx,
             kv_bytes_for_ctx=per_token * n_ctx if per_token else None,
+            offload=view.offload,
         )
         out.json(data)
         return
@@ -71,6 +72,8 @@ def show(
             else "-",
         ),
         (f"KV cache @ {n_ctx:,}", format_bytes(per_token * n_ctx) if per_token else "-"),
+        ("devices", ", ".join(f"{d['name']} ({d['description']})" for d in view.offload["devices"])),
+        ("gpu layers", _offload_text(view.offload)),
     ]
     from rich.table import Table
 
@@ -85,3 +88,14 @@ def show(
     table.add_row("template used", choice.why)
     table.add_row("chat template", chat_template)
     out.out.print(table)
+
+
+def _offload_text(offload: dict) -> str:
+    """`31/31 on CUDA0`, or why nothing is offloaded."""
+    if offload["layers"] is None:
+        return "-"
+    done = f"{offload['offloaded']}/{offload['layers']}"
+    if offload["targets"]:
+        where = ", ".join(offload["targets"])
+        return f"{done} on {where} (--gpu-layers {offload['gpu_layers']}), KV cache with them"
+    return f"{done}: llama.cpp found no GPU (a CPU-only build? docs/gpu.md)"

@@ -29,7 +29,7 @@ from llmcli.units import format_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-    from llmcli.convert.vocab_verify import PreCheck
+    from llmcli.convert.vocab_record import PreCheck
 
 Progress = Callable[[str, int, int], None]
 

@@ -20,9 +20,7 @@ from typing import Any
 from llmcli.convert.errors import BadCheckpoint, shown
 from llmcli.convert.pretokenizers import signature
 from llmcli.convert.vocab_checks import checked_tokens
-
-# gguf.TokenType values (as in vocab.py), so that planning needs no gguf import.
-NORMAL, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 3, 4, 5, 6
+from llmcli.convert.vocab_record import BYTE, CONTROL, NORMAL, UNUSED, USER_DEFINED, Vocab
 
 # Scores of tokens no merge makes: added tokens match before the model runs, as in the GGUFs
 # llama.cpp's converter writes from a tokenizer.model.
@@ -87,8 +85,6 @@ def _merge_pairs(raw: Any, where: str) -> list[tuple[str, str]]:
 
 def spm_vocab_from_json(src: Path, tj: dict, form: SpmJsonForm, n_rows: int):
     """The Vocab (model "llama") of a tokenizer.json of a recognised form, with `n_rows` tokens."""
-    from llmcli.convert.vocab import Vocab
-
     where = f"{src.name}/tokenizer.json"
     model = tj["model"]
     vocab_map, added = checked_tokens(tj, n_rows, where)

@@ -9,81 +9,27 @@ and those rows become unused padding tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llmcli.convert import files, pretokenizers, spm_json
 from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer, shown
 from llmcli.convert.spm_model import read_sentencepiece_model
 from llmcli.convert.vocab_checks import checked_added, checked_tokens, checked_vocab
-
-if TYPE_CHECKING:
-    from llmcli.convert.vocab_verify import PreCheck
-
-# gguf.TokenType values, repeated here so that planning needs no gguf import.
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+from llmcli.convert.vocab_record import (
+    CONTROL,
+    NORMAL,
+    UNUSED,
+    USER_DEFINED,
+    PreCheck,
+    Vocab,
+)
 
 # Added tokens that end a chat turn. llama.cpp stops on its end-of-generation set; naming the
 # turn terminator as `eot` makes that explicit when it differs from eos.
 END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endofturn|>")
 
 SPECIAL_KINDS = ("bos", "eos", "unk", "pad")
-
-# Written when the pre-tokenizer was chosen by behaviour: which one, and on what it was verified.
-PRE_CHECK_KEY = "llmcli.tokenizer.pre_check"
-
-
-@dataclass
-class Vocab:
-    model: str  # tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-    pre: str | None  # tokenizer.ggml.pre
-    tokens: list[str]
-    types: list[int]
-    scores: list[float] | None = None
-    merges: list[str] = field(default_factory=list)
-    special: dict[str, int] = field(default_factory=dict)  # bos/eos/unk/pad/eot -> id
-    add_bos: bool | None = None
-    add_eos: bool | None = None
-    add_space_prefix: bool | None = None
-    chat_template: str | None = None
-    n_padding: int = 0  # rows of the embedding beyond the tokenizer
-    # When the pre-tokenizer definition matched no known one exactly: the names to verify by
-    # behaviour, nearest first, and the parsed tokenizer.json to verify against (pre is None until then).
-    pre_candidates: tuple[str, ...] = ()
-    hf_json: dict | None = field(default=None, repr=False)
-    pre_check: PreCheck | None = None  # how `pre` was chosen (byte-level BPE only)
-
-    def write(self, writer: Any) -> None:
-        """Add this vocabulary's keys to a gguf.GGUFWriter."""
-        writer.add_tokenizer_model(self.model)
-        if self.pre is not None:
-            writer.add_tokenizer_pre(self.pre)
-        writer.add_token_list(self.tokens)
-        writer.add_token_types(self.types)
-        if self.scores is not None:
-            writer.add_token_scores(self.scores)
-        if self.merges:
-            writer.add_token_merges(self.merges)
-        adders = {
-            "bos": writer.add_bos_token_id,
-            "eos": writer.add_eos_token_id,
-            "unk": writer.add_unk_token_id,
-            "pad": writer.add_pad_token_id,
-            "eot": writer.add_eot_token_id,
-        }
-        for kind, tid in self.special.items():
-            adders[kind](tid)
-        if self.add_bos is not None:
-            writer.add_add_bos_token(self.add_bos)
-        if self.add_eos is not None:
-            writer.add_add_eos_token(self.add_eos)
-        if self.add_space_prefix is not None:
-            writer.add_add_space_prefix(self.add_space_prefix)
-        if self.chat_template:
-            writer.add_chat_template(self.chat_template)
-        if self.pre_check is not None and self.pre_check.verified_by == "behaviour":
-            writer.add_string(PRE_CHECK_KEY, self.pre_check.describe())
 
 
 def _read_json(path: Path, root: Path) -> dict:
@@ -179,8 +125,6 @@ def _bpe_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
 
 
 def _by_definition(name: str) -> PreCheck:
-    from llmcli.convert.vocab_verify import PreCheck
-
     return PreCheck(pre=name, verified_by="definition")
 
 

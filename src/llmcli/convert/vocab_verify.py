@@ -16,36 +16,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llmcli.convert.check_corpus import check_corpus, corpus_digest
 from llmcli.convert.errors import BadCheckpoint, UnsupportedTokenizer, shown
-
-if TYPE_CHECKING:
-    from llmcli.convert.vocab import Vocab
+from llmcli.convert.vocab_record import PreCheck, Vocab
 
 WriteHeader = Callable[[Any], None]  # adds the architecture's keys to a gguf.GGUFWriter
-
-
-@dataclass(frozen=True)
-class PreCheck:
-    """How the pre-tokenizer written to the GGUF was chosen."""
-
-    pre: str  # tokenizer.ggml.pre
-    verified_by: str  # "definition" (matched the table exactly) or "behaviour" (identical ids on the corpus)
-    check_strings: int = 0  # corpus strings tokenized, for "behaviour"
-    check_tokens: int = 0  # ids compared, for "behaviour"
-    corpus: str = ""  # the corpus fingerprint, for "behaviour"
-    tried: tuple[str, ...] = ()  # candidates tried before the one chosen, in order
-
-    def describe(self) -> str:
-        if self.verified_by == "definition":
-            return f"{self.pre}, its definition matches exactly"
-        rejected = f"; {', '.join(self.tried)} differed" if self.tried else ""
-        return (
-            f"{self.pre}, verified by behaviour: identical ids on {self.check_strings} check strings "
-            f"({self.check_tokens} tokens, corpus {self.corpus}){rejected}"
-        )
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,7 @@ class Stats:
     total_ms: float = 0.0
     remote: RemoteReport | None = None
     draft: DraftStats | None = None  # set when the request drafted (--draft lookup)
+    placement: dict | None = None  # local: where llama.cpp put the layers and KV (Placement.as_dict)
 
     def stage(self, key: str) -> StageRecord | None:
         return next((record for record in self.stages if record.name == key), None)
@@ -179,6 +180,7 @@ def json_document(text: str, model: str, stats: Stats, reasoning: str | None = N
         "server": {"usage": remote.usage, "timings": remote.timings} if remote else None,
         "stages": [record.as_dict() for record in stats.stages],
         "draft": stats.draft.as_dict() if stats.draft else None,
+        "placement": stats.placement,
     }
 
 

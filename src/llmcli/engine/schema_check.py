@@ -232,9 +232,7 @@ def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
         for key in bounds:
             value = node[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise _refuse(
-                    where, f"{key} must be a finite number (draft 2020-12), not {_short(value, 20)}"
-                )
+                raise _refuse(where, f"{key} must be a finite number (draft 2020-12), not {short(value, 20)}")
         _check_number_range(node, where)
     for low, high, what in _COUNT_PAIRS:
         lo, hi = node.get(low), node.get(high)
@@ -373,11 +371,12 @@ def check_is_schema(schema: Any) -> None:
         cls.check_schema(schema)
     except jsonschema.SchemaError as err:
         where = "/" + "/".join(str(p) for p in err.absolute_path)
-        raise UsageError(f"--schema is not a valid JSON Schema at {where}: {_short(err.message)}") from None
+        raise UsageError(f"--schema is not a valid JSON Schema at {where}: {short(err.message)}") from None
     except RecursionError:
         raise UsageError("--schema nests too deeply to check") from None
 
 
-def _short(text: object, limit: int = 160) -> str:
+def short(text: object, limit: int = 160) -> str:
+    """`text` on one line, cut to `limit` characters with "…" (a message quotes what it was given)."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -4,9 +4,10 @@ Strict at both ends. Before generating, a schema is checked against the subset t
 converter (llama-cpp-python's SchemaConverter, with exact numeric bounds added in
 engine/schema_grammar.py) turns into GBNF: a keyword outside SCHEMA_KEYWORDS
 is refused with one line, never ignored. A grammar is parsed by llama.cpp before the model loads
-(engine/local/grammar.py, whichever backend answers); a grammar that does not parse is refused
-(llama.cpp's server once "failed open" on one), and so is one that demands a character no model
-writes (engine/local/gbnf_chars.py: llama.cpp would abort at that dead end). After
+(usecases/constraint.py asks engine/local/grammar.py, whichever backend answers); a grammar that
+does not parse is refused (llama.cpp's server once "failed open" on one), and so is one that
+demands a character no model writes (engine/local/gbnf_chars.py: llama.cpp would abort at that
+dead end). After
 generating, the reply is parsed and validated with `jsonschema`: a reply that fails is an error,
 so a script never receives invalid JSON with exit status 0.
 """
@@ -19,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from llmcli.engine.schema_check import (
-    _short,
     check_bounds,
     check_is_schema,
     check_subset,
+    short,
 )
+from llmcli.engine.templates.thinking import strip_thinking
 from llmcli.errors import RuntimeFailure, UsageError
 
 KINDS = ("schema", "json", "grammar", "tools")  # --schema, --format json, --grammar, tool_choice
@@ -76,7 +78,7 @@ def schema_to_gbnf(schema: dict) -> str:
         RecursionError,
     ) as err:
         # The converter reports unsupported regex syntax and bad references with asserts.
-        raise UsageError(f"--schema: the grammar converter cannot handle it ({_short(err)})") from None
+        raise UsageError(f"--schema: the grammar converter cannot handle it ({short(err)})") from None
 
 
 # Any JSON value, from the converter's own primitives.
@@ -126,7 +128,7 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
             except (ValueError, RecursionError):
                 pass
             raise UsageError(
-                f"--schema {_short(arg, 60)!r} is neither JSON nor a file; "
+                f"--schema {short(arg, 60)!r} is neither JSON nor a file; "
                 "give a JSON Schema inline or a file path"
             )
         text, source = _read(path, "--schema"), arg
@@ -135,7 +137,7 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
     except ValueError as err:
         raise UsageError(
             f"--schema {'' if source == '--schema' else source + ' '}is not JSON "
-            f"({_short(err)}); give a JSON Schema inline or a file path"
+            f"({short(err)}); give a JSON Schema inline or a file path"
         ) from None
     except RecursionError:
         raise UsageError("--schema nests too deeply") from None
@@ -146,17 +148,14 @@ def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConst
     check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
     check_is_schema(schema)
     check_subset(schema)
-    gbnf = schema_to_gbnf(schema)
-    from llmcli.engine.local.grammar import check_gbnf
-
-    check_gbnf(gbnf, "--schema", from_schema=True)  # before any model loads, as a --grammar is
-    return OutputConstraint("schema", gbnf, schema, source)
+    return OutputConstraint("schema", schema_to_gbnf(schema), schema, source)
 
 
 def parse_constraint(
     schema: str | None = None, fmt: str | None = None, grammar: Path | None = None, home: Path | None = None
 ) -> OutputConstraint | None:
-    """The three options into one value (or None); everything is checked here, before a model loads."""
+    """The three options into one value (or None), before a model loads. Whether llama.cpp parses the
+    grammar is the local backend's word: usecases/constraint.py asks it."""
     given = [
         name
         for name, value in (("--schema", schema), ("--format", fmt), ("--grammar", grammar))
@@ -171,24 +170,9 @@ def parse_constraint(
             raise UsageError(f"--format {fmt!r} is not known; the one format is json")
         return OutputConstraint("json", schema_to_gbnf(ANY_JSON), {}, "--format json")
     if grammar is not None:
-        from llmcli.engine.local.grammar import check_gbnf
-
         gbnf = _read(_user_path(grammar, home), "--grammar")
-        check_gbnf(gbnf, str(grammar))
         return OutputConstraint("grammar", gbnf, None, str(grammar))
     return None
-
-
-# -- thinking: the reply after </think> ---------------------------------------------------------
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-
-
-def strip_thinking(text: str) -> str:
-    """The reply after its thinking block, if it has one."""
-    head, sep, tail = text.partition(THINK_CLOSE)
-    if sep and (head.lstrip().startswith(THINK_OPEN) or THINK_OPEN not in head):
-        return tail
-    return text
 
 
 # -- after generation: parse and validate --------------------------------------------------------
@@ -215,6 +199,6 @@ def finish(constraint: OutputConstraint, text: str, finish_reason: str = "stop")
         error = jsonschema.exceptions.best_match(cls(constraint.schema).iter_errors(data))
         if error is not None:
             raise RuntimeFailure(
-                f"the reply does not match the schema at {error.json_path}: {_short(error.message)}"
+                f"the reply does not match the schema at {error.json_path}: {short(error.message)}"
             )
     return StructuredReply(body, data)

@@ -44,21 +44,23 @@ class Need:
     reply: int  # its max_tokens, or the server's cap
     asked: bool  # the request gave max_tokens
     exact: bool  # the prompt is tokenized (else estimated)
+    choices: int = 1  # OpenAI's n: each choice may use max_tokens, the prompt is shared
 
     @property
     def total(self) -> int:
-        return self.prompt + self.reply
+        return self.prompt + self.reply * self.choices
 
     def words(self) -> str:
         reply = "its max_tokens" if self.asked else "the server's --max-tokens"
-        return f"its prompt ({'' if self.exact else 'about '}{self.prompt}) and {reply} ({self.reply})"
+        times = f" x {self.choices} choices" if self.choices > 1 else ""
+        return f"its prompt ({'' if self.exact else 'about '}{self.prompt}) and {reply} ({self.reply}){times}"
 
     @staticmethod
     def estimate(gen: Generation, n_ctx: int) -> Need:
         """At admission; n_ctx: the pool, which a reply without its own max_tokens never outgrows."""
         chars = len(gen.prompt or "") + sum(len(m.content) for m in gen.messages or ())
         reply = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, n_ctx or INT_MAX)
-        return Need(chars // CHARS_PER_TOKEN, reply, gen.max_tokens is not None, exact=False)
+        return Need(chars // CHARS_PER_TOKEN, reply, gen.max_tokens is not None, exact=False, choices=gen.n)
 
 
 @dataclass(eq=False)
@@ -206,7 +208,7 @@ class Gate:
         assert self._tokens is not None
         limit = self._tokens.limit
         if need.total > limit:  # waiting would not help: no Retry-After
-            room = limit - need.prompt
+            room = (limit - need.prompt) // need.choices
             fix = f"send max_tokens of at most {room}" if room > 0 else "send a shorter prompt"
             raise ApiError(
                 429,

@@ -2,8 +2,9 @@
 
 `start` has its prompt rendered and tokenized (in the render thread), submits the token ids and waits
 for the engine's answer (a 400 or 503 before any byte is sent);
-`events` then yields its text and, last, its Outcome, which every route consumes in one of two
-ways: `whole` collects the reply, `streamed` renders it piece by piece. A client that leaves, or the
+`events` then yields its text (Pieces, each of one choice: OpenAI's n asks for several) and, last,
+its Outcome, which every route consumes in one of two ways: `choices` (or `whole`, the first)
+collects the reply, `streamed` renders it piece by piece. A client that leaves, or the
 request's time limit, cancels the sequence: the engine frees its cells in its next step.
 """
 
@@ -12,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
+from llmcli.engine.tools import CallDelta
 from llmcli.serve.access import Need, Reservation
 from llmcli.serve.engine import Job
 from llmcli.serve.errors import ApiError
-from llmcli.serve.outcome import Delta, Outcome, Refused, Started
+from llmcli.serve.outcome import Delta, Outcome, Refused, Started, combined
 from llmcli.serve.protocol import Generation
+from llmcli.serve.tool_calls import reader
 
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
@@ -28,13 +32,25 @@ class ClientLeft(Exception):
     """The client closed the connection before its answer was ready."""
 
 
+class Piece(NamedTuple):
+    """Some text of one choice's reply: the answer's, or the reasoning's (kind REASONING); or, of
+    kind CALL, a piece of one of its tool calls."""
+
+    kind: str
+    text: str
+    choice: int = 0
+    call: CallDelta | None = None  # kind CALL
+
+
 @dataclass(frozen=True)
 class Reply:
-    """A reply collected whole: the answer, the reasoning apart, and how it ended."""
+    """A choice collected whole: the answer, the reasoning apart, how it ended, and its tokens'
+    log-probabilities when asked."""
 
     text: str
     reasoning: str
     outcome: Outcome
+    logprobs: list[Any] = field(default_factory=list)
 
 
 class Call:
@@ -47,8 +63,12 @@ class Call:
         self.job = Job(gen, self._deliver, t_arrival)
         self._loop = loop
         self.deadline = t_arrival + server.config.timeout
-        self.outcome: Outcome | None = None
-        self.splitter: ReasoningSplitter | None = None
+        self.outcome: Outcome | None = None  # the request's (its choices' together)
+        self.outcomes: list[Outcome | None] = [None] * gen.n  # each choice's
+        self.logprobs: list[list[Any]] = [[] for _ in range(gen.n)]  # each choice's TokenLogprobs
+        self._logprobs_taken = [0] * gen.n
+        self.splitters: list[ReasoningSplitter] = []
+        self.tools = [reader(gen.tools) for _ in range(gen.n)]  # each choice's answer read for calls
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
@@ -71,14 +91,17 @@ class Call:
             if refused is not None:
                 event = refused  # start() answers it; its close() cancels the sequence
         elif isinstance(event, Outcome):
-            gate.settle(self.reservation, event.prompt_tokens + event.completion_tokens)
+            self.outcomes[event.index] = event
+            if all(self.outcomes):
+                whole = combined([o for o in self.outcomes if o is not None])
+                gate.settle(self.reservation, whole.prompt_tokens + whole.completion_tokens)
         elif isinstance(event, Refused):
             gate.settle(self.reservation, 0)
         self.queue.put_nowait(event)
 
     def _need(self, started: Started) -> Need:
         asked = self.gen.max_tokens is not None
-        return Need(started.prompt_tokens, started.max_tokens, asked, exact=True)
+        return Need(started.prompt_tokens, started.max_tokens, asked, exact=True, choices=self.gen.n)
 
     async def start(self) -> Started:
         server = self.server
@@ -113,16 +136,25 @@ class Call:
             self.close()
             raise event
         assert isinstance(event, Started)
-        self.splitter = ReasoningSplitter(server.engine.prompts.thinking.parses, event.opens_thinking)
+        parses = server.engine.prompts.thinking.parses
+        self.splitters = [ReasoningSplitter(parses, event.opens_thinking) for _ in range(self.gen.n)]
         return event
+
+    def take_logprobs(self, index: int) -> list[Any]:
+        """The TokenLogprobs of choice `index` that arrived since the last take (a stream's chunk)."""
+        entries = self.logprobs[index][self._logprobs_taken[index] :]
+        self._logprobs_taken[index] = len(self.logprobs[index])
+        return entries
 
     async def events(
         self, disconnected: Callable[[], Awaitable[bool]] | None = None
-    ) -> AsyncIterator[tuple[str, str] | Outcome]:
-        """Delta pieces as (kind, text) and, last, the Outcome. `disconnected`: polled while waiting
-        (a streamed response learns of a client that left from its own send instead)."""
-        assert self.splitter is not None
-        splitter = self.splitter
+    ) -> AsyncIterator[Piece | Outcome]:
+        """Pieces of the choices' replies and, last, the request's Outcome (each choice's is then in
+        self.outcomes); a choice read for tool calls gives its calls as Pieces of kind CALL.
+        `disconnected`: polled while waiting (a streamed response learns of a client that left from
+        its own send instead)."""
+        assert self.splitters
+        left = self.gen.n
         try:
             while True:
                 event = await self._next(disconnected)
@@ -130,51 +162,65 @@ class Call:
                 if isinstance(event, Refused):
                     raise ApiError(event.status, event.message, event.param)
                 if isinstance(event, Delta):
-                    pieces = splitter.feed(event.text)
-                    self.postprocess_s += time.perf_counter() - t0
-                    for piece in pieces:
-                        yield piece
-                    continue
-                assert isinstance(event, Outcome)
-                pieces = splitter.flush()
+                    self.logprobs[event.index] += event.logprobs
+                    pieces = self.splitters[event.index].feed(event.text)
+                    end = False
+                else:
+                    assert isinstance(event, Outcome)
+                    pieces = self.splitters[event.index].flush()
+                    left -= 1
+                    end = True
+                reading = self.tools[event.index]
+                read = reading.read(pieces, end) if reading else [(k, t, None) for k, t in pieces]
                 self.postprocess_s += time.perf_counter() - t0
-                for piece in pieces:
-                    yield piece
-                self.outcome = event
-                yield event
-                return
+                for kind, text, call in read:
+                    yield Piece(kind, text, event.index, call)
+                if not left:
+                    self.outcome = combined([o for o in self.outcomes if o is not None])
+                    yield self.outcome
+                    return
         finally:
             self.close()
 
     async def whole(self, disconnected: Callable[[], Awaitable[bool]]) -> Reply:
-        """The reply, collected. Raises ClientLeft (the client closed the connection; the sequence
-        is cancelled) or ApiError (the time limit, or the engine failed)."""
-        parts: dict[str, list[str]] = {REASONING: [], "answer": []}
+        """The reply (the first choice), collected: see `choices`."""
+        return (await self.choices(disconnected))[0]
+
+    async def choices(self, disconnected: Callable[[], Awaitable[bool]]) -> list[Reply]:
+        """Every choice's reply, collected. Raises ClientLeft (the client closed the connection; the
+        sequences are cancelled) or ApiError (the time limit, or the engine failed)."""
+        parts: list[dict[str, list[str]]] = [{REASONING: [], "answer": []} for _ in range(self.gen.n)]
         try:
             async for item in self.events(disconnected):
-                if not isinstance(item, Outcome):
-                    kind, text = item
-                    parts[kind if kind == REASONING else "answer"].append(text)
+                if isinstance(item, Piece) and item.call is None:  # calls are collected by self.tools
+                    parts[item.choice][item.kind if item.kind == REASONING else "answer"].append(item.text)
         finally:
             self.close()
         assert self.outcome is not None  # the last item events yields
-        return Reply("".join(parts["answer"]), "".join(parts[REASONING]), self.outcome)
+        return [
+            Reply("".join(p["answer"]), "".join(p[REASONING]), outcome, self.logprobs[i])
+            for i, (p, outcome) in enumerate(zip(parts, self.outcomes, strict=True))
+            if outcome is not None
+        ]
 
     async def streamed(
-        self, render: Callable[[str, str], str], failed: Callable[[ApiError], str]
+        self, render: Callable[[Piece], str | None], failed: Callable[[ApiError], str]
     ) -> AsyncIterator[str]:
-        """Each piece of the reply as `render(kind, text)` words it; rendering counts as stage ⑤
-        (post-process), the wait until the connection asks for the next piece as ⑥ (return). The
-        Outcome is then in self.outcome. The time limit or an engine failure ends the stream with
-        `failed(error)`, and self.outcome stays None (a stream's status was sent with its start)."""
+        """Each piece of the reply as `render(piece)` words it (None: nothing to send yet); rendering
+        counts as stage ⑤ (post-process), the wait until the connection asks for the next piece as ⑥
+        (return). The Outcome is then in self.outcome. The time limit or an engine failure ends the
+        stream with `failed(error)`, and self.outcome stays None (a stream's status was sent with its
+        start)."""
         try:
             async for item in self.events():
                 if isinstance(item, Outcome):
                     continue  # the last item: the loop ends and the call closes
                 t0 = time.perf_counter()
-                data = render(*item)
+                data = render(item)
                 t1 = time.perf_counter()
                 self.postprocess_s += t1 - t0
+                if data is None:
+                    continue
                 yield data
                 self.return_s += time.perf_counter() - t1
         except ApiError as exc:

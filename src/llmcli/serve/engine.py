@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmcli.errors import UsageError
@@ -33,10 +33,12 @@ class Job:
     t_arrival: float  # time.perf_counter() when the request arrived
     access_ms: float = 0.0
     prompt: Any = None  # its serve.prompt.Prompt, rendered and tokenized before it reaches the engine
-    seq: Any = None  # its llmcli.engine.local.sequence.Sequence, once submitted
+    seqs: list = field(default_factory=list)  # its Sequences (engine/local), one a choice, once submitted
     tokenize_ms: float = 0.0
-    t_last: float | None = None  # when its last token was sampled (inter-token latency)
-    n_seen: int = 0  # reply tokens counted in the metrics so far
+    t_last: float | None = None  # when choice 0's last token was sampled (inter-token latency)
+    n_seen: int = 0  # choice 0's reply tokens counted in the metrics so far
+    logprobs_sent: list[int] = field(default_factory=list)  # each choice's logprobs delivered so far
+    left: int = 0  # choices still running
     dropped: bool = field(default=False)  # cancelled before the engine took it
 
 
@@ -66,8 +68,7 @@ class Engine:
         self.model_facts: dict[str, object] = {}
         self.template_source = ""
         self._inbox: queue.Queue = queue.Queue()
-        self._jobs: dict[int, Job] = {}
-        self._think_token: int | None = None  # <think> as one token (-1: none), looked up once
+        self._jobs: dict[int, tuple[Job, int]] = {}  # sequence id -> its request and its choice
         self._thread = threading.Thread(target=self._main, name="llmcli-engine", daemon=True)
 
     # -- the event loop's side ---------------------------------------------------------------
@@ -97,13 +98,14 @@ class Engine:
             self._loop()
         except BaseException as exc:  # reported by the command once the server has stopped
             self.error = exc
-            for job in list(self._jobs.values()):
+            for job in {id(job): job for job, _ in self._jobs.values()}.values():
                 job.deliver(Refused(500, f"the engine failed: {exc}"))
             self.on_fatal()
         finally:
             self._close()
 
     def _load(self) -> None:
+        from llmcli.engine.local.grammar import Grammars
         from llmcli.engine.local.runtime import Runtime, RuntimeConfig
         from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
         from llmcli.serve.prompt import PromptMaker
@@ -113,9 +115,16 @@ class Engine:
         # one request is shared with the next ones (a system prompt is prefilled once).
         self.rt = Runtime(
             c.model_path,
-            RuntimeConfig(n_ctx=c.ctx, n_threads=c.threads, n_seq_max=c.parallel, kv_unified=True),
+            RuntimeConfig(
+                n_ctx=c.ctx,
+                n_threads=c.threads,
+                n_seq_max=c.parallel,
+                kv_unified=True,
+                gpu_layers=c.gpu_layers,
+            ),
         )
         self.sched = Scheduler(self.rt, SchedulerConfig())
+        self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
         self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
         self.prompts.warm_up()
         self.template_source = self.prompts.source
@@ -166,7 +175,7 @@ class Engine:
                 except queue.Empty:
                     command = None
             if stopping:
-                for job in list(self._jobs.values()):
+                for job, _ in list(self._jobs.values()):
                     self._cancel(job)
                 while sched.busy:
                     self._step()
@@ -205,50 +214,51 @@ class Engine:
                     )
                 )
             return
-        try:
-            grammar = self._grammar(gen, prompt.opens_thinking)
-        except UsageError as exc:
-            job.deliver(Refused(400, str(exc), gen.constraint.source if gen.constraint else None))
-            return
         words = self.config.filter_words
-        request = Request(
-            prompt.tokens,
-            gen.params,
-            max_tokens,
-            stops=self.config.stops + gen.stops,
-            word_filter=WordFilter(words) if words else None,
-            grammar=grammar,
-        )
-        try:
-            seq = sched.submit(request)
-        except UsageError as exc:
-            if grammar is not None:
-                grammar.close()
-            job.deliver(Refused(400, str(exc), "max_tokens"))
-            return
-        job.seq, job.tokenize_ms = seq, job.tokenize_ms + (time.perf_counter() - t0) * 1000
-        self._jobs[seq.id] = job
+        for i in range(gen.n):  # choice i > 0: a fork of choice 0, seeded seed + i
+            try:
+                grammar = (
+                    None
+                    if gen.constraint is None
+                    else self.grammars.check(gen.constraint, prompt.opens_thinking)
+                )
+            except UsageError as exc:
+                job.deliver(Refused(400, str(exc), gen.constraint.source if gen.constraint else None))
+                return self._drop(job)
+            seed = gen.params.seed
+            request = Request(
+                prompt.tokens,
+                gen.params if not i or seed is None else replace(gen.params, seed=(seed + i) & 0xFFFFFFFF),
+                max_tokens,
+                stops=self.config.stops + gen.stops,
+                word_filter=WordFilter(words) if words else None,
+                grammar=grammar,
+                logprobs=gen.logprobs,
+            )
+            try:
+                seq = sched.submit(request, fork_of=job.seqs[0] if job.seqs else None)
+            except UsageError as exc:
+                if grammar is not None:
+                    grammar.close()
+                job.deliver(Refused(400, str(exc), "max_tokens"))
+                return self._drop(job)
+            job.seqs.append(seq)
+            self._jobs[seq.id] = (job, i)
+        job.left, job.logprobs_sent = gen.n, [0] * gen.n
+        job.tokenize_ms += (time.perf_counter() - t0) * 1000
         job.deliver(Started(n_prompt, prompt.opens_thinking, max_tokens))
 
-    def _grammar(self, gen: Generation, opens_thinking: bool):
-        """The request's constraint as a grammar check for its sequence (chat's, engine/local/chat.py):
-        parsed by llama.cpp with the model's vocabulary, applied after a thinking block if any, or
-        from its trigger on (tool_choice auto)."""
-        if gen.constraint is None:
-            return None
-        from llmcli.engine.local.grammar import grammar_check, think_token
-
-        if self._think_token is None:
-            found = think_token(self.rt)
-            self._think_token = found if found is not None else -1
-        think = self._think_token if self._think_token >= 0 else None
-        return grammar_check(self.rt, gen.constraint, opens_thinking, think)
+    def _drop(self, job: Job) -> None:
+        """A job refused while its choices were being queued: the ones queued go, unanswered."""
+        for seq in job.seqs:
+            self._jobs.pop(seq.id, None)
+            self.sched.cancel(seq)
 
     def _cancel(self, job: Job) -> None:
-        if job.seq is None:
+        if not job.seqs:
             job.dropped = True  # still in the inbox: _submit will skip it
-            return
-        self.sched.cancel(job.seq)
+        for seq in job.seqs:
+            self.sched.cancel(seq)
 
     def _step(self) -> None:
         sched, metrics = self.sched, self.metrics
@@ -256,32 +266,38 @@ class Engine:
         events = sched.step()
         now = time.perf_counter()
         for event in events:
-            job = self._jobs.get(event.seq.id)
+            job, index = self._jobs.get(event.seq.id, (None, 0))
             if job is None:
                 continue
             stats = event.seq.stats
-            if stats.completion_tokens > job.n_seen:  # a new token (the last one comes with the finish)
+            if index == 0 and stats.completion_tokens > job.n_seen:  # a new token (the last: with the finish)
                 if job.n_seen == 0 and stats.t_first is not None:
                     metrics.ttft.observe(stats.t_first - job.t_arrival)
                     metrics.queue_time.observe((stats.queue_ms or 0.0) / 1000)
                 elif job.t_last is not None:
                     metrics.itl.observe(now - job.t_last)
                 job.n_seen, job.t_last = stats.completion_tokens, now
-            if event.text:
-                job.deliver(Delta(event.text))
+            logprobs = event.seq.logprobs[job.logprobs_sent[index] :] if event.seq.logprobs else []
+            if event.text or logprobs:
+                job.logprobs_sent[index] += len(logprobs)
+                job.deliver(Delta(event.text, index, logprobs))
             if event.finish_reason is not None:
                 del self._jobs[event.seq.id]
-                job.deliver(self._outcome(job, event.seq, event.finish_reason, now))
+                job.left -= 1
+                job.deliver(self._outcome(job, event.seq, event.finish_reason, now, index))
         if not events and calls == sched.counters.decode_calls and sched.waiting and not sched.running:
             self._refuse_unplaceable()
         self._publish()
 
-    def _outcome(self, job: Job, seq, reason: str, now: float) -> Outcome:
+    def _outcome(self, job: Job, seq, reason: str, now: float, index: int) -> Outcome:
         s = seq.stats
-        self.metrics.prompt_tokens.inc(s.prompt_tokens)
+        if index == 0:  # the choices share one prompt, prefilled once
+            self.metrics.prompt_tokens.inc(s.prompt_tokens)
         self.metrics.generation_tokens.inc(s.completion_tokens)
-        self.metrics.requests.labels(finished_reason=reason).inc()
-        self._finished += 1
+        self.metrics.prefill_tokens.inc(s.prefill_tokens)
+        if not job.left:  # the request is done when its last choice is
+            self.metrics.requests.labels(finished_reason=reason).inc()
+            self._finished += 1
         self._generated += s.completion_tokens
         done = s.t_done if s.t_done is not None else now
         return Outcome(
@@ -297,14 +313,16 @@ class Engine:
             decode_ms=s.decode_ms,
             ttft_ms=None if s.t_first is None else (s.t_first - job.t_arrival) * 1000,
             release_ms=max(now - done, 0.0) * 1000,
+            index=index,
         )
 
     def _refuse_unplaceable(self) -> None:
         """Nothing runs and nothing waiting can be placed: answer them rather than spin for ever."""
         for seq in list(self.sched.waiting):
-            job = self._jobs.pop(seq.id, None)
+            job, _ = self._jobs.pop(seq.id, (None, 0))
             self.sched.cancel(seq)
-            if job is not None:
+            if job is not None and not job.dropped:
+                job.dropped = True  # its other choices are refused with it
                 job.deliver(Refused(503, "no KV cells can be found for this request; try again"))
 
     def _publish(self) -> None:

@@ -6,7 +6,8 @@ llmcli's seven stages, each a stage record (llmcli.stages), queue time included.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from llmcli.stages import STAGES, StageRecord
 
@@ -23,6 +24,8 @@ class Started:
 @dataclass
 class Delta:
     text: str
+    index: int = 0  # the choice (OpenAI's n)
+    logprobs: list[Any] = field(default_factory=list)  # its new tokens' TokenLogprobs, when asked
 
 
 @dataclass
@@ -47,6 +50,23 @@ class Outcome:
     decode_ms: float | None
     ttft_ms: float | None
     release_ms: float
+    index: int = 0  # the choice (OpenAI's n)
+
+
+def combined(outcomes: list[Outcome]) -> Outcome:
+    """The request's outcome from its choices': the prompt counted once (the forks share its cells),
+    every choice's completion tokens, the first's times up to its first token, the last's after."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    first = outcomes[0]
+    decode = [o.decode_ms for o in outcomes if o.decode_ms is not None]
+    return replace(
+        first,
+        prefill_tokens=sum(o.prefill_tokens for o in outcomes),
+        completion_tokens=sum(o.completion_tokens for o in outcomes),
+        decode_ms=max(decode) if decode else None,
+        release_ms=max(o.release_ms for o in outcomes),
+    )
 
 
 def _r(x: float | None) -> float | None:

@@ -8,6 +8,7 @@ sequence holds tokens, or more text than its tokens could cover at the vocabular
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from llmcli.engine.messages import Message
@@ -45,13 +46,14 @@ class PromptMaker:
         """The request's prompt as token ids, or ApiError (400) naming what does not fit or fails."""
         what = "messages" if gen.messages is not None else "prompt"
         texts = [m.content for m in gen.messages] if gen.messages is not None else [gen.prompt or ""]
-        chars = sum(len(text) for text in texts)
+        tools = gen.tools.tools if gen.tools is not None else None
+        chars = sum(len(text) for text in texts) + (len(json.dumps(tools)) if tools else 0)
         if len(texts) > self.room or chars > self.room * self.longest_piece:
             many = f"{len(texts)} messages" if len(texts) > self.room else f"{chars:,} characters"
             raise self._too_long(f"more than {self.room}", f"{many} in the {what}", what, gen)
         try:
             if gen.messages is not None:
-                return self.chat(gen.messages, continue_final=gen.continue_final)
+                return self.chat(gen.messages, continue_final=gen.continue_final, tools=tools)
             return self.raw(gen.prompt or "")
         except PromptTooLong as exc:
             raise self._too_long(f"at least {exc.at_least}", f"in the {what}", what, gen) from None
@@ -68,9 +70,13 @@ class PromptMaker:
             what,
         )
 
-    def chat(self, messages: list[Message], continue_final: bool = False) -> Prompt:
+    def chat(
+        self, messages: list[Message], continue_final: bool = False, tools: list[dict] | None = None
+    ) -> Prompt:
         """PromptTooLong (stops early) past the room; TemplateError for a template that fails."""
-        rendered = self.template.tokenize(self.rt, messages, limit=self.room, continue_final=continue_final)
+        rendered = self.template.tokenize(
+            self.rt, messages, limit=self.room, continue_final=continue_final, tools=tools
+        )
         return Prompt(rendered.tokens, self.thinking.parses and opens_thinking(rendered.text))
 
     def warm_up(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -23,9 +23,13 @@ from pydantic_core import PydanticCustomError
 from llmcli.engine.messages import Message, is_text
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import OutputConstraint
+from llmcli.engine.tools.formats import GENERIC, ToolFormat
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, Param
 from llmcli.serve.errors import ApiError, bad
+
+if TYPE_CHECKING:
+    from llmcli.engine.tools.use import ToolUse
 
 MAX_STOPS = 16
 MAX_STOP_CHARS = 256
@@ -47,6 +51,9 @@ class Generation:
     constraint: OutputConstraint | None = None  # response_format, grammar or Ollama's format
     continue_final: bool = False  # the last (assistant) message is continued, not answered
     dialect: str = "openai"  # whose error words a refusal takes (context_length_exceeded is OpenAI's)
+    n: int = 1  # choices of the one prompt (OpenAI's n), prefilled once
+    logprobs: int | None = None  # log-probabilities of each token and this many most likely; None: none
+    tools: ToolUse | None = None  # the tools for the template, and whether the reply is read for calls
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Defaults:
     params: SamplingParams
     system: str | None  # prepended to a chat without a system message of its own
     context: int = 0  # tokens a sequence holds (Ollama's repeat_last_n -1 looks back over all of them)
+    tool_form: ToolFormat = GENERIC  # how the served model writes tool calls (from its template)
 
 
 class Body(BaseModel):

@@ -38,8 +38,11 @@ class Server:
 
     @property
     def defaults(self) -> Defaults:
+        from llmcli.engine.tools import detect
+
         sched = getattr(self.engine, "sched", None)  # loaded: every model route checks that first
-        return Defaults(self.config.params, self.config.system, sched.n_ctx_seq if sched else 0)
+        form = detect(self.engine.template_source)  # a few substring tests of the template
+        return Defaults(self.config.params, self.config.system, sched.n_ctx_seq if sched else 0, form)
 
     def drain(self) -> None:
         """SIGTERM: what runs gets the grace period; what comes now is refused."""

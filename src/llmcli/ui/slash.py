@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmcli.conversation_file import read_loaded, save_conversation
+from llmcli.chatlog.file import read_loaded, save_conversation
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
@@ -64,10 +64,10 @@ def _set_markdown(state: ReplState, value: str) -> None:
 
 def _set_schema(state: ReplState, value: str) -> None:
     """/set schema FILE|off: the grammar of the next replies (checked as --schema is)."""
-    from llmcli.engine.structured import constraint_from_schema, load_schema
+    from llmcli.usecases.constraint import constraint_from_schema_arg
 
     state.session.constraint = (
-        None if value.lower() == "off" else constraint_from_schema(*load_schema(value, state.home))
+        None if value.lower() == "off" else constraint_from_schema_arg(value, state.home)
     )
 
 

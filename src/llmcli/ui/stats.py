@@ -84,6 +84,10 @@ def stats_panel(stats: Stats, model: str):
         text.append("  ctx ", style="dim").append(f"{stats.ctx_used}/{_count(stats.n_ctx)}")
     if stats.load_ms:
         text.append("  load ", style="dim").append(f"{num(stats.load_ms)} ms")
+        if stats.placement and stats.placement["offloaded"]:  # a CPU-only load says nothing new
+            text.append(
+                f" · {stats.placement['offloaded']}/{stats.placement['layers']} layers on GPU", style="dim"
+            )
     text.append("  total ", style="dim").append(f"{num(stats.total_ms)} ms")
     if stats.cache_note:
         from llmcli.display import printable

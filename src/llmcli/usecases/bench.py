@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Union
 from llmcli.bench import runner
 from llmcli.bench.records import LLAMA, BenchRow, Progress
 from llmcli.errors import UsageError
+from llmcli.offload import GpuLayers
 from llmcli.store import Store
 from llmcli.usecases.endpoint import refuse_endpoint_only
 
@@ -38,6 +39,7 @@ class BenchOptions:
     backend: list[str] | None = None
     chat: bool = False  # --chat: the scripted conversation instead of pp/tg
     flash_attn: bool = True
+    gpu_layers: GpuLayers | None = None  # --gpu-layers (None: every layer, llama.cpp's default)
     draft: str | None = None
     save: Path | None = None  # --save FILE: checked here, before minutes of measuring
     # With an endpoint: vLLM-style serving levels
@@ -79,6 +81,7 @@ def run_bench(
             "--backend": opts.backend,
             "--chat": opts.chat or None,
             "--draft": opts.draft,
+            "--gpu-layers": opts.gpu_layers,
         }
         refuse_local_only(local_only, endpoint)
         runner.check_save_path(opts.save)
@@ -94,6 +97,7 @@ def run_bench(
         default_threads=runner.usable_cores(),
         flash_attn=opts.flash_attn,
         draft=opts.draft or "none",
+        gpu_layers=opts.gpu_layers,
     )
     runner.check_save_path(opts.save)
     backends = runner.parse_backends(opts.backend)

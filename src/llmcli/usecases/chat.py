@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
-from llmcli.models import EndpointModel, ModelRef, default_model_ref, model_ref, names_a_model
+from llmcli.model_ref import EndpointModel, ModelRef, default_model_ref, model_ref, names_a_model
+from llmcli.offload import EVERY_LAYER, GpuLayers
 from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class ChatOptions:
     params: SamplingParams = field(default_factory=SamplingParams)
     ctx: int | None = None
     threads: int | None = None
+    gpu_layers: GpuLayers | None = None  # --gpu-layers (None: every layer, llama.cpp's default)
     draft: str | None = None  # --draft: "lookup" or "none" (None: not given, plain decoding)
     stops: list[str] = field(default_factory=list)
     filter_file: Path | None = None
@@ -135,7 +137,8 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
 
     word_filter = WordFilter.from_file(opts.filter_file) if opts.filter_file else None
     override = read_template_file(opts.chat_template) if opts.chat_template else None
-    runtime = Runtime(entry.path, RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads))
+    config = RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads, gpu_layers=opts.gpu_layers or EVERY_LAYER)
+    runtime = Runtime(entry.path, config)
     try:
         session = ChatSession(
             runtime,
@@ -217,6 +220,7 @@ def use_prefix_cache(session, store: Store, entry: ModelEntry, opts: ChatOptions
 LOCAL_ONLY = {
     "--ctx": lambda o: o.ctx,
     "--threads": lambda o: o.threads,
+    "--gpu-layers": lambda o: o.gpu_layers,
     "--chat-template": lambda o: o.chat_template,
     "--think/--no-think": lambda o: o.think,
     "--draft": lambda o: o.draft,

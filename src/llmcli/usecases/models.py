@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmcli.models import ModelRef
+from llmcli.model_ref import ModelRef
 from llmcli.store import ModelEntry, Removed, Store
 
 if TYPE_CHECKING:
@@ -53,18 +53,35 @@ class ModelView:
     n_ctx: int  # the context the KV cache size is given for: --ctx, else what chat would use
     kv_bytes_per_token: int | None
     template: TemplateChoice  # the chat template chat would use, and why
+    offload: dict  # where llama.cpp would put the layers by default: its devices, llama.cpp's rule
 
 
 def show_model(store: Store, ref: ModelRef, ctx: int | None = None) -> ModelView:
+    from dataclasses import asdict
+
+    from llmcli.engine.local.backend import init_backends
+    from llmcli.engine.local.placement import planned
     from llmcli.engine.local.runtime import DEFAULT_CTX
     from llmcli.gguf_check import model_facts
+    from llmcli.offload import EVERY_LAYER
     from llmcli.usecases.render import template_choice_for
 
     entry = store.resolve(ref)
     facts = model_facts(entry.path)
     n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
     choice = template_choice_for(entry.path, facts.chat_template, facts.arch)
-    return ModelView(entry, facts, n_ctx, facts.kv_bytes_per_token(), choice)
+    found = init_backends()
+    # llama.cpp counts the output layer as one; a header without a layer count says nothing of it
+    layers = facts.n_layer + 1 if isinstance(facts.n_layer, int) else None
+    offloaded, targets = planned(found, layers - 1, EVERY_LAYER) if layers else (None, [])
+    offload = {
+        "gpu_layers": str(EVERY_LAYER),
+        "layers": layers,
+        "offloaded": offloaded,
+        "targets": targets,
+        "devices": [asdict(d) for d in found],
+    }
+    return ModelView(entry, facts, n_ctx, facts.kv_bytes_per_token(), choice, offload)
 
 
 def remove_model(store: Store, ref: ModelRef) -> Removed:

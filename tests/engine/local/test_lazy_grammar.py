@@ -7,7 +7,7 @@ import pytest
 
 from llmcli.engine.events import drain
 from llmcli.engine.local.chat import ChatSession
-from llmcli.engine.local.grammar import ThinkGate, grammar_check
+from llmcli.engine.local.grammar import Grammars, ThinkGate
 from llmcli.engine.local.scheduler import Scheduler
 from llmcli.engine.local.sequence import Request
 from llmcli.engine.sampling import SamplingParams
@@ -46,7 +46,7 @@ FEW_SHOT = {
 
 def sample(rt, prompt: str, constraint: OutputConstraint | None, seed: int, max_tokens: int = 60):
     """One reply to a raw prompt from the scheduler (serve's path), and its grammar check."""
-    check = grammar_check(rt, constraint, False, None) if constraint else None
+    check = Grammars(rt).check(constraint, False) if constraint else None
     sched = Scheduler(rt)
     params = SamplingParams(temperature=0.8, seed=seed, max_tokens=max_tokens)
     seq = sched.submit(Request(rt.tokenize(prompt, add_special=True), params, grammar=check))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+from llmcli.engine.local.sampler import SamplerPool
 from llmcli.engine.local.scheduler import NeverFits, Scheduler, SchedulerConfig
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request
 from llmcli.engine.sampling import SamplingParams
@@ -253,7 +254,7 @@ def test_a_finished_sequences_sampler_is_reset_and_reused_by_the_next(runtime8):
     sched = Scheduler(rt, SchedulerConfig(keep_prefixes=False))
     first = sched.submit(Request(tokens(rt, PROMPTS[3]), seeded))
     sched.run()
-    chain = sched._samplers[Scheduler._key(seeded)][0]
+    chain = sched.pool.free[SamplerPool.key(seeded)][0]
     second = sched.submit(Request(tokens(rt, PROMPTS[3]), seeded))
     sched.step()
     assert second.sampler is chain  # the same chain, its RNG seeded again
@@ -299,3 +300,41 @@ def test_a_reused_slot_takes_its_place_in_slot_order_in_the_batch(runtime8):
     assert all(ids == list(range(8)) for ids in orders), orders
     sched.run()
     sched.close()
+
+
+def test_n_choices_of_one_prompt_prefill_it_once_and_draw_their_own_replies(runtime8):
+    rt = runtime8
+    prompt = tokens(rt, PROMPTS[5])
+    sched = Scheduler(rt)
+    params = [SamplingParams(temperature=1.0, seed=3 + i, max_tokens=12) for i in range(3)]
+    lead = sched.submit(Request(prompt, params[0], logprobs=2))
+    forks = [sched.submit(Request(prompt, p, logprobs=2), fork_of=lead) for p in params[1:]]
+    sched.run()
+    seqs = [lead, *forks]
+    if sched.unified:  # one prefill, its cells given to the forks, their first tokens drawn from its row
+        assert [s.stats.prefill_tokens for s in seqs] == [len(prompt), 0, 0]
+        assert [s.stats.shared_tokens for s in seqs] == [0, len(prompt), len(prompt)]
+        assert {s.logprobs[0].top for s in seqs if s.logprobs} and len({s.logprobs[0].top for s in seqs}) == 1
+    else:  # a KV stream per sequence: nothing to share, each prefills its own
+        assert [s.stats.prefill_tokens for s in seqs] == [len(prompt)] * 3
+    assert len({s.text for s in seqs}) > 1  # each its own seed
+    for seq in seqs:
+        assert len(seq.logprobs) == len(seq.generated)
+        assert all(lp.chosen.token == t for lp, t in zip(seq.logprobs, seq.generated, strict=True))
+
+
+def test_choices_past_the_free_slots_wait_and_share_the_prompt_as_a_later_request(embedded_path):
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=512, n_threads=1, n_seq_max=2, kv_unified=True))
+    try:
+        prompt = tokens(rt, PROMPTS[2])
+        sched = Scheduler(rt)
+        lead = sched.submit(Request(prompt, greedy(6)))
+        forks = [sched.submit(Request(prompt, greedy(6)), fork_of=lead) for _ in range(3)]
+        sched.run()
+        assert {s.text for s in forks} == {lead.text}
+        assert forks[0].stats.prefill_tokens == 0  # a fork: admitted with its lead
+        # the rest waited for a slot, then shared all but the last prompt token, which they computed
+        assert [s.stats.prefill_tokens for s in forks[1:]] == [1, 1]
+        sched.close()
+    finally:
+        rt.close()

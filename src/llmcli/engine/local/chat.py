@@ -10,27 +10,25 @@ chat's default) the cells it keeps between turns are the conversation's KV cache
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from llmcli.engine.events import Event, Stats
 from llmcli.engine.local.cells import SeqCells
-from llmcli.engine.local.grammar import grammar_check, think_token
+from llmcli.engine.local.grammar import Grammars
 from llmcli.engine.local.lookup import parse_draft
-from llmcli.engine.local.prefix_cache import common_prefix
+from llmcli.engine.local.prompt import CancelFlag, ConversationPrompt
 from llmcli.engine.local.runtime import Runtime
-from llmcli.engine.local.sampler import GrammarCheck
 from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
 from llmcli.engine.local.session_cache import SessionCache
-from llmcli.engine.local.turn import Turn
+from llmcli.engine.local.turn import Turn, TurnInputs
 from llmcli.engine.messages import Message
 from llmcli.engine.postprocess import WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
-from llmcli.engine.structured import THINK_OPEN, OutputConstraint
-from llmcli.engine.templates.budget import TemplateLimit
+from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.templates.choice import TemplateChoice, choose_template
-from llmcli.engine.templates.render import ChatTemplate, PromptTooLong, RenderedPrompt
+from llmcli.engine.templates.render import ChatTemplate, RenderedPrompt
 from llmcli.engine.templates.thinking import ThinkingForm
-from llmcli.errors import Interrupted
 
 
 class ChatSession:
@@ -52,7 +50,6 @@ class ChatSession:
         # Every prefix the last turn kept is worth taking over, however short.
         self.scheduler = Scheduler(runtime, SchedulerConfig(min_shared=1))
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
-        self.tools: list[dict] | None = None  # --tools: rendered into every prompt (OpenAI's shape)
         self.template_choice = choose_template(
             runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
         )
@@ -63,29 +60,68 @@ class ChatSession:
             file=self.template_choice.file,
         )
         self.thinking = ThinkingForm.of(self.template_choice.source, runtime.has_token)
-        self.think: bool | None = None  # --think/--no-think, /set think: None leaves the template's default
-        self.system = system
+        self._cancel = CancelFlag()
+        # The conversation (system, messages, think, stable_text: properties below) and its prompts.
+        self.prompt = ConversationPrompt(
+            runtime, self.template, self.thinking, self.scheduler.n_ctx_seq, self._cancel, system
+        )
         self.params = params or SamplingParams()
         self.stops = list(stops or [])
         self.word_filter_words = word_filter.words if word_filter else []
         self.draft = parse_draft(draft)  # "lookup": speculative decoding from prompt n-grams
-        self.messages: list[Message] = []  # the conversation, without the system prompt
         self.last_stats: Stats | None = None
         self.last_prompt: RenderedPrompt | None = None
-        # The disk prefix cache (set by the use-case unless --no-cache), and the start of the next
-        # user text that later requests will share (a piped document): the prefill splits there.
+        # The disk prefix cache (set by the use-case unless --no-cache); the prefill splits where the
+        # stable start of the user text (a piped document) ends.
         self.disk_cache: SessionCache | None = None
-        self.stable_text: str | None = None
         self.cache_warning: str | None = None  # why the tip could not be saved at close, if it could not
+        self._grammars = Grammars(runtime)
         self._kept = False  # the last request kept its KV cache (a REPL turn): close saves it
-        self._cancel = False
         self._load_reported = False
-        self._noted: str | None = None
 
     # -- conversation ------------------------------------------------------------------------
+    @property
+    def messages(self) -> list[Message]:  # the conversation, without the system prompt
+        return self.prompt.messages
+
+    @messages.setter
+    def messages(self, messages: list[Message]) -> None:
+        self.prompt.messages = messages
+
+    @property
+    def system(self) -> str | None:
+        return self.prompt.system
+
+    @system.setter
+    def system(self, system: str | None) -> None:
+        self.prompt.system = system
+
+    @property
+    def think(self) -> bool | None:  # --think/--no-think, /set think: None leaves the template's default
+        return self.prompt.think
+
+    @think.setter
+    def think(self, think: bool | None) -> None:
+        self.prompt.think = think
+
+    @property
+    def stable_text(self) -> str | None:  # the start of the user text later requests share
+        return self.prompt.stable_text
+
+    @stable_text.setter
+    def stable_text(self, text: str | None) -> None:
+        self.prompt.stable_text = text
+
+    @property
+    def tools(self) -> list[dict] | None:  # --tools: rendered into every prompt (OpenAI's shape)
+        return self.prompt.tools
+
+    @tools.setter
+    def tools(self, tools: list[dict] | None) -> None:
+        self.prompt.tools = tools
+
     def conversation(self, extra: list[Message] | None = None) -> list[Message]:
-        head = [Message("system", self.system)] if self.system else []
-        return head + self.messages + (extra or [])
+        return self.prompt.conversation(extra)
 
     def clear(self) -> None:
         """Forget the conversation; the KV cache stays, so a shared system prompt is still reused."""
@@ -93,7 +129,7 @@ class ChatSession:
 
     def cancel(self) -> None:
         """Ask the running request to stop after the current token (safe from a signal handler)."""
-        self._cancel = True
+        self._cancel.set()
 
     def describe(self) -> SessionInfo:
         rt = self.runtime
@@ -135,109 +171,40 @@ class ChatSession:
         elif 0 in sched.idle and sched.idle[0] != rt.kv_tokens:
             sched.forget(0)
 
-    def _tokenize_within_context(
-        self,
-        user: Message | None,
-        start: int = 0,
-        limit: int | None = None,
-    ) -> RenderedPrompt | None:
-        """The prompt with the history from `start` on, or None once it is known not to fit `limit`
-        (it is not tokenized to the end). A long history that runs the template past its budget
-        does not fit either, while there is history left to drop."""
-        if self._cancel:
-            raise Interrupted(
-                "stopped while fitting the conversation into the context; the conversation is unchanged"
-            )
-        messages = self.messages[start:]
-        head = [Message("system", self.system)] if self.system else []
-        try:
-            return self.template.tokenize(
-                self.runtime,
-                head + messages + ([user] if user is not None else []),
-                limit=self.scheduler.n_ctx_seq if limit is None else limit,
-                tools=self.tools,
-                **self.thinking.variables(self.think),
-            )
-        except PromptTooLong:
-            return None
-        except TemplateLimit:
-            if not messages:
-                raise
-            return None
-
-    def _fit_history(self, user: Message | None, limit: int) -> tuple[int, RenderedPrompt | None]:
-        """The oldest turn to keep so that the prompt fits `limit` tokens, and that prompt.
-
-        Called once the whole history is known not to fit. It gallops back from the newest turn
-        (1, 2, 4… turns), then bisects: each probe renders only the turns it keeps, so the work
-        follows what is kept, not the length of the history. A turn starts at a user message;
-        the system prompt is never dropped.
-        """
-        # starts[k]: where the history begins when k turns are kept; starts[0] is no history.
-        starts = (
-            [len(self.messages)]
-            + [i for i in range(len(self.messages) - 1, 0, -1) if self.messages[i].role == "user"]
-            + [0]
-        )
-        fits: dict[int, RenderedPrompt] = {}
-
-        def probe(k: int) -> bool:
-            prompt = self._tokenize_within_context(user, starts[k], limit) if limit > 0 else None
-            if prompt is not None:
-                fits[k] = prompt
-            return prompt is not None
-
-        good, bad = 0, len(starts) - 1  # the whole history (bad) is known not to fit
-        k = 1
-        while k < bad and probe(k):
-            good, k = k, 2 * k
-        bad = min(bad, k)
-        while bad - good > 1:
-            mid = (good + bad) // 2
-            good, bad = (mid, bad) if probe(mid) else (good, mid)
-        if good in fits:
-            return starts[good], fits[good]
-        return starts[0], self._tokenize_within_context(user, starts[0])
-
-    def _grammar_check(self, prompt: RenderedPrompt) -> GrammarCheck | None:
-        """The constraint's grammar, applied from the start, after the model's thinking block, or
-        from its trigger on (tool_choice auto)."""
-        if self.constraint is None:
-            return None
-        opens = prompt.text.rstrip().endswith(THINK_OPEN)
-        return grammar_check(self.runtime, self.constraint, opens, think_token(self.runtime))
-
-    def _stable_length(self, prompt: RenderedPrompt, text: str) -> int:
-        """How many of the prompt's tokens later requests will share: those of the prompt rendered with
-        the user text cut to its stable start (`stable_text`, else nothing), up to where they differ.
-        Never the whole prompt: the last token is computed again for its logits."""
-        cut = self.stable_text if self.stable_text and text.startswith(self.stable_text) else ""
-        try:
-            shorter = self._tokenize_within_context(Message("user", cut))
-        except Interrupted:
-            raise
-        except Exception:  # a template that refuses the cut message: no split, no cache
-            return 0
-        if shorter is None:
-            return 0
-        return min(common_prefix(shorter.tokens, prompt.tokens), len(prompt.tokens) - 1)
-
     # -- one request -------------------------------------------------------------------------
+    def _turn_inputs(self) -> TurnInputs:
+        grammar = None if self.constraint is None else partial(self._grammars.check, self.constraint)
+        return TurnInputs(
+            self.runtime,
+            self.scheduler,
+            self.prompt,
+            self._cancel,
+            grammar,
+            self.params,
+            self.stops,
+            self.word_filter_words,
+            self.draft,
+            self.disk_cache,
+        )
+
     def ask(self, text: str | None, *, keep_cache: bool = True) -> Iterator[Event]:
         """One reply to `text` as the next user message; None answers the conversation as it stands
         (`chat --messages` ending with a tool result)."""
-        self._cancel = False
-        turn = Turn(self, text, keep_cache)
+        self._cancel.clear()
+        turn = Turn(self._turn_inputs(), text, keep_cache)
         if not self._load_reported:
             turn.stats.load_ms, self._load_reported = self.runtime.load_ms, True
+        turn.stats.placement = self.runtime.placement.as_dict()
         self._runtime_view(after=False)
         try:
             turn.tokenize()  # ① template + tokenize
             yield from turn.schedule()  # ② the context budget, the sequence and its KV prefix
+            self.last_prompt = turn.prompt
             turn.prefill()  # ③ up to the first sampled token
             yield from turn.decode()  # ④ decode, ⑤ post-process, ⑥ each event returned as it comes
             self.messages += turn.messages()
             yield from turn.release()  # ⑦ keep the KV cache for the next turn, or free it
+            self._kept = keep_cache
         finally:
             turn.end(keep=False)  # a request stopped part-way frees its sequence
             self._runtime_view(after=True)

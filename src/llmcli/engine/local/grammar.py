@@ -10,13 +10,20 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
+from llmcli.engine.local.backend import LOG_LINES
+from llmcli.engine.local.backend import llama as _llama
 from llmcli.engine.local.gbnf_bounds import check_shape
 from llmcli.engine.local.gbnf_chars import check_chars, check_text
-from llmcli.engine.local.runtime import LOG_LINES, _llama
-from llmcli.engine.schema_check import _short
-from llmcli.engine.structured import THINK_CLOSE, THINK_OPEN
+from llmcli.engine.local.sampler import GrammarCheck
+from llmcli.engine.schema_check import short
+from llmcli.engine.templates.thinking import CLOSE, OPEN
 from llmcli.errors import UsageError
+
+if TYPE_CHECKING:
+    from llmcli.engine.local.runtime import Runtime
+    from llmcli.engine.structured import OutputConstraint
 
 
 # -- GBNF: parsed by llama.cpp before the model loads -------------------------------------------
@@ -59,8 +66,8 @@ def grammar_sampler(vocab, gbnf: str, source: str, *, from_schema: bool = False)
     if vocab is None and "no vocab" in reason:
         return None  # token references (<[id]>, <token>) need the model: checked again once it loads
     if from_schema:
-        raise UsageError(f"{what} is refused by llama.cpp ({_short(reason)}); {fix}")
-    raise UsageError(f"{source} is not a valid GBNF grammar ({_short(reason)}); {fix}")
+        raise UsageError(f"{what} is refused by llama.cpp ({short(reason)}); {fix}")
+    raise UsageError(f"{source} is not a valid GBNF grammar ({short(reason)}); {fix}")
 
 
 PARSE_ERROR = "error parsing grammar: "
@@ -88,7 +95,7 @@ def _parse_error(printed: list[str], gbnf: str) -> str | None:
             else:
                 pos = len(gbnf) - len(rest)
                 line, column = gbnf.count("\n", 0, pos) + 1, pos - (gbnf.rfind("\n", 0, pos) + 1) + 1
-                where = f"line {line}, column {column}: {_short(rest, 30)}"
+                where = f"line {line}, column {column}: {short(rest, 30)}"
             return f"{what[:at]} at {where}"
         at = what.find(" at ", at + 1)
     first = what.split("\n", 1)[0].strip()
@@ -151,7 +158,7 @@ class ThinkGate:
         """Text generated while thinking; the grammar starts after the closing tag."""
         if self.state == "thinking":
             self._text = (self._text + piece)[-64:]
-            if THINK_CLOSE in self._text:
+            if CLOSE in self._text:
                 self.state = self._after()
 
     def verdict(self, piece: bytes) -> str:
@@ -184,20 +191,28 @@ class ThinkGate:
             self._seen = seen if self.at_start else seen[max(0, len(seen) - keep) :]
 
 
-def grammar_check(runtime, constraint, opens_thinking: bool, think: int | None):
-    """The constraint as a GrammarCheck for one reply: parsed by llama.cpp with the model's vocabulary,
-    applied from the start, after a thinking block, or from its trigger on. UsageError if it does not
-    parse."""
-    from llmcli.engine.local.sampler import GrammarCheck
+class Grammars:
+    """A request's constraint as its sequence's grammar check, for chat's turns and serve's requests
+    alike: parsed by llama.cpp with the model's vocabulary, applied at once, after the thinking
+    block the model opens (a single <think> token) or the prompt left open, or from a lazy grammar's
+    trigger on."""
 
-    c = constraint
-    ptr = grammar_sampler(runtime.vocab, c.gbnf, c.source, from_schema=c.kind != "grammar")
-    gate = ThinkGate(think, opens_thinking, trigger=c.trigger, at_start=c.trigger_at_start)
-    return GrammarCheck(runtime, ptr, gate)
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._think: int | None = None
+        self._looked = False
 
+    def think_token(self) -> int | None:
+        """<think> as one token of the vocabulary, or None; looked up once."""
+        if not self._looked:
+            rt, self._looked = self.rt, True
+            ids = rt.tokenize(OPEN, parse_special=True)
+            one = len(ids) == 1 and rt.piece(ids[0], special=True) == OPEN.encode()
+            self._think = ids[0] if one else None
+        return self._think
 
-def think_token(runtime) -> int | None:
-    """The model's `<think>` as one token of its vocabulary, or None."""
-    ids = runtime.tokenize(THINK_OPEN, parse_special=True)
-    one = len(ids) == 1 and runtime.piece(ids[0], special=True) == THINK_OPEN.encode()
-    return ids[0] if one else None
+    def check(self, constraint: OutputConstraint, opens_thinking: bool) -> GrammarCheck:
+        rt, c = self.rt, constraint
+        ptr = grammar_sampler(rt.vocab, c.gbnf, c.source, from_schema=c.kind != "grammar")
+        gate = ThinkGate(self.think_token(), opens_thinking, trigger=c.trigger, at_start=c.trigger_at_start)
+        return GrammarCheck(rt, ptr, gate)

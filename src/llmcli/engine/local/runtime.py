@@ -7,39 +7,18 @@ token, which costs about a quarter of decode speed on small models. Here the hot
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmcli.engine.local.backend import LOG_LINES, PLACEMENT_LOG, devices
+from llmcli.engine.local.backend import llama as _llama
+from llmcli.engine.local.placement import Placement
 from llmcli.errors import BadModelFile, RuntimeFailure
 from llmcli.limits import check_context, check_threads, usable_cores
-
-# llama.cpp's log lines go here instead of to stderr (stdout/stderr carry only what we mean to say);
-# `LLMCLI_DEBUG=1` replays them on failure.
-LOG_LINES: collections.deque[str] = collections.deque(maxlen=200)
-_log_callback = None  # keeps the ctypes callback alive for the life of the process
-
-
-def _llama():
-    """Import llama.cpp's bindings once, with its logging captured instead of printed."""
-    global _log_callback
-    from llmcli import llama_lib
-
-    ll = llama_lib.load()
-
-    if _log_callback is None:
-
-        @ll.llama_log_callback
-        def capture(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-            LOG_LINES.append(text.decode("utf-8", "replace").rstrip("\n"))
-
-        _log_callback = capture
-        ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
-        ll.llama_backend_init()
-    return ll
+from llmcli.offload import EVERY_LAYER, GpuLayers
 
 
 @dataclass
@@ -50,6 +29,8 @@ class RuntimeConfig:
     flash_attn: bool = True  # "auto" in llama.cpp terms: on where the backend supports it
     n_seq_max: int = 1  # sequences the context serves at once (engine.local.scheduler)
     kv_unified: bool | None = None  # one KV pool for all sequences; None: llama.cpp's default
+    gpu_layers: GpuLayers = EVERY_LAYER  # --gpu-layers: llama.cpp's n_gpu_layers (default: all)
+    offload_kqv: bool = True  # each layer's KV cache on its layer's device (llama.cpp's default)
 
 
 DEFAULT_CTX = 4096
@@ -85,6 +66,9 @@ class Runtime:
         # llama.cpp allocates the whole KV cache with the context: refuse one that cannot fit, first.
         check_context(self.config.n_ctx or DEFAULT_CTX, _kv_bytes_per_token(header), header.file_size)
         mparams = ll.llama_model_default_params()
+        mparams.n_gpu_layers = self.config.gpu_layers.n_gpu_layers
+        self.model_params = mparams  # as handed to llama.cpp (tests read n_gpu_layers back)
+        PLACEMENT_LOG.clear()
         self._model = ll.llama_model_load_from_file(self.path.encode(), mparams)
         if not self._model:
             raise BadModelFile(
@@ -104,13 +88,18 @@ class Runtime:
         cparams.n_seq_max = self.config.n_seq_max
         if self.config.kv_unified is not None:
             cparams.kv_unified = self.config.kv_unified
+        cparams.offload_kqv = self.config.offload_kqv
         self._ctx = ll.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             self.close()
             raise RuntimeFailure(
                 f"llama.cpp could not create a context of {n_ctx} tokens "
-                f"({self.last_log()}); try a smaller --ctx"
+                f"({self.last_log()}); try a smaller --ctx or fewer --gpu-layers"
             )
+        # What llama.cpp did with --gpu-layers, from its own log of this load.
+        self.placement: Placement = PLACEMENT_LOG.placement(
+            self.config.gpu_layers, bool(cparams.offload_kqv), devices()
+        )
         self.n_ctx = int(ll.llama_n_ctx(self._ctx))
         self.n_batch = int(ll.llama_n_batch(self._ctx))
         self.n_threads = cparams.n_threads

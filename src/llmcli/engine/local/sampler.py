@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
-
+from llmcli.engine.local.backend import init_backends
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import RuntimeFailure
+
+# llama.cpp first, numpy after: on CUDA a model loaded after `import numpy` crashed llama.cpp's loader,
+# and this module is where numpy enters every path that loads a model (chat, serve, bench --parallel).
+init_backends()
+
+import numpy as np  # noqa: E402
 
 
 class Sampler:

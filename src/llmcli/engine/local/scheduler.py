@@ -9,6 +9,8 @@ A step (llama-server's update_slots, in small):
 The KV pool is n_ctx cells. With kv_unified every sequence draws on the whole pool and a prefix can
 be shared between live sequences (llama_memory_seq_cp adds a sequence id to the same cells);
 without it each of the n_seq_max sequences owns n_ctx / n_seq_max cells of its own stream.
+n choices of one prompt are forks of its first: admitted with it, they take its prompt's cells and
+sample their first tokens from its logits row, so the prompt is prefilled once.
 A driven sequence (a chat's) is admitted, prefilled and released here, decoded by its client (cells.py).
 """
 
@@ -16,47 +18,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 
 from llmcli.engine.local.batch import TokenBatch
 from llmcli.engine.local.cells import SeqCells
 from llmcli.engine.local.prefix_cache import common_prefix
-from llmcli.engine.local.sampler import Sampler, SamplerPool
+from llmcli.engine.local.sampler import SamplerPool
+from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig, SchedulerCounters
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
-from llmcli.engine.sampling import SamplingParams
-from llmcli.errors import ContextOverflow, RuntimeFailure, UsageError
-
-
-class NeverFits(ContextOverflow):
-    """A sequence that no amount of waiting would make fit the KV pool (exit 2)."""
-
-
-@dataclass
-class SchedulerConfig:
-    # Prefill tokens per step while other sequences are generating: a long prompt is fed in chunks,
-    # so the others' time between tokens grows by one chunk's compute, not by the whole prompt.
-    # When nothing is generating, a step takes up to n_batch prompt tokens.
-    prefill_chunk: int = 128
-    reserve: bool = True  # admission sets aside prompt + max_tokens cells (else prompt cells only)
-    keep_prefixes: bool = True  # a finished sequence's cells stay, as a prefix to share, until needed
-    share_prefixes: bool = True
-    min_shared: int = 4  # a shorter common prefix is prefilled again rather than copied
-    # No decoding while a prompt is being prefilled (llama-batched-bench's phases: all prompts, then
-    # all replies); the default interleaves them, so that generating sequences never stall.
-    prefill_first: bool = False
-
-
-@dataclass
-class SchedulerCounters:
-    steps: int = 0
-    decode_calls: int = 0
-    no_slot: int = 0  # llama_decode returned 1
-    deferrals: int = 0
-    evictions: int = 0  # idle prefixes dropped to make room
-    shared_tokens: int = 0
-    prefill_tokens: int = 0
-    decoded_tokens: int = 0
-    step_ms: list[float] = field(default_factory=list)
+from llmcli.errors import RuntimeFailure, UsageError
 
 
 class Scheduler:
@@ -79,16 +48,17 @@ class Scheduler:
         self.running: list[Sequence] = []  # in admission order
         self.idle: OrderedDict[int, list[int]] = OrderedDict()  # slot -> the tokens its cells hold (LRU)
         self.counters = SchedulerCounters()
-        self.pool = SamplerPool(runtime)
-        self._samplers = self.pool.free  # finished chains, reset and reused
+        self.pool = SamplerPool(runtime)  # finished chains, reset and reused
         self._pending_events: list[SeqEvent] = []
         self._hold = False  # a sequence was deferred: admit nothing more until a release
         self._next_id = 0
         runtime.clear()  # the scheduler owns the context's cells from here on
 
     # -- the client's side -------------------------------------------------------------------
-    def submit(self, request: Request) -> Sequence:
-        """Queue a request. NeverFits (a UsageError) when it could not fit even alone."""
+    def submit(self, request: Request, fork_of: Sequence | None = None) -> Sequence:
+        """Queue a request. NeverFits (a UsageError) when it could not fit even alone. fork_of: the
+        first choice of the same prompt (n choices): admitted with it, this one shares its prompt's
+        cells and samples its first token from the same logits row, so the prompt is prefilled once."""
         n_prompt, budget = len(request.prompt), request.budget
         if not n_prompt:
             raise UsageError("an empty prompt gives the model nothing to continue; send at least one token")
@@ -103,6 +73,7 @@ class Scheduler:
                 "or raise --ctx"
             )
         seq = Sequence(self._next_id, request)
+        seq.fork_of = fork_of
         self._next_id += 1
         self.waiting.append(seq)
         return seq
@@ -209,7 +180,7 @@ class Scheduler:
         return plan
 
     def _after_decode(self, plan: list[tuple[Sequence, int]], events: list[SeqEvent]) -> None:
-        rt, counters = self.rt, self.counters
+        counters = self.counters
         for seq, n in plan:
             if seq.prefilling:
                 seq.stats.prefill_tokens += n
@@ -220,14 +191,21 @@ class Scheduler:
         for seq, _ in plan:
             if seq.i_batch < 0 or seq.request.driven:  # its client samples it at i_batch
                 continue
-            assert seq.sampler is not None  # given at admission
-            token = seq.sampler.sample(seq.i_batch)
-            event = seq.accept(token, rt.piece(token), rt.is_eog(token))
-            if event.finish_reason is None and seq.n_tokens > self.n_ctx_seq:
-                event = seq.finish("length", delta=event.text)  # its cells are full: no room to decode it
+            first = seq.stats.t_first is None
+            event = seq.sample(self.rt, self.n_ctx_seq)
             events.append(event)
-            if event.finish_reason is not None:
-                self._release(seq, keep=event.finish_reason != "cancelled")
+            if first:  # before seq's release: its forks take its cells and read its logits row
+                n = len(seq.prompt)
+                for fork in [s for s in self.running if s.wait_for is not None and s.wait_for == (seq, n)]:
+                    self._give_cells(fork, seq, n)
+                    fork.i_batch = seq.i_batch
+                    events.append(fork.sample(self.rt, self.n_ctx_seq))
+                    self._release_if_done(fork, events[-1])
+            self._release_if_done(seq, event)
+
+    def _release_if_done(self, seq: Sequence, event: SeqEvent) -> None:
+        if event.finish_reason is not None:
+            self._release(seq, keep=event.finish_reason != "cancelled")
 
     # -- admission and release ---------------------------------------------------------------
     def _used_cells(self) -> int:
@@ -243,7 +221,7 @@ class Scheduler:
                 return
             slot, source, shared, src = placed
             need = seq.n_tokens + (seq.max_tokens - len(seq.generated) - 1 if self.config.reserve else 0)
-            need -= shared if source == "live" else 0
+            need -= shared if source in ("live", "fork") else 0
             if self.unified and not self._room_for(need, keep=slot):
                 if slot not in self.idle:
                     self.free_slots.append(slot)
@@ -262,8 +240,12 @@ class Scheduler:
 
     def _place(self, seq: Sequence) -> tuple[int, str, int, int] | None:
         """A slot for seq, where its first cells come from and how many, and the source:
-        ("idle": the prefix its slot kept), ("live": a copy of the prefix of running[src]) or
-        ("none": an empty slot). None: no slot yet."""
+        ("idle": the prefix its slot kept), ("live": a copy of the prefix of running[src]), ("fork":
+        the whole prompt of seq.fork_of, not yet prefilled) or ("none": an empty slot). None: no slot yet."""
+        lead = seq.fork_of
+        if self.unified and lead is not None and lead.state == RUNNING and lead.stats.t_first is None:
+            dst = self._free_slot()
+            return None if dst is None else (dst, "fork", len(seq.prompt), -1)
         tokens, cap = seq.tokens(), seq.n_tokens - 1  # the last token is computed again, for logits
         best, best_len = None, 0
         if self.config.share_prefixes:
@@ -301,7 +283,9 @@ class Scheduler:
             ll.llama_memory_seq_rm(mem, slot, -1, -1)  # a state that cannot be cut (recurrent): start over
             shared = 0
         seq.slot, seq.n_past, seq.reserved, seq.state = slot, 0, need, RUNNING
-        if source == "live":
+        if source == "fork" and seq.fork_of is not None:  # its cells and first token: _after_decode
+            seq.wait_for = (seq.fork_of, shared)
+        elif source == "live":
             seq.wait_for = (self.running[src], shared)
             self._copy_prefix(seq)
         elif shared:
@@ -311,7 +295,7 @@ class Scheduler:
         if seq.stats.t_admit is None:
             seq.stats.t_admit = time.perf_counter()
         if seq.sampler is None:
-            seq.sampler = self._sampler(seq.request.params)
+            seq.sampler = self.pool.take(seq.request.params)
             seq.sampler.grammar = seq.request.grammar
         self.running.append(seq)
 
@@ -325,11 +309,14 @@ class Scheduler:
             return True
         if src.n_past < n:
             return False
+        self._give_cells(seq, src, min(n, seq.n_tokens - 1))
+        return True
+
+    def _give_cells(self, seq: Sequence, src: Sequence, n: int) -> None:
         self.ll.llama_memory_seq_cp(self._memory, src.slot, seq.slot, 0, n)
         seq.wait_for, seq.n_past = None, n
         seq.stats.shared_tokens += n
         self.counters.shared_tokens += n
-        return True
 
     def _release(self, seq: Sequence, keep: bool) -> None:
         """Free its cells at once (or keep them as an idle prefix) and its slot."""
@@ -376,12 +363,6 @@ class Scheduler:
         self.counters.deferrals += 1
         self.waiting.appendleft(seq)
         self._hold = True
-
-    # -- samplers ----------------------------------------------------------------------------
-    _key = staticmethod(SamplerPool.key)
-
-    def _sampler(self, params: SamplingParams) -> Sampler:
-        return self.pool.take(params)
 
     def _return_sampler(self, seq: Sequence) -> None:
         sampler, seq.sampler = seq.sampler, None

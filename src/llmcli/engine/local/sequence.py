@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from llmcli.engine.local.logprobs import TokenLogprob, token_logprob
 from llmcli.engine.local.sampler import GrammarCheck, Sampler
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
@@ -30,6 +31,8 @@ class Request:
     # The client decodes it itself, token by token, once its prompt is computed (SeqCells: chat's one
     # sequence, at the cost of the plain loop); the scheduler admits, prefills and releases it.
     driven: bool = False
+    # Log-probabilities of each reply token and of this many most likely ones (None: not asked, no cost).
+    logprobs: int | None = None
 
     @property
     def budget(self) -> int:
@@ -101,6 +104,8 @@ class Sequence:
         self.prompt = list(request.prompt)
         self.max_tokens = request.budget
         self.generated: list[int] = []
+        self.logprobs: list[TokenLogprob] = []  # one per generated token, when the request asks
+        self.fork_of: Sequence | None = None  # the first choice of the same prompt, whose prefill it shares
         self.parts: list[str] = []
         self.post = Postprocessor(request.stops, request.word_filter)
         self.state = WAITING
@@ -148,8 +153,21 @@ class Sequence:
     def text(self) -> str:
         return "".join(self.parts)
 
-    def accept(self, token: int, piece: bytes, is_eog: bool) -> SeqEvent:
-        """A sampled token: post-process it and decide whether the sequence goes on."""
+    def sample(self, rt, room: int) -> SeqEvent:
+        """Sample at its batch row (its log-probabilities too, if its request asks) and accept the
+        token; `room`: the cells a sequence holds, past which it cannot go on."""
+        assert self.sampler is not None  # given at admission
+        token = self.sampler.sample(self.i_batch)
+        k = self.request.logprobs
+        logprob = None if k is None else token_logprob(rt, self.i_batch, token, k)
+        event = self.accept(token, rt.piece(token), rt.is_eog(token), logprob)
+        if event.finish_reason is None and self.n_tokens > room:
+            event = self.finish("length", delta=event.text)  # its cells are full: no room to decode it
+        return event
+
+    def accept(self, token: int, piece: bytes, is_eog: bool, logprob: TokenLogprob | None = None) -> SeqEvent:
+        """A sampled token: post-process it and decide whether the sequence goes on. An end of
+        generation is not part of the reply, nor its logprob."""
         now = time.perf_counter()
         stats = self.stats
         if stats.t_first is None:
@@ -160,6 +178,8 @@ class Sequence:
             self.eog_token = token
             return self.finish("stop", now)
         self.generated.append(token)
+        if logprob is not None:
+            self.logprobs.append(logprob)
         stats.completion_tokens = len(self.generated)
         delta = self.post.feed(piece)
         if delta:

@@ -1,5 +1,7 @@
 """One local request through the seven stages, each a method with its name; ChatSession.ask calls them
-in order. A Turn holds what passes from one stage to the next; the conversation stays the session's.
+in order. A Turn holds what passes from one stage to the next; the conversation stays the session's,
+and the turn reaches it through what TurnInputs hands it: the prompt object (prompt.py), the cancel
+flag and the grammar factory, never the session itself.
 
 ① tokenize → ② schedule → ③ prefill → ④ decode, ⑤ post-process and ⑥ return, token by token
 → ⑦ release.
@@ -13,7 +15,8 @@ and released in ⑦, its cells kept as the next turn's prefix or freed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmcli.engine.events import Event, Notice, Stats, rate
@@ -29,20 +32,43 @@ from llmcli.errors import ContextOverflow, RuntimeFailure
 from llmcli.stages import STAGES, StageRecord
 
 if TYPE_CHECKING:
-    from llmcli.engine.local.chat import ChatSession
+    from llmcli.engine.local.prompt import CancelFlag, ConversationPrompt
+    from llmcli.engine.local.runtime import Runtime
+    from llmcli.engine.local.sampler import GrammarCheck
+    from llmcli.engine.local.scheduler import Scheduler
+    from llmcli.engine.local.session_cache import SessionCache
+    from llmcli.engine.sampling import SamplingParams
+
+
+@dataclass
+class TurnInputs:
+    """What one request takes from the session that runs it."""
+
+    runtime: Runtime
+    scheduler: Scheduler
+    prompt: ConversationPrompt  # the conversation: tokenize, fit the history, the stable start
+    cancel: CancelFlag
+    # The constraint's grammar check, given whether the prompt leaves a thinking block open; None: free.
+    grammar: Callable[[bool], GrammarCheck] | None
+    params: SamplingParams
+    stops: list[str]
+    words: list[str]  # the word filter's
+    draft: str  # "lookup": speculative decoding from prompt n-grams
+    disk_cache: SessionCache | None
 
 
 class Turn:
-    def __init__(self, session: ChatSession, text: str | None, keep_cache: bool) -> None:
-        self.session, self.rt, self.text, self.keep_cache = session, session.runtime, text, keep_cache
-        self.sched = session.scheduler
+    def __init__(self, inputs: TurnInputs, text: str | None, keep_cache: bool) -> None:
+        self.inputs, self.rt, self.text, self.keep_cache = inputs, inputs.runtime, text, keep_cache
+        self.conversation = inputs.prompt
+        self.sched = inputs.scheduler
         self.n_ctx = self.sched.n_ctx_seq  # the cells one sequence can hold (all of them, for one)
         # None: the conversation is answered as it stands (its last message a user's or a tool's)
         self.user = Message("user", text) if text is not None else None
         self.stats = Stats(n_ctx=self.n_ctx, load_ms=0.0)
         self.ms = dict.fromkeys((stage.key for stage in STAGES), 0.0)  # each stage's time, in order
         self.t0 = time.perf_counter()
-        self.max_tokens = session.params.max_tokens
+        self.max_tokens = inputs.params.max_tokens
         self.prompt: RenderedPrompt | None = None
         self.reuse = self.stable = 0  # prompt tokens already in the KV cache; the stable start's length
         self.generated: list[int] = []
@@ -54,28 +80,29 @@ class Turn:
 
     # ① template + tokenize
     def tokenize(self) -> None:
-        self.prompt = self.session._tokenize_within_context(self.user)
+        self.prompt = self.conversation.tokenize(self.user)
         self.ms["tokenize"] = elapsed_ms(self.t0)
 
     # ② schedule: fit the conversation and the reply's budget into the context, plan the KV prefix
     def schedule(self) -> Iterator[Event]:
-        session, rt, stats, n_ctx = self.session, self.rt, self.stats, self.n_ctx
+        inputs, conversation, rt = self.inputs, self.conversation, self.rt
+        stats, n_ctx = self.stats, self.n_ctx
         t1 = time.perf_counter()
         prompt, max_tokens = self.prompt, self.max_tokens
-        if (prompt is None or len(prompt.tokens) + max_tokens > n_ctx) and session.messages:
-            start, prompt = session._fit_history(self.user, n_ctx - max_tokens)
+        if (prompt is None or len(prompt.tokens) + max_tokens > n_ctx) and conversation.messages:
+            start, prompt = conversation.fit_history(self.user, n_ctx - max_tokens)
             # Only now, once the fit is found: Ctrl-C during it leaves the conversation whole.
-            stats.dropped_messages, session.messages = start, session.messages[start:]
+            stats.dropped_messages = start
+            conversation.drop(start)
         if prompt is None or len(prompt.tokens) >= n_ctx:
             size = f"over {n_ctx}" if prompt is None else str(len(prompt.tokens))
             raise ContextOverflow(
                 f"the prompt is {size} tokens and the context holds {n_ctx}; "
                 f"shorten it or raise --ctx (the model was trained on {rt.n_ctx_train})"
             )
-        note = session.thinking.note(session.think)
-        if note and note != session._noted:
+        note = conversation.thinking_note()
+        if note:
             yield Notice(note)
-        session._noted = note
         if stats.dropped_messages:
             yield Notice(
                 f"dropped the {stats.dropped_messages} oldest messages to fit the {n_ctx}-token context"
@@ -83,15 +110,15 @@ class Turn:
         if len(prompt.tokens) + max_tokens > n_ctx:
             max_tokens = n_ctx - len(prompt.tokens)
             yield Notice(f"the reply is capped at {max_tokens} tokens by the {n_ctx}-token context")
-        stable = session._stable_length(prompt, self.text or "")
+        stable = conversation.stable_length(prompt, self.text or "")
         # Admission gives the sequence the cells the last turn kept, cut to what this prompt shares
         # with them (never its last token: it is computed again for the logits to sample from).
         seq = self.seq = self._submit(prompt, max_tokens, stable)
         cells = self.cells = self.sched.cells(seq)
         reuse = seq.n_past
         stats.cache_source = "ram" if reuse else None
-        if session.disk_cache is not None:  # one more source of the prefix: restored into its cells
-            restored = session.disk_cache.restore(cells, prompt.tokens, better_than=reuse, limit=stable)
+        if inputs.disk_cache is not None:  # one more source of the prefix: restored into its cells
+            restored = inputs.disk_cache.restore(cells, prompt.tokens, better_than=reuse, limit=stable)
             if restored.reused:
                 reuse, stats.cache_source = restored.reused, "disk"
             elif len(cells.kv_tokens) < reuse:  # a failed load emptied the cells
@@ -100,19 +127,19 @@ class Turn:
             seq.n_past = reuse
         stats.prompt_tokens, stats.cached_tokens = len(prompt.tokens), reuse
         stats.prefill_tokens = len(prompt.tokens) - reuse
-        session.last_prompt = self.prompt = prompt
+        self.prompt = prompt
         self.max_tokens, self.reuse, self.stable = max_tokens, reuse, stable
         self.ms["schedule"] = elapsed_ms(t1)
 
     def _submit(self, prompt: RenderedPrompt, max_tokens: int, stable: int) -> Sequence:
-        session = self.session
-        grammar = session._grammar_check(prompt)
+        inputs = self.inputs
+        grammar = None if inputs.grammar is None else inputs.grammar(opens_thinking(prompt.text))
         request = Request(
             prompt.tokens,
-            session.params,
+            inputs.params,
             max_tokens,
-            session.stops,
-            WordFilter(session.word_filter_words),
+            inputs.stops,
+            WordFilter(inputs.words),
             grammar=grammar,
             split=stable,
             driven=True,
@@ -132,7 +159,7 @@ class Turn:
 
     # ③ prefill, up to the first sampled token
     def prefill(self) -> None:
-        session, rt, prompt, seq, cells = self.session, self.rt, self.prompt, self.seq, self.cells
+        inputs, rt, prompt, seq, cells = self.inputs, self.rt, self.prompt, self.seq, self.cells
         assert prompt is not None and seq is not None and cells is not None  # schedule() raised otherwise
         t2 = time.perf_counter()
         # Scheduler steps, in n_batch chunks that end where the stable start ends, cached or not (the
@@ -153,7 +180,7 @@ class Turn:
         # scheduler's batches carry no drafts: this sequence verifies them in its own cells.
         self.decoder = (
             LookupDecoder(cells, self.sampler, prompt.tokens)
-            if session.draft == "lookup" and rt.can_trim and session.constraint is None
+            if inputs.draft == "lookup" and rt.can_trim and inputs.grammar is None
             else None
         )
         self.kv_base = len(cells.kv_tokens)
@@ -162,7 +189,7 @@ class Turn:
         self.stats.ttft_ms = elapsed_ms(self.t0, self.t_first)
 
     def decode(self) -> Iterator[Event]:
-        session, rt, stats, ms = self.session, self.rt, self.stats, self.ms
+        rt, stats, ms, cancel = self.rt, self.stats, self.ms, self.inputs.cancel
         prompt, seq = self.prompt, self.seq
         assert prompt is not None and seq is not None and self.cells is not None
         sampler, decoder, token, step = self.sampler, self.decoder, self.first_token, self.cells.step
@@ -173,9 +200,8 @@ class Turn:
         # The loop is what runs between two llama_decode calls, so it does no more than it must:
         # one clock read per stage boundary (postprocess, return, decode), sums kept in locals.
         post = seq.post  # the sequence's stop strings and word filter
-        split = ReplySplit(
-            ReasoningSplitter(session.thinking.parses, opens_thinking(prompt.text)), stats, self.t0, t_first
-        )
+        splitter = ReasoningSplitter(self.conversation.thinking.parses, opens_thinking(prompt.text))
+        split = ReplySplit(splitter, stats, self.t0, t_first)
         generated, max_tokens = self.generated, self.max_tokens
         parts = seq.parts  # its text, as the scheduler's own sequences keep theirs
         finish = "stop"
@@ -202,7 +228,7 @@ class Turn:
                 if len(generated) >= max_tokens or stats.decode_steps >= kv_room:
                     finish = "length"
                     break
-                if session._cancel:
+                if cancel.is_set:
                     finish = "cancelled"
                     break
                 if decoder is None:
@@ -245,14 +271,14 @@ class Turn:
 
     # ⑦ release: keep the KV cache for the next turn, or free it when nothing follows
     def release(self) -> Iterator[Event]:
-        session, stats, ms, generated = self.session, self.stats, self.ms, self.generated
+        disk_cache, stats, ms, generated = self.inputs.disk_cache, self.stats, self.ms, self.generated
         seq, cells = self.seq, self.cells
         assert self.prompt is not None and seq is not None and cells is not None
         stats.ctx_used = len(cells.kv_tokens)  # what this request occupied, before any release
         t7 = time.perf_counter()
         save_note = None  # why the tip was not saved (larger than the cap), shown with --stats
         if not self.keep_cache:
-            if session.disk_cache is not None:  # the tip: a follow-up (`chat -c`) prefills only its new turn
+            if disk_cache is not None:  # the tip: a follow-up (`chat -c`) prefills only its new turn
                 if (
                     self.exact
                     and self.finish == "length"
@@ -260,12 +286,11 @@ class Turn:
                     and len(cells.kv_tokens) < self.n_ctx
                 ):
                     cells.step(generated[-1])  # a reply cut by max tokens never decoded its last token
-                saved = session.disk_cache.save_tip(cells)
+                saved = disk_cache.save_tip(cells)
                 if saved.warning:
                     yield Notice(saved.warning)
                 save_note = saved.note
         self.end(keep=self.keep_cache)
-        session._kept = self.keep_cache
         ms["release"] = elapsed_ms(t7)
         stats.total_ms = elapsed_ms(self.t0)
         details = stage_details(stats, rate(stats.prefill_tokens, ms["prefill"]), self.keep_cache)

@@ -30,7 +30,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
+from llmcli.engine.openai.errors import (
+    RemoteDropped,
+    RemoteError,
+    RemoteRefused,
+    RemoteTimeout,
+    RemoteUnavailable,
+)
+from llmcli.engine.openai.retry import retry_after_seconds
+from llmcli.errors import LlmcliError, UsageError
 
 # http.client, socket and ssl are imported where a connection is made: parsing --endpoint (which
 # every command that has it does) must not cost `llmcli list` the network stack.
@@ -74,22 +82,6 @@ def _schema_as_json_object(body: dict) -> dict | None:
 # llama-cpp-python's 500 for a request it cannot validate) gets the request again, rewritten.
 FIELD_FALLBACKS = {"stream_options": _without_usage, "response_format": _schema_as_json_object}
 FALLBACK_STATUSES = (400, 422, 500)
-
-
-class RemoteError(RuntimeFailure):
-    """The server could not be reached or failed while the request was fine (exit 1)."""
-
-
-class RemoteRefused(UsageError):
-    """The server refused what we asked for: the key, the model, the request (exit 2)."""
-
-
-class RemoteTimeout(RemoteError):
-    pass
-
-
-class RemoteDropped(RemoteError):
-    """The connection ended before the reply did."""
 
 
 @dataclass(frozen=True)
@@ -265,21 +257,21 @@ def _connect_error(ep: Endpoint, exc: OSError) -> LlmcliError:
     return RemoteError(f"cannot connect to {ep.base_url}: {what}")
 
 
-def _read_timeout(ep: Endpoint) -> RemoteTimeout:
+def read_timeout(ep: Endpoint) -> RemoteTimeout:
     return RemoteTimeout(
         f"the server at {ep.base_url} sent nothing for {ep.timeout:g} s; it may be overloaded "
         "or stuck (raise --timeout if it is only slow)"
     )
 
 
-def _too_slow(ep: Endpoint, what: str, seconds: float) -> RemoteTimeout:
+def too_slow(ep: Endpoint, what: str, seconds: float) -> RemoteTimeout:
     return RemoteTimeout(
         f"{what} at {ep.base_url} took longer than {seconds:g} s in all; the server is "
         "stuck or far too slow (raise --timeout if it is only slow)"
     )
 
 
-def _dropped(ep: Endpoint, detail: str = "") -> RemoteDropped:
+def dropped(ep: Endpoint, detail: str = "") -> RemoteDropped:
     return RemoteDropped(
         f"the server at {ep.base_url} closed the connection before the reply was complete"
         + (f" ({detail})" if detail else "")
@@ -339,9 +331,6 @@ def http_error(
     if status == 429:
         return RemoteError(f"{head}: the server is busy ({detail}); try again later")
     if status == 503:
-        # here, not at the top: retry.py builds on this module's RemoteError
-        from llmcli.engine.openai.retry import RemoteUnavailable, retry_after_seconds
-
         return RemoteUnavailable(f"{head}: {detail}", retry_after_seconds(retry_after))
     return RemoteError(f"{head}: {detail}")
 
@@ -361,10 +350,10 @@ def get_json(ep: Endpoint, path: str, what: str) -> object:
                 raise TimeoutError
         except (http.client.HTTPException, OSError) as exc:
             if dog.expired:
-                raise _too_slow(ep, what, dog.seconds) from None
+                raise too_slow(ep, what, dog.seconds) from None
             if isinstance(exc, TimeoutError):
-                raise _read_timeout(ep) from None
-            raise _dropped(ep, type(exc).__name__) from None
+                raise read_timeout(ep) from None
+            raise dropped(ep, type(exc).__name__) from None
         if resp.status != 200:
             raise http_error(
                 ep, resp.status, resp.reason, body, what=what, retry_after=resp.getheader("Retry-After")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmcli.engine.openai.client import NAME_LIMIT, Endpoint, RemoteError, get_json
+from llmcli.engine.openai.client import NAME_LIMIT, Endpoint, get_json
+from llmcli.engine.openai.errors import RemoteError
 from llmcli.errors import UsageError
 
 NAMES_SHOWN = 8  # model ids listed in one message

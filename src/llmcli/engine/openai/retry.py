@@ -9,17 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from llmcli.engine.openai.client import RemoteError
-
 LONGEST = 86_400.0  # seconds: a longer wait is no advice a client can follow
-
-
-class RemoteUnavailable(RemoteError):
-    """503: the server cannot serve now (still loading its model, or on its way down)."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after  # seconds the server asked us to wait; None: it did not say
 
 
 def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:

@@ -16,16 +16,15 @@ from llmcli.engine.openai.client import (
     FIELD_FALLBACKS,
     MAX_ERROR_BODY,
     Endpoint,
-    RemoteError,
-    RemoteTimeout,
     Watchdog,
-    _dropped,
-    _read_timeout,
-    _too_slow,
+    dropped,
     http_error,
+    read_timeout,
     server_message,
     shutdown,
+    too_slow,
 )
+from llmcli.engine.openai.errors import RemoteError, RemoteTimeout
 from llmcli.engine.openai.sse import MAX_LINE, EventTooLong, sse_events
 
 # More text than this per token is not one token: a bound for a server that ignores max_tokens.
@@ -140,7 +139,7 @@ class ChatStream:
                     return
                 yield chunk
             if not (self.aborted or dog.expired):
-                raise _dropped(ep, "the stream ended without [DONE]")
+                raise dropped(ep, "the stream ended without [DONE]")
         except EventTooLong as exc:
             raise RemoteError(
                 f"the server at {ep.base_url} sent {exc} in its stream; is it an OpenAI-compatible server?"
@@ -152,13 +151,13 @@ class ChatStream:
         finally:
             self.close()
         if dog.expired and not self.aborted:
-            raise _too_slow(ep, "the reply from the server", dog.seconds)
+            raise too_slow(ep, "the reply from the server", dog.seconds)
 
     def _cut_off(self, exc: Exception) -> RemoteError:
         ep = self.ep
         assert self._dog is not None, "a stream is cut off only while __iter__ runs"
         if self._dog.expired:
-            return _too_slow(ep, "the reply from the server", self._dog.seconds)
+            return too_slow(ep, "the reply from the server", self._dog.seconds)
         if isinstance(exc, TimeoutError) and self._heard:
             return RemoteTimeout(
                 f"the server at {ep.base_url} sent no complete event for {ep.timeout:g} s, "
@@ -166,8 +165,8 @@ class ChatStream:
                 "(raise --timeout if it is only slow)"
             )
         if isinstance(exc, TimeoutError):
-            return _read_timeout(ep)
-        return _dropped(ep, type(exc).__name__)
+            return read_timeout(ep)
+        return dropped(ep, type(exc).__name__)
 
     def _chunk(self, event: str, data: str) -> dict:
         """One event's data -> a chunk of the expected shape, or the one line that says what is wrong."""

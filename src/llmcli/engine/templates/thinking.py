@@ -64,6 +64,14 @@ class ThinkingForm:
         return None
 
 
+def strip_thinking(text: str) -> str:
+    """The reply after its thinking block, if it has one (a constrained reply is checked without it)."""
+    head, sep, tail = text.partition(CLOSE)
+    if sep and (head.lstrip().startswith(OPEN) or OPEN not in head):
+        return tail
+    return text
+
+
 def opens_thinking(prompt_text: str) -> bool:
     """Whether the generation prompt leaves a <think> open, so the reply starts inside the reasoning."""
     return prompt_text.rstrip().endswith(OPEN)

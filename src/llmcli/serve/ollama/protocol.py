@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, create_model
 from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
 from llmcli.serve.constraint import ollama_constraint
+from llmcli.serve.logprobs import TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
     Body,
     Defaults,
@@ -29,6 +30,7 @@ from llmcli.serve.protocol import (
     role_field,
     sampling,
 )
+from llmcli.serve.tools import ToolCalls, ToolText, message, tool_use, with_tools
 
 ROLES = ("system", "user", "assistant", "tool")
 # Ollama's option names that differ from llmcli.params' (the rest are the same words), and the values
@@ -104,6 +106,8 @@ class OllamaMessage(Body):
     role: Role
     content: Content = ""
     images: Images = None
+    tool_calls: ToolCalls = None  # an assistant's calls, arguments as an object
+    tool_name: ToolText = None  # a tool result: the tool that gave it
 
 
 class Request(Body):
@@ -115,6 +119,9 @@ class Request(Body):
     suffix: Suffix = None
     template: Template = None
     images: Images = None
+    # Ollama's newer fields, as OpenAI's chat has them
+    logprobs: Flag = None
+    top_logprobs: TopLogprobs = None
 
     @property
     def unloads(self) -> bool:
@@ -137,6 +144,7 @@ class Request(Body):
             model=self.model,
             constraint=ollama_constraint(self.format),
             dialect="ollama",
+            logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
         )
 
 
@@ -151,14 +159,15 @@ class ChatRequest(Request):
         return not self.messages
 
     def generation(self, defaults: Defaults) -> Generation:
-        if self.tools:
-            from llmcli.serve.errors import bad
-
-            raise bad("tools", "tools: tool calls are not supported")
-        messages = [Message(m.role, m.content or "") for m in self.messages]
+        messages = [
+            message(i, m.role, m.content or "", m.tool_calls, None, m.tool_name)
+            for i, m in enumerate(self.messages)
+        ]
         if defaults.system and messages[0].role != "system":
             messages.insert(0, Message("system", defaults.system))
-        return self._generation(defaults, messages=messages, prompt=None)
+        gen = self._generation(defaults, messages=messages, prompt=None)
+        # Ollama has no tool_choice: the model chooses ("auto"), as Ollama's own server lets it
+        return with_tools(gen, tool_use(self.tools, None, None, defaults.tool_form))
 
 
 class GenerateRequest(Request):

@@ -12,12 +12,15 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.engine.templates.thinking import REASONING
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.engine.tools import CallDelta
+from llmcli.serve.call import Call, ClosesCall, Piece
 from llmcli.serve.errors import ApiError
+from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
+from llmcli.serve.tool_calls import ToolReader
 
 router = APIRouter(prefix="/api")
 
@@ -36,12 +39,14 @@ class Shape:
     def __init__(self, chat: bool, model: str) -> None:
         self.chat, self.model = chat, model
 
-    def piece(self, text: str, thinking: str, done: bool) -> dict:
+    def piece(self, text: str, thinking: str, done: bool, calls: list[dict] | None = None) -> dict:
         body: dict = {"model": self.model, "created_at": _now()}
         if self.chat:
             message: dict = {"role": "assistant", "content": text}
             if thinking:
                 message["thinking"] = thinking
+            if calls:
+                message["tool_calls"] = calls
             body["message"] = message
         else:
             body["response"] = text
@@ -54,8 +59,20 @@ class Shape:
         """A streamed piece: the answer's text, or the reasoning's."""
         return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
 
-    def final(self, call: Call, outcome: Outcome, text: str = "", thinking: str = "") -> dict:
-        body = self.piece(text, thinking, True)
+    def call_line(self, tools: ToolReader | None, delta: CallDelta) -> dict | None:
+        """A streamed tool call: one line once its arguments are whole, as Ollama streams it."""
+        assert tools is not None
+        ready = tools.ollama_ready(delta)
+        return self.piece("", "", False, [ready]) if ready is not None else None
+
+    def final(
+        self, call: Call, outcome: Outcome, text: str = "", thinking: str = "", whole: bool = False
+    ) -> dict:
+        tools = call.tools[0]  # Ollama asks for one reply
+        calls = tools.ollama_calls() if whole and tools is not None else None
+        body = self.piece(text, thinking, True, calls)
+        if tools is not None and tools.malformed is not None:
+            body["malformed_tool_call"] = tools.malformed  # llmcli's word on a dropped call
         total = (time.perf_counter() - call.job.t_arrival) * 1000
         body.update(
             done_reason="length" if outcome.finish_reason == "length" else "stop",
@@ -123,17 +140,32 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
-    return JSONResponse(shape.final(call, reply.outcome, reply.text, reply.reasoning))
+    return JSONResponse(
+        with_logprobs(call, shape.final(call, reply.outcome, reply.text, reply.reasoning, whole=True))
+    )
+
+
+def with_logprobs(call: Call, body: dict) -> dict:
+    """Ollama's `logprobs` (OpenAI's chat entries) of the tokens since the last line, when asked (left
+    out when there are none, as Ollama leaves it out)."""
+    entries = call.take_logprobs(0) if call.gen.logprobs is not None else []
+    if entries:
+        body["logprobs"] = ChoiceLogprobs(chat=True).shape(entries)["content"]
+    return body
 
 
 async def lines(call: Call, shape: Shape):
-    async for line in call.streamed(
-        lambda kind, text: json.dumps(shape.line(kind, text)) + "\n",
-        lambda exc: json.dumps(exc.body(ollama=True)) + "\n",
-    ):
+    def render(piece: Piece) -> str | None:
+        if piece.call is not None:
+            body = shape.call_line(call.tools[piece.choice], piece.call)
+        else:
+            body = shape.line(piece.kind, piece.text)
+        return json.dumps(with_logprobs(call, body)) + "\n" if body is not None else None
+
+    async for line in call.streamed(render, lambda exc: json.dumps(exc.body(ollama=True)) + "\n"):
         yield line
     if call.outcome is not None:
-        yield json.dumps(shape.final(call, call.outcome)) + "\n"
+        yield json.dumps(with_logprobs(call, shape.final(call, call.outcome))) + "\n"
 
 
 BODIES = {"/api/chat": ChatRequest, "/api/generate": GenerateRequest, "/api/show": ShowRequest}
@@ -184,7 +216,7 @@ async def show(request: Request):
             "general.parameter_count": facts.get("n_params"),
             f"{arch}.context_length": facts.get("n_ctx_train"),
         },
-        "capabilities": ["completion"],
+        "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
     }
 
 

@@ -16,6 +16,7 @@ from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
 from llmcli.serve.constraint import openai_constraint
 from llmcli.serve.errors import bad
+from llmcli.serve.logprobs import Choices, CompletionLogprobs, TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
     Body,
     Defaults,
@@ -32,6 +33,7 @@ from llmcli.serve.protocol import (
     role_field,
     sampling,
 )
+from llmcli.serve.tools import ToolCalls, ToolText, message, tool_use, with_tools
 
 # The roles a message may take, and the one a newer client's `developer` is read as.
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -47,12 +49,8 @@ PARAM_FIELDS["max_completion_tokens"] = "max_tokens"
 
 # field: (why it is refused, the values that ask for nothing)
 REFUSED: dict[str, tuple[str, tuple[Any, ...]]] = {
-    "tools": ("tool calls are not supported", ()),
     "functions": ("function calls are not supported", ()),
-    "logprobs": ("log probabilities are not returned", (False,)),
-    "top_logprobs": ("log probabilities are not returned", (0,)),
-    "n": ("one choice per request (n must be 1)", (1,)),
-    "best_of": ("one choice per request (best_of must be 1)", (1,)),
+    "best_of": ("is not supported (send 1 or leave it out; n gives several choices)", (1,)),
     "suffix": ("insertion (suffix) is not supported", ()),
     "echo": ("echo is not supported", (False,)),
     "logit_bias": ("logit_bias is not supported", ({},)),
@@ -111,12 +109,19 @@ StreamOptions = checked(_stream_options, {"type": "object"})
 ResponseFormat = checked(_as_sent, {"type": "object"})
 Grammar = checked(_as_sent, {"type": "string"})
 JsonSchema = checked(_as_sent, {"type": "object"})
+# checked where they are read (serve/tools.py), naming the field
+Tools = checked(_as_sent, {"type": "array", "items": {"type": "object"}})
+ToolChoice = checked(_as_sent, {"anyOf": [{"enum": ["none", "auto", "required"]}, {"type": "object"}]})
 Prompt = checked(_prompt, {"type": "string"}, nullable=False)
+CompletionTools = _refused_field("tools are for /v1/chat/completions, whose template renders them", ())
 
 
 class OpenAIMessage(Body):
     role: Role
     content: Content = ""
+    tool_calls: ToolCalls = None  # an assistant's calls: its content may then be null
+    tool_call_id: ToolText = None  # a tool result: the call it answers
+    name: ToolText = None
 
 
 class Request(SamplingBody):
@@ -129,6 +134,7 @@ class Request(SamplingBody):
     response_format: ResponseFormat = None
     grammar: Grammar = None
     json_schema: JsonSchema = None
+    n: Choices = None
 
     def _generation(self, defaults: Defaults, **what: Any) -> Generation:
         values = {}
@@ -145,6 +151,7 @@ class Request(SamplingBody):
             include_usage=self._include_usage(),
             model=self.model,
             constraint=openai_constraint(self.response_format, self.grammar, self.json_schema),
+            n=self.n or 1,
         )
 
     def _include_usage(self) -> bool:
@@ -162,9 +169,17 @@ class ChatCompletionRequest(Request):
     # vLLM's: the last (assistant) message is continued rather than answered, as llama-server does
     continue_final_message: Flag = False
     add_generation_prompt: Flag = True
+    tools: Tools = None
+    tool_choice: ToolChoice = None
+    parallel_tool_calls: Flag = None
+    logprobs: Flag = None
+    top_logprobs: TopLogprobs = None
 
     def generation(self, defaults: Defaults) -> Generation:
-        messages = [Message(m.role, m.content or "") for m in self.messages]
+        messages = [
+            message(i, m.role, m.content or "", m.tool_calls, m.tool_call_id, m.name)
+            for i, m in enumerate(self.messages)
+        ]
         continue_final = bool(self.continue_final_message) or self.add_generation_prompt is False
         sent_both = self.add_generation_prompt and "add_generation_prompt" in self.model_fields_set
         if self.continue_final_message and sent_both:  # vLLM and transformers refuse it too
@@ -180,14 +195,24 @@ class ChatCompletionRequest(Request):
             )
         if defaults.system and messages[0].role != "system":
             messages.insert(0, Message("system", defaults.system))
-        return self._generation(defaults, messages=messages, prompt=None, continue_final=continue_final)
+        gen = self._generation(
+            defaults,
+            messages=messages,
+            prompt=None,
+            continue_final=continue_final,
+            logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
+        )
+        use = tool_use(self.tools, self.tool_choice, self.parallel_tool_calls, defaults.tool_form)
+        return with_tools(gen, use)
 
 
 class CompletionRequest(Request):
     prompt: Prompt = Field(default=None, validate_default=True)
+    tools: CompletionTools = None
+    logprobs: CompletionLogprobs = None  # the number of most likely tokens, 0..5, as OpenAI's
 
     def generation(self, defaults: Defaults) -> Generation:
-        gen = self._generation(defaults, messages=None, prompt=self.prompt)
+        gen = self._generation(defaults, messages=None, prompt=self.prompt, logprobs=self.logprobs)
         if gen.max_tokens is None:
             gen.max_tokens = 16  # OpenAI's default for completions
         return gen

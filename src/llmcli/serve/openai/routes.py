@@ -8,16 +8,19 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from llmcli.engine.templates.thinking import REASONING
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call, ClosesCall, Piece, Reply
 from llmcli.serve.errors import ApiError
+from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.outcome import Outcome, timings, usage
 from llmcli.serve.state import Server
+from llmcli.serve.tool_calls import openai_call_delta
 
 router = APIRouter()
 
@@ -32,14 +35,24 @@ def fingerprint(server: Server) -> str:
 
 
 class Shape:
-    """How one route words its objects: a chat's message and delta, or a completion's text."""
+    """How one route words its objects: a chat's message and delta, or a completion's text; each
+    choice with its index and, when asked, its tokens' log-probabilities."""
 
-    def __init__(self, chat: bool, model: str, fingerprint: str) -> None:
+    def __init__(self, chat: bool, model: str, fingerprint: str, call: Call) -> None:
         self.chat = chat
         self.model = model
         self.fingerprint = fingerprint
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
+        self.call = call
+        asked = call.gen.logprobs is not None
+        self.logprobs = [ChoiceLogprobs(chat) for _ in range(call.gen.n)] if asked else None
+
+    def _logprobs(self, index: int, entries: list | None = None) -> dict | None:
+        """Choice index's log-probabilities: `entries`, else those that arrived since its last chunk."""
+        if self.logprobs is None:
+            return None
+        return self.logprobs[index].shape(self.call.take_logprobs(index) if entries is None else entries)
 
     def envelope(self, choices: list[dict], chunk: bool) -> dict:
         kind = ("chat.completion" if self.chat else "text_completion") + (
@@ -54,38 +67,67 @@ class Shape:
             "choices": choices,
         }
 
-    def piece(self, kind: str, text: str) -> dict:
+    def piece(self, piece: Piece) -> dict:
+        i, logprobs = piece.choice, self._logprobs(piece.choice)
+        if piece.call is not None:
+            delta = {"tool_calls": [openai_call_delta(piece.call)]}
+            return {"index": i, "delta": delta, "logprobs": logprobs, "finish_reason": None}
         if self.chat:
-            key = "reasoning_content" if kind == REASONING else "content"
-            return {"index": 0, "delta": {key: text}, "finish_reason": None}
-        return {"index": 0, "text": text, "logprobs": None, "finish_reason": None}
+            key = "reasoning_content" if piece.kind == REASONING else "content"
+            return {"index": i, "delta": {key: piece.text}, "logprobs": logprobs, "finish_reason": None}
+        return {"index": i, "text": piece.text, "logprobs": logprobs, "finish_reason": None}
 
-    def last(self, outcome: Outcome) -> dict:
-        reason = "length" if outcome.finish_reason == "length" else "stop"
-        if self.chat:
-            return {"index": 0, "delta": {}, "finish_reason": reason}
-        return {"index": 0, "text": "", "logprobs": None, "finish_reason": reason}
+    def _reason(self, index: int, outcome: Outcome) -> str:
+        tools = self.call.tools[index]
+        if tools is not None:
+            return tools.finish_reason(outcome.finish_reason)
+        return "length" if outcome.finish_reason == "length" else "stop"
 
-    def whole(self, text: str, reasoning: str, outcome: Outcome) -> dict:
-        reason = "length" if outcome.finish_reason == "length" else "stop"
+    def _malformed(self, index: int, choice: dict) -> dict:
+        """llmcli's word on a dropped tool call (docs/tools.md), beside the finish_reason it explains."""
+        tools = self.call.tools[index]
+        if tools is not None and tools.malformed is not None:
+            choice["malformed_tool_call"] = tools.malformed
+        return choice
+
+    def last(self, index: int, outcome: Outcome) -> dict:
+        """Choice index's finishing chunk, with the log-probabilities of tokens whose text was held
+        back (a partial character, a possible stop string)."""
+        reason = self._reason(index, outcome)
+        held = self.call.take_logprobs(index) if self.logprobs is not None else []
+        logprobs = self._logprobs(index, held) if held else None
         if self.chat:
-            message: dict = {"role": "assistant", "content": text}
-            if reasoning:
-                message["reasoning_content"] = reasoning
-            return {"index": 0, "message": message, "finish_reason": reason, "logprobs": None}
-        return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+            last = {"index": index, "delta": {}, "logprobs": logprobs, "finish_reason": reason}
+            return self._malformed(index, last)
+        return {"index": index, "text": "", "logprobs": logprobs, "finish_reason": reason}
+
+    def whole(self, index: int, reply: Reply) -> dict:
+        reason = self._reason(index, reply.outcome)
+        logprobs = self._logprobs(index, reply.logprobs)
+        if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if reply.reasoning:
+                message["reasoning_content"] = reply.reasoning
+            tools = self.call.tools[index]
+            if tools is not None and tools.calls:
+                message["tool_calls"] = tools.openai_calls()
+                message["content"] = reply.text or None  # OpenAI's: null beside calls
+            choice = {"index": index, "message": message, "finish_reason": reason, "logprobs": logprobs}
+            return self._malformed(index, choice)
+        return {"index": index, "text": reply.text, "finish_reason": reason, "logprobs": logprobs}
 
 
 async def answer(request, call: Call, shape: Shape):
     """The whole reply as one JSON object."""
     from starlette.responses import JSONResponse
 
-    reply = await call.whole(request.is_disconnected)
+    replies = await call.choices(request.is_disconnected)
     t0 = time.perf_counter()
-    body = shape.envelope([shape.whole(reply.text, reply.reasoning, reply.outcome)], False)
-    body["usage"] = usage(reply.outcome)
+    body = shape.envelope([shape.whole(i, reply) for i, reply in enumerate(replies)], False)
+    assert call.outcome is not None  # the choices' together
+    body["usage"] = usage(call.outcome)
     call.return_s += time.perf_counter() - t0
-    body["timings"] = timings(reply.outcome, call.postprocess_s * 1000, call.return_s * 1000)
+    body["timings"] = timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
     return JSONResponse(body)
 
 
@@ -97,23 +139,23 @@ def stream(server: Server, call: Call, shape: Shape):
     """Server-sent events in OpenAI's format, `data: [DONE]` last."""
 
     async def events():
-        if shape.chat:
-            yield json.dumps(
-                shape.envelope(
-                    [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}], True
-                )
-            )
+        for i in range(call.gen.n) if shape.chat else ():
+            role = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
+            yield json.dumps(shape.envelope([{**role, "finish_reason": None}], True))
         async for data in call.streamed(
-            lambda kind, text: json.dumps(shape.envelope([shape.piece(kind, text)], True)),
+            lambda piece: json.dumps(shape.envelope([shape.piece(piece)], True)),
             lambda exc: json.dumps(exc.body(ollama=False)),  # OpenAI's mid-stream error
         ):
             yield data
         outcome = call.outcome
         if outcome is None:
             return
-        last = shape.envelope([shape.last(outcome)], True)
-        last["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
-        yield json.dumps(last)
+        for i, each in enumerate(call.outcomes):
+            assert each is not None  # every choice's came before the request's
+            last = shape.envelope([shape.last(i, each)], True)
+            if i == call.gen.n - 1:
+                last["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
+            yield json.dumps(last)
         if call.gen.include_usage:
             tail = shape.envelope([], True)
             tail["usage"] = usage(outcome)
@@ -155,7 +197,7 @@ async def _generate(request: Request, kind: type[ChatCompletionRequest]):
     body = await server.read(request, kind)
     call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
     await call.start()
-    shape = Shape(kind is ChatCompletionRequest, server.config.model_name, fingerprint(server))
+    shape = Shape(kind is ChatCompletionRequest, server.config.model_name, fingerprint(server), call)
     if call.gen.stream:
         return stream(server, call, shape)
     return await answer(request, call, shape)

@@ -1,0 +1,88 @@
+"""The vocabulary a conversion writes, as records: what vocab.py and spm_json.py read a tokenizer into,
+and what vocab_verify.py checks by behaviour, each importing it from here rather than from the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# gguf.TokenType values, repeated here so that planning needs no gguf import.
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+
+@dataclass(frozen=True)
+class PreCheck:
+    """How the pre-tokenizer written to the GGUF was chosen."""
+
+    pre: str  # tokenizer.ggml.pre
+    verified_by: str  # "definition" (matched the table exactly) or "behaviour" (identical ids on the corpus)
+    check_strings: int = 0  # corpus strings tokenized, for "behaviour"
+    check_tokens: int = 0  # ids compared, for "behaviour"
+    corpus: str = ""  # the corpus fingerprint, for "behaviour"
+    tried: tuple[str, ...] = ()  # candidates tried before the one chosen, in order
+
+    def describe(self) -> str:
+        if self.verified_by == "definition":
+            return f"{self.pre}, its definition matches exactly"
+        rejected = f"; {', '.join(self.tried)} differed" if self.tried else ""
+        return (
+            f"{self.pre}, verified by behaviour: identical ids on {self.check_strings} check strings "
+            f"({self.check_tokens} tokens, corpus {self.corpus}){rejected}"
+        )
+
+
+# Written when the pre-tokenizer was chosen by behaviour: which one, and on what it was verified.
+PRE_CHECK_KEY = "llmcli.tokenizer.pre_check"
+
+
+@dataclass
+class Vocab:
+    model: str  # tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+    pre: str | None  # tokenizer.ggml.pre
+    tokens: list[str]
+    types: list[int]
+    scores: list[float] | None = None
+    merges: list[str] = field(default_factory=list)
+    special: dict[str, int] = field(default_factory=dict)  # bos/eos/unk/pad/eot -> id
+    add_bos: bool | None = None
+    add_eos: bool | None = None
+    add_space_prefix: bool | None = None
+    chat_template: str | None = None
+    n_padding: int = 0  # rows of the embedding beyond the tokenizer
+    # When the pre-tokenizer definition matched no known one exactly: the names to verify by
+    # behaviour, nearest first, and the parsed tokenizer.json to verify against (pre is None until then).
+    pre_candidates: tuple[str, ...] = ()
+    hf_json: dict | None = field(default=None, repr=False)
+    pre_check: PreCheck | None = None  # how `pre` was chosen (byte-level BPE only)
+
+    def write(self, writer: Any) -> None:
+        """Add this vocabulary's keys to a gguf.GGUFWriter."""
+        writer.add_tokenizer_model(self.model)
+        if self.pre is not None:
+            writer.add_tokenizer_pre(self.pre)
+        writer.add_token_list(self.tokens)
+        writer.add_token_types(self.types)
+        if self.scores is not None:
+            writer.add_token_scores(self.scores)
+        if self.merges:
+            writer.add_token_merges(self.merges)
+        adders = {
+            "bos": writer.add_bos_token_id,
+            "eos": writer.add_eos_token_id,
+            "unk": writer.add_unk_token_id,
+            "pad": writer.add_pad_token_id,
+            "eot": writer.add_eot_token_id,
+        }
+        for kind, tid in self.special.items():
+            adders[kind](tid)
+        if self.add_bos is not None:
+            writer.add_add_bos_token(self.add_bos)
+        if self.add_eos is not None:
+            writer.add_add_eos_token(self.add_eos)
+        if self.add_space_prefix is not None:
+            writer.add_add_space_prefix(self.add_space_prefix)
+        if self.chat_template:
+            writer.add_chat_template(self.chat_template)
+        if self.pre_check is not None and self.pre_check.verified_by == "behaviour":
+            writer.add_string(PRE_CHECK_KEY, self.pre_check.describe())

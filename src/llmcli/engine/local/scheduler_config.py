@@ -1,0 +1,39 @@
+"""The scheduler's settings and counters, and the refusal of a sequence that can never fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llmcli.errors import ContextOverflow
+
+
+class NeverFits(ContextOverflow):
+    """A sequence that no amount of waiting would make fit the KV pool (exit 2)."""
+
+
+@dataclass
+class SchedulerConfig:
+    # Prefill tokens per step while other sequences are generating: a long prompt is fed in chunks,
+    # so the others' time between tokens grows by one chunk's compute, not by the whole prompt.
+    # When nothing is generating, a step takes up to n_batch prompt tokens.
+    prefill_chunk: int = 128
+    reserve: bool = True  # admission sets aside prompt + max_tokens cells (else prompt cells only)
+    keep_prefixes: bool = True  # a finished sequence's cells stay, as a prefix to share, until needed
+    share_prefixes: bool = True
+    min_shared: int = 4  # a shorter common prefix is prefilled again rather than copied
+    # No decoding while a prompt is being prefilled (llama-batched-bench's phases: all prompts, then
+    # all replies); the default interleaves them, so that generating sequences never stall.
+    prefill_first: bool = False
+
+
+@dataclass
+class SchedulerCounters:
+    steps: int = 0
+    decode_calls: int = 0
+    no_slot: int = 0  # llama_decode returned 1
+    deferrals: int = 0
+    evictions: int = 0  # idle prefixes dropped to make room
+    shared_tokens: int = 0
+    prefill_tokens: int = 0
+    decoded_tokens: int = 0
+    step_ms: list[float] = field(default_factory=list)
