@@ -3,7 +3,8 @@
 `tool_constraint(tools, form, choice)` gives the OutputConstraint a reply follows:
 - "none": no grammar (None); the tools may still be in the prompt;
 - "required": from the first token, one call (or several, with `parallel`) to any of the tools;
-- "named": the same, to that one function only;
+- "named": exactly one call, to that function (as vLLM and OpenAI answer a named tool_choice;
+  allowing more let a small model repeat the call until max_tokens cut it off);
 - "auto": lazy. The reply is free text until it writes the family's opening marker (the
   constraint's `trigger`); from the marker on, the grammar applies, so a text answer stays free and
   a call is well formed. The whole-reply forms (llama3, generic) have no marker: their trigger is a
@@ -178,6 +179,7 @@ def tool_constraint(
         chosen = [(i, tool) for i, tool in chosen if tool["function"]["name"] == choice.name]
         if not chosen:
             raise BadTool(f"tool_choice names {choice.name!r}, which is not among the tools")
+        parallel = False
     markup = MARKUPS[form.name]
     lazy = choice.mode == "auto"
     rules = [f"root ::= {markup.root(parallel, lazy)}", WS, *_call_rules(chosen, markup)]
