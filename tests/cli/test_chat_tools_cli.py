@@ -155,3 +155,75 @@ def test_tool_choice_without_tools_is_refused(embedded_path):
 def test_a_missing_tools_file_is_refused(tmp_path, embedded_path):
     r = cli_process("chat", embedded_path, "--tools", str(tmp_path / "none.json"), "Hi")
     assert r.exit_code == 2 and r.stdout == "" and "tools file" in r.stderr, r.stderr
+
+
+# A script's turn after it ran the call: the conversation so far, ending with the tool's result.
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+}
+FED_BACK = [
+    {"role": "system", "content": "You answer about the weather."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "22 C and sunny"},
+]
+
+
+def test_a_tool_result_fed_back_with_messages_is_answered_as_it_stands(tmp_path, embedded_path):
+    template = qwen_template(tmp_path)
+    (tmp_path / "conversation.json").write_text(json.dumps(FED_BACK))
+    (tmp_path / "tools.json").write_text(json.dumps([WEATHER]))
+    tools = ["--tools", str(tmp_path / "tools.json")]
+    shown = cli_process(
+        "render",
+        embedded_path,
+        "--chat-template",
+        template,
+        *tools,
+        "--json",
+        "--messages",
+        "-",
+        input=json.dumps(FED_BACK),
+    )
+    assert shown.exit_code == 0, shown.stderr
+    rendered = json.loads(shown.stdout)
+    assert "22 C and sunny" in rendered["text"]
+    r = cli_process(
+        "chat",
+        embedded_path,
+        "--chat-template",
+        template,
+        *tools,
+        "--tool-choice",
+        "none",
+        "--messages",
+        str(tmp_path / "conversation.json"),
+        "--json",
+        *FAST,
+    )
+    assert r.exit_code == 0, r.stderr
+    document = json.loads(r.stdout)
+    # The prompt is exactly the conversation render shows, with no user turn added.
+    assert document["usage"]["prompt_tokens"] == rendered["n_tokens"]
+    assert document["tool_calls"] == [] and document["conversation_id"] is None  # the script's, not logged
+
+
+@pytest.mark.parametrize(
+    "conversation, args, message",
+    [
+        (FED_BACK[:3], [], "the last message of --messages is the assistant's: give a PROMPT to answer"),
+        (FED_BACK, ["-c"], "--messages gives the whole conversation, -c/--cid a logged one; give only one"),
+        ([{"role": "wizard", "content": "x"}], [], "is not a list of messages"),
+        (FED_BACK, ["--endpoint", "http://127.0.0.1:9/v1"], "--messages needs a local model"),
+    ],
+)
+def test_a_bad_messages_file_is_one_line_and_exit_2(tmp_path, embedded_path, conversation, args, message):
+    (tmp_path / "conversation.json").write_text(json.dumps(conversation))
+    r = cli_process(
+        "chat", "--messages", str(tmp_path / "conversation.json"), *args, *FAST, "-m", embedded_path
+    )
+    assert r.exit_code == 2 and r.stdout == "", (r.exit_code, r.stderr)
+    assert r.stderr.startswith("llmcli: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert message in r.stderr, r.stderr

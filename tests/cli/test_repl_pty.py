@@ -197,3 +197,24 @@ def test_set_schema_validates_each_reply_and_a_failing_one_is_one_line(repl, tmp
     repl.expect(pexpect.EOF)
     repl.close()
     assert repl.exitstatus == 0
+
+
+def test_a_tool_call_shows_as_a_block_in_the_repl(private_store, tmp_path):
+    tools = tmp_path / "tools.json"
+    parameters = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}}
+    tools.write_text(
+        json.dumps([{"type": "function", "function": {"name": "get_weather", "parameters": parameters}}])
+    )
+    child = cli_pty(
+        "chat", "--temp", "0", "-n", "60", "-t", "1", "--tools", str(tools), "--tool-choice", "get_weather"
+    )
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("Weather in Paris?")
+        child.expect(r"→ get_weather\(\{.*\}\)  \[call_")
+        child.expect_exact(PROMPT)
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)

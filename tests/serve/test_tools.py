@@ -110,11 +110,19 @@ def test_arguments_come_in_the_order_the_schema_gives_its_properties(client):
 
 def test_parallel_tool_calls_false_allows_one_call(client):
     # Held to get_time, the tiny model calls it again and again while the grammar lets it.
-    ask = {"messages": ASK, "tools": [WEATHER, TIME], "tool_choice": NAMED, "max_tokens": 96}
+    ask = {"messages": ASK, "tools": [TIME], "tool_choice": "required", "max_tokens": 96}
     one = chat(client, parallel_tool_calls=False, **ask).choices[0]
     assert one.finish_reason == "tool_calls" and len(one.message.tool_calls) == 1
     many = chat(client, **ask).choices[0]
     assert many.finish_reason == "length" or len(many.message.tool_calls) > 1
+
+
+def test_a_named_function_is_called_exactly_once(client):
+    # as vLLM and OpenAI answer a named tool_choice, whatever parallel_tool_calls says
+    ask = {"messages": ASK, "tools": [WEATHER, TIME], "tool_choice": NAMED, "max_tokens": 96}
+    reply = chat(client, parallel_tool_calls=True, **ask).choices[0]
+    assert reply.finish_reason == "tool_calls"
+    assert [call.function.name for call in reply.message.tool_calls] == [NAMED["function"]["name"]]
 
 
 def test_each_of_n_choices_is_read_for_its_own_calls(client):

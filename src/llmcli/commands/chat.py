@@ -138,6 +138,16 @@ def chat(
             "--grammar", metavar="FILE", show_default=False, help="The reply follows this GBNF grammar."
         ),
     ] = None,
+    messages: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--messages",
+            metavar="FILE",
+            show_default=False,
+            help='OpenAI-style JSON conversation before PROMPT: [{"role": ..., "content": ...}], with '
+            "assistant tool_calls and tool results. Without PROMPT its last message is answered. Not logged.",
+        ),
+    ] = None,
     tools: Annotated[
         Optional[Path],
         typer.Option(
@@ -194,7 +204,7 @@ def chat(
 ) -> None:
     from llmcli.usecases.chat import ChatOptions
     from llmcli.usecases.constraint import constraint_from_options
-    from llmcli.usecases.tools import parse_tool_options
+    from llmcli.usecases.tools import parse_tool_options, read_history
 
     params = sampling_params(
         temperature=temp,
@@ -209,6 +219,7 @@ def chat(
     constraint = constraint_from_options(schema, fmt, grammar, env.home)  # checked before any model loads
     remote = bool(endpoint or env.endpoint)
     tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
+    history = read_history(messages, remote, continue_latest or cid is not None)
     _refuse_old_ctx_flag(continue_latest, model, prompt)
     run_chat(
         ChatOptions(
@@ -231,6 +242,7 @@ def chat(
             timeout=timeout,
             constraint=constraint,
             tool_use=tool_use,
+            history=history,
             chat_template=chat_template,
             think=think,
             show_thinking=show_thinking,
@@ -282,8 +294,9 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
             pulling=lambda: pull_report(env.stderr, env.stderr_isatty),
             resumed=chat_log.resumed,
         )
-        recorder = recorder_for(opts, opened, chat_log)
-        if opened.prompt is None:
+        # --messages: a script's own conversation, which it keeps; the log keeps chat's
+        recorder = recorder_for(opts, opened, chat_log) if opts.history is None else None
+        if opened.prompt is None and opts.history is None:
             from llmcli.ui.repl import Repl
 
             Repl(

@@ -18,23 +18,29 @@ class ToolCallView:
     def __init__(self, reader: ToolReader, out: Output) -> None:
         self.reader, self.out = reader, out
         self._stream = reader.stream()
+        self.reads = reader.use.choice.mode != "none"  # --tool-choice none: the reply is text
 
     def streaming(self, write: Callable[[str], object]) -> Callable[[str], object]:
         """`write`, fed only the reply's text outside its call markup."""
         from llmcli.engine.tools import ContentDelta
+
+        self._write = write
+        if not self.reads:
+            return write
 
         def feed(text: str) -> None:
             for delta in self._stream.feed(text):
                 if isinstance(delta, ContentDelta):
                     write(delta.text)
 
-        self._write = write
         return feed
 
     def end(self) -> None:
         """The reply is over: write what text the stream still held back."""
         from llmcli.engine.tools import ContentDelta
 
+        if not self.reads:
+            return
         for delta in self._stream.finish():
             if isinstance(delta, ContentDelta):
                 self._write(delta.text)
@@ -43,8 +49,10 @@ class ToolCallView:
     def read(self, reply: Reply) -> ParsedReply:
         """The reply's calls (RuntimeFailure when it had to call one and did not); a malformed call
         is one warning."""
-        from llmcli.engine.tools import parse_reply
+        from llmcli.engine.tools import ParsedReply, parse_reply
 
+        if not self.reads:
+            return ParsedReply(reply.text)
         finish = reply.stats.finish_reason if reply.stats else None
         parsed = self.reader.check(parse_reply(reply.text, self.reader.form, self.reader.use.names), finish)
         if parsed.malformed:

@@ -28,7 +28,7 @@ class Answer:
     structured: dict[str, Any] = field(default_factory=dict)  # {"data": value} for a JSON constraint
 
 
-def ask_once(session, prompt: str, constraint: OutputConstraint | None, hooks: AnswerHooks) -> Answer:
+def ask_once(session, prompt: str | None, constraint: OutputConstraint | None, hooks: AnswerHooks) -> Answer:
     """Ask, stream through `hooks`, release the session (nothing follows a one-shot request), then
     check a constrained reply (RuntimeFailure when it does not hold)."""
     from llmcli.engine.events import drain
@@ -52,12 +52,13 @@ def ask_once(session, prompt: str, constraint: OutputConstraint | None, hooks: A
 
 
 def log_exchange(
-    recorder, session, prompt: str, reply: Reply, warn: Callable[[str], object]
+    recorder, session, prompt: str | None, reply: Reply, warn: Callable[[str], object]
 ) -> Exchange | None:
-    """Log the exchange; a log that fails costs one warning, never the reply. None if not logged."""
+    """Log the exchange; a log that fails costs one warning, never the reply. None if not logged
+    (no recorder, or no prompt: a --messages conversation is the script's)."""
     from llmcli.chatlog import LogWriteFailed
 
-    if recorder is None:
+    if recorder is None or prompt is None:
         return None
     try:
         return recorder.record(session, prompt, reply)

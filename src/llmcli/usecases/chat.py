@@ -20,6 +20,7 @@ from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:
     from llmcli.chatlog import Conversation
+    from llmcli.engine.messages import Message
     from llmcli.engine.openai.client import Endpoint
     from llmcli.engine.session import Session
     from llmcli.engine.structured import OutputConstraint
@@ -48,6 +49,7 @@ class ChatOptions:
     timeout: float | None = None
     constraint: OutputConstraint | None = None  # --schema / --format json / --grammar
     tool_use: ToolUse | None = None  # --tools FILE, --tool-choice
+    history: list[Message] | None = None  # --messages FILE: the conversation before the prompt
     chat_template: Path | None = None  # --chat-template FILE: overrides the model's
     think: bool | None = None  # --think/--no-think: enable_thinking, where the template reads it
     show_thinking: bool = False  # --show-thinking: stream the reasoning on stderr
@@ -113,6 +115,11 @@ def join_piped(prompt: str | None, piped: str | None) -> str | None:
 
 
 def check_prompt(prompt: str | None, opts: ChatOptions, inputs: ChatInputs) -> None:
+    if opts.history is not None and prompt is None:
+        last = opts.history[-1].role
+        if last not in ("user", "tool"):
+            raise UsageError(f"the last message of --messages is the {last}'s: give a PROMPT to answer")
+        return
     interactive = prompt is None
     if interactive and not inputs.interactive:
         raise UsageError("no prompt: give one as an argument or pipe it in (the REPL needs a terminal)")
@@ -166,7 +173,8 @@ def open_local(
         return model_ref(text, inputs.home)
 
     ref, prompt = split_arguments(opts, read, lambda r: names_a_model(r, names))
-    prompt = join_piped(prompt, inputs.piped)
+    piped = inputs.piped if opts.history is None or (inputs.piped or "").strip() else None
+    prompt = join_piped(prompt, piped)  # with --messages, an empty pipe is no prompt: the last is answered
     check_prompt(prompt, opts, inputs)
     # A continued conversation keeps its model unless one is given.
     ref = (
@@ -179,6 +187,10 @@ def open_local(
     model_id = entry.name if entry.name in names else entry.path  # a GGUF outside the store: its path
     session = load_session(entry, opts)
     use_prefix_cache(session, store, entry, opts, inputs)
+    if opts.history is not None:
+        from llmcli.usecases.tools import use_history
+
+        use_history(session, opts.history)
     tools = None
     if opts.tool_use is not None:
         from llmcli.usecases.tools import use_tools

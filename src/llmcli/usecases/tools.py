@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from llmcli.errors import RuntimeFailure, UsageError
 
 if TYPE_CHECKING:
+    from llmcli.engine.messages import Message
     from llmcli.engine.structured import OutputConstraint
     from llmcli.engine.tools import ParsedReply, ToolCall, ToolCallStream, ToolFormat
     from llmcli.engine.tools.grammar import ToolChoice
@@ -60,6 +61,28 @@ def parse_tool_options(
     except BadTool as exc:
         raise UsageError(f"--tools {path}: {exc}") from None
     return ToolUse(tools, choice, str(path))
+
+
+def read_history(path: Path | None, remote: bool, resuming: bool) -> list[Message] | None:
+    """--messages FILE: the conversation a script keeps (its calls' results as `tool` messages)."""
+    from llmcli.usecases.render import parse_messages, read_messages_file
+
+    if path is None:
+        return None
+    if remote:
+        raise UsageError("--messages needs a local model: chat sends no conversation to an --endpoint")
+    if resuming:
+        raise UsageError("--messages gives the whole conversation, -c/--cid a logged one; give only one")
+    return parse_messages(read_messages_file(path), str(path))
+
+
+def use_history(session, messages: list[Message]) -> None:
+    """The conversation before the prompt; a leading system message is the system prompt unless
+    --system gave one."""
+    if messages[0].role == "system":
+        session.system = session.system or messages[0].content
+        messages = messages[1:]
+    session.messages = list(messages)
 
 
 def use_tools(session, use: ToolUse) -> ToolReader:

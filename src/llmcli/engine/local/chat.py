@@ -187,7 +187,9 @@ class ChatSession:
             self.disk_cache,
         )
 
-    def ask(self, text: str, *, keep_cache: bool = True) -> Iterator[Event]:
+    def ask(self, text: str | None, *, keep_cache: bool = True) -> Iterator[Event]:
+        """One reply to `text` as the next user message; None answers the conversation as it stands
+        (`chat --messages` ending with a tool result)."""
         self._cancel.clear()
         turn = Turn(self._turn_inputs(), text, keep_cache)
         if not self._load_reported:

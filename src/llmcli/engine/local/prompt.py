@@ -60,7 +60,9 @@ class ConversationPrompt:
         shown, self.noted = self.noted, note
         return note if note and note != shown else None
 
-    def tokenize(self, user: Message, start: int = 0, limit: int | None = None) -> RenderedPrompt | None:
+    def tokenize(
+        self, user: Message | None, start: int = 0, limit: int | None = None
+    ) -> RenderedPrompt | None:
         """The prompt with the history from `start` on, or None once it is known not to fit `limit`
         (it is not tokenized to the end). A long history that runs the template past its budget
         does not fit either, while there is history left to drop."""
@@ -73,7 +75,7 @@ class ConversationPrompt:
         try:
             return self.template.tokenize(
                 self.runtime,
-                head + messages + [user],
+                head + messages + ([user] if user is not None else []),
                 limit=self.limit if limit is None else limit,
                 tools=self.tools,
                 **self.thinking.variables(self.think),
@@ -85,7 +87,7 @@ class ConversationPrompt:
                 raise
             return None
 
-    def fit_history(self, user: Message, limit: int) -> tuple[int, RenderedPrompt | None]:
+    def fit_history(self, user: Message | None, limit: int) -> tuple[int, RenderedPrompt | None]:
         """The oldest turn to keep so that the prompt fits `limit` tokens, and that prompt.
 
         Called once the whole history is known not to fit. It gallops back from the newest turn

@@ -131,6 +131,25 @@ class SamplerPool:
         self.free.clear()
 
 
+# A refused draw is redrawn from the likeliest 256 tokens, then 4,096, then all (GrammarCheck).
+TOP_TIERS = (256, 4096)
+TOP_MARGINS = (8.0, 16.0, 32.0)  # logits below the best: how far the first tier reaches, widened in turn
+
+
+def _likeliest(logits: np.ndarray, size: int) -> np.ndarray:
+    """The ids of at most `size` of the highest logits: those within a margin of the best, the margin
+    widened until they are a quarter of `size` (one pass over the row each, where selecting the top
+    k of 49k logits costs ten), then cut to `size`."""
+    best = logits.max()
+    for margin in TOP_MARGINS:
+        top = np.flatnonzero(logits >= best - margin)
+        if len(top) >= size // 4:
+            break
+    if len(top) > size:
+        top = top[np.argpartition(logits[top], len(top) - size)[len(top) - size :]]
+    return top
+
+
 MAX_REDRAWS = 32  # tokens refused at a lazy grammar's trigger, in one position
 
 
@@ -161,6 +180,10 @@ class GrammarCheck:
             n, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
         )
         self._all = ll.llama_token_data_array(self._cands.ctypes.data_as(ll.llama_token_data_p), n, -1, False)
+        self._top = np.zeros(min(TOP_TIERS[-1], n), dtype=self._cands.dtype)  # see _top_allowed
+        self._top_arr = ll.llama_token_data_array(
+            self._top.ctypes.data_as(ll.llama_token_data_p), len(self._top), -1, False
+        )
         self._one_data = (ll.llama_token_data * 1)()
         self._one = ll.llama_token_data_array(self._one_data, 1, -1, False)
 
@@ -175,11 +198,37 @@ class GrammarCheck:
         arr.data = self._cands.ctypes.data_as(self.ll.llama_token_data_p)
         arr.size, arr.selected, arr.sorted = len(self._ids), -1, False
 
-    def _draw(self, sampler) -> int:
+    def _draw(self, sampler, arr=None) -> int:
         import ctypes
 
-        self.ll.llama_sampler_apply(sampler, ctypes.byref(self._all))
-        return int(self._all.data[self._all.selected].id)
+        arr = arr if arr is not None else self._all
+        self.ll.llama_sampler_apply(sampler, ctypes.byref(arr))
+        return int(arr.data[arr.selected].id)
+
+    def _top_allowed(self, ctx, idx: int) -> bool:
+        """The grammar applied to the likeliest tokens of logits row idx (into `_top_arr`), in
+        widening tiers: True if it allows any. Applying it to the whole vocabulary costs ~50x more
+        than to 256 tokens (every token's text against the grammar's stacks), and when the model's
+        own choice was refused, an allowed token is most often among its likeliest. Only the others
+        are lost to the draw, and only while a likelier one is allowed. When a grammar forces
+        markup a model does not know, one allowed token may rank anywhere: the last tier is the
+        whole vocabulary (False here)."""
+        import ctypes
+
+        logits = np.ctypeslib.as_array(self.ll.llama_get_logits_ith(ctx, idx), shape=(len(self._ids),))
+        for size in TOP_TIERS:
+            top = _likeliest(logits, size)
+            k = len(top)
+            self._top["id"][:k], self._top["logit"][:k], self._top["p"][:k] = top, logits[top], 0.0
+            arr = self._top_arr
+            arr.data = self._top.ctypes.data_as(self.ll.llama_token_data_p)
+            arr.size, arr.selected, arr.sorted = k, -1, False
+            self.ll.llama_sampler_apply(self._grammar, ctypes.byref(arr))
+            if (self._top["logit"][:k] > -np.inf).any():
+                return True
+            if k == len(logits):
+                break
+        return False
 
     def allows(self, token: int, grammar=None) -> bool:
         import ctypes
@@ -213,15 +262,18 @@ class GrammarCheck:
             return token
         if not self.allows(token):
             self.resamples += 1
-            self._fill(ctx, idx)
-            ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
-            if not (self._cands["logit"] > -np.inf).any():
-                # A dead end: no token continues the grammar and it is not complete. Drawing anyway
-                # would hand llama.cpp a token its grammar refuses, and accepting that aborts the
-                # process; end the reply instead, with the end-of-generation token, accepted nowhere.
-                self.dead_ends += 1
-                return self._end
-            token = self._draw(chain)
+            if self._top_allowed(ctx, idx):
+                token = self._draw(chain, self._top_arr)
+            else:
+                self._fill(ctx, idx)
+                ll.llama_sampler_apply(self._grammar, ctypes.byref(self._all))
+                if not (self._cands["logit"] > -np.inf).any():
+                    # A dead end: no token continues the grammar and it is not complete. Drawing anyway
+                    # would hand llama.cpp a token its grammar refuses, and accepting that aborts the
+                    # process; end the reply instead, with the end-of-generation token, accepted nowhere.
+                    self.dead_ends += 1
+                    return self._end
+                token = self._draw(chain)
         ll.llama_sampler_accept(self._grammar, token)
         if stateful_chain:
             ll.llama_sampler_accept(chain, token)

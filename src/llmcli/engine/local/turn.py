@@ -58,12 +58,13 @@ class TurnInputs:
 
 
 class Turn:
-    def __init__(self, inputs: TurnInputs, text: str, keep_cache: bool) -> None:
+    def __init__(self, inputs: TurnInputs, text: str | None, keep_cache: bool) -> None:
         self.inputs, self.rt, self.text, self.keep_cache = inputs, inputs.runtime, text, keep_cache
         self.conversation = inputs.prompt
         self.sched = inputs.scheduler
         self.n_ctx = self.sched.n_ctx_seq  # the cells one sequence can hold (all of them, for one)
-        self.user = Message("user", text)
+        # None: the conversation is answered as it stands (its last message a user's or a tool's)
+        self.user = Message("user", text) if text is not None else None
         self.stats = Stats(n_ctx=self.n_ctx, load_ms=0.0)
         self.ms = dict.fromkeys((stage.key for stage in STAGES), 0.0)  # each stage's time, in order
         self.t0 = time.perf_counter()
@@ -109,7 +110,7 @@ class Turn:
         if len(prompt.tokens) + max_tokens > n_ctx:
             max_tokens = n_ctx - len(prompt.tokens)
             yield Notice(f"the reply is capped at {max_tokens} tokens by the {n_ctx}-token context")
-        stable = conversation.stable_length(prompt, self.text)
+        stable = conversation.stable_length(prompt, self.text or "")
         # Admission gives the sequence the cells the last turn kept, cut to what this prompt shares
         # with them (never its last token: it is computed again for the logits to sample from).
         seq = self.seq = self._submit(prompt, max_tokens, stable)
@@ -259,7 +260,7 @@ class Turn:
         """The exchange as the history keeps it. The reply's ids are kept only when they say exactly
         what the text says; a trimmed or masked reply is re-tokenized from its text next turn."""
         return [
-            self.user,
+            *([self.user] if self.user is not None else []),
             Message(
                 "assistant",
                 self.reply,

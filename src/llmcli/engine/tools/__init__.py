@@ -1,8 +1,9 @@
 """Tool calls in a model's reply: which form its template makes it write (`detect`), and a parser
 of that form, for a whole reply (`parse_reply`) or a streamed one (`ToolCallStream`).
 
-Rendering the tools into the prompt is the template's business (engine/templates); this package
-only reads the reply. It imports neither backend.
+Rendering the tools into the prompt is the template's business (engine/templates). This package
+reads the reply, and (grammar.py) makes the grammar `tool_choice` asks for, in the same markup;
+it imports neither backend (llama.cpp parses that grammar through engine/local, imported late).
 """
 
 from llmcli.engine.tools.calls import (

@@ -3,7 +3,8 @@
 `tool_constraint(tools, form, choice)` gives the OutputConstraint a reply follows:
 - "none": no grammar (None); the tools may still be in the prompt;
 - "required": from the first token, one call (or several, with `parallel`) to any of the tools;
-- "named": the same, to that one function only;
+- "named": exactly one call, to that function (as vLLM and OpenAI answer a named tool_choice;
+  allowing more let a small model repeat the call until max_tokens cut it off);
 - "auto": lazy. The reply is free text until it writes the family's opening marker (the
   constraint's `trigger`); from the marker on, the grammar applies, so a text answer stays free and
   a call is well formed. The whole-reply forms (llama3, generic) have no marker: their trigger is a
@@ -48,7 +49,7 @@ class ToolChoice:
         return cls(text) if text in ("auto", "none", "required") else cls("named", text)
 
 
-# A call's JSON as every reader takes it; `ws` is bounded, so no reply loops on whitespace.
+# Whitespace between markup and calls, bounded, so that no reply loops on it.
 WS = 'ws ::= | " " | "\\n" [ \\t]{0,20}'
 NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -120,6 +121,12 @@ def namespaced(gbnf: str, prefix: str) -> str:
     return "".join(f"{prefix}-{token}" if token in names else token for token in _GBNF_TOKEN.findall(gbnf))
 
 
+def one_line(message: str) -> str:
+    """A message that quotes the schema's own words (a property name) with its control characters
+    escaped: a refusal is one line, in a terminal or a JSON error body."""
+    return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", message)
+
+
 def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
     """A tool's parameters schema as rules named PREFIX-…; BadTool names the field when refused."""
     from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
@@ -132,7 +139,7 @@ def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
         check_subset(schema)
         gbnf = schema_to_gbnf(schema)
     except UsageError as err:
-        raise BadTool(re.sub("^--schema", where, str(err))) from None
+        raise BadTool(one_line(re.sub("^--schema", where, str(err)))) from None
     return namespaced(gbnf, prefix)
 
 
@@ -172,6 +179,7 @@ def tool_constraint(
         chosen = [(i, tool) for i, tool in chosen if tool["function"]["name"] == choice.name]
         if not chosen:
             raise BadTool(f"tool_choice names {choice.name!r}, which is not among the tools")
+        parallel = False
     markup = MARKUPS[form.name]
     lazy = choice.mode == "auto"
     rules = [f"root ::= {markup.root(parallel, lazy)}", WS, *_call_rules(chosen, markup)]
@@ -183,7 +191,7 @@ def tool_constraint(
     try:
         check_gbnf(gbnf, "tools", from_schema=True)
     except UsageError as err:
-        raise BadTool(str(err)) from None
+        raise BadTool(one_line(str(err))) from None
     return OutputConstraint(
         "tools",
         gbnf,
