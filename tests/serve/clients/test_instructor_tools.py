@@ -28,16 +28,13 @@ def test_instructor_tools_mode_builds_the_model_from_the_call(server, openai_mod
         openai_module.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0),
         mode=instructor.Mode.TOOLS,
     )
-    # TOOLS mode names its one function in tool_choice: the server holds the reply to that call.
-    # parallel_tool_calls false: instructor reads the first call only, and the tiny model, left free to
-    # add calls (OpenAI's default), repeats this one up to the grammar's bound (8 calls, ~360 tokens).
+    # TOOLS mode names its one function in tool_choice: the server holds the reply to one call to it.
     weather, completion = client.chat.completions.create_with_completion(
         model=EMBEDDED_NAME,
         response_model=Weather,
         max_tokens=96,
         max_retries=0,
         messages=ASK_WEATHER,
-        parallel_tool_calls=False,
     )
     assert isinstance(weather, Weather)
     jsonschema.validate(weather.model_dump(), WEATHER_PARAMETERS)
