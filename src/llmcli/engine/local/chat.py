@@ -18,7 +18,8 @@ from llmcli.engine.local.grammar import Grammars
 from llmcli.engine.local.lookup import parse_draft
 from llmcli.engine.local.prompt import CancelFlag, ConversationPrompt
 from llmcli.engine.local.runtime import Runtime
-from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
+from llmcli.engine.local.scheduler import Scheduler
+from llmcli.engine.local.scheduler_config import SchedulerConfig
 from llmcli.engine.local.session_cache import SessionCache
 from llmcli.engine.local.turn import Turn, TurnInputs
 from llmcli.engine.messages import Message
@@ -150,10 +151,10 @@ class ChatSession:
         # What the KV cache still holds (the REPL's conversation) goes to the disk prefix cache, so a
         # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
         sched = self.scheduler
-        if self.disk_cache is not None and self._kept and sched.idle:
+        if self.disk_cache is not None and self._kept and sched.admission.idle:
             self._kept = False
-            slot = next(reversed(sched.idle))  # the prefix kept last: the conversation
-            cells = SeqCells(self.runtime, slot, list(sched.idle[slot]), sched.n_ctx_seq)
+            slot = next(reversed(sched.admission.idle))  # the prefix kept last: the conversation
+            cells = SeqCells(self.runtime, slot, list(sched.admission.idle[slot]), sched.n_ctx_seq)
             self.cache_warning = self.disk_cache.save_tip(cells).warning
             cells.close()
         sched.close()
@@ -167,8 +168,8 @@ class ChatSession:
         if sched.n_slots != 1:
             return
         if after:
-            rt.kv_tokens[:] = sched.idle.get(0, [])
-        elif 0 in sched.idle and sched.idle[0] != rt.kv_tokens:
+            rt.kv_tokens[:] = sched.admission.idle.get(0, [])
+        elif 0 in sched.admission.idle and sched.admission.idle[0] != rt.kv_tokens:
             sched.forget(0)
 
     # -- one request -------------------------------------------------------------------------
