@@ -16,6 +16,7 @@ from llmcli.engine.events import Event, Stats
 from llmcli.engine.local.cells import SeqCells
 from llmcli.engine.local.grammar import Grammars
 from llmcli.engine.local.lookup import parse_draft
+from llmcli.engine.local.model_template import model_template
 from llmcli.engine.local.prompt import CancelFlag, ConversationPrompt
 from llmcli.engine.local.runtime import Runtime
 from llmcli.engine.local.scheduler import Scheduler
@@ -27,9 +28,8 @@ from llmcli.engine.postprocess import WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import OutputConstraint
-from llmcli.engine.templates.choice import TemplateChoice, choose_template
-from llmcli.engine.templates.render import ChatTemplate, RenderedPrompt
-from llmcli.engine.templates.thinking import ThinkingForm
+from llmcli.engine.templates.choice import TemplateChoice
+from llmcli.engine.templates.render import RenderedPrompt
 
 
 class ChatSession:
@@ -51,16 +51,8 @@ class ChatSession:
         # Every prefix the last turn kept is worth taking over, however short.
         self.scheduler = Scheduler(runtime, SchedulerConfig(min_shared=1))
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
-        self.template_choice = choose_template(
-            runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
-        )
-        self.template = ChatTemplate(
-            self.template_choice.source,
-            bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
-            eos_token=runtime.piece(runtime.eos_id, special=True).decode("utf-8", "replace"),
-            file=self.template_choice.file,
-        )
-        self.thinking = ThinkingForm.of(self.template_choice.source, runtime.has_token)
+        chosen = model_template(runtime, override=chat_template)
+        self.template_choice, self.template, self.thinking = chosen.choice, chosen.template, chosen.thinking
         self._cancel = CancelFlag()
         # The conversation (system, messages, think, stable_text: properties below) and its prompts.
         self.prompt = ConversationPrompt(
