@@ -36,7 +36,8 @@ QUESTIONS = [
 
 
 def run(rt, prompts: list[list[int]], share: bool) -> dict:
-    from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
+    from llmcli.engine.local.scheduler import Scheduler
+    from llmcli.engine.local.scheduler_config import SchedulerConfig
     from llmcli.engine.local.sequence import Request
     from llmcli.engine.sampling import SamplingParams
 

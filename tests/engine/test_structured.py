@@ -97,6 +97,26 @@ def test_an_unsupported_schema_is_refused_naming_the_keyword_and_place(schema, w
 @pytest.mark.parametrize(
     "schema",
     [
+        {"type": "string", "maxLength": 10**7},
+        [1, 2],
+        {"typ": "string"},
+        {"type": "string", "pattern": "^a(?=b)$"},
+    ],
+    ids=["bounds", "metaschema", "subset", "converter"],
+)
+def test_every_check_of_a_schema_names_what_it_came_from_as_the_caller_calls_it(schema):
+    """Chat says --schema, the server the request field; one check, each caller's words."""
+    with pytest.raises(UsageError) as chat:
+        constraint_from_schema(schema)
+    with pytest.raises(UsageError) as serve:
+        constraint_from_schema(schema, "response_format.schema", name="response_format.schema")
+    assert str(chat.value).startswith("--schema")
+    assert str(serve.value) == str(chat.value).replace("--schema", "response_format.schema", 1)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
         {"type": "string", "minLength": 2, "maxLength": 2},
         {"type": "array", "items": {"type": "integer"}, "minItems": 0, "maxItems": 0},
         {"type": "number", "minimum": 2, "maximum": 2},

@@ -136,7 +136,8 @@ def measure(
 ) -> list[ParallelRow]:
     """Every (pp, tg, B) on one loaded model, in llama-batched-bench's order."""
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig
-    from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
+    from llmcli.engine.local.scheduler import Scheduler
+    from llmcli.engine.local.scheduler_config import SchedulerConfig
     from llmcli.engine.local.sequence import Request
     from llmcli.engine.sampling import SamplingParams
     from llmcli.gguf_check import model_facts

@@ -144,11 +144,22 @@ def load_schema(arg: str, home: Path | None = None) -> tuple[dict, str]:
     return schema, source
 
 
-def constraint_from_schema(schema: Any, source: str = "--schema") -> OutputConstraint:
-    check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
-    check_is_schema(schema)
-    check_subset(schema)
-    return OutputConstraint("schema", schema_to_gbnf(schema), schema, source)
+def constraint_from_schema(
+    schema: Any, source: str = "--schema", *, name: str = "--schema"
+) -> OutputConstraint:
+    """A schema checked (its bounds, the metaschema, the supported subset, the converter) into its
+    constraint, for chat's --schema and the server's schema fields alike. source: where it came from
+    (an option, a file, a field); name: what its refusals call it (chat's option, a request's field)."""
+    try:
+        check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
+        check_is_schema(schema)
+        check_subset(schema)
+        gbnf = schema_to_gbnf(schema)
+    except UsageError as exc:
+        if name == "--schema":
+            raise
+        raise UsageError(str(exc).replace("--schema", name, 1)) from None
+    return OutputConstraint("schema", gbnf, schema, source)
 
 
 def parse_constraint(

@@ -2,17 +2,16 @@
 json_object form), llama-server's `grammar` and `json_schema`, and Ollama's `format`, into the
 OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
 
-A schema gets chat's checks (its bounds, the metaschema, the supported subset, the converter) here, on
-the request's side; the grammar is parsed by llama.cpp on the engine thread, with the model's
-vocabulary, when the request is admitted. Messages are chat's, naming the field instead of the option.
+A schema gets chat's checks (engine/structured.py's constraint_from_schema) here, on the request's
+side; the grammar is parsed by llama.cpp on the engine thread, with the model's vocabulary, when the
+request is admitted. Messages are chat's, naming the field instead of the option.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
-from llmcli.engine.structured import OutputConstraint, schema_to_gbnf
+from llmcli.engine.structured import OutputConstraint, constraint_from_schema, schema_to_gbnf
 from llmcli.errors import UsageError
 from llmcli.serve.errors import bad
 
@@ -22,13 +21,9 @@ OLLAMA_FIX = 'send "json" or a JSON Schema object'
 
 def _from_schema(schema: Any, field: str) -> OutputConstraint:
     try:
-        check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
-        check_is_schema(schema)
-        check_subset(schema)
-        gbnf = schema_to_gbnf(schema)
+        return constraint_from_schema(schema, field, name=field)
     except UsageError as exc:
-        raise bad(field, str(exc).replace("--schema", field, 1)) from None
-    return OutputConstraint("schema", gbnf, schema, field)
+        raise bad(field, str(exc)) from None
 
 
 # OpenAI's JSON mode and Ollama's `"format": "json"` promise a JSON object (clients index the reply

@@ -107,7 +107,8 @@ class Engine:
     def _load(self) -> None:
         from llmcli.engine.local.grammar import Grammars
         from llmcli.engine.local.runtime import Runtime, RuntimeConfig
-        from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
+        from llmcli.engine.local.scheduler import Scheduler
+        from llmcli.engine.local.scheduler_config import SchedulerConfig
         from llmcli.serve.prompt import PromptMaker
 
         c = self.config
@@ -331,7 +332,7 @@ class Engine:
             running=len(sched.running),
             waiting=len(sched.waiting),
             kv_used=sum(s.n_past for s in sched.running),
-            kv_cached=sum(len(tokens) for tokens in sched.idle.values()),
+            kv_cached=sum(len(tokens) for tokens in sched.admission.idle.values()),
             n_ctx=sched.n_ctx,
             finished=self._finished,
             generated=self._generated,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from llmcli.engine.local.model_template import model_template
 from llmcli.engine.messages import Message
-from llmcli.engine.templates.choice import choose_template
-from llmcli.engine.templates.render import ChatTemplate, PromptTooLong
-from llmcli.engine.templates.thinking import ThinkingForm, opens_thinking
+from llmcli.engine.templates.render import PromptTooLong
+from llmcli.engine.templates.thinking import opens_thinking
 from llmcli.errors import TemplateError, UsageError
 from llmcli.serve.errors import ApiError, context_exceeded
 from llmcli.serve.protocol import Generation
@@ -32,13 +32,8 @@ class PromptMaker:
     def __init__(self, runtime, room: int) -> None:
         self.rt = runtime
         self.room = room  # tokens a sequence holds
-        choice = choose_template(runtime.chat_template, runtime.arch, runtime.has_token)
-        special = lambda token: runtime.piece(token, special=True).decode("utf-8", "replace")  # noqa: E731
-        self.template = ChatTemplate(
-            choice.source, bos_token=special(runtime.bos_id), eos_token=special(runtime.eos_id)
-        )
-        self.source = choice.source
-        self.thinking = ThinkingForm.of(choice.source, runtime.has_token)
+        chosen = model_template(runtime)
+        self.template, self.source, self.thinking = chosen.template, chosen.choice.source, chosen.thinking
         # No token covers more bytes than this, so a text of more characters than room * this cannot fit.
         self.longest_piece = max(len(runtime.piece(t, special=False)) for t in range(runtime.n_vocab)) or 1
 

@@ -9,7 +9,8 @@ from llmcli.engine.local.chat import ChatSession
 from llmcli.engine.local.grammar import ThinkGate, grammar_sampler
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.sampler import GrammarCheck
-from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
+from llmcli.engine.local.scheduler import Scheduler
+from llmcli.engine.local.scheduler_config import SchedulerConfig
 from llmcli.engine.local.sequence import Request
 from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
@@ -97,7 +98,7 @@ def test_a_request_the_caller_stops_reading_gives_its_sequence_back(runtime):
             break
     stream.close()  # the REPL's Ctrl-C, a closed pipe
     sched = session.scheduler
-    assert not sched.running and sched.free_slots == [0]
+    assert not sched.running and sched.admission.free_slots == [0]
     mem = runtime.ll.llama_get_memory(runtime.ctx_ptr)
     assert runtime.ll.llama_memory_seq_pos_max(mem, 0) == -1  # its cells were freed
     assert drain(session.ask("Say hello.")).text  # the next request is admitted
@@ -107,7 +108,7 @@ def test_a_runtime_cleared_between_turns_is_prefilled_again(runtime):
     runtime.clear()
     session = ChatSession(runtime, params=SamplingParams(temperature=0.0, max_tokens=8))
     first = drain(session.ask("Name a color."))
-    assert runtime.kv_tokens and session.scheduler.idle  # the turn's cells are kept, and mirrored
+    assert runtime.kv_tokens and session.scheduler.admission.idle  # the turn's cells are kept, and mirrored
     runtime.clear()
     session.messages.clear()
     again = drain(session.ask("Name a color."))

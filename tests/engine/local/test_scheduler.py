@@ -9,7 +9,8 @@ import pytest
 
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.sampler import SamplerPool
-from llmcli.engine.local.scheduler import NeverFits, Scheduler, SchedulerConfig
+from llmcli.engine.local.scheduler import Scheduler
+from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import ExitStatus

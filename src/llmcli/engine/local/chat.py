@@ -16,9 +16,11 @@ from llmcli.engine.events import Event, Stats
 from llmcli.engine.local.cells import SeqCells
 from llmcli.engine.local.grammar import Grammars
 from llmcli.engine.local.lookup import parse_draft
+from llmcli.engine.local.model_template import model_template
 from llmcli.engine.local.prompt import CancelFlag, ConversationPrompt
 from llmcli.engine.local.runtime import Runtime
-from llmcli.engine.local.scheduler import Scheduler, SchedulerConfig
+from llmcli.engine.local.scheduler import Scheduler
+from llmcli.engine.local.scheduler_config import SchedulerConfig
 from llmcli.engine.local.session_cache import SessionCache
 from llmcli.engine.local.turn import Turn, TurnInputs
 from llmcli.engine.messages import Message
@@ -26,9 +28,8 @@ from llmcli.engine.postprocess import WordFilter
 from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.session import SessionInfo
 from llmcli.engine.structured import OutputConstraint
-from llmcli.engine.templates.choice import TemplateChoice, choose_template
-from llmcli.engine.templates.render import ChatTemplate, RenderedPrompt
-from llmcli.engine.templates.thinking import ThinkingForm
+from llmcli.engine.templates.choice import TemplateChoice
+from llmcli.engine.templates.render import RenderedPrompt
 
 
 class ChatSession:
@@ -50,16 +51,8 @@ class ChatSession:
         # Every prefix the last turn kept is worth taking over, however short.
         self.scheduler = Scheduler(runtime, SchedulerConfig(min_shared=1))
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
-        self.template_choice = choose_template(
-            runtime.chat_template, runtime.arch, runtime.has_token, override=chat_template
-        )
-        self.template = ChatTemplate(
-            self.template_choice.source,
-            bos_token=runtime.piece(runtime.bos_id, special=True).decode("utf-8", "replace"),
-            eos_token=runtime.piece(runtime.eos_id, special=True).decode("utf-8", "replace"),
-            file=self.template_choice.file,
-        )
-        self.thinking = ThinkingForm.of(self.template_choice.source, runtime.has_token)
+        chosen = model_template(runtime, override=chat_template)
+        self.template_choice, self.template, self.thinking = chosen.choice, chosen.template, chosen.thinking
         self._cancel = CancelFlag()
         # The conversation (system, messages, think, stable_text: properties below) and its prompts.
         self.prompt = ConversationPrompt(
@@ -150,10 +143,10 @@ class ChatSession:
         # What the KV cache still holds (the REPL's conversation) goes to the disk prefix cache, so a
         # later `chat -c` prefills only its new turn; a one-shot request saved and freed it at release.
         sched = self.scheduler
-        if self.disk_cache is not None and self._kept and sched.idle:
+        if self.disk_cache is not None and self._kept and sched.admission.idle:
             self._kept = False
-            slot = next(reversed(sched.idle))  # the prefix kept last: the conversation
-            cells = SeqCells(self.runtime, slot, list(sched.idle[slot]), sched.n_ctx_seq)
+            slot = next(reversed(sched.admission.idle))  # the prefix kept last: the conversation
+            cells = SeqCells(self.runtime, slot, list(sched.admission.idle[slot]), sched.n_ctx_seq)
             self.cache_warning = self.disk_cache.save_tip(cells).warning
             cells.close()
         sched.close()
@@ -167,8 +160,8 @@ class ChatSession:
         if sched.n_slots != 1:
             return
         if after:
-            rt.kv_tokens[:] = sched.idle.get(0, [])
-        elif 0 in sched.idle and sched.idle[0] != rt.kv_tokens:
+            rt.kv_tokens[:] = sched.admission.idle.get(0, [])
+        elif 0 in sched.admission.idle and sched.admission.idle[0] != rt.kv_tokens:
             sched.forget(0)
 
     # -- one request -------------------------------------------------------------------------

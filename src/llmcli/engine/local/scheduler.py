@@ -12,16 +12,17 @@ without it each of the n_seq_max sequences owns n_ctx / n_seq_max cells of its o
 n choices of one prompt are forks of its first: admitted with it, they take its prompt's cells and
 sample their first tokens from its logits row, so the prompt is prefilled once.
 A driven sequence (a chat's) is admitted, prefilled and released here, decoded by its client (cells.py).
+Which waiting sequence starts where, and the slots' bookkeeping, is admission.py's.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, deque
+from collections import deque
 
+from llmcli.engine.local.admission import Admission, cells_needed
 from llmcli.engine.local.batch import TokenBatch
 from llmcli.engine.local.cells import SeqCells
-from llmcli.engine.local.prefix_cache import common_prefix
 from llmcli.engine.local.sampler import SamplerPool
 from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig, SchedulerCounters
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
@@ -36,21 +37,18 @@ class Scheduler:
         self.ll = ll = runtime.ll
         self.config = config or SchedulerConfig()
         ctx = runtime.ctx_ptr
-        self._memory = ll.llama_get_memory(ctx)
         self.n_slots = int(ll.llama_n_seq_max(ctx))
         self.n_ctx = int(ll.llama_n_ctx(ctx))
         self.n_ctx_seq = int(ll.llama_n_ctx_seq(ctx))  # cells one sequence can ever hold
         self.unified = self.n_slots == 1 or self.n_ctx_seq * self.n_slots > self.n_ctx
         self.n_batch = runtime.n_batch
         self.batch = TokenBatch(ll, self.n_batch)
-        self.free_slots: list[int] = list(range(self.n_slots))
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []  # in admission order
-        self.idle: OrderedDict[int, list[int]] = OrderedDict()  # slot -> the tokens its cells hold (LRU)
         self.counters = SchedulerCounters()
+        self.admission = Admission(ll, ll.llama_get_memory(ctx), self.config, self.counters, self.n_slots)
         self.pool = SamplerPool(runtime)  # finished chains, reset and reused
         self._pending_events: list[SeqEvent] = []
-        self._hold = False  # a sequence was deferred: admit nothing more until a release
         self._next_id = 0
         runtime.clear()  # the scheduler owns the context's cells from here on
 
@@ -64,15 +62,14 @@ class Scheduler:
             raise UsageError("an empty prompt gives the model nothing to continue; send at least one token")
         if budget < 1:
             raise UsageError(f"max tokens must be at least 1, not {budget}")
-        # The last token of a reply is sampled, never decoded: n reply tokens occupy n - 1 cells.
-        need = n_prompt + budget - 1 if self.config.reserve else n_prompt
+        seq = Sequence(self._next_id, request)
+        need = cells_needed(seq, self.config.reserve)
         if need > self.n_ctx_seq:
             raise NeverFits(
                 f"the prompt ({n_prompt} tokens) and its reply budget ({budget}) need {need} KV cells "
                 f"and a sequence can hold {self.n_ctx_seq}; shorten the prompt, lower --max-tokens "
                 "or raise --ctx"
             )
-        seq = Sequence(self._next_id, request)
         seq.fork_of = fork_of
         self._next_id += 1
         self.waiting.append(seq)
@@ -103,8 +100,8 @@ class Scheduler:
 
     def forget(self, slot: int) -> None:
         """Empty an idle slot whose cells were changed behind the scheduler's back."""
-        if slot in self.idle:
-            self._evict(slot)
+        if slot in self.admission.idle:
+            self.admission.evict(slot)
 
     @property
     def busy(self) -> bool:
@@ -170,7 +167,7 @@ class Scheduler:
         for seq in self.running:
             if budget <= 0:
                 break
-            if not seq.prefilling or (seq.wait_for is not None and not self._copy_prefix(seq)):
+            if not seq.prefilling or (seq.wait_for is not None and not self.admission.copy_prefix(seq)):
                 continue
             chunk = seq.pending(budget)
             last = seq.n_past + len(chunk) == seq.n_tokens
@@ -197,7 +194,7 @@ class Scheduler:
             if first:  # before seq's release: its forks take its cells and read its logits row
                 n = len(seq.prompt)
                 for fork in [s for s in self.running if s.wait_for is not None and s.wait_for == (seq, n)]:
-                    self._give_cells(fork, seq, n)
+                    self.admission.give_cells(fork, seq, n)
                     fork.i_batch = seq.i_batch
                     events.append(fork.sample(self.rt, self.n_ctx_seq))
                     self._release_if_done(fork, events[-1])
@@ -208,140 +205,29 @@ class Scheduler:
             self._release(seq, keep=event.finish_reason != "cancelled")
 
     # -- admission and release ---------------------------------------------------------------
-    def _used_cells(self) -> int:
-        return sum(s.reserved for s in self.running) + sum(len(t) for t in self.idle.values())
-
     def admit(self) -> None:
         """Admit the waiting sequences that fit now. A step does it; the client of a driven sequence
         calls it first, to restore a cached prefix into its cells before they are prefilled."""
-        while self.waiting and not self._hold:
-            seq = self.waiting[0]
-            placed = self._place(seq)
-            if placed is None:
-                return
-            slot, source, shared, src = placed
-            need = seq.n_tokens + (seq.max_tokens - len(seq.generated) - 1 if self.config.reserve else 0)
-            need -= shared if source in ("live", "fork") else 0
-            if self.unified and not self._room_for(need, keep=slot):
-                if slot not in self.idle:
-                    self.free_slots.append(slot)
-                return
-            self.waiting.popleft()
-            self._start(seq, slot, source, shared, src, need)
-
-    def _room_for(self, need: int, keep: int) -> bool:
-        """Evict idle prefixes (least recently used first, not `keep`) until `need` cells are free."""
-        while self._used_cells() - len(self.idle.get(keep, ())) + need > self.n_ctx:
-            victims = [slot for slot in self.idle if slot != keep]
-            if not victims:
-                return False
-            self._evict(victims[0])
-        return True
-
-    def _place(self, seq: Sequence) -> tuple[int, str, int, int] | None:
-        """A slot for seq, where its first cells come from and how many, and the source:
-        ("idle": the prefix its slot kept), ("live": a copy of the prefix of running[src]), ("fork":
-        the whole prompt of seq.fork_of, not yet prefilled) or ("none": an empty slot). None: no slot yet."""
-        lead = seq.fork_of
-        if self.unified and lead is not None and lead.state == RUNNING and lead.stats.t_first is None:
-            dst = self._free_slot()
-            return None if dst is None else (dst, "fork", len(seq.prompt), -1)
-        tokens, cap = seq.tokens(), seq.n_tokens - 1  # the last token is computed again, for logits
-        best, best_len = None, 0
-        if self.config.share_prefixes:
-            sources = [("idle", slot, held) for slot, held in self.idle.items()]
-            if self.unified:  # what a live sequence holds, or will once its prompt is prefilled
-                sources += [
-                    ("live", i, s.tokens()[: max(s.n_past, len(s.prompt))])
-                    for i, s in enumerate(self.running)
-                    if s.wait_for is None
-                ]
-            for kind, src, held in sources:
-                n = min(common_prefix(held, tokens), cap)
-                if n > best_len:
-                    best, best_len = (kind, src), n
-        if best is not None and best_len >= self.config.min_shared:
-            kind, src = best
-            if kind == "idle":  # taken over in _start, once the cells are granted
-                return src, "idle", best_len, src
-            dst = self._free_slot()
-            if dst is not None:
-                return dst, "live", best_len, src
-        dst = self._free_slot()
-        return None if dst is None else (dst, "none", 0, -1)
-
-    def _free_slot(self) -> int | None:
-        if not self.free_slots and self.idle:
-            self._evict(next(iter(self.idle)))
-        return self.free_slots.pop(0) if self.free_slots else None
-
-    def _start(self, seq: Sequence, slot: int, source: str, shared: int, src: int, need: int) -> None:
-        ll, mem = self.ll, self._memory
-        if source == "idle":
-            del self.idle[slot]
-        if source == "idle" and not ll.llama_memory_seq_rm(mem, slot, shared, -1):
-            ll.llama_memory_seq_rm(mem, slot, -1, -1)  # a state that cannot be cut (recurrent): start over
-            shared = 0
-        seq.slot, seq.n_past, seq.reserved, seq.state = slot, 0, need, RUNNING
-        if source == "fork" and seq.fork_of is not None:  # its cells and first token: _after_decode
-            seq.wait_for = (seq.fork_of, shared)
-        elif source == "live":
-            seq.wait_for = (self.running[src], shared)
-            self._copy_prefix(seq)
-        elif shared:
-            seq.n_past = shared
-            seq.stats.shared_tokens += shared
-            self.counters.shared_tokens += shared
-        if seq.stats.t_admit is None:
-            seq.stats.t_admit = time.perf_counter()
-        if seq.sampler is None:
-            seq.sampler = self.pool.take(seq.request.params)
-            seq.sampler.grammar = seq.request.grammar
-        self.running.append(seq)
-
-    def _copy_prefix(self, seq: Sequence) -> bool:
-        """Give seq the prefix it waits for, once its source has computed it (llama_memory_seq_cp adds
-        seq's id to the same cells). False: not yet. A source that left first: seq prefills it."""
-        assert seq.wait_for is not None
-        src, n = seq.wait_for
-        if src.state != RUNNING:
-            seq.wait_for = None
-            return True
-        if src.n_past < n:
-            return False
-        self._give_cells(seq, src, min(n, seq.n_tokens - 1))
-        return True
-
-    def _give_cells(self, seq: Sequence, src: Sequence, n: int) -> None:
-        self.ll.llama_memory_seq_cp(self._memory, src.slot, seq.slot, 0, n)
-        seq.wait_for, seq.n_past = None, n
-        seq.stats.shared_tokens += n
-        self.counters.shared_tokens += n
+        pool = self.n_ctx if self.unified else None
+        for seq in self.admission.admit(self.waiting, self.running, pool):
+            if seq.sampler is None:
+                seq.sampler = self.pool.take(seq.request.params)
+                seq.sampler.grammar = seq.request.grammar
 
     def _release(self, seq: Sequence, keep: bool) -> None:
         """Free its cells at once (or keep them as an idle prefix) and its slot."""
         self.running.remove(seq)
         seq.state = DONE
         slot, seq.slot = seq.slot, -1
-        if keep and self.config.keep_prefixes and seq.n_past:
-            self.idle[slot] = seq.tokens()[: seq.n_past]
-        else:
-            self.ll.llama_memory_seq_rm(self._memory, slot, -1, -1)
-            self.free_slots.append(slot)
+        keep = keep and self.config.keep_prefixes and seq.n_past > 0
+        self.admission.release(slot, seq.tokens()[: seq.n_past] if keep else None)
         self._return_sampler(seq)
-        self._hold = False
-
-    def _evict(self, slot: int) -> None:
-        del self.idle[slot]
-        self.ll.llama_memory_seq_rm(self._memory, slot, -1, -1)
-        self.free_slots.append(slot)
-        self.counters.evictions += 1
 
     def _make_room(self, plan: list[tuple[Sequence, int]]) -> list[SeqEvent]:
         """llama_decode found no KV slot for the batch: free cells without losing any work for good."""
-        if self.idle:
-            for slot in list(self.idle):
-                self._evict(slot)
+        if self.admission.idle:
+            for slot in list(self.admission.idle):
+                self.admission.evict(slot)
             return []
         if len(self.running) > 1:
             self._defer(self.running[-1])
@@ -355,14 +241,13 @@ class Scheduler:
     def _defer(self, seq: Sequence) -> None:
         """Give back its cells and queue it first again; it prefills prompt + reply when readmitted."""
         self.running.remove(seq)
-        self.ll.llama_memory_seq_rm(self._memory, seq.slot, -1, -1)
-        self.free_slots.append(seq.slot)
+        self.admission.drop(seq.slot)
         seq.slot, seq.n_past, seq.reserved, seq.i_batch, seq.state = -1, 0, 0, -1, WAITING
         seq.wait_for = None
         seq.stats.deferrals += 1
         self.counters.deferrals += 1
         self.waiting.appendleft(seq)
-        self._hold = True
+        self.admission.hold = True
 
     def _return_sampler(self, seq: Sequence) -> None:
         sampler, seq.sampler = seq.sampler, None
@@ -375,7 +260,7 @@ class Scheduler:
         """Free every cell and sampler; the runtime stays loaded (its owner closes it)."""
         for seq in list(self.running):
             self._release(seq, keep=False)
-        for slot in list(self.idle):
-            self._evict(slot)
+        for slot in list(self.admission.idle):
+            self.admission.evict(slot)
         self.pool.close()
         self.batch.close()
