@@ -6,8 +6,8 @@ import random
 
 import numpy as np
 
+from llmcli.engine.local.logits import LogitRows
 from llmcli.engine.sampling import SamplingParams
-from llmcli.errors import RuntimeFailure
 
 
 class Sampler:
@@ -46,7 +46,7 @@ class Sampler:
         # 49k-entry candidate array (42 us), for every sequence of every step. (They differ only on a
         # row with NaNs, a broken model's: argmax returns the first NaN, llama.cpp skips them.)
         self._argmax = params.temperature <= 0 and not self._stateful
-        self._n_vocab = runtime.n_vocab
+        self._rows = LogitRows(ll, self._ctx, runtime.n_vocab)
 
     def sample(self, idx: int = -1) -> int:
         """The next token from the logits of batch index idx (-1: the last decoded position).
@@ -56,10 +56,7 @@ class Sampler:
         reads the same row: a sequence of a batch is constrained at its own index."""
         grammar = self.grammar
         if grammar is None and self._argmax:
-            row = self.ll.llama_get_logits_ith(self._ctx, idx)
-            if not row:
-                raise RuntimeFailure(f"llama.cpp kept no logits at batch index {idx}")
-            return int(np.ctypeslib.as_array(row, shape=(self._n_vocab,)).argmax())
+            return int(self._rows.row(idx).argmax())
         if grammar is None or grammar.gate.state == "thinking":
             token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
         else:
