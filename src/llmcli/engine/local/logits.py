@@ -39,7 +39,5 @@ class LogitRows:
             raise RuntimeFailure(f"llama.cpp kept no logits at batch index {idx}")
         if len(self._views) >= MAX_VIEWS:
             self._views.clear()
-        view = self._views[addr] = np.frombuffer(
-            (ctypes.c_float * self._n_vocab).from_address(addr), dtype=np.float32
-        )
+        view = self._views[addr] = np.ctypeslib.as_array((ctypes.c_float * self._n_vocab).from_address(addr))
         return view
