@@ -9,6 +9,11 @@ prefill cancelled out. Contestants:
   stream   `llmcli chat PROMPT` as a user runs it, reply streamed to stdout (a pipe to /dev/null)
   json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
 
+`--profile KIND` instead runs one contestant once, with a callgrind profile part dumped at each
+entry to and exit from llama_decode: the parts between two calls are exactly the work of one token
+outside llama_decode. It prints their mean and the functions they spend it in (exclusive), over the
+decode loop's steady tokens (the first parts hold start-up and the prefill).
+
 It prints each one's instructions per token, the part inside llama_decode, and the rest: the
 Python overhead per token, also as a fraction of llama_decode's cost (at 1 thread, where no
 thread spins at a barrier; the overhead does not depend on the thread count, llama_decode's
@@ -19,7 +24,7 @@ valgrind cannot run AVX-512 code, so the children load llama.cpp built without i
 LLAMA_CPP_LIB_PATH): llama_decode's own count is that build's, the Python overhead is the same.
 
     python benchmarks/decode_overhead.py [--short 16] [--long 80] [--model PATH] [--only stream,json]
-                                         [--lib DIR] [--src DIR]
+                                         [--lib DIR] [--src DIR] [--profile KIND [--tokens 12]]
 """
 
 from __future__ import annotations
@@ -94,6 +99,50 @@ def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]
     return total, decode
 
 
+def parts(out: Path) -> list[tuple[str, Path]]:
+    """The dumped parts of one run in order, each with its trigger ("before"/"after" llama_decode)."""
+    found = []
+    for path in out.parent.glob(out.name + ".*"):
+        head = path.read_text(errors="replace")[:2000]
+        trigger = re.search(r"^desc: Trigger: Dump (Before|After)", head, re.M)
+        if trigger and path.suffix[1:].isdigit():
+            found.append((int(path.suffix[1:]), trigger.group(1).lower(), path))
+    return [(kind, path) for _, kind, path in sorted(found)]
+
+
+def profile(cmd: list[str], out: Path, env: dict[str, str], skip: int, top: int) -> None:
+    """The mean instructions between two llama_decode calls and the functions they go to."""
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", "--dump-before=llama_decode", "--dump-after=llama_decode",
+         f"--callgrind-out-file={out}", *cmd],
+        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    between = [path for kind, path in parts(out) if kind == "before"][skip:]
+    if not between:
+        raise SystemExit("decode_overhead: no decode-loop parts; decode more tokens (--tokens)")
+    per_function: dict[str, int] = {}
+    total = 0
+    for path in between:
+        report = subprocess.run(
+            ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(path)],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        for line in report.splitlines():
+            m = re.match(r"\s*([\d,]+)\s+\([\s\d.%]+\)\s+(.*)", line)
+            if not m:
+                continue
+            count = int(m.group(1).replace(",", ""))
+            if "PROGRAM TOTALS" in line:
+                total += count
+                continue
+            name = re.sub(r"^\S*/(?=[^/\s]+:)", "", m.group(2).split(" [")[0])  # the file without its dirs
+            per_function[name] = per_function.get(name, 0) + count
+    n = len(between)
+    print(f"{n} tokens: {total / n / 1e6:.3f} M instructions a token between two llama_decode calls")
+    for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{count / n / 1e3:9.1f} k  {name[:150]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", type=int, default=16)
@@ -105,6 +154,9 @@ def main() -> int:
     )
     parser.add_argument("--keep", default=None, help="a directory to keep the callgrind files in")
     parser.add_argument("--src", default=None, help="the llmcli source tree to measure (default: this one's)")
+    parser.add_argument("--profile", default=None, help="one contestant's per-function profile instead")
+    parser.add_argument("--tokens", type=int, default=12, help="the reply's length for --profile")
+    parser.add_argument("--top", type=int, default=40, help="functions --profile lists")
     args = parser.parse_args()
     lib = (
         args.lib
@@ -122,6 +174,12 @@ def main() -> int:
     from llmcli.store import embedded_model_path
 
     model = args.model or str(embedded_model_path())
+    if args.profile:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(args.keep or tmp) / f"{args.profile}.parts"
+            # Skipped: the parts before the prefill's llama_decode and before the first decode step.
+            profile(command(args.profile, model, args.tokens), out, env, skip=2, top=args.top)
+        return 0
     extra = args.long - args.short
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
