@@ -69,6 +69,9 @@ def command(kind: str, model: str, n: int) -> list[str]:
 
 HERE = Path(__file__).resolve().parent
 
+# llama_decode tail-calls this method: callgrind sees no llama_decode frame of its own.
+DECODE = "llama_context::decode(llama_batch const&)"
+
 
 def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
     """(all instructions, those inside llama_decode) of one run."""
@@ -94,7 +97,7 @@ def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]
         count = int(m.group(1).replace(",", ""))
         if "PROGRAM TOTALS" in line:
             total = count
-        elif "llama_context::decode(llama_batch const&)" in line and not decode:  # llama_decode, inlined
+        elif DECODE in line and not decode:  # llama_decode, inlined
             decode = count
     return total, decode
 
@@ -113,7 +116,7 @@ def parts(out: Path) -> list[tuple[str, Path]]:
 def profile(cmd: list[str], out: Path, env: dict[str, str], skip: int, top: int) -> None:
     """The mean instructions between two llama_decode calls and the functions they go to."""
     subprocess.run(
-        ["valgrind", "--tool=callgrind", "--dump-before=llama_decode", "--dump-after=llama_decode",
+        ["valgrind", "--tool=callgrind", f"--dump-before={DECODE}", f"--dump-after={DECODE}",
          f"--callgrind-out-file={out}", *cmd],
         env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
     )  # fmt: skip
