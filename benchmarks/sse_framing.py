@@ -2,7 +2,7 @@
 
 A linear framer spends the same time per byte at every length (ratios near 1); one that rescans its
 buffer on every read grows with the length (a ratio near 16 at 16x the bytes). The tests keep only a
-hang guard on the 1 MiB line (tests/engine/test_openai_http.py); this prints the ratio.
+hang guard on the 1 MiB line (tests/engine/openai/test_openai_http.py); this prints the ratio.
 
     .venv/bin/python benchmarks/sse_framing.py [--rounds 5]
 """

@@ -48,7 +48,7 @@ def test_require_skips_and_in_strict_mode_fails(monkeypatch):
 
 
 def test_only_the_listed_skips_are_allowed():
-    corpus = "tests/engine/test_template_corpus.py::test_template_renders_as_transformers_does"
+    corpus = "tests/engine/templates/test_template_corpus.py::test_template_renders_as_transformers_does"
     refused = "transformers refuses every conversation: {'unicode': 'TypeError'}"
     row = AllowedSkip(rf"{re.escape(corpus)}\[Qwen-Qwen3-0\.6B\.jinja\]", "^transformers refuses", "a probe")
     assert is_allowed(f"{corpus}[Qwen-Qwen3-0.6B.jinja]", refused, [row])

@@ -1,11 +1,14 @@
-"""The layout's rules, read from the source with `ast`: what each layer may import, and module size.
+"""The layout's rules, read from the source with `ast`: what each layer may import, no import cycle,
+no private name taken from another module, and module size.
 
-Every import counts, also one inside a function: a lazy import is still a dependency.
+Every import counts, also one inside a function or under TYPE_CHECKING: a lazy import is still a
+dependency, and a type is part of what a module needs to be read.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +27,13 @@ LIBRARY = (
     "usecases",
     "bench",
     "serve",
-    "chatlog.py",
+    "chatlog",
     "gguf_check",
 )
 TERMINAL = ("typer", "rich", "prompt_toolkit", "llmcli.ui", "llmcli.commands", "llmcli.cli")
-# The two backends under engine/: each depends on the contract at engine/'s root, never on the other.
+# The two backends under engine/ (its rooms): each depends on the contract at engine/'s root, never on
+# the other, and the root depends on neither. templates/ and tools/ are shared by both: the root may
+# use them (the thinking tags, the tool-call records).
 ROOMS = {"local": "llmcli.engine.openai", "openai": "llmcli.engine.local"}
 MAX_LINES = 400
 
@@ -42,21 +47,28 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(path: Path, name: str | None = None) -> set[str]:
-    """Every module a file imports, absolute, wherever the import statement stands (`name`: the
-    module the file is, when it is not under src/)."""
+def statements(path: Path, name: str | None = None) -> Iterator[tuple[str, list[str]]]:
+    """Every import statement of a file, wherever it stands, as (the absolute module, the names taken
+    from it): `import a.b` is ("a.b", []). `name`: the module the file is, when it is not under src/."""
     package = (name or module_name(path)).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
-    names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
+            for alias in node.names:
+                yield alias.name, []
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
-            names.add(module)
-            names |= {f"{module}.{alias.name}" for alias in node.names}  # `from pkg import module`
+            yield ".".join(base + ([node.module] if node.module else [])), [a.name for a in node.names]
+
+
+def imported(path: Path, name: str | None = None) -> set[str]:
+    """Every module a file imports, absolute (and `pkg.name` for `from pkg import name`, which may be
+    a module)."""
+    names = set()
+    for module, taken in statements(path, name):
+        names.add(module)
+        names |= {f"{module}.{alias}" for alias in taken}  # `from pkg import module`
     return names
 
 
@@ -74,6 +86,110 @@ def test_the_local_and_openai_rooms_never_import_each_other(room):
         if is_within(name, other)
     }
     assert not found
+
+
+def test_the_engine_root_imports_no_room():
+    # The contract (engine/*.py) is what both backends build on; a root module that reaches into a
+    # backend ties every backend to that one.
+    found = {
+        f"{module_name(path)} imports {name}"
+        for path in sorted(ENGINE.glob("*.py"))
+        for name in imported(path)
+        if any(is_within(name, f"llmcli.engine.{room}") for room in ROOMS)
+    }
+    assert not found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the modules of src it imports. `from pkg import name` is an edge to pkg.name where
+    that is a module, else to pkg (its __init__); the parent package that any import of a submodule
+    runs first is no edge (else every package that names its submodules would be a cycle)."""
+    paths = {module_name(path): path for path in modules(root)}
+
+    def owner(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in paths.items():
+        found = set()
+        for module, taken in statements(path, name):
+            targets = [f"{module}.{alias}" for alias in taken if f"{module}.{alias}" in paths]
+            if len(targets) < len(taken) or not taken:  # a name the module itself defines
+                targets.append(module)
+            found |= {owner(target) for target in targets}
+        graph[name] = {n for n in found if n is not None and n != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_anywhere_in_src():
+    graph = import_graph()
+    assert {"llmcli.cli", "llmcli.store", "llmcli.engine.local.turn"} <= set(graph)  # top-level too
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def private_imports(path: Path, name: str | None = None) -> set[str]:
+    """`from module import _name` of a name private to another module (dunders are not private)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.add(f"{name or module_name(path)} imports {node.module}.{alias.name}")
+    return found
+
+
+# engine/local/runtime.py is being changed on another branch: its `_llama` becomes public there.
+PRIVATE_IMPORTS_PENDING = {"llmcli.engine.local.grammar imports llmcli.engine.local.runtime._llama"}
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = {line for path in modules(PACKAGE) for line in private_imports(path)}
+    assert found == PRIVATE_IMPORTS_PENDING
+
+
+def test_the_private_name_walk_sees_a_private_import(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from llmcli.a import public, _hidden, __version__\n", encoding="utf-8")
+    assert private_imports(probe, "probe") == {"probe imports llmcli.a._hidden"}
 
 
 @pytest.mark.parametrize("layer", LIBRARY)

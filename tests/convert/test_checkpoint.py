@@ -13,7 +13,7 @@ import pytest
 
 from llmcli.convert.errors import BadCheckpoint
 from llmcli.convert.safetensors_io import read_header
-from llmcli.models import model_ref
+from llmcli.model_ref import model_ref
 from tests.support.cli import cli, cli_process, cli_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_dry_run_json_is_the_plan_the_conversion_then_follows(tiny, llmcli_home)
 
 
 def test_convert_registers_the_model_in_the_store(tiny, llmcli_home):
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
     from llmcli.store import Store
 
     proc = cli_process("convert", str(tiny("llama")), "--name", "tiny-llama", "-q", "f16")

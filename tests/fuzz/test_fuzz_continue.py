@@ -21,7 +21,7 @@ import pytest
 from llmcli.engine.messages import Message
 from llmcli.engine.templates.render import ChatTemplate
 from llmcli.errors import TemplateError
-from tests.engine.test_template_corpus import control_ids, refused_to_continue, transformers_render
+from tests.engine.templates.test_template_corpus import control_ids, refused_to_continue, transformers_render
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 
 CASES = cases(default=60, long=1000)

@@ -234,7 +234,7 @@ def test_find_or_pull_pulls_once_then_uses_the_store(hub: FakeHub) -> None:
     from contextlib import nullcontext
 
     from llmcli.hub.events import FileDone
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
     from llmcli.usecases.pull import find_or_pull
 
     seen: list = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import select
-import signal
 import subprocess
 import threading
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.cli import LLMCLI
+from tests.support.servers import ServerProcess
 
 # Few threads and a small pool: the tests ask for a handful of tokens and run beside other workers.
 CTX = 1024  # KV cells, shared by every sequence (the denominator of /metrics' kv_cache_*_perc)
@@ -48,27 +48,43 @@ def limit_open_files(n: int):
     return setup
 
 
-class ServeProcess:
+class ServeProcess(ServerProcess):
+    """`llmcli serve` on port 0: its first stderr line says the address. stdout and stderr stay pipes
+    (a test reads --json's line and the warnings); the rest of stderr is drained into stderr_lines."""
+
     def __init__(self, home: Path, *args: str, wait: bool = True, open_files: int | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
         env.update(LLMCLI_HOME=str(home))
-        self.proc = subprocess.Popen(
-            [*LLMCLI, "serve", *BASE, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            preexec_fn=limit_open_files(open_files) if open_files is not None else None,
-        )
+        super().__init__("llmcli serve", [*LLMCLI, "serve", *BASE, *args], 0, "/health", env)
+        self.open_files = open_files
         self.stderr_lines: list[str] = []
-        self.url = self._read_url()
+        self.proc = self.launch()
+        self._url = self._read_url()
         # The rest of stderr, drained so that the pipe never fills and blocks the server.
         self._drain = threading.Thread(target=self._read_rest, daemon=True)
         self._drain.start()
         if wait:
             self.wait_ready()
 
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def launch(self) -> subprocess.Popen:
+        limit = self.open_files
+        return subprocess.Popen(
+            self.cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            preexec_fn=limit_open_files(limit) if limit is not None else None,
+        )
+
+    def output_tail(self) -> str:
+        return "\n".join(self.stderr_lines[-40:])
+
     def _read_url(self, timeout: float = HANG_GUARD_S) -> str:
-        assert self.proc.stderr is not None
+        assert self.proc is not None and self.proc.stderr is not None
         end = time.monotonic() + timeout
         buf = b""
         while time.monotonic() < end:
@@ -87,21 +103,12 @@ class ServeProcess:
         raise AssertionError(f"serve printed no address: {buf!r}, exit {self.proc.poll()}")
 
     def _read_rest(self) -> None:
-        assert self.proc.stderr is not None
+        assert self.proc is not None and self.proc.stderr is not None
         for line in iter(self.proc.stderr.readline, b""):
             self.stderr_lines.append(line.decode("utf-8", "replace").rstrip("\n"))
 
     def wait_ready(self, timeout: float = HANG_GUARD_S) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert self.proc.poll() is None, f"serve exited {self.proc.returncode}: {self.stderr_lines}"
-            time.sleep(0.1)
-        raise AssertionError("serve never became ready")
+        super().wait_ready(timeout)
 
     def metric(self, name: str, headers: dict | None = None, absent: float | None = None) -> float:
         """One series of /metrics (`name` with its labels, as the text shows it). A labelled series
@@ -131,13 +138,10 @@ class ServeProcess:
         """llmcli:num_requests_running once it is 0 (a cancel takes a step); its value past HANG_GUARD_S."""
         return self.metric_when("llmcli:num_requests_running", lambda running: running == 0, headers)
 
-    def stop(self, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
+    def stop(self, grace: float = 60) -> int:
+        proc = self.proc
+        code = super().stop(grace)
+        assert proc is not None and code is not None, "the server was stopped already"
+        self.proc = proc  # kept: a test reads its exit status and its pipes after the stop
         self._drain.join(5)
         return code

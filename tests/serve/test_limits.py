@@ -195,6 +195,10 @@ def test_an_empty_key_file_is_refused(tmp_path):
         (["--port", "70000"], "--port"),
         (["--header-timeout", "0"], "--header-timeout"),
         (["--max-connections", "0"], "--max-connections"),
+        (["--parallel", "300"], "--parallel must be in 1..256 (llama.cpp's limit), not 300"),
+        (["--timeout", "0"], "--timeout must be more than 0 s, not 0 s"),
+        (["--grace", "-1"], "--grace must be at least 0 s, not -1 s"),
+        (["--rate-limit", "0"], "--rate-limit must be at least 1, not 0"),
     ],
 )
 def test_bad_options_are_refused_before_anything_loads(args, words):

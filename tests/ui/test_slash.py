@@ -215,7 +215,7 @@ def test_a_bad_load_file_is_one_line_and_leaves_the_conversation(state, tmp_path
 
 
 def test_load_refuses_an_oversized_file_a_folder_and_a_fifo_without_reading_them(state, tmp_path):
-    from llmcli.conversation_file import MAX_FILE_BYTES
+    from llmcli.chatlog.file import MAX_FILE_BYTES
 
     before = _conversation_before(state)
     huge = tmp_path / "huge.json"

@@ -9,7 +9,13 @@ import pytest
 from llmcli.engine.sampling import SamplingParams
 from llmcli.environment import Environment
 from llmcli.usecases.chat import ChatOptions
-from tests.engine.test_thinking import ANSWER_AFTER_THINKING, QWEN3, R1_DISTILL, THINK_THEN_ANSWER, session
+from tests.engine.templates.test_thinking import (
+    ANSWER_AFTER_THINKING,
+    QWEN3,
+    R1_DISTILL,
+    THINK_THEN_ANSWER,
+    session,
+)
 
 
 @pytest.fixture

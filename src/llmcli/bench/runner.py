@@ -157,7 +157,7 @@ def resolve_target(
             gguf=converted.path if converted else None,
             hf_dir=hf_dir,
         )
-    from llmcli.models import chosen_model_ref
+    from llmcli.model_ref import chosen_model_ref
 
     entry = store.resolve(chosen_model_ref(spec, default_model, home))  # ModelNotFound (exit 2) names the fix
     if TRANSFORMERS in backends and not entry.hf_dir:

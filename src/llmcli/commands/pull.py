@@ -49,7 +49,7 @@ def pull(
     json_out: JsonOpt = False,
 ) -> None:
     """Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), resumably and verified."""
-    from llmcli.models import hub_repo_ref
+    from llmcli.model_ref import hub_repo_ref
     from llmcli.store import Store, model_name
     from llmcli.ui.download import pull_report
     from llmcli.usecases import pull as usecase

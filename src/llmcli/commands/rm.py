@@ -12,7 +12,7 @@ from llmcli.commands.options import JsonOpt, RequiredModelArg, environment
 def rm(context: typer.Context, model: RequiredModelArg, json_out: JsonOpt = False) -> None:
     """Remove a model from the store (files llmcli made go with it; the HF cache is left alone)."""
     from llmcli.display import printable
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.usecases.models import remove_model

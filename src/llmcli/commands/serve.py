@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+import llmcli.serve.options as defaults  # serve's defaults and ranges: a table that imports nothing
 from llmcli.commands.options import (
     CtxOpt,
     FilterOpt,
@@ -52,11 +53,16 @@ def serve(
             show_default=False,
         ),
     ] = None,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free one).")] = 8080,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = defaults.HOST,
+    port: Annotated[
+        int, typer.Option("--port", help=defaults.ranged("Port (0: any free one).", "port"))
+    ] = defaults.PORT,
     parallel: Annotated[
-        int, typer.Option("--parallel", min=1, max=256, help="Sequences decoded together (one KV pool).")
-    ] = 4,
+        int,
+        typer.Option(
+            "--parallel", help=defaults.ranged("Sequences decoded together (one KV pool).", "parallel")
+        ),
+    ] = defaults.PARALLEL,
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     system: Annotated[Optional[str], system_option(" for chats that bring none")] = None,
@@ -86,7 +92,10 @@ def serve(
     rate_limit: Annotated[
         Optional[int],
         typer.Option(
-            "--rate-limit", metavar="N", min=1, show_default=False, help="Requests a minute, per key."
+            "--rate-limit",
+            metavar="N",
+            show_default=False,
+            help=defaults.ranged("Requests a minute, per key.", "rate_limit"),
         ),
     ] = None,
     token_limit: Annotated[
@@ -94,49 +103,63 @@ def serve(
         typer.Option(
             "--token-limit",
             metavar="N",
-            min=1,
             show_default=False,
-            help="Prompt + reply tokens a minute, per key; a request reserves its prompt + max_tokens.",
+            help=defaults.ranged(
+                "Prompt + reply tokens a minute, per key; a request reserves its prompt + max_tokens.",
+                "token_limit",
+            ),
         ),
     ] = None,
     max_body: Annotated[
-        int, typer.Option("--max-body", metavar="BYTES", min=1, help="Largest request body.")
-    ] = 4 << 20,
+        int,
+        typer.Option(
+            "--max-body", metavar="BYTES", help=defaults.ranged("Largest request body.", "max_body")
+        ),
+    ] = defaults.MAX_BODY,
     max_queue: Annotated[
         int,
         typer.Option(
-            "--max-queue", metavar="N", min=0, help="Requests waiting for a sequence; past it, 503."
+            "--max-queue",
+            metavar="N",
+            help=defaults.ranged("Requests waiting for a sequence; past it, 503.", "max_queue"),
         ),
-    ] = 16,
+    ] = defaults.MAX_QUEUE,
     timeout: Annotated[
         float,
         typer.Option(
-            "--timeout", metavar="SECONDS", min=0.001, help="Longest a request may take, its body included."
+            "--timeout",
+            metavar="SECONDS",
+            help=defaults.ranged("Longest a request may take, its body included.", "timeout"),
         ),
-    ] = 600.0,
+    ] = defaults.TIMEOUT,
     header_timeout: Annotated[
         float,
         typer.Option(
             "--header-timeout",
             metavar="SECONDS",
-            min=0.001,
-            help="Longest a connection may take to send a request's head, or stay idle; then it is closed.",
+            help=defaults.ranged(
+                "Longest a connection may take to send a request's head, or stay idle; then it is closed.",
+                "header_timeout",
+            ),
         ),
-    ] = 10.0,
+    ] = defaults.HEADER_TIMEOUT,
     max_connections: Annotated[
         Optional[int],
         typer.Option(
             "--max-connections",
             metavar="N",
-            min=1,
             show_default="min(1024, ulimit -n - 64)",
             help="Open connections at most; past it the slowest are closed first.",
         ),
     ] = None,
     grace: Annotated[
         float,
-        typer.Option("--grace", metavar="SECONDS", min=0, help="After SIGTERM, time for requests in flight."),
-    ] = 30.0,
+        typer.Option(
+            "--grace",
+            metavar="SECONDS",
+            help=defaults.ranged("After SIGTERM, time for requests in flight.", "grace"),
+        ),
+    ] = defaults.GRACE,
     cors_origin: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -154,7 +177,7 @@ def serve(
 
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
-    from llmcli.serve.config import ServeConfig, check_config, read_key_file
+    from llmcli.serve.config import ServeConfig, read_key_file
     from llmcli.serve.run import find_model
     from llmcli.serve.run import serve as run
     from llmcli.store import Store
@@ -192,8 +215,7 @@ def serve(
         max_connections=max_connections,
         grace=grace,
         cors_origins=cors_origin or [],
-    )
-    check_config(config)  # before a model is looked for, let alone pulled
+    )  # checked as it is made: before a model is looked for, let alone pulled
     entry = find_model(
         Store(env.store_root),
         model,

@@ -21,7 +21,7 @@ def show(
     old_c: Annotated[Optional[str], renamed_option("-c", now="--ctx")] = None,
 ) -> None:
     """Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost."""
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes, format_params

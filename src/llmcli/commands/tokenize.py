@@ -25,7 +25,7 @@ def tokenize(
     json_out: JsonOpt = False,
 ) -> None:
     """Show the token ids and pieces a model's tokenizer makes of TEXT."""
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.usecases.models import tokenize as split

@@ -9,8 +9,18 @@ from pathlib import Path
 
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
+from llmcli.serve.options import (
+    GRACE,
+    HEADER_TIMEOUT,
+    HOST,
+    MAX_BODY,
+    MAX_QUEUE,
+    PARALLEL,
+    PORT,
+    RANGES,
+    TIMEOUT,
+)
 
-MIB = 1 << 20
 # What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any.
 ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://[^/\s?#]+")
 # Descriptors kept back from connections: the listening socket, the model file, stdio, and the
@@ -22,11 +32,13 @@ MAX_CONNECTIONS = 1024  # the default cap where the descriptor limit allows more
 
 @dataclass
 class ServeConfig:
+    """What serve is told, checked once, when it is made (check_config): a ServeConfig is valid."""
+
     model_path: str
     model_name: str
-    host: str = "127.0.0.1"
-    port: int = 8080
-    parallel: int = 4  # sequences decoded together
+    host: str = HOST
+    port: int = PORT
+    parallel: int = PARALLEL  # sequences decoded together
     ctx: int | None = None  # the KV pool, shared by every sequence (None: the runtime's default)
     threads: int | None = None
     system: str | None = None  # prepended to a chat that has no system message of its own
@@ -36,13 +48,18 @@ class ServeConfig:
     api_keys: list[str] = field(default_factory=list)
     rate_limit: int | None = None  # requests a minute, per key
     token_limit: int | None = None  # prompt + completion tokens a minute, per key
-    max_body: int = 4 * MIB
-    max_queue: int = 16  # requests waiting for a sequence; one more is 503 at once
-    timeout: float = 600.0  # seconds a request may take from its arrival: body, queue and reply
-    header_timeout: float = 10.0  # seconds a connection may take to send a request's head (or idle)
+    max_body: int = MAX_BODY
+    max_queue: int = MAX_QUEUE  # requests waiting for a sequence; one more is 503 at once
+    timeout: float = TIMEOUT  # seconds a request may take from its arrival: body, queue and reply
+    header_timeout: float = HEADER_TIMEOUT  # seconds a connection may take to send a request's head
     max_connections: int | None = None  # open connections at most (None: see connection_cap)
-    grace: float = 30.0  # seconds in-flight requests get to finish after SIGTERM
+    grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
     cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
+    # The connection cap: --max-connections, or what the descriptor limit allows (set when checked).
+    connections: int = field(init=False, repr=False, default=0)
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
     def __repr__(self) -> str:  # the keys never reach a log or a traceback
         return f"ServeConfig(model={self.model_name!r}, {self.host}:{self.port}, keys={len(self.api_keys)})"
@@ -81,7 +98,7 @@ def check_key(key: str, where: str) -> None:
 
 def check_config(config: ServeConfig) -> None:
     """Refuse what must not start: a key no client could send, an open address without a key,
-    numbers out of their range."""
+    numbers out of their range (the table in options.py). ServeConfig calls it when it is made."""
     many = len(config.api_keys) > 1
     for i, key in enumerate(config.api_keys, 1):
         check_key(key, f"--api-key #{i}" if many else "--api-key")
@@ -90,19 +107,10 @@ def check_config(config: ServeConfig) -> None:
             f"--host {config.host} listens beyond this machine and no key is set; "
             "add --api-key KEY (or --api-key-file FILE), or listen on 127.0.0.1"
         )
-    if not 0 <= config.port <= 65535:
-        raise UsageError(f"--port must be in 0..65535, not {config.port}")
-    for flag, value, low in (
-        ("--parallel", config.parallel, 1),
-        ("--max-queue", config.max_queue, 0),
-        ("--max-body", config.max_body, 1),
-        ("--rate-limit", config.rate_limit, 1),
-        ("--token-limit", config.token_limit, 1),
-    ):
-        if value is not None and value < low:
-            raise UsageError(f"{flag} must be at least {low}, not {value}")
-    if config.parallel > 256:  # llama.cpp's LLAMA_MAX_SEQ
-        raise UsageError(f"--parallel must be at most 256 (llama.cpp's limit), not {config.parallel}")
+    for name, bounds in RANGES.items():
+        refusal = bounds.refusal(getattr(config, name))
+        if refusal:
+            raise UsageError(refusal)
     from llmcli.limits import check, check_threads
 
     if config.ctx is not None:
@@ -114,11 +122,7 @@ def check_config(config: ServeConfig) -> None:
                 f"--cors-origin {origin[:80]!r} is not an origin; give scheme://host[:port] as a browser "
                 "sends it (https://app.example.com), or * for any"
             )
-    if not config.timeout > 0 or not config.grace >= 0:
-        raise UsageError("--timeout must be more than 0 seconds and the grace period at least 0")
-    if not config.header_timeout > 0:
-        raise UsageError(f"--header-timeout must be more than 0 seconds, not {config.header_timeout:g}")
-    connection_cap(config)
+    config.connections = connection_cap(config)
 
 
 def descriptor_limit() -> int | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
-from llmcli.serve.config import ServeConfig, check_config, connection_cap
+from llmcli.serve.config import ServeConfig
 
 # accept() out of a resource: descriptors (the process's, the system's), socket buffers, memory.
 NO_ROOM = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -100,7 +100,6 @@ def serve(
     from llmcli.serve.metrics import ServeMetrics
     from llmcli.serve.state import Server
 
-    check_config(config)
     model_facts(config.model_path)  # a file llama.cpp would refuse (or crash on) fails before we listen
     sock = bind(config.host, config.port)
     uv: Any = None
@@ -112,7 +111,7 @@ def serve(
     metrics = ServeMetrics()
     engine = Engine(config, metrics, on_fatal=engine_stopped)
     metrics.watch(engine)
-    doorman = Doorman(connection_cap(config), config.header_timeout, metrics, warn=on_warning)
+    doorman = Doorman(config.connections, config.header_timeout, metrics, warn=on_warning)
     sock.on_exhausted = doorman.out_of_descriptors
     server = Server(config, engine, Gate(config, metrics), metrics, on_status=on_status)
     app = create_app(server)
@@ -179,7 +178,7 @@ def _server(on_stop: Callable[[], None], config) -> Any:
 def find_model(store, text: str | None, default_model: str | None, home, pulling):
     """MODEL as `chat` reads it (a store name, a GGUF path, REPO[:QUANT], pulled if need be), else
     $LLMCLI_MODEL, else the embedded model."""
-    from llmcli.models import default_model_ref, model_ref
+    from llmcli.model_ref import default_model_ref, model_ref
     from llmcli.usecases.pull import find_or_pull
 
     ref = model_ref(text, home) if text else default_model_ref(default_model, home)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmcli.conversation_file import read_loaded, save_conversation
+from llmcli.chatlog.file import read_loaded, save_conversation
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param

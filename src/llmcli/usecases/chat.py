@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
-from llmcli.models import EndpointModel, ModelRef, default_model_ref, model_ref, names_a_model
+from llmcli.model_ref import EndpointModel, ModelRef, default_model_ref, model_ref, names_a_model
 from llmcli.store import ModelEntry, Store
 
 if TYPE_CHECKING:

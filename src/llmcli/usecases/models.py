@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmcli.models import ModelRef
+from llmcli.model_ref import ModelRef
 from llmcli.store import ModelEntry, Removed, Store
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from llmcli.hub.events import Converting, Note, Progress, ProgressScope, quiet
 from llmcli.hub.plan import PullPlan, plan_pull
 from llmcli.hub.remote import HubConfig
 from llmcli.hub.transfer import check_space, fetch
-from llmcli.models import HubRepo, ModelRef
+from llmcli.model_ref import HubRepo, ModelRef
 from llmcli.store import ModelEntry, Store
 from llmcli.units import format_bytes
 from llmcli.usecases.convert import Converted, convert_and_register

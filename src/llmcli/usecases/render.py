@@ -116,7 +116,7 @@ def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 
     from llmcli.engine.local.chat import ChatSession
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig
     from llmcli.engine.templates.choice import read_template_file
-    from llmcli.models import model_ref
+    from llmcli.model_ref import model_ref
 
     messages = parse_messages(opts.messages_text, opts.source)
     tools = parse_tools(opts.tools_text, opts.tools_source) if opts.tools_text is not None else None

@@ -4,7 +4,7 @@ built-in format of its architecture, or ChatML.
 A GGUF without `tokenizer.chat_template` still has a known turn format when its family has one
 (Gemma's `<start_of_turn>`, Llama 3's header tokens, Phi-3's `<|user|>`): llama.cpp keeps these
 as C++ built-ins. The table below holds them as Jinja, each row checked against llama.cpp's own
-`llama_chat_apply_template` by tests/engine/test_template_choice.py. A row applies when the
+`llama_chat_apply_template` by tests/engine/templates/test_template_choice.py. A row applies when the
 architecture matches and the vocabulary has the format's marker token (so a `llama` GGUF gets
 the Llama 3 format only if it has `<|start_header_id|>`). ChatML is the last resort.
 """

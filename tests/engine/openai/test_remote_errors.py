@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from tests.remote.conftest import API_KEY, free_port, no_key_anywhere
-from tests.remote.fake_server import REPLY
+from tests.engine.openai.conftest import API_KEY, no_key_anywhere
+from tests.engine.openai.fake_server import REPLY
 from tests.support.cli import cli_process
+from tests.support.servers import free_port
 
 HANG_GUARD_S = 30  # a hang guard, not a speed test: the slowest case (a 1 s stall) ends in about 2 s
 

@@ -1,22 +1,20 @@
-"""The conversation log's rows as read back: records, and the checks a row passes before it is used.
+"""The conversation log's rows as read back: the checks a row passes before it becomes a record.
 
 The database is input like any file: a row is checked (types, JSON shapes, roles, UTF-8) before it
 becomes an Exchange or a message. A row that fails is `LogDamaged`, naming the exchange and what is
-wrong with it; the reader skips it and keeps the rest (engine of the policy: chatlog.ChatLog).
+wrong with it; the reader skips it and keeps the rest (the policy is log.py's ChatLog).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmcli.chatlog.records import ROLES, Exchange
 from llmcli.display import printable
 from llmcli.engine.messages import Message
 from llmcli.errors import RuntimeFailure
-
-ROLES = ("user", "assistant")
 
 
 class LogDamaged(RuntimeFailure):
@@ -42,53 +40,6 @@ def text_or_bytes(raw: bytes) -> str | NotText:
         return NotText(raw)
 
 
-# -- records ---------------------------------------------------------------------------------
-@dataclass
-class Exchange:
-    """One prompt and its reply, as logged (and as `logs --json` prints it)."""
-
-    conversation_id: str
-    model: str
-    prompt: str
-    reply: str
-    system: str | None = None
-    messages: list[dict] = field(default_factory=list)  # the history sent before the prompt
-    reasoning: str | None = None
-    options: dict = field(default_factory=dict)
-    usage: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    finish_reason: str | None = None
-    datetime_utc: str = ""
-    id: str = ""
-
-    def as_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "conversation_id": self.conversation_id,
-            "model": self.model,
-            "datetime_utc": self.datetime_utc,
-            "system": self.system,
-            "messages": self.messages,
-            "prompt": self.prompt,
-            "reply": self.reply,
-            "reasoning": self.reasoning,
-            "options": self.options,
-            "usage": self.usage,
-            "timings": self.timings,
-            "finish_reason": self.finish_reason,
-        }
-
-
-@dataclass
-class Conversation:
-    """A logged conversation's tip: what a continued chat starts from."""
-
-    id: str
-    model: str  # the model of its last exchange
-    system: str | None
-    messages: list[Message]  # the whole history, oldest first, ready for session.messages
-
-
 # Columns as read back: name -> (accepts, what it must be). A row that fails is LogDamaged.
 def _text(v: object) -> bool:
     return isinstance(v, str)
@@ -98,7 +49,7 @@ def _opt_text(v: object) -> bool:
     return v is None or isinstance(v, str)
 
 
-_COLUMNS: dict[str, Callable[[object], bool]] = {
+COLUMNS: dict[str, Callable[[object], bool]] = {
     "id": _text,
     "conversation_id": _text,
     "model": _text,
@@ -113,8 +64,8 @@ _COLUMNS: dict[str, Callable[[object], bool]] = {
     "finish_reason": _opt_text,
     "datetime_utc": _text,
 }
-_SELECT = ", ".join(f"e.{name}" for name in _COLUMNS)
-_JSON_COLUMNS = {"messages": list, "options": dict, "usage": dict, "timings": dict}
+SELECT = ", ".join(f"e.{name}" for name in COLUMNS)
+JSON_COLUMNS = {"messages": list, "options": dict, "usage": dict, "timings": dict}
 MAX_JSON_DEPTH_CHARS = 64 * 1024 * 1024  # a column bigger than this is not something llmcli wrote
 
 
@@ -128,12 +79,12 @@ def damaged_row(path: Path, what: str) -> LogDamaged:
 
 def exchange_of(row: tuple, path: Path) -> Exchange:
     """A row -> an Exchange, every column checked: the file may have been edited by anything."""
-    values = dict(zip(_COLUMNS, row, strict=True))
+    values = dict(zip(COLUMNS, row, strict=True))
     rid = values["id"] if isinstance(values["id"], str) else "?"
-    for name, accepts in _COLUMNS.items():
+    for name, accepts in COLUMNS.items():
         if not accepts(values[name]):
             raise damaged_row(path, f"exchange {printable(rid, 40)}: {name} is {_kind(values[name])}")
-    for name, kind in _JSON_COLUMNS.items():
+    for name, kind in JSON_COLUMNS.items():
         try:
             values[name] = json.loads(values[name])
         except (ValueError, RecursionError):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.remote.hostile_server import SHAPES
+from tests.engine.openai.hostile_server import SHAPES
 from tests.support.cli import cli_process
 
 # A hang guard, not a speed test: each case ends in a few seconds; the message proves which bound

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llmcli.errors import UsageError
-from llmcli.models import (
+from llmcli.model_ref import (
     EMBEDDED_NAME,
     GgufPath,
     HubRepo,

@@ -9,8 +9,6 @@ import pytest
 
 from llmcli.chatlog import (
     ID_PATTERN,
-    MIGRATIONS,
-    SCHEMA_VERSION,
     ChatLog,
     Exchange,
     LogDamaged,
@@ -18,6 +16,7 @@ from llmcli.chatlog import (
     LogWriteFailed,
     new_id,
 )
+from llmcli.chatlog.schema import MIGRATIONS, SCHEMA_VERSION
 
 
 def _log(tmp_path, **kw) -> ChatLog:
@@ -223,7 +222,7 @@ def test_a_missing_index_that_cannot_be_made_is_named_not_blamed_on_sqlite(tmp_p
     log.db.execute("DROP TABLE exchanges_fts")
     log.db.execute("BEGIN IMMEDIATE")  # another process holds the write lock all along
     try:
-        import llmcli.chatlog as chatlog
+        import llmcli.chatlog.log as chatlog
 
         waited, chatlog.BUSY_TIMEOUT_MS = chatlog.BUSY_TIMEOUT_MS, 200
         try:
@@ -309,7 +308,7 @@ def test_a_recorder_on_a_damaged_file_warns_once_then_logs_nothing(tmp_path):
 
 
 def test_a_full_disk_is_not_called_damage():
-    from llmcli.chatlog import is_damage
+    from llmcli.chatlog.log import is_damage
 
     assert not is_damage(sqlite3.OperationalError("database or disk is full"))
     assert not is_damage(OSError("no space"))

@@ -7,7 +7,7 @@ import json
 
 import jsonschema
 
-from tests.remote.conftest import API_KEY
+from tests.engine.openai.conftest import API_KEY
 from tests.support.cli import cli_process
 
 KEY = {"LLMCLI_API_KEY": API_KEY}

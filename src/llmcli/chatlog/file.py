@@ -38,7 +38,7 @@ class LoadedConversation:
 
 
 def _conversation_id(data: object, bad: str) -> str | None:
-    from llmcli.chatlog import ID_PATTERN
+    from llmcli.chatlog.schema import ID_PATTERN
 
     cid = data.get("conversation_id") if isinstance(data, dict) else None
     if cid is not None and not (isinstance(cid, str) and ID_PATTERN.fullmatch(cid)):

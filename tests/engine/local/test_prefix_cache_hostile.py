@@ -18,7 +18,7 @@ from llmcli.engine.local.cache_entry import MAGIC, CorruptEntry, encode_entry, p
 from llmcli.engine.local.model_identity import MEMO_FILE, model_identity
 from llmcli.engine.local.prefix_cache import CacheUnusable, PrefixCache, resolve_root
 from llmcli.engine.local.session_cache import SessionCache, cache_key
-from tests.engine.test_prefix_cache import DOC, ask, session_on
+from tests.engine.local.test_prefix_cache import DOC, ask, session_on
 
 MIB = 2**20
 OTHER_DOC = DOC.replace("lighthouse keeper", "harbour master").replace("ships", "boats")

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tests.remote.conftest import API_KEY
-from tests.remote.fake_server import REPLY
+from tests.engine.openai.conftest import API_KEY
+from tests.engine.openai.fake_server import REPLY
 from tests.support.cli import REPL_PROMPT, cli_pty
 from tests.support.deps import require
 

@@ -2,7 +2,7 @@
 
 WAL mode and a busy timeout let two llmcli processes log at once; each exchange is written in one
 `BEGIN IMMEDIATE` transaction, so a failed write (a full disk) leaves nothing half-written. The
-schema and its migrations are chatlog_schema's; the checks of a row read back are chatlog_rows'.
+schema and its migrations are schema.py's; the checks of a row read back are rows.py's.
 
 The database is input like any file. A damaged row is skipped, and counted in `skipped` for the
 caller's one note; the rest of the log stays readable. A file that cannot be opened is a typed
@@ -17,20 +17,10 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from llmcli.chatlog_rows import (
-    _COLUMNS,
-    _SELECT,
-    ROLES,
-    Conversation,
-    Exchange,
-    LogDamaged,
-    exchange_of,
-    message_of,
-    text_or_bytes,
-)
-from llmcli.chatlog_schema import (
+from llmcli.chatlog.records import Conversation, Exchange
+from llmcli.chatlog.rows import COLUMNS, SELECT, LogDamaged, exchange_of, message_of, text_or_bytes
+from llmcli.chatlog.schema import (
     FTS_TABLE,
-    ID_PATTERN,
     MIGRATIONS,
     SCHEMA_VERSION,
     Transaction,
@@ -42,17 +32,6 @@ from llmcli.chatlog_schema import (
 from llmcli.display import printable
 from llmcli.engine.messages import Message
 from llmcli.errors import RuntimeFailure, UsageError
-
-__all__ = [
-    "ID_PATTERN",
-    "MIGRATIONS",
-    "ROLES",
-    "SCHEMA_VERSION",
-    "Conversation",
-    "Exchange",
-    "LogDamaged",
-    "new_id",
-]
 
 LOG_FILE = "logs.db"
 BUSY_TIMEOUT_MS = 10_000  # another process's write holds the lock for milliseconds; wait, don't fail
@@ -159,7 +138,7 @@ class ChatLog:
     def _check_tables(self) -> None:
         for table, columns in (
             ("conversations", {"id", "model", "system", "created", "updated"}),
-            ("exchanges", set(_COLUMNS) | {"n"}),
+            ("exchanges", set(COLUMNS) | {"n"}),
         ):
             have = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
             if not columns <= have:
@@ -284,13 +263,12 @@ class ChatLog:
 
     def recent(self, count: int | None) -> list[Exchange]:
         """The latest `count` exchanges (None: all), oldest first."""
-        return self._rows(f"SELECT {_SELECT} FROM exchanges e ORDER BY e.n DESC {_limit(count)}")[::-1]
+        return self._rows(f"SELECT {SELECT} FROM exchanges e ORDER BY e.n DESC {_limit(count)}")[::-1]
 
     def conversation(self, cid: str, count: int | None = None) -> list[Exchange]:
         """A conversation's exchanges (the latest `count`, None: all), oldest first."""
         return self._rows(
-            f"SELECT {_SELECT} FROM exchanges e WHERE e.conversation_id = ? "
-            f"ORDER BY e.n DESC {_limit(count)}",
+            f"SELECT {SELECT} FROM exchanges e WHERE e.conversation_id = ? ORDER BY e.n DESC {_limit(count)}",
             (cid,),
         )[::-1]
 
@@ -310,11 +288,11 @@ class ChatLog:
                 f"{'AND rowid IN (SELECT n FROM exchanges WHERE conversation_id = ?)' if cid else ''} "
                 f"ORDER BY rowid DESC {_limit(count)}"
             )
-            sql = f"SELECT {_SELECT} FROM exchanges e WHERE e.n IN ({matches}) ORDER BY e.n DESC"
+            sql = f"SELECT {SELECT} FROM exchanges e WHERE e.n IN ({matches}) ORDER BY e.n DESC"
             return self._rows(sql, [query, *args])[::-1]
         likes = " AND ".join("(e.prompt LIKE ? ESCAPE '\\' OR e.reply LIKE ? ESCAPE '\\')" for _ in words)
         patterns = [p for w in words for p in (_like(w),) * 2]
-        sql = f"SELECT {_SELECT} FROM exchanges e WHERE {likes} {where_cid} ORDER BY e.n DESC {_limit(count)}"
+        sql = f"SELECT {SELECT} FROM exchanges e WHERE {likes} {where_cid} ORDER BY e.n DESC {_limit(count)}"
         return self._rows(sql, [*patterns, *args])[::-1]
 
     def latest_conversation_id(self) -> str | None:
@@ -335,7 +313,7 @@ class ChatLog:
         damaged later one is skipped); None if unknown; LogDamaged if every exchange is damaged."""
         first_damage: LogDamaged | None = None
         rows = self._fetch(
-            f"SELECT {_SELECT} FROM exchanges e WHERE e.conversation_id = ? "
+            f"SELECT {SELECT} FROM exchanges e WHERE e.conversation_id = ? "
             f"ORDER BY e.n DESC LIMIT {MAX_SKIPPED_SCAN}",
             (cid,),
         )

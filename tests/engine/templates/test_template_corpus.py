@@ -160,7 +160,7 @@ MIN_IDENTICAL_CONTINUED = 324
 MIN_REFUSED_ALIKE = 15
 MIN_TOOL_TEMPLATES = 66
 MIN_IDENTICAL_TOOL_CASES = 261
-LOCAL_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+LOCAL_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
 @functools.lru_cache(maxsize=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tests.remote.fake_server import MARKER, MODEL, FakeServer, Handler
+from tests.engine.openai.fake_server import MARKER, MODEL, FakeServer, Handler
 
 # Where the key lands right at the edge of the client's cut (300 characters of a message, 80 of a
 # non-JSON event): masking after cutting would leave its first characters showing.

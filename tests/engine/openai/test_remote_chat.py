@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
+from tests.engine.openai.conftest import ALIAS, API_KEY, no_key_anywhere
 from tests.support.cli import cli_process
 
 ANSI = re.compile(r"\x1b\[")

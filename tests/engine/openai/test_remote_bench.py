@@ -13,8 +13,8 @@ import pytest
 import llmcli.bench.serve
 import llmcli.cli
 import llmcli.usecases.bench  # noqa: F401
-from tests.remote.conftest import ALIAS, API_KEY, no_key_anywhere
-from tests.remote.fake_server import LOADING_S
+from tests.engine.openai.conftest import ALIAS, API_KEY, no_key_anywhere
+from tests.engine.openai.fake_server import LOADING_S
 from tests.serve.server import ServeProcess
 from tests.support.cli import cli, cli_process
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.remote.conftest import API_KEY
+from tests.engine.openai.conftest import API_KEY
 from tests.support.cli import cli
 
 
