@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 
-from llmcli.engine.local.logits import LogitRows
+from llmcli.engine.local.logits import LogitRows, TopKFirst
 from llmcli.engine.sampling import SamplingParams
 
 
@@ -47,6 +47,9 @@ class Sampler:
         # row with NaNs, a broken model's: argmax returns the first NaN, llama.cpp skips them.)
         self._argmax = params.temperature <= 0 and not self._stateful
         self._rows = LogitRows(ll, self._ctx, runtime.n_vocab)
+        # A chain that starts with top-k runs over the candidates top-k can keep (logits.py).
+        plain_top_k = params.temperature > 0 and 0 < params.top_k <= TopKFirst.CAP // 4 and not self._stateful
+        self._top_k = TopKFirst(ll, self._rows, params.top_k) if plain_top_k else None
 
     def sample(self, idx: int = -1) -> int:
         """The next token from the logits of batch index idx (-1: the last decoded position).
@@ -57,6 +60,10 @@ class Sampler:
         grammar = self.grammar
         if grammar is None and self._argmax:
             return int(self._rows.row(idx).argmax())
+        if grammar is None and self._top_k is not None:
+            picked = self._top_k.sample(self._chain, idx)
+            if picked is not None:
+                return picked
         if grammar is None or grammar.gate.state == "thinking":
             token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
         else:
