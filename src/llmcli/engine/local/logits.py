@@ -70,8 +70,9 @@ class TopKFirst:
     def sample(self, chain, idx: int) -> int | None:
         row, k, start = self.rows.row(idx), self.k, self.delta
         top = row.max()
-        for _ in range(12):  # counting is cheap; the candidates are listed once
-            n = int(np.count_nonzero(row >= top - self.delta))
+        for _ in range(12):  # one pass over the row, usually: delta follows the rows
+            picked = np.flatnonzero(row >= top - self.delta)
+            n = len(picked)
             if n < k:
                 self.delta *= 2
             elif n > self.CAP:
@@ -81,7 +82,6 @@ class TopKFirst:
         else:  # a flat row, or a NaN in it
             self.full, self.delta = self.full + 1, start
             return None
-        picked = np.flatnonzero(row >= top - self.delta)
         if n > 4 * k:
             self.delta *= 0.8  # fewer candidates next time
         logits = row[picked]
