@@ -9,6 +9,11 @@ prefill cancelled out. Contestants:
   stream   `llmcli chat PROMPT` as a user runs it, reply streamed to stdout (a pipe to /dev/null)
   json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
 
+`--profile KIND` instead runs one contestant once, with a callgrind profile part dumped at each
+entry to and exit from llama_decode: the parts between two calls are exactly the work of one token
+outside llama_decode. It prints their mean and the functions they spend it in (exclusive), over the
+decode loop's steady tokens (the first parts hold start-up and the prefill).
+
 It prints each one's instructions per token, the part inside llama_decode, and the rest: the
 Python overhead per token, also as a fraction of llama_decode's cost (at 1 thread, where no
 thread spins at a barrier; the overhead does not depend on the thread count, llama_decode's
@@ -19,7 +24,7 @@ valgrind cannot run AVX-512 code, so the children load llama.cpp built without i
 LLAMA_CPP_LIB_PATH): llama_decode's own count is that build's, the Python overhead is the same.
 
     python benchmarks/decode_overhead.py [--short 16] [--long 80] [--model PATH] [--only stream,json]
-                                         [--lib DIR] [--src DIR]
+                                         [--lib DIR] [--src DIR] [--profile KIND [--tokens 12]]
 """
 
 from __future__ import annotations
@@ -54,15 +59,20 @@ for _ in range(int(sys.argv[2]) - 1):  # as the chat loop: the first token comes
 """
 
 
-def command(kind: str, model: str, n: int) -> list[str]:
+def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
     py = sys.executable
     if kind == "bare":
         return [py, "-c", BARE, model, str(n), PROMPT]
-    chat = [py, "-m", "llmcli", "chat", "-m", model, "--temp", "0", "-n", str(n), "-t", "1", "--ctx", "512"]
+    chat = [py, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1", "--ctx", "512"]
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 
 
 HERE = Path(__file__).resolve().parent
+# chat's sampling flags: greedy (the budget's temperature 0) or the default chain with a fixed seed.
+SAMPLING = {"greedy": ["--temp", "0"], "default": ["--seed", "1"]}
+
+# llama_decode tail-calls this method: callgrind sees no llama_decode frame of its own.
+DECODE = "llama_context::decode(llama_batch const&)"
 
 
 def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
@@ -89,9 +99,70 @@ def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]
         count = int(m.group(1).replace(",", ""))
         if "PROGRAM TOTALS" in line:
             total = count
-        elif "llama_context::decode(llama_batch const&)" in line and not decode:  # llama_decode, inlined
+        elif DECODE in line and not decode:  # llama_decode, inlined
             decode = count
     return total, decode
+
+
+def parts(out: Path) -> list[tuple[str, Path]]:
+    """The dumped parts of one run in order, each with its trigger ("before"/"after" llama_decode)."""
+    found = []
+    for path in out.parent.glob(out.name + ".*"):
+        head = path.read_text(errors="replace")[:2000]
+        trigger = re.search(r"^desc: Trigger: --dump-(before|after)=", head, re.M)
+        if trigger and path.suffix[1:].isdigit():
+            found.append((int(path.suffix[1:]), trigger.group(1).lower(), path))
+    return [(kind, path) for _, kind, path in sorted(found)]
+
+
+def part_total(path: Path) -> int:
+    m = re.search(r"^(?:summary|totals): (\d+)", path.read_text(errors="replace"), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def profile(cmd: list[str], out: Path, env: dict[str, str], top: int) -> None:
+    """The mean instructions between two llama_decode calls and the functions they go to."""
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--dump-before={DECODE}", f"--dump-after={DECODE}",
+         f"--callgrind-out-file={out}", *cmd],
+        env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    summarize(out, top)
+
+
+def summarize(out: Path, top: int) -> None:
+    """The mean of a run's parts between two llama_decode calls, and the functions it goes to."""
+    # The first part is start-up; then come the parts between prefill chunks and before the first
+    # decode step (the sampler made, the first token's work): dropped as outliers, far above the median.
+    sizes = [(part_total(path), path) for kind, path in parts(out) if kind == "before"][1:]
+    median = sorted(size for size, _ in sizes)[len(sizes) // 2] if sizes else 0
+    between = [path for size, path in sizes if size <= 5 * median]
+    if not between:
+        raise SystemExit("decode_overhead: no decode-loop parts; decode more tokens (--tokens)")
+    per_function: dict[str, int] = {}
+    total = 0
+    for path in between:
+        report = subprocess.run(
+            ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(path)],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        for line in report.splitlines():
+            m = re.match(r"\s*([\d,]+)\s+\(\s*([\d.]+)%\)\s+(.*)", line)
+            if not m:
+                continue
+            count = int(m.group(1).replace(",", ""))
+            if "PROGRAM TOTALS" in line:
+                total += count
+            elif float(m.group(2)) < 99.9:  # a frame still on the stack at a dump is charged its callees
+                name = re.sub(r"^\S*/(?=[^/\s]+:)", "", m.group(3).split(" [")[0])  # the file, no dirs
+                per_function[name] = per_function.get(name, 0) + count
+    per_function["(frames on the stack at the dumps: mostly the interpreter)"] = total - sum(
+        per_function.values()
+    )
+    n = len(between)
+    print(f"{n} tokens: {total / n / 1e6:.3f} M instructions a token between two llama_decode calls")
+    for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{count / n / 1e3:9.1f} k  {name[:150]}")
 
 
 def main() -> int:
@@ -105,6 +176,15 @@ def main() -> int:
     )
     parser.add_argument("--keep", default=None, help="a directory to keep the callgrind files in")
     parser.add_argument("--src", default=None, help="the llmcli source tree to measure (default: this one's)")
+    parser.add_argument("--profile", default=None, help="one contestant's per-function profile instead")
+    parser.add_argument("--tokens", type=int, default=12, help="the reply's length for --profile")
+    parser.add_argument("--top", type=int, default=40, help="functions --profile lists")
+    parser.add_argument(
+        "--sampling",
+        choices=list(SAMPLING),
+        default="greedy",
+        help="chat's sampling: greedy (--temp 0) or the default chain, seeded (bare is always greedy)",
+    )
     args = parser.parse_args()
     lib = (
         args.lib
@@ -122,13 +202,19 @@ def main() -> int:
     from llmcli.store import embedded_model_path
 
     model = args.model or str(embedded_model_path())
+    sampling = SAMPLING[args.sampling]
+    if args.profile:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(args.keep or tmp) / f"{args.profile}.parts"
+            profile(command(args.profile, model, args.tokens, sampling), out, env, top=args.top)
+        return 0
     extra = args.long - args.short
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
         for kind in args.only.split(","):
             (t0, d0), (t1, d1) = (
-                callgrind(command(kind, model, n), Path(tmp) / f"{kind}.{n}", env)
+                callgrind(command(kind, model, n, sampling), Path(tmp) / f"{kind}.{n}", env)
                 for n in (args.short, args.long)
             )
             per, dec = (t1 - t0) / extra, (d1 - d0) / extra

@@ -137,6 +137,11 @@ class Postprocessor:
     def stopped(self) -> bool:
         return self.stop.stopped
 
+    @property
+    def plain(self) -> bool:
+        """Only UTF-8 reassembly: no stop string can end the reply and no word is held back."""
+        return self._decode is not None
+
     def feed(self, data: bytes) -> str:
         if self._decode is not None:
             return self._decode(data)

@@ -113,3 +113,18 @@ def test_a_runtime_cleared_between_turns_is_prefilled_again(runtime):
     session.messages.clear()
     again = drain(session.ask("Name a color."))
     assert again.stats.cached_tokens == 0 and again.text == first.text
+
+
+def test_overlapped_decoding_gives_the_reply_of_the_plain_loop(runtime):
+    """Token n's decode submitted before its text is streamed: the same tokens, text and KV cells."""
+    results = []
+    for overlap in (False, True):
+        runtime.clear()
+        session = ChatSession(runtime, params=SamplingParams(temperature=0.0, max_tokens=40))
+        session.overlap = overlap
+        deltas = [e.text for e in session.ask("List ten animals, one per line.") if isinstance(e, TextDelta)]
+        stats = session.last_stats
+        assert stats is not None
+        results.append((deltas, session.messages[-1].token_ids, list(runtime.kv_tokens), stats.finish_reason))
+    assert results[0][0] and results[0][1]
+    assert results[1] == results[0]

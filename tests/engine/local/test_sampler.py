@@ -89,3 +89,26 @@ def test_a_row_llama_cpp_did_not_keep_is_one_clear_error(scored):
             sampler.sample(n_rows + 5)
     finally:
         sampler.close()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(seed=7),  # the default chain: top-k 40, top-p, min-p, temperature, draw
+        SamplingParams(seed=3, top_k=5, top_p=1.0, min_p=0.0, temperature=1.5),
+        SamplingParams(seed=11, top_k=200, temperature=2.0),
+    ],
+)
+def test_a_chain_run_over_the_top_k_candidates_draws_what_the_full_chain_draws(scored, params):
+    rt, n_rows = scored
+    fast, full = Sampler(rt, params), Sampler(rt, params)
+    full._top_k = None  # llama_sampler_sample over every logit, as before
+    try:
+        assert fast._top_k is not None
+        picks = [fast.sample(i) for i in range(n_rows)]
+        assert fast._top_k.full < n_rows // 4  # most rows took the short way
+        assert picks == [full.sample(i) for i in range(n_rows)]
+        assert len(set(picks)) > 10
+    finally:
+        fast.close()
+        full.close()

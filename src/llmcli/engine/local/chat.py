@@ -62,6 +62,7 @@ class ChatSession:
         self.stops = list(stops or [])
         self.word_filter_words = word_filter.words if word_filter else []
         self.draft = parse_draft(draft)  # "lookup": speculative decoding from prompt n-grams
+        self.overlap = True  # decode token n before streaming it (turn.py); off only to compare
         self.last_stats: Stats | None = None
         self.last_prompt: RenderedPrompt | None = None
         # The disk prefix cache (set by the use-case unless --no-cache); the prefill splits where the
@@ -178,6 +179,7 @@ class ChatSession:
             self.word_filter_words,
             self.draft,
             self.disk_cache,
+            self.overlap,
         )
 
     def ask(self, text: str | None, *, keep_cache: bool = True) -> Iterator[Event]:

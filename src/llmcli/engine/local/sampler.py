@@ -6,13 +6,14 @@ import random
 
 from llmcli.engine.local.backend import init_backends
 from llmcli.engine.sampling import SamplingParams
-from llmcli.errors import RuntimeFailure
 
 # llama.cpp first, numpy after: on CUDA a model loaded after `import numpy` crashed llama.cpp's loader,
 # and this module is where numpy enters every path that loads a model (chat, serve, bench --parallel).
 init_backends()
 
 import numpy as np  # noqa: E402
+
+from llmcli.engine.local.logits import LogitRows, TopKFirst  # noqa: E402
 
 
 class Sampler:
@@ -51,7 +52,10 @@ class Sampler:
         # 49k-entry candidate array (42 us), for every sequence of every step. (They differ only on a
         # row with NaNs, a broken model's: argmax returns the first NaN, llama.cpp skips them.)
         self._argmax = params.temperature <= 0 and not self._stateful
-        self._n_vocab = runtime.n_vocab
+        self._rows = LogitRows(ll, self._ctx, runtime.n_vocab)
+        # A chain that starts with top-k runs over the candidates top-k can keep (logits.py).
+        plain_top_k = params.temperature > 0 and 0 < params.top_k <= TopKFirst.CAP // 4 and not self._stateful
+        self._top_k = TopKFirst(ll, self._rows, params.top_k) if plain_top_k else None
 
     def sample(self, idx: int = -1) -> int:
         """The next token from the logits of batch index idx (-1: the last decoded position).
@@ -61,10 +65,11 @@ class Sampler:
         reads the same row: a sequence of a batch is constrained at its own index."""
         grammar = self.grammar
         if grammar is None and self._argmax:
-            row = self.ll.llama_get_logits_ith(self._ctx, idx)
-            if not row:
-                raise RuntimeFailure(f"llama.cpp kept no logits at batch index {idx}")
-            return int(np.ctypeslib.as_array(row, shape=(self._n_vocab,)).argmax())
+            return int(self._rows.row(idx).argmax())
+        if grammar is None and self._top_k is not None:
+            picked = self._top_k.sample(self._chain, idx)
+            if picked is not None:
+                return picked
         if grammar is None or grammar.gate.state in ("thinking", "free"):
             token = int(self.ll.llama_sampler_sample(self._chain, self._ctx, idx))
         else:

@@ -55,6 +55,7 @@ class TurnInputs:
     words: list[str]  # the word filter's
     draft: str  # "lookup": speculative decoding from prompt n-grams
     disk_cache: SessionCache | None
+    overlap: bool = True  # submit token n's decode before post-processing it (see Turn.decode)
 
 
 class Turn:
@@ -189,7 +190,7 @@ class Turn:
         self.stats.ttft_ms = elapsed_ms(self.t0, self.t_first)
 
     def decode(self) -> Iterator[Event]:
-        rt, stats, ms, cancel = self.rt, self.stats, self.ms, self.inputs.cancel
+        inputs, rt, stats, ms, cancel = self.inputs, self.rt, self.stats, self.ms, self.inputs.cancel
         prompt, seq = self.prompt, self.seq
         assert prompt is not None and seq is not None and self.cells is not None
         sampler, decoder, token, step = self.sampler, self.decoder, self.first_token, self.cells.step
@@ -209,11 +210,20 @@ class Turn:
         post_s = return_s = 0.0  # seconds in stages ⑤ and ⑥
         # Plain decoding's KV cache after each token (a decoder's may hold verified tokens ahead).
         kv_room = self.n_ctx - kv_base - 1
+        # Overlap: when only the token ids can end the reply (no stop strings, no words to mask),
+        # token n's decode is submitted before its text is post-processed and streamed, so on a GPU
+        # that work runs while the backend computes (llama_decode returns before a GPU finishes; the
+        # sampler's read of the logits waits). The same tokens are decoded in the same order.
+        early = inputs.overlap and decoder is None and post.plain
         try:
             while True:
                 if is_eog(token):
                     break
                 generated.append(token)
+                last = len(generated) >= max_tokens or stats.decode_steps >= kv_room
+                if early and not last:
+                    step(token)
+                    t_last = clock()  # a CPU computes in step(): that is decode time, not post-processing
                 delta = feed(piece(token))
                 tp = clock()
                 post_s += tp - t_last
@@ -225,14 +235,15 @@ class Turn:
                     return_s += tr - tp
                 if post.stopped:
                     break
-                if len(generated) >= max_tokens or stats.decode_steps >= kv_room:
+                if last:
                     finish = "length"
                     break
                 if cancel.is_set:
                     finish = "cancelled"
                     break
                 if decoder is None:
-                    step(token)
+                    if not early:
+                        step(token)
                     token = sampler.sample()
                 else:
                     token = decoder.next(token, max_tokens - len(generated))
