@@ -39,6 +39,11 @@ def llama():
         # Asking every device for its memory makes a GPU's driver initialise now (CUDA creates its
         # context), before anything of ours imports numpy: see init_backends.
         _devices[:] = list_devices(ll)
+    else:
+        # Again at every call (a model load among them): another binding in the process may have
+        # taken the log since (llama-cpp-python's high-level module sets its own when imported), and
+        # the placement is read from these lines.
+        ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
     return ll
 
 
