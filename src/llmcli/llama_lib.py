@@ -13,6 +13,7 @@ reuses them: the shared library is loaded once either way.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import sys
@@ -22,11 +23,27 @@ PACKAGE = "llama_cpp"
 DISTRIBUTION = "llama-cpp-python"
 
 
+def share_cxx_runtime() -> None:
+    """Make the C++ runtime the process already holds visible to every library loaded after.
+
+    numpy's C++ extensions load libstdc++ privately (RTLD_LOCAL, as Python loads extensions). A CUDA
+    build of llama.cpp loaded after that crashed in llama_model_load_from_file (SIGSEGV, seen on an
+    H200); made global first, the same libstdc++ serves both, and the load works, as it does when
+    llama.cpp comes first or libstdc++ is LD_PRELOADed (docs/gpu.md). Where there is no libstdc++.so.6
+    (macOS, Windows) there is nothing to do."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
+
+
 def load(module: str = "llama_cpp") -> ModuleType:
     """`llama_cpp.<module>` (the C API bindings by default), imported without the package's __init__."""
     name = f"{PACKAGE}.{module}"
     if name in sys.modules:
         return sys.modules[name]
+    share_cxx_runtime()
     if PACKAGE in sys.modules:  # the whole package is already imported: nothing left to save
         return importlib.import_module(name)
     spec = importlib.util.find_spec(PACKAGE)

@@ -72,7 +72,8 @@ def test_devices_are_what_llama_cpp_registered_with_the_cpu_among_them():
 
 
 # A model loaded after `import numpy` crashed llama.cpp's loader on CUDA (SIGSEGV in
-# llama_model_load_from_file). This order must load and decode; here on the CPU, on a GPU build in CI.
+# llama_model_load_from_file). This order must load and decode; here on the CPU, on a GPU build there
+# (it did on an H200 once llama_lib made libstdc++ global; it crashed before).
 NUMPY_FIRST = """
 import sys
 import numpy
@@ -90,3 +91,21 @@ def test_a_model_loads_after_numpy_was_imported_first(embedded_path):
     assert done.returncode == 0, done.stderr
     layers, n_vocab = map(int, done.stdout.split())
     assert layers == model_facts(embedded_path).n_layer + 1 and n_vocab > 0
+
+
+# The cause on CUDA: numpy's C++ extensions hold libstdc++ privately (RTLD_LOCAL). Loading llama.cpp
+# makes it global first; the global namespace then finds a libstdc++ symbol that it did not before.
+CXX_SHARED = """
+import ctypes, numpy
+from llmcli import llama_lib
+before = hasattr(ctypes.CDLL(None), "_ZSt9terminatev")
+llama_lib.load()
+print(before, hasattr(ctypes.CDLL(None), "_ZSt9terminatev"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libstdc++ is Linux's C++ runtime")
+def test_loading_llama_cpp_after_numpy_makes_its_cxx_runtime_global():
+    done = subprocess.run([sys.executable, "-c", CXX_SHARED], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
