@@ -14,8 +14,9 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.tools import FORMATS, parse_reply
 from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
+from tests.fuzz import cases
 
-SEEDS = range(4)
+SEEDS = range(cases(2, 8))  # LLMCLI_FUZZ_LONG: 8
 TOOLS = [
     {
         "type": "function",

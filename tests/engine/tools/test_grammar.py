@@ -14,8 +14,9 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.tools import FORMATS, parse_reply
 from llmcli.engine.tools.definitions import BadTool
 from llmcli.engine.tools.grammar import ToolChoice, namespaced, tool_constraint
+from tests.fuzz import cases
 
-RUNS = 4  # seeds per family and choice: each run is a whole sampled reply
+RUNS = cases(2, 8)  # seeds per family and choice: each run is a whole sampled reply (LLMCLI_FUZZ_LONG: 8)
 MAX_TOKENS = 320  # MAX_CALLS (8) calls of about 30 tokens each, at most
 CITY = {"type": "string", "maxLength": 10}
 TOOLS = [
