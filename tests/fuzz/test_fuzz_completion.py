@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,9 @@ def protocol(shell: str, words: str) -> dict[str, str]:
     if shell == "bash":
         return {
             "COMP_WORDS": words,
-            "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+            # split as bash splits the line (blanks only): str.split() also splits at U+2028 and
+            # other Unicode spaces, which a shell keeps inside a word
+            "COMP_CWORD": str(len(re.split(r"[ \t\n]+", words)) - 1),
         }
     extra = {"_TYPER_COMPLETE_FISH_ACTION": "get-args"} if shell == "fish" else {}
     return {"_TYPER_COMPLETE_ARGS": words, **extra}
