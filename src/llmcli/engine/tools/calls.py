@@ -13,6 +13,8 @@ import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from llmcli.engine.tools.definitions import ToolCall
+
 ID_ALPHABET = string.ascii_letters + string.digits
 ID_LENGTH = 24
 
@@ -22,13 +24,6 @@ IdMaker = Callable[[], str]
 def new_call_id() -> str:
     """`call_` and 24 random letters and digits, as OpenAI writes a tool call's id."""
     return "call_" + "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: dict
-    id: str = ""
 
 
 @dataclass(frozen=True)
