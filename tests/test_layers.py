@@ -88,16 +88,43 @@ def test_the_local_and_openai_rooms_never_import_each_other(room):
     assert not found
 
 
+# The engine's shared rooms: the contract's, as its root is (both backends import them).
+SHARED = ("templates", "tools")
+
+
+def room_imports(files: dict[str, Path]) -> set[str]:
+    """`module imports name` for each import of a backend room by these files (module -> path)."""
+    return {
+        f"{module} imports {name}"
+        for module, path in files.items()
+        for name in imported(path, module)
+        if any(is_within(name, f"llmcli.engine.{room}") for room in ROOMS)
+    }
+
+
+def by_name(paths: list[Path]) -> dict[str, Path]:
+    return {module_name(path): path for path in paths}
+
+
 def test_the_engine_root_imports_no_room():
     # The contract (engine/*.py) is what both backends build on; a root module that reaches into a
     # backend ties every backend to that one.
-    found = {
-        f"{module_name(path)} imports {name}"
-        for path in sorted(ENGINE.glob("*.py"))
-        for name in imported(path)
-        if any(is_within(name, f"llmcli.engine.{room}") for room in ROOMS)
-    }
-    assert not found
+    assert room_imports(by_name(sorted(ENGINE.glob("*.py")))) == set()
+
+
+@pytest.mark.parametrize("shared", SHARED)
+def test_the_shared_rooms_import_no_backend(shared):
+    # templates/ and tools/ are the contract's too: the root imports them, so a backend reached from
+    # them is reached from the root (tools/grammar.py once asked engine/local to parse its grammar).
+    files = by_name(modules(ENGINE / shared))
+    assert len(files) > 3 and room_imports(files) == set()
+
+
+def test_the_room_walk_sees_a_lazy_import_of_a_backend(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from llmcli.engine.local.grammar import check_gbnf\n", encoding="utf-8")
+    found = room_imports({"llmcli.engine.tools.probe": probe})
+    assert "llmcli.engine.tools.probe imports llmcli.engine.local.grammar" in found
 
 
 def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:

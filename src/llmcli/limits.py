@@ -50,8 +50,8 @@ _ROWS = (
     Limit("schema_string", 4_096, "characters", "an enum or const string, a property name, a pattern"),
     # render's messages, as chat's.
     Limit("messages", 16_384, "messages", "one --messages list"),
-    Limit("tools_bytes", 1 << 20, "bytes", "one --tools file of render"),
-    Limit("tools", 1_024, "tools", "one --tools list"),
+    Limit("tools_bytes", 1 << 20, "bytes", "one --tools file"),
+    Limit("tools", 128, "tools", "one --tools list or request's tools (OpenAI's cap)"),
     # Chat templates: a width-like argument (indent, center, ljust, a format width) times its lines.
     Limit("template_width", 10_000, "characters", "a width a template pads or indents to (real ones: 2-4)"),
 )

@@ -110,9 +110,33 @@ def test_the_prompt_is_the_one_render_shows_with_the_tools(tmp_path, embedded_pa
     assert json.loads(c.stdout)["usage"]["prompt_tokens"] == counts[0]
 
 
+def named(name: str, **function: object) -> dict:
+    return {"type": "function", "function": {"name": name, **function}}
+
+
 BAD = [
-    ("[1, 2]", [], "is not a list of tools (tool 1 has no function name)"),
     ("{nope", [], "is not a list of tools (not JSON"),
+    # serve's checks of a request's tools, with the same field paths (tests/serve/test_tools.py)
+    (json.dumps(WEATHER), [], "tools.json: tools must be a list of tools"),
+    ("[1, 2]", [], "tools.json: tools[0] must be an object"),
+    (json.dumps([WEATHER, {"type": "function"}]), [], "tools[1].function must be an object with a name"),
+    (json.dumps([named("get weather")]), [], "tools[0].function.name must be 1 to 64 letters"),
+    (json.dumps([WEATHER, WEATHER]), [], "tools[1].function.name 'get_weather' is given twice"),
+    (
+        json.dumps([named("f", description="x" * 40_000)]),
+        [],
+        "tools[0].function.description is 40,000 characters, over the limit of 32,768; shorten it",
+    ),
+    (
+        json.dumps([named("f", parameters={"type": 5})]),
+        ["--tool-choice", "none"],  # checked whatever the choice: none still renders the tools
+        "tools[0].function.parameters must be a JSON Schema of an object",
+    ),
+    (
+        json.dumps([named(f"f{i}") for i in range(200)]),
+        [],
+        "tools holds 200 tools, over the limit of 128; give fewer tools",
+    ),
     (
         json.dumps(
             [

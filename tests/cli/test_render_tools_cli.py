@@ -90,27 +90,49 @@ def test_render_with_tools_prints_transformers_prompt_and_their_text_stays_plain
     assert doc["pieces"].count("<|im_end|>") == doc["text"].count("<|im_end|>") - 2
 
 
-@pytest.mark.parametrize(
-    "tools, why",
-    [
-        ("not json", "is not a list of tools (not JSON: Expecting value at line 1)"),
-        (json.dumps(WEATHER), "is not a list of tools (want a JSON list of tools)"),
-        (
-            json.dumps([WEATHER, {"type": "function", "function": {"description": "x"}}]),
-            "(tool 2 has no function name)",
+SHAPE = 'give [{"type": "function", "function"'
+NOT_A_LIST = [
+    ("not json", " is not a list of tools (not JSON: Expecting value at line 1)", SHAPE),
+    ("[" * 100_000, " is not a list of tools (its JSON nests too deeply to read)", SHAPE),
+    (json.dumps(WEATHER), ': tools must be a list of tools: [{"type": "function"', ""),
+]
+# What serve answers with a 400 naming the field (tests/serve/test_tools.py), render and chat refuse
+# in one line naming the same field: one check (engine/tools/definitions.py).
+NOT_A_TOOL = [
+    (
+        json.dumps([WEATHER, {"type": "function", "function": {"description": "x"}}]),
+        ": tools[1].function.name is required",
+    ),
+    (json.dumps([{"type": "function", "name": "get_weather"}]), ": tools[0].function must be an object"),
+    (json.dumps([{"type": "tool", "function": WEATHER["function"]}]), ': tools[0].type must be "function"'),
+    (
+        json.dumps([{"type": "function", "function": {"name": "\ud800"}}]),
+        ": tools[0].function.name must be 1 to 64",
+    ),
+    (json.dumps([WEATHER, WEATHER]), ": tools[1].function.name 'get_weather' is given twice"),
+    (
+        json.dumps([{"function": {"name": "f", "description": "\ud800"}}]),
+        ": tools[0] holds a lone surrogate, which is not text",
+    ),
+    (
+        json.dumps([{"function": {"name": "f", "description": "x" * 40_000}}]),
+        ": tools[0].function.description is 40,000 characters, over the limit of 32,768; shorten it",
+    ),
+    (
+        json.dumps(
+            [{"function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": 5}}}}}]
         ),
-        (json.dumps([{"type": "function", "name": "get_weather"}]), "(tool 1 has no function name)"),
-        (json.dumps([{"type": "function", "function": {"name": "\ud800"}}]), "(tool 1 has no function name)"),
-        (
-            json.dumps([{"function": {"name": "f", "description": "\ud800"}}]),
-            "(tool 1 holds a lone surrogate",
-        ),
-        ("[" * 100_000, "(its JSON nests too deeply to read)"),
-    ],
-)
-def test_a_tools_file_that_is_not_a_list_of_named_functions_is_refused(tmp_path, embedded_path, tools, why):
+        ": tools[0].function.parameters is not a valid JSON Schema",
+    ),
+]
+
+
+@pytest.mark.parametrize("tools, why, fix", NOT_A_LIST + [(t, w, "") for t, w in NOT_A_TOOL])
+def test_a_tools_file_that_is_not_a_list_of_named_functions_is_refused(
+    tmp_path, embedded_path, tools, why, fix
+):
     r = render(tmp_path, embedded_path, tools, messages())
-    assert_refused(r, f"{tmp_path / 'tools.json'} ", why, 'give [{"type": "function", "function"')
+    assert_refused(r, f"{tmp_path / 'tools.json'}{why}", fix)
 
 
 def test_a_tools_file_over_its_limits_or_not_a_regular_file_is_refused(tmp_path, embedded_path):
@@ -130,7 +152,9 @@ def test_a_tools_file_over_its_limits_or_not_a_regular_file_is_refused(tmp_path,
         assert_refused(r, str(path), why)
     count = limit("tools") + 1
     many = render(tmp_path, embedded_path, json.dumps([WEATHER] * count), messages())
-    assert_refused(many, f"tools.json: a tool count of {count:,} is over the limit", "give fewer tools")
+    assert_refused(
+        many, f"tools.json: tools holds {count:,} tools, over the limit of {count - 1:,}; give fewer tools"
+    )
 
 
 @pytest.mark.parametrize(

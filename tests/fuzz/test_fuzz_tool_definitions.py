@@ -42,6 +42,8 @@ TEXTS = [
     "\\ud800",
 ]
 
+NAMES = ["now", "get.time-2", "A_b"]  # names check_tools takes, beside TEXTS' hostile ones
+
 
 def _value(rng: random.Random, depth: int = 0):
     kind = rng.choice(["null", "bool", "int", "str", "list", "dict"] if depth < 4 else ["str", "int"])
@@ -59,7 +61,7 @@ def _value(rng: random.Random, depth: int = 0):
 
 
 def _tool(rng: random.Random) -> object:
-    function: dict = {"name": rng.choice(TEXTS), "description": rng.choice(TEXTS)}
+    function: dict = {"name": rng.choice(NAMES + TEXTS), "description": rng.choice(TEXTS)}
     if rng.random() < 0.5:
         function["parameters"] = {"type": "object", "properties": {rng.choice(TEXTS): {"type": "string"}}}
     if rng.random() < 0.2:
@@ -128,7 +130,8 @@ def test_hostile_tools_and_tool_calls_are_refused_or_render_as_plain_text(runtim
             tools = parse_tools(tools_text, "tools.json")
             messages = parse_messages(messages_text, "messages.json")
         except UsageError as exc:
-            assert "\n" not in str(exc) and "not a list of" in str(exc), (seed, case, str(exc))
+            words = str(exc)
+            assert "\n" not in words and ("not a list of" in words or ": tools" in words), (seed, case, words)
             counts["refused"] += 1
             continue
         except Exception:

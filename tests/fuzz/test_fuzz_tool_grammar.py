@@ -1,10 +1,12 @@
 """Seeded hostile tools through `tool_constraint`, in-process: every form, every tool_choice.
 
-Each case is a list of tools whose names are full of quotes, backslashes, newlines, control
-characters and unicode, and whose `parameters` are the schema fuzzer's small schemas (leaves and
-shallow nodes, some refused), or not schemas at all. `tool_constraint` must either refuse the case
-with one BadTool line naming the field (`tools[i].function.parameters`), the choice or the grammar,
-or return a grammar that llama.cpp parses (it checks that itself). Any other exception fails.
+Each case is a list of tools whose names are mostly what check_tools takes (letters, digits, `_`,
+`-`, `.`), some full of quotes, backslashes, newlines, control characters and unicode, and whose
+`parameters` are the schema fuzzer's small schemas (leaves and shallow nodes, some refused), or not
+schemas at all. check_tools and `tool_constraint` must either refuse the case with one BadTool line
+naming the field (`tools[i].function.parameters`) or the choice, or give a grammar that llama.cpp
+parses (usecases/constraint.checked asks it) or refuses in one UsageError line. Any other exception
+fails.
 
 200 cases per seed by default (seconds); LLMCLI_FUZZ_LONG=1 runs 3,000 (seeds: tests/fuzz/__init__.py).
 """
@@ -20,11 +22,14 @@ import pytest
 from llmcli.engine.tools import FORMATS
 from llmcli.engine.tools.definitions import BadTool, check_tools
 from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
+from llmcli.errors import UsageError
+from llmcli.usecases.constraint import checked
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.fuzz.test_fuzz_schema import _leaf, _text
 
 CASES = cases(default=200, long=3000)
 FIXED_SEED = 20261204
+NAME_CHARS = "abcxyzABC019_.-"
 NOT_SCHEMAS = [[], "object", 5, None, {"type": "string"}, {"type": 5}, {"type": "object", "multipleOf": 2}]
 
 
@@ -44,7 +49,8 @@ def make_tools(rng: random.Random, index: int) -> list[dict]:
         return [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     tools = []
     for _ in range(rng.randint(1, 4)):
-        function: dict[str, object] = {"name": _text(rng, 10) or "g"}
+        name = "".join(rng.choice(NAME_CHARS) for _ in range(rng.randint(1, 12)))
+        function: dict[str, object] = {"name": (_text(rng, 10) or "g") if rng.random() < 0.1 else name}
         parameters = _parameters(rng) if index != 1 else {"type": "object", "multipleOf": 3}
         if parameters is not None:
             function["parameters"] = parameters
@@ -76,7 +82,9 @@ def test_hostile_tools_make_a_grammar_or_one_clean_refusal(seed):
         parallel = rng.random() < 0.5
         try:
             constraint = tool_constraint(tools, form, choice, parallel=parallel)
-        except BadTool as exc:
+            assert constraint is not None
+            checked(constraint)
+        except (BadTool, UsageError) as exc:
             message = str(exc)
             assert message and "\n" not in message, (seed, index, message)
             assert message.startswith(("tools[", "tool_choice", "tools:")), (seed, index, message)
@@ -84,7 +92,7 @@ def test_hostile_tools_make_a_grammar_or_one_clean_refusal(seed):
         except Exception:  # noqa: BLE001 - anything else is the bug this fuzzer looks for
             pytest.fail(f"seed {seed} case {index} ({form.name}, {choice}): {traceback.format_exc()}")
         else:
-            assert constraint is not None and constraint.kind == "tools"
+            assert constraint.kind == "tools"
             assert (constraint.trigger is not None) == (choice.mode == "auto")
             counts["grammar"] += 1
     assert_reached(counts, "grammar", "refused", seed=seed)

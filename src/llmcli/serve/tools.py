@@ -1,10 +1,11 @@
 """Tool use in a request, both dialects: `tools`, `tool_choice`, `parallel_tool_calls` and the tool
 fields of messages, checked once into a ToolUse and the grammar that holds the reply to a call.
 
-Each mistake is a 400 naming its field in the route's shape (`tools[2].function.name`): a tool that
-is not an object or has no name, a name given twice, a description past MAX_DESCRIPTION, more than
-MAX_TOOLS tools, parameters that are not a JSON Schema of an object (or that the grammar converter
-refuses, when a grammar is made), a tool_choice naming a function the request does not give.
+Each mistake is a 400 naming its field in the route's shape (`tools[2].function.name`): what the
+engine's check_tools refuses (the one check chat's --tools file goes through too: a tool that is not
+an object or has no name, a name given twice, a description too long, too many tools, parameters that
+are not a JSON Schema of an object), a schema the grammar converter or llama.cpp refuses (when a
+grammar is made), a tool_choice naming a function the request does not give.
 
 `tools: []` is no tools, and `tool_choice: "none"` renders the tools but asks for text: no grammar,
 and the reply is not read for calls. A tool constraint and a response_format (or llama-server's
@@ -14,105 +15,41 @@ json_schema or grammar) would each hold the reply to a different shape, so askin
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from typing import Any
 
 from llmcli.engine.messages import Message, is_text
 from llmcli.engine.structured import OutputConstraint
 from llmcli.engine.tools import FORMATS, ToolFormat
-from llmcli.engine.tools.definitions import ToolCall
+from llmcli.engine.tools.definitions import BadTool, ToolCall, check_tools, one_line
 from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
 from llmcli.engine.tools.use import ToolUse
+from llmcli.errors import UsageError
 from llmcli.serve.errors import bad
 from llmcli.serve.protocol import Generation, checked, refuse
 
-MAX_TOOLS = 128  # OpenAI's own cap on a request's tools
-MAX_DESCRIPTION = 32_768  # characters: room for any real description, none for a megabyte
-NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # OpenAI's names (letters, digits, _ and -), and dots
-NAME_RULE = "1 to 64 letters, digits, '_', '-' or '.'"
-SHAPE = '{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}'
 CHOICES = ("none", "auto", "required")
 CHOICE_SHAPE = '"none", "auto", "required" or {"type": "function", "function": {"name": ...}}'
 
 
 # -- the tools -------------------------------------------------------------------------------------
-def _tool(item: Any, where: str, seen: set[str]) -> dict:
-    if not isinstance(item, dict):
-        raise bad(where, f"{where} must be an object: {SHAPE}")
-    if item.get("type", "function") != "function":
-        raise bad(f"{where}.type", f'{where}.type must be "function"')
-    function = item.get("function")
-    if not isinstance(function, dict):
-        raise bad(f"{where}.function", f"{where}.function must be an object with a name: {SHAPE}")
-    name = function.get("name")
-    if name is None:
-        raise bad(f"{where}.function.name", f"{where}.function.name is required")
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise bad(f"{where}.function.name", f"{where}.function.name must be {NAME_RULE}")
-    if name in seen:
-        raise bad(
-            f"{where}.function.name", f"{where}.function.name {name!r} is given twice; name each tool once"
-        )
-    seen.add(name)
-    description = function.get("description")
-    if description is not None and not isinstance(description, str):
-        raise bad(f"{where}.function.description", f"{where}.function.description must be a string")
-    if description is not None and len(description) > MAX_DESCRIPTION:
-        raise bad(
-            f"{where}.function.description",
-            f"{where}.function.description is {len(description):,} characters, over the limit of "
-            f"{MAX_DESCRIPTION:,}; shorten it",
-        )
-    _parameters(function.get("parameters"), f"{where}.function.parameters")
-    return {**item, "type": "function"}  # Ollama's clients may leave the type out
-
-
-def _parameters(schema: Any, where: str) -> None:
-    """A JSON Schema of the arguments object (none: no arguments). Its grammar is made, and the
-    converter's refusals said, when a call is asked for (tool_constraint)."""
-    if schema is None:
-        return
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        raise bad(
-            where, f'{where} must be a JSON Schema of an object ({{"type": "object", "properties": ...}})'
-        )
-    refusal = _schema_refusal(json.dumps(schema))
-    if refusal is not None:
-        raise bad(where, refusal.replace("--schema", where, 1))
-
-
-# An agent sends the same tools with every turn: their checks and their grammar are remembered by
-# their JSON text, so that a request pays for them once, not on the event loop at every turn.
-@lru_cache(maxsize=256)
-def _schema_refusal(text: str) -> str | None:
-    from llmcli.engine.schema_check import check_bounds, check_is_schema
-    from llmcli.errors import UsageError
-
-    schema = json.loads(text)
-    try:
-        check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
-        check_is_schema(schema)
-    except UsageError as exc:
-        return str(exc)
-    return None
-
-
+# An agent sends the same tools with every turn: their grammar is remembered by their JSON text, so
+# that a request pays for it once, not on the event loop at every turn.
 @lru_cache(maxsize=32)
 def _grammar(tools: str, form: str, mode: str, name: str | None, parallel: bool) -> OutputConstraint | None:
-    """tool_constraint over the tools' JSON text (a BadTool it raises is not remembered)."""
-    return tool_constraint(json.loads(tools), FORMATS[form], ToolChoice(mode, name), parallel=parallel)
+    """tool_constraint over the tools' JSON text, once llama.cpp parses it (a refusal is not
+    remembered)."""
+    from llmcli.usecases import constraint as constraints
+
+    grammar = tool_constraint(json.loads(tools), FORMATS[form], ToolChoice(mode, name), parallel=parallel)
+    return None if grammar is None else constraints.checked(grammar)
 
 
 def _tools(value: Any, field: str) -> list[dict]:
-    if not isinstance(value, list):
-        raise bad(field, f"{field} must be a list of tools: [{SHAPE}]")
-    if len(value) > MAX_TOOLS:
-        raise bad(
-            field, f"{field} holds {len(value):,} tools, over the limit of {MAX_TOOLS}; give fewer tools"
-        )
-    seen: set[str] = set()
-    return [_tool(item, f"{field}[{i}]", seen) for i, item in enumerate(value)]
+    try:
+        return check_tools(value, field)
+    except BadTool as exc:
+        raise bad(exc.field or field, str(exc)) from None
 
 
 def _choice(value: Any, names: list[str]) -> ToolChoice:
@@ -148,8 +85,6 @@ def tool_use(
 
 def with_tools(gen: Generation, use: ToolUse | None) -> Generation:
     """`gen` with its tools, and the grammar that holds the reply to a call (none for "none")."""
-    from llmcli.engine.tools.definitions import BadTool
-
     if use is None:
         return gen
     gen.tools = use
@@ -166,9 +101,9 @@ def with_tools(gen: Generation, use: ToolUse | None) -> Generation:
         text = json.dumps(use.tools)  # in order: the order of properties is the order written
         gen.constraint = _grammar(text, use.form.name, use.choice.mode, use.choice.name, use.parallel)
     except BadTool as exc:
-        message = str(exc)
-        where = re.match(r"tools\[\d+\]\.function\.parameters", message)
-        raise bad(where.group(0) if where else "tools", message) from None
+        raise bad(exc.field or "tools", str(exc)) from None
+    except UsageError as exc:  # llama.cpp refused the grammar
+        raise bad("tools", one_line(str(exc))) from None
     return gen
 
 

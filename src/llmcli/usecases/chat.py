@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from llmcli.engine.openai.client import Endpoint
     from llmcli.engine.session import Session
     from llmcli.engine.structured import OutputConstraint
+    from llmcli.engine.tools.use import ToolUse
     from llmcli.hub.events import ProgressScope
-    from llmcli.usecases.tools import ToolReader, ToolUse
+    from llmcli.usecases.tools import ToolReader
 
 
 @dataclass

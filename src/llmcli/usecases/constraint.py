@@ -1,9 +1,11 @@
-"""The reply's constraint, from chat's options or `/set schema`, checked before any model loads.
+"""The reply's constraint, from chat's options, `/set schema`, chat's --tools or a request's tools,
+checked before any model loads.
 
-engine/structured.py parses the options and converts a schema to GBNF: the contract every backend
-shares. Whether llama.cpp parses the grammar is engine/local's word (grammar.py), asked here
-whichever backend answers: a grammar llama.cpp refuses is refused before a model loads or a
-server is called, as llama.cpp's own server would refuse it.
+engine/structured.py parses the options and converts a schema to GBNF, engine/tools/grammar.py
+writes the tools' grammar: the contract every backend shares. Whether llama.cpp parses the grammar
+is engine/local's word (grammar.py), asked here whichever backend answers: a grammar llama.cpp
+refuses is refused before a model loads or a server is called, as llama.cpp's own server would
+refuse it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ if TYPE_CHECKING:
     from llmcli.engine.structured import OutputConstraint
 
 
+# Each kind of constraint: the name a refusal gives it (None: its source) and whether llmcli wrote
+# the grammar from the user's schema. `--format json`'s grammar is the converter's own, written from
+# a fixed schema: nothing to check.
+CHECKS: dict[str, tuple[str | None, bool]] = {
+    "schema": ("--schema", True),
+    "tools": ("tools", True),
+    "grammar": (None, False),
+}
+
+
 def checked(constraint: OutputConstraint) -> OutputConstraint:
-    """The constraint, once llama.cpp parses its grammar (UsageError naming the option otherwise).
-    `--format json`'s grammar is the converter's own, written from a fixed schema: nothing to check."""
+    """The constraint, once llama.cpp parses its grammar (UsageError naming the option otherwise)."""
     from llmcli.engine.local.grammar import check_gbnf
 
-    if constraint.kind == "schema":
-        check_gbnf(constraint.gbnf, "--schema", from_schema=True)
-    elif constraint.kind == "grammar":
-        check_gbnf(constraint.gbnf, constraint.source)
+    if constraint.kind in CHECKS:
+        name, from_schema = CHECKS[constraint.kind]
+        check_gbnf(constraint.gbnf, name or constraint.source, from_schema=from_schema)
     return constraint
 
 

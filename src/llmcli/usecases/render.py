@@ -66,7 +66,8 @@ def read_tools_file(path: Path) -> str:
 
 
 def parse_tools(text: str, source: str) -> list[dict]:
-    """OpenAI-style `[{"type": "function", "function": {"name": ...}}]`; anything else is refused."""
+    """OpenAI-style `[{"type": "function", "function": {"name": ...}}]`, checked as serve checks a
+    request's tools; anything else is refused naming the field (`tools[0].function.name`)."""
     from llmcli.engine.tools.definitions import BadTool, check_tools
 
     bad, fix = f"{source} is not a list of tools", f"give {TOOL_SHAPE}"
@@ -76,12 +77,10 @@ def parse_tools(text: str, source: str) -> list[dict]:
         raise UsageError(f"{bad} (not JSON: {exc.msg} at line {exc.lineno}); {fix}") from None
     except RecursionError:  # a schema nests a few levels; thousands are not a tool
         raise UsageError(f"{bad} (its JSON nests too deeply to read); {fix}") from None
-    if isinstance(data, list):
-        check(f"{source}: a tool count of", len(data), "tools", "give fewer tools")
     try:
         return check_tools(data)
     except BadTool as exc:
-        raise UsageError(f"{bad} ({exc}); {fix}") from None
+        raise UsageError(f"{source}: {exc}") from None
 
 
 def parse_messages(text: str, source: str) -> list[Message]:

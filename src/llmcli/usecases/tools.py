@@ -5,39 +5,27 @@ sends the results back as `tool` messages (docs/tools.md)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmcli.engine.tools.use import ToolUse
 from llmcli.errors import RuntimeFailure, UsageError
 
 if TYPE_CHECKING:
     from llmcli.engine.messages import Message
     from llmcli.engine.structured import OutputConstraint
-    from llmcli.engine.tools import ParsedReply, ToolCall, ToolCallStream, ToolFormat
-    from llmcli.engine.tools.grammar import ToolChoice
-
-
-@dataclass(frozen=True)
-class ToolUse:
-    """--tools and --tool-choice, checked before any model loads."""
-
-    tools: list[dict]
-    choice: ToolChoice
-    source: str  # the file, for messages
-
-    @property
-    def names(self) -> list[str]:
-        return [tool["function"]["name"] for tool in self.tools]
+    from llmcli.engine.tools import ParsedReply, ToolCall, ToolCallStream
 
 
 def parse_tool_options(
     path: Path | None, choice_text: str | None, constraint: OutputConstraint | None, remote: bool
 ) -> ToolUse | None:
-    """The options into one value (or None); a bad file, choice or schema is a UsageError naming it."""
-    from llmcli.engine.tools.definitions import BadTool
-    from llmcli.engine.tools.formats import GENERIC
+    """--tools and --tool-choice into one value (or None), checked before any model loads: a bad
+    file, choice or schema, or a grammar llama.cpp refuses, is a UsageError naming it."""
+    from llmcli.engine.tools.definitions import BadTool, one_line
     from llmcli.engine.tools.grammar import ToolChoice, tool_constraint
+    from llmcli.usecases.constraint import checked
     from llmcli.usecases.render import parse_tools, read_tools_file
 
     if path is None:
@@ -56,11 +44,14 @@ def parse_tool_options(
             f"--tool-choice {choice.name!r} is not auto, none, required or a tool of {path}"
             f" ({', '.join(names) or 'it has none'})"
         )
+    use = ToolUse(tools, choice)
     try:  # every schema and the named function, before the model loads (the form changes neither)
-        tool_constraint(tools, GENERIC, choice)
-    except BadTool as exc:
-        raise UsageError(f"--tools {path}: {exc}") from None
-    return ToolUse(tools, choice, str(path))
+        grammar = tool_constraint(use.tools, use.form, use.choice)
+        if grammar is not None:
+            checked(grammar)
+    except (BadTool, UsageError) as exc:
+        raise UsageError(f"--tools {path}: {one_line(str(exc))}") from None
+    return use
 
 
 def read_history(path: Path | None, remote: bool, resuming: bool) -> list[Message] | None:
@@ -90,10 +81,10 @@ def use_tools(session, use: ToolUse) -> ToolReader:
     from llmcli.engine.tools import detect
     from llmcli.engine.tools.grammar import tool_constraint
 
-    form = detect(session.template_choice.source)
+    use = replace(use, form=detect(session.template_choice.source))
     session.tools = use.tools
-    session.constraint = tool_constraint(use.tools, form, use.choice)
-    return ToolReader(form, use)
+    session.constraint = tool_constraint(use.tools, use.form, use.choice)
+    return ToolReader(use)
 
 
 def call_json(call: ToolCall) -> dict:
@@ -104,17 +95,16 @@ def call_json(call: ToolCall) -> dict:
 
 @dataclass(frozen=True)
 class ToolReader:
-    form: ToolFormat
-    use: ToolUse
+    use: ToolUse  # with the chosen template's form
 
     def stream(self) -> ToolCallStream:
         from llmcli.engine.tools import ToolCallStream
 
-        return ToolCallStream(self.form, self.use.names)
+        return ToolCallStream(self.use.form, self.use.names)
 
     def check(self, parsed: ParsedReply, finish_reason: str | None) -> ParsedReply:
         """A reply that had to call a tool and did not is a failure (exit 1), never text."""
-        if self.use.choice.mode in ("required", "named") and not parsed.calls:
+        if self.use.must_call and not parsed.calls:
             cut = " (max tokens reached: raise -n)" if finish_reason == "length" else ""
             raise RuntimeFailure(f"the reply holds no well-formed tool call{cut}: {parsed.malformed}")
         return parsed

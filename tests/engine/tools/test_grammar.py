@@ -14,6 +14,7 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.tools import FORMATS, parse_reply
 from llmcli.engine.tools.definitions import BadTool
 from llmcli.engine.tools.grammar import ToolChoice, namespaced, tool_constraint
+from llmcli.usecases.constraint import checked
 from tests.fuzz import cases
 
 RUNS = cases(2, 8)  # seeds per family and choice: each run is a whole sampled reply (LLMCLI_FUZZ_LONG: 8)
@@ -96,7 +97,9 @@ def test_every_form_and_choice_makes_a_grammar_llama_cpp_parses():
     for form in FORMATS.values():
         for choice in (ToolChoice("auto"), ToolChoice("required"), ToolChoice("named", "now")):
             for parallel in (True, False):
-                assert tool_constraint(TOOLS, form, choice, parallel=parallel) is not None
+                constraint = tool_constraint(TOOLS, form, choice, parallel=parallel)
+                assert constraint is not None
+                checked(constraint)  # UsageError if llama.cpp refuses it
 
 
 def test_none_and_auto_without_tools_need_no_grammar():
@@ -145,6 +148,7 @@ def test_a_schema_that_cannot_be_a_grammar_is_refused_naming_its_field(label):
     with pytest.raises(BadTool) as err:
         tool_constraint(tools, FORMATS["hermes"], ToolChoice("required"))
     assert str(err.value).startswith(message)
+    assert err.value.field == "tools[1].function.parameters"  # serve's 400 names it
 
 
 def test_a_named_function_that_is_not_a_tool_is_refused():

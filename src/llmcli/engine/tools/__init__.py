@@ -3,7 +3,7 @@ of that form, for a whole reply (`parse_reply`) or a streamed one (`ToolCallStre
 
 Rendering the tools into the prompt is the template's business (engine/templates). This package
 reads the reply, and (grammar.py) makes the grammar `tool_choice` asks for, in the same markup;
-it imports neither backend (llama.cpp parses that grammar through engine/local, imported late).
+it imports neither backend (whether llama.cpp parses that grammar, usecases/constraint.py asks).
 """
 
 from llmcli.engine.tools.calls import (

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from llmcli.engine.schema_grammar import gbnf_literal, json_text
 from llmcli.engine.structured import OutputConstraint
-from llmcli.engine.tools.definitions import BadTool
+from llmcli.engine.tools.definitions import BadTool, one_line
 from llmcli.engine.tools.formats import ToolFormat
 from llmcli.errors import UsageError
 
@@ -121,12 +121,6 @@ def namespaced(gbnf: str, prefix: str) -> str:
     return "".join(f"{prefix}-{token}" if token in names else token for token in _GBNF_TOKEN.findall(gbnf))
 
 
-def one_line(message: str) -> str:
-    """A message that quotes the schema's own words (a property name) with its control characters
-    escaped: a refusal is one line, in a terminal or a JSON error body."""
-    return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", message)
-
-
 def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
     """A tool's parameters schema as rules named PREFIX-…; BadTool names the field when refused."""
     from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
@@ -139,7 +133,7 @@ def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
         check_subset(schema)
         gbnf = schema_to_gbnf(schema)
     except UsageError as err:
-        raise BadTool(one_line(re.sub("^--schema", where, str(err)))) from None
+        raise BadTool(one_line(re.sub("^--schema", where, str(err))), where) from None
     return namespaced(gbnf, prefix)
 
 
@@ -154,7 +148,7 @@ def _call_rules(tools: list[tuple[int, dict]], markup: Markup) -> list[str]:
         if isinstance(schema, dict) and "type" not in schema:
             schema = {**schema, "type": "object"}  # arguments are an object, whatever else it says
         if isinstance(schema, dict) and isinstance(schema["type"], str) and schema["type"] != "object":
-            raise BadTool(f'{where} must describe an object ("type": "object"): arguments are one')
+            raise BadTool(f'{where} must describe an object ("type": "object"): arguments are one', where)
         rules.append(_arguments_grammar(schema, where, f"t{i}"))
         head = gbnf_literal('{"name": ' + json_text(function["name"]) + f', "{markup.key}": ')
         calls.append(f'{head} t{i}-root "}}"')
@@ -169,7 +163,8 @@ def tool_constraint(
 ) -> OutputConstraint | None:
     """The grammar a reply follows for this tool_choice (None for "none", or "auto" with no tools).
     `tools` is what check_tools returns. BadTool when a schema cannot be a grammar or the named
-    function is not among the tools."""
+    function is not among the tools. Whether llama.cpp parses the grammar is the local backend's
+    word, asked by the use-case (usecases/constraint.py), as for --schema."""
     if choice.mode == "none" or (choice.mode == "auto" and not tools):
         return None
     if not tools:
@@ -185,16 +180,9 @@ def tool_constraint(
     rules = [f"root ::= {markup.root(parallel, lazy)}", WS, *_call_rules(chosen, markup)]
     if lazy and form.name == "generic":
         rules += ["response ::= r-root", _arguments_grammar({"type": "string"}, "response", "r")]
-    gbnf = "\n".join(rules) + "\n"
-    from llmcli.engine.local.grammar import check_gbnf
-
-    try:
-        check_gbnf(gbnf, "tools", from_schema=True)
-    except UsageError as err:
-        raise BadTool(one_line(str(err))) from None
     return OutputConstraint(
         "tools",
-        gbnf,
+        "\n".join(rules) + "\n",
         source="tools",
         trigger=markup.trigger if lazy else None,
         trigger_at_start=lazy and markup.at_start,

@@ -1,23 +1,25 @@
-"""What a request asks of its tools, checked: the tools (OpenAI's shape, for the template), the
-tool_choice, and the form the served model writes calls in. Made at serve's boundary
-(serve/tools.py), read by the engine's side of a request (serve/protocol.py's Generation)."""
+"""What a chat or a request asks of its tools, checked: the tools (OpenAI's shape, for the template),
+the tool_choice, and the form the model writes calls in. Made at each boundary (chat's --tools in
+usecases/tools.py, a request's `tools` in serve/tools.py) and read by the side that renders the
+prompt and reads the reply (usecases/tools.py's ToolReader, serve/tool_calls.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmcli.engine.tools.formats import ToolFormat
+from llmcli.engine.tools.formats import GENERIC, ToolFormat
 from llmcli.engine.tools.grammar import ToolChoice
 
 
 @dataclass(frozen=True)
 class ToolUse:
-    """A request's tools (OpenAI's shape, for the template), what it asks of them, and the form the
-    served model writes calls in."""
+    """The tools (OpenAI's shape, for the template), what is asked of them, and the form the model
+    writes calls in: serve's model's from the start; chat's once its template is chosen (until then
+    GENERIC, which makes the same checks)."""
 
     tools: list[dict]
     choice: ToolChoice
-    form: ToolFormat
+    form: ToolFormat = GENERIC
     parallel: bool = True
 
     @property
@@ -28,3 +30,8 @@ class ToolUse:
     def reads_calls(self) -> bool:
         """ "none" asks for text: the reply is not read for calls."""
         return self.choice.mode != "none"
+
+    @property
+    def must_call(self) -> bool:
+        """Under "required" or a named function a reply with no call is a failure, never text."""
+        return self.choice.mode in ("required", "named")
