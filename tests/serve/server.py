@@ -122,14 +122,21 @@ class ServeProcess(ServerProcess):
         super().wait_ready(timeout)
 
     def metric(self, name: str, headers: dict | None = None, absent: float | None = None) -> float:
-        """One series of /metrics (`name` with its labels, as the text shows it). A labelled series
-        appears only once it has counted something: `absent` is its value until then."""
+        """One series of /metrics (`name` with its labels, as the text shows it), summed over the
+        labels it does not name (a `model_name` a series has beside them). A labelled series appears
+        only once it has counted something: `absent` is its value until then."""
         text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
-        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
-        if found is None and absent is not None:
+        family, _, labels = name.partition("{")
+        wanted = set(re.findall(r'\w+="[^"]*"', labels))
+        found = [
+            float(value)
+            for have, value in re.findall(rf"^{re.escape(family)}(?:\{{(.*)\}})? (\S+)$", text, re.MULTILINE)
+            if wanted <= set(re.findall(r'\w+="[^"]*"', have))
+        ]
+        if not found and absent is not None:
             return absent
         assert found, f"no {name} in /metrics"
-        return float(found.group(1))
+        return sum(found)
 
     def metric_when(
         self,

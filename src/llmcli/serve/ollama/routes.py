@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.engine.tools import CallDelta
 from llmcli.serve.call import Call, ClosesCall, Piece
+from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.outcome import Outcome, timings
@@ -112,6 +113,12 @@ def details(facts: dict) -> dict:
 def tagged(name: str) -> str:
     """Ollama's clients (Open WebUI) name a model with a tag, `:latest` when it has none."""
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _served(server: Server, name: str) -> None:
+    one = server.catalog.one
+    if one is not None and name not in (one.name, tagged(one.name)):
+        raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(one.name)}'")
 
 
 def _loaded(shape: Shape, unloaded: bool) -> dict:
@@ -214,6 +221,7 @@ async def show(request: Request):
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, ShowRequest)
+    _served(server, body.named)
     served = server.find(body.named, ollama=True)
     lease = await server.lease(served, None, request.state.t_arrival)
     lease.release()
