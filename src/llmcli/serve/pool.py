@@ -154,10 +154,12 @@ class Lease:
 
 
 class Pool:
-    def __init__(self, config: ServeConfig, engine, metrics, one: bool = False, room=lambda: True) -> None:
+    def __init__(
+        self, config: ServeConfig, engine, metrics, one: bool = False, room=lambda waiting: True
+    ) -> None:
         self.config, self.engine, self.metrics = config, engine, metrics
         self.one = one  # `llmcli serve MODEL`: the model stays for ever, whatever a request asks
-        self.room = room  # False when the bounded queue is full (a waiting request is one in it)
+        self.room = room  # room(waiting): False when the bounded queue is full (a waiting request is in it)
         self.keep_alive = FOREVER if one else config.keep_alive
         self.max_models = config.max_models or math.inf
         self.budget = math.inf if one else (config.max_memory or default_budget())
@@ -207,7 +209,7 @@ class Pool:
                 self.slots[served.name] = new = Slot(served, size, asyncio.Future())
                 new.ready = asyncio.ensure_future(self._load(new))
                 continue
-            if not self.room():
+            if not self.room(self.waiting):
                 raise ApiError(503, "the server is busy (the queue is full); try again", retry_after=1)
             self.waiting += 1
             try:

@@ -49,7 +49,11 @@ class Server:
         engine = Engine(config, metrics, on_fatal=on_fatal)
         gate = Gate(config, metrics)
         pool = Pool(
-            config, engine, metrics, one=catalog.one is not None, room=lambda: gate.in_flight < gate.capacity
+            config,
+            engine,
+            metrics,
+            one=catalog.one is not None,
+            room=lambda waiting: gate.in_flight + waiting < gate.capacity,
         )
         metrics.watch(engine, pool)
         return cls(config, engine, gate, metrics, catalog, pool, **kwargs)
