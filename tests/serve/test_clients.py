@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import httpx
 import jsonschema
@@ -216,16 +217,13 @@ def test_every_model_route_is_a_503_with_retry_after_until_the_model_is_loaded(e
     """In process, before the lifespan starts the engine thread: the model is not loaded yet."""
     from starlette.testclient import TestClient
 
-    from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
+    from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.config import ServeConfig
-    from llmcli.serve.engine import Engine
-    from llmcli.serve.metrics import ServeMetrics
     from llmcli.serve.state import Server
 
     config = ServeConfig(model_path=embedded_path, model_name=EMBEDDED_NAME)
-    metrics = ServeMetrics()
-    server = Server(config, Engine(config, metrics, on_fatal=lambda: None), Gate(config), metrics)
+    server = Server.make(config, Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path))))
     client = TestClient(create_app(server))  # no `with`: the lifespan, and so the load, never runs
     routes = [
         ("GET", "/v1/models", None),

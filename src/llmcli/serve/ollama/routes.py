@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from datetime import datetime, timezone
@@ -17,7 +18,6 @@ from llmcli.serve.call import Call, ClosesCall, Piece
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
-from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
 from llmcli.serve.tool_calls import ToolReader
@@ -91,8 +91,8 @@ class ClosingStream(ClosesCall, StreamingResponse):
     """Ollama's stream, one JSON object a line."""
 
 
-def details(server: Server) -> dict:
-    facts = server.engine.model_facts
+def details(facts: dict) -> dict:
+    """Ollama's `details` of a model, from its facts (a loaded Model's)."""
     arch = str(facts.get("arch") or "")
     n_params = facts.get("n_params")
     size = (
@@ -116,15 +116,16 @@ def tagged(name: str) -> str:
 
 
 def _served(server: Server, name: str) -> None:
-    served = server.config.model_name
-    if name not in (served, tagged(served)):
-        raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(served)}'")
+    one = server.catalog.one
+    if one is not None and name not in (one.name, tagged(one.name)):
+        raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(one.name)}'")
 
 
-def _loaded(shape: Shape, body: Body) -> dict:
-    """Ollama's answer to a request with nothing to generate: the model is loaded (or kept)."""
+def _loaded(shape: Shape, unloaded: bool) -> dict:
+    """Ollama's answer to a request with nothing to generate: the model is loaded (or kept), or,
+    with keep_alive 0, unloaded."""
     answer = shape.piece("", "", True)
-    answer["done_reason"] = "unload" if body.unloads else "load"
+    answer["done_reason"] = "unload" if unloaded else "load"
     return answer
 
 
@@ -132,11 +133,23 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, kind)
-    shape = Shape(kind is ChatRequest, server.config.model_name)
-    if body.loads_only:
-        return JSONResponse(_loaded(shape, body))
-    call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
-    await call.start()
+    served = server.find(body.model, ollama=True)
+    shape = Shape(kind is ChatRequest, tagged(served.name))
+    if body.loads_only and body.unloads:
+        if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
+            await server.pool.unload(served.name)
+        return JSONResponse(_loaded(shape, True))
+    lease = await server.lease(served, body.keep_alive, request.state.t_arrival)
+    try:
+        if body.loads_only:
+            lease.release()
+            return JSONResponse(_loaded(shape, False))
+        gen = body.generation(server.defaults(lease.model))
+        call = Call(server, gen, request.state.who, request.state.t_arrival, lease)
+        await call.start()
+    except BaseException:
+        lease.release()
+        raise
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
@@ -185,17 +198,23 @@ async def api_generate(request: Request):
 async def tags(request: Request):
     server: Server = request.app.state.server
     server.ready_or_503()
-    config = server.config
-    stat = Path(config.model_path).stat()
-    modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z")
-    entry = {
-        "name": tagged(config.model_name),
-        "model": tagged(config.model_name),
-        "modified_at": modified,
-        "size": stat.st_size,
-        "details": details(server),
-    }
-    return {"models": [entry]}
+    loaded = {m.name: m for m in server.pool.loaded()}
+    entries = []
+    for served in server.catalog.all():
+        stat = served.path.stat()
+        modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z")
+        facts = loaded[served.name].facts if served.name in loaded else {}
+        name = tagged(served.name)
+        entries.append(
+            {
+                "name": name,
+                "model": name,
+                "modified_at": modified,
+                "size": stat.st_size,
+                "details": details(facts),
+            }
+        )
+    return {"models": entries}
 
 
 @router.post("/show")
@@ -204,13 +223,16 @@ async def show(request: Request):
     server.ready_or_503()
     body = await server.read(request, ShowRequest)
     _served(server, body.named)
-    facts = server.engine.model_facts
+    served = server.find(body.named, ollama=True)
+    lease = await server.lease(served, None, request.state.t_arrival)
+    lease.release()
+    facts = lease.model.facts
     arch = facts.get("arch") or "general"
     return {
         "modelfile": "",
         "parameters": "",
-        "template": server.engine.template_source,
-        "details": details(server),
+        "template": lease.model.template_source,
+        "details": details(facts),
         "model_info": {
             "general.architecture": arch,
             "general.parameter_count": facts.get("n_params"),
@@ -218,6 +240,41 @@ async def show(request: Request):
         },
         "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
     }
+
+
+def _time(epoch: float | None) -> str:
+    """An expiry as Ollama writes it; a model kept for ever expires far in the future, as Ollama's."""
+    when = (
+        datetime.fromtimestamp(epoch, timezone.utc)
+        if epoch is not None
+        else datetime(9999, 12, 31, tzinfo=timezone.utc)
+    )
+    return when.isoformat().replace("+00:00", "Z")
+
+
+@router.get("/ps")
+async def ps(request: Request):
+    """The loaded models, as Ollama's /api/ps lists them."""
+    server: Server = request.app.state.server
+    models = []
+    for each in server.pool.loaded():
+        stat = Path(each.path).stat()
+        # Ollama's digest is its manifest's; here, an identity of the file (its name, size and time),
+        # as hashing gigabytes on each call would be too slow.
+        digest = hashlib.sha256(f"{each.path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
+        models.append(
+            {
+                "name": tagged(each.name),
+                "model": tagged(each.name),
+                "size": each.size,
+                "digest": digest,
+                "details": details(each.facts),
+                "expires_at": _time(each.expires_at),
+                "size_vram": each.size_vram,
+                "context_length": each.context_length,
+            }
+        )
+    return {"models": models}
 
 
 @router.get("/version")
