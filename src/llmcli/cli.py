@@ -27,6 +27,7 @@ from llmcli.commands import (
     completion,
     convert,
     logs,
+    ps,
     pull,
     render,
     rm,
@@ -112,6 +113,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "convert": convert.convert,
     "bench": bench.bench,
     "serve": serve.serve,
+    "ps": ps.ps,
     "cache": cache.cache,
     "completion": completion.completion,
 }

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import httpx
 import jsonschema
@@ -212,12 +213,14 @@ def test_the_openapi_schema_is_served_behind_the_key_with_each_body_and_the_para
 
 
 # -- a model still loading -----------------------------------------------------------------------
-def test_every_model_route_is_a_503_with_retry_after_until_the_model_is_loaded(embedded_path):
-    """In process, before the lifespan starts the engine thread: the model is not loaded yet."""
+def test_every_generating_route_is_a_503_with_retry_after_until_the_model_is_loaded(embedded_path):
+    """In process, before the lifespan starts the engine thread: the model is not loaded yet. The
+    routes that list and describe models read the GGUF's header, and answer at once."""
     from starlette.testclient import TestClient
 
     from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
+    from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.config import ServeConfig
     from llmcli.serve.engine import Engine
     from llmcli.serve.metrics import ServeMetrics
@@ -225,16 +228,17 @@ def test_every_model_route_is_a_503_with_retry_after_until_the_model_is_loaded(e
 
     config = ServeConfig(model_path=embedded_path, model_name=EMBEDDED_NAME)
     metrics = ServeMetrics()
-    server = Server(config, Engine(config, metrics, on_fatal=lambda: None), Gate(config), metrics)
+    catalog = Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path)))
+    server = Server(config, Engine(config, metrics, on_fatal=lambda: None), Gate(config), metrics, catalog)
     client = TestClient(create_app(server))  # no `with`: the lifespan, and so the load, never runs
+    for path in ("/v1/models", f"/v1/models/{EMBEDDED_NAME}", "/models", "/api/tags"):
+        r = client.get(path)
+        assert r.status_code == 200 and EMBEDDED_NAME in r.text, (path, r.status_code, r.text)
+    r = client.post("/api/show", json={"model": EMBEDDED_NAME})
+    assert r.status_code == 200 and r.json()["details"]["family"] == "llama", r.text
     routes = [
-        ("GET", "/v1/models", None),
-        ("GET", f"/v1/models/{EMBEDDED_NAME}", None),
-        ("GET", "/models", None),
         ("POST", "/v1/chat/completions", {"messages": HI}),
         ("POST", "/v1/completions", {"prompt": "hi"}),
-        ("GET", "/api/tags", None),
-        ("POST", "/api/show", {"model": EMBEDDED_NAME}),
         ("POST", "/api/chat", {"model": EMBEDDED_NAME, "messages": HI}),
         ("POST", "/api/generate", {"model": EMBEDDED_NAME, "prompt": "hi"}),
     ]

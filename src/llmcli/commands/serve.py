@@ -37,7 +37,8 @@ HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests 
 
 \b
 Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
-/api/tags, /api/show, /api/version (Ollama); /health and /metrics (Prometheus).
+/api/tags, /api/show, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health and
+/metrics (Prometheus). With no MODEL, /api/tags and /v1/models list the whole store.
 SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
 With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
@@ -171,6 +172,12 @@ def serve(
             help="A browser origin allowed to call the server (https://app.example:8443, or *); repeatable.",
         ),
     ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only", help="Refuse /api/pull, /api/delete and /api/copy (403): the store stays as it is."
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
@@ -180,6 +187,7 @@ def serve(
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
+    from llmcli.serve.catalog import Catalog
     from llmcli.serve.config import ServeConfig, read_key_file
     from llmcli.serve.run import find_model
     from llmcli.serve.run import serve as run
@@ -219,9 +227,14 @@ def serve(
         max_connections=max_connections,
         grace=grace,
         cors_origins=cors_origin or [],
+        read_only=read_only,
     )  # checked as it is made: before a model is looked for, let alone pulled
+    store = Store(env.store_root)
+    # No MODEL (and no $LLMCLI_MODEL): the store's models, by name; else that one model, whatever
+    # name a request gives.
+    catalog = Catalog(store=store) if model is None and env.default_model is None else None
     entry = find_model(
-        Store(env.store_root),
+        store,
         model,
         env.default_model,
         env.home,
@@ -252,7 +265,12 @@ def serve(
 
     try:
         stopped_by = run(
-            config, listening, status if env.stderr_isatty else None, debug=env.debug, on_warning=warning
+            config,
+            listening,
+            status if env.stderr_isatty else None,
+            debug=env.debug,
+            on_warning=warning,
+            catalog=catalog,
         )
     finally:
         if env.stderr_isatty:

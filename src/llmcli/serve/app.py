@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import asynccontextmanager
+from typing import Any
 
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
@@ -92,6 +93,7 @@ def create_app(server: Server):
     from starlette.responses import JSONResponse, Response
 
     from llmcli.serve.call import ClientLeft
+    from llmcli.serve.ollama.manage import router as manage_router
     from llmcli.serve.ollama.routes import router as ollama_router
     from llmcli.serve.openai.routes import router as openai_router
 
@@ -145,12 +147,14 @@ def create_app(server: Server):
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
+            from llmcli.serve.ollama.manage import BODIES as MANAGE_BODIES
             from llmcli.serve.ollama.routes import BODIES as OLLAMA_BODIES
             from llmcli.serve.openai.routes import BODIES as OPENAI_BODIES
             from llmcli.serve.openapi import with_bodies
 
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            bodies = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()} | OLLAMA_BODIES
+            bodies: dict[str, Any] = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()}
+            bodies |= OLLAMA_BODIES | MANAGE_BODIES
             app.openapi_schema = with_bodies(schema, bodies)
         return app.openapi_schema
 
@@ -158,6 +162,7 @@ def create_app(server: Server):
     app.include_router(openai_router, prefix="/v1")
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
     app.include_router(ollama_router)
+    app.include_router(manage_router)
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
     if server.config.cors_origins:
@@ -167,7 +172,7 @@ def create_app(server: Server):
         app.add_middleware(
             CORSMiddleware,
             allow_origins=server.config.cors_origins,
-            allow_methods=["GET", "POST", "HEAD", "OPTIONS"],
+            allow_methods=["GET", "POST", "DELETE", "HEAD", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type", "X-Api-Key"],
             expose_headers=["Retry-After"],
             max_age=600,

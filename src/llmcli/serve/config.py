@@ -57,6 +57,7 @@ class ServeConfig:
     max_connections: int | None = None  # open connections at most (None: see connection_cap)
     grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
     cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
+    read_only: bool = False  # no pull, delete or copy over the API
     # The connection cap: --max-connections, or what the descriptor limit allows (set when checked).
     connections: int = field(init=False, repr=False, default=0)
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
@@ -85,16 +86,19 @@ def serve(
     on_status: Callable[[Any], None] | None = None,
     debug: bool = False,
     on_warning: Callable[[str], None] = lambda text: None,
+    catalog: Any = None,
 ) -> int:
     """Serve until told to stop; the signal that stopped it (0: none). Raises what failed the engine.
     on_status: given an app.Status every second (a terminal's live status line). debug: uvicorn's
     own log lines and tracebacks on stderr (else it says nothing: llmcli speaks for itself).
-    on_warning: a line about the server's health (running out of descriptors), at most once a minute."""
+    on_warning: a line about the server's health (running out of descriptors), at most once a minute.
+    catalog: the models requests may name (serve.catalog.Catalog; None: the one model of config)."""
     import uvicorn
 
     from llmcli.gguf_check import model_facts
     from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
+    from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.connections import Doorman, protocol_class
     from llmcli.serve.engine import Engine
     from llmcli.serve.metrics import ServeMetrics
@@ -113,7 +117,9 @@ def serve(
     metrics.watch(engine)
     doorman = Doorman(config.connections, config.header_timeout, metrics, warn=on_warning)
     sock.on_exhausted = doorman.out_of_descriptors
-    server = Server(config, engine, Gate(config, metrics), metrics, on_status=on_status)
+    if catalog is None:
+        catalog = Catalog(one=Served(config.model_name, Path(config.model_path)))
+    server = Server(config, engine, Gate(config, metrics), metrics, catalog, on_status=on_status)
     app = create_app(server)
     uv = _server(
         server.drain,

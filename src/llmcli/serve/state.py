@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmcli.serve.access import Gate
+from llmcli.serve.catalog import Catalog
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError
@@ -27,6 +28,7 @@ class Server:
     engine: Engine
     gate: Gate
     metrics: ServeMetrics
+    catalog: Catalog  # the models a request may name: the store's, or the one served
     started: float = field(default_factory=time.time)
     on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
     # One thread renders and tokenizes prompts, off the event loop and off the engine thread: the

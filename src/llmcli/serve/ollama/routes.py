@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import datetime, timezone
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.engine.tools import CallDelta
+from llmcli.errors import LlmcliError
+from llmcli.serve import models
 from llmcli.serve.call import Call, ClosesCall, Piece
+from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
@@ -21,6 +25,9 @@ from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
 from llmcli.serve.tool_calls import ToolReader
+
+if TYPE_CHECKING:
+    from llmcli.gguf_check.facts import ModelFacts
 
 router = APIRouter(prefix="/api")
 
@@ -91,10 +98,10 @@ class ClosingStream(ClosesCall, StreamingResponse):
     """Ollama's stream, one JSON object a line."""
 
 
-def details(server: Server) -> dict:
-    facts = server.engine.model_facts
-    arch = str(facts.get("arch") or "")
-    n_params = facts.get("n_params")
+def details(facts: ModelFacts | None) -> dict:
+    """Ollama's details of a model, from its GGUF header (empty where the header could not be read)."""
+    arch = facts.arch if facts is not None else ""
+    n_params = facts.n_params if facts is not None else None
     size = (
         f"{n_params / 1e6:.0f}M"
         if isinstance(n_params, int) and n_params < 1e9
@@ -106,7 +113,7 @@ def details(server: Server) -> dict:
         "family": arch,
         "families": [arch] if arch else None,
         "parameter_size": size,
-        "quantization_level": str(facts.get("description") or "").rsplit(" ", 1)[-1],
+        "quantization_level": (facts.quant or "") if facts is not None else "",
     }
 
 
@@ -181,42 +188,55 @@ async def api_generate(request: Request):
     return await _generate(request, GenerateRequest)
 
 
+def _stamp(served: Served) -> str:
+    """When the model's file was last written, as Ollama words a time."""
+    at = datetime.fromtimestamp(models.modified(served.path), timezone.utc)
+    return at.isoformat().replace("+00:00", "Z")
+
+
 @router.get("/tags")
 async def tags(request: Request):
+    """Every model the server answers for (the whole store, in store mode), read from the GGUF
+    headers: nothing is loaded."""
     server: Server = request.app.state.server
-    server.ready_or_503()
-    config = server.config
-    stat = Path(config.model_path).stat()
-    modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z")
-    entry = {
-        "name": tagged(config.model_name),
-        "model": tagged(config.model_name),
-        "modified_at": modified,
-        "size": stat.st_size,
-        "details": details(server),
-    }
-    return {"models": [entry]}
+    listed = []
+    for served in server.catalog.all():
+        facts = await models.facts_off_loop(served)
+        listed.append(
+            {
+                "name": tagged(served.name),
+                "model": tagged(served.name),
+                "modified_at": _stamp(served),
+                "size": facts.size if facts is not None else 0,
+                "details": details(facts),
+            }
+        )
+    return {"models": listed}
 
 
 @router.post("/show")
 async def show(request: Request):
+    """Any model's details and template, from its GGUF header, without loading it."""
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, ShowRequest)
-    _served(server, body.named)
-    facts = server.engine.model_facts
-    arch = facts.get("arch") or "general"
+    served = models.found(server.catalog, body.named)
+    try:
+        facts = await asyncio.to_thread(models.facts, served)
+    except (OSError, LlmcliError) as exc:
+        raise ApiError(500, f"cannot read model '{served.name}': {exc}") from None
+    arch = facts.arch or "general"
     return {
         "modelfile": "",
         "parameters": "",
-        "template": server.engine.template_source,
-        "details": details(server),
+        "template": facts.chat_template or "",
+        "details": details(facts),
         "model_info": {
             "general.architecture": arch,
-            "general.parameter_count": facts.get("n_params"),
-            f"{arch}.context_length": facts.get("n_ctx_train"),
+            "general.parameter_count": facts.n_params,
+            f"{arch}.context_length": facts.context_length,
         },
         "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
+        "modified_at": _stamp(served),
     }
 
 

@@ -14,8 +14,9 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from llmcli.engine.templates.thinking import REASONING
+from llmcli.serve import models
 from llmcli.serve.call import Call, ClosesCall, Piece, Reply
-from llmcli.serve.errors import ApiError
+from llmcli.serve.catalog import Served
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.outcome import Outcome, timings, usage
@@ -166,29 +167,22 @@ def stream(server: Server, call: Call, shape: Shape):
     return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace + 1)
 
 
-def _model(server: Server) -> dict:
-    c = server.config
-    created = int(Path(c.model_path).stat().st_mtime)
-    return {"id": c.model_name, "object": "model", "created": created, "owned_by": "llmcli"}
+def _model(served: Served) -> dict:
+    created = int(models.modified(served.path))
+    return {"id": served.name, "object": "model", "created": created, "owned_by": "llmcli"}
 
 
 @router.get("/models")
-async def models(request: Request):
+async def models_list(request: Request):
+    """Every model the server answers for: the whole store, in store mode."""
     server: Server = request.app.state.server
-    server.ready_or_503()
-    return {"object": "list", "data": [_model(server)]}
+    return {"object": "list", "data": [_model(served) for served in server.catalog.all()]}
 
 
 @router.get("/models/{model_id:path}")
 async def model(request: Request, model_id: str):
     server: Server = request.app.state.server
-    server.ready_or_503()
-    name = server.config.model_name
-    if model_id not in (name, f"{name}:latest"):
-        raise ApiError(
-            404, f"The model '{model_id[:200]}' does not exist; this server serves '{name}'", "model"
-        )
-    return _model(server)
+    return _model(models.found(server.catalog, model_id, openai=True))
 
 
 async def _generate(request: Request, kind: type[ChatCompletionRequest]):
