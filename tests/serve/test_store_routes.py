@@ -15,17 +15,20 @@ import httpx
 import pytest
 
 from llmcli.model_ref import EMBEDDED_NAME
-from tests.hub.conftest import GGUF_REPO, HUGE_REPO, STEM, fixtures, repos  # noqa: F401 (fixtures)
+from tests.hub import conftest as hub_fixtures
+from tests.hub.conftest import GGUF_REPO, HUGE_REPO
 from tests.hub.fake_hub import FakeHub, hostile
 from tests.serve.server import AUTH, KEY, ServeProcess
 
 Q8 = f"{GGUF_REPO}:Q8_0"  # pulled by the streamed test only: its progress is a download's
 Q4 = f"{GGUF_REPO}:Q4_K_M"  # pulled by the tests that need a pulled model (the first one downloads)
 NOT_FOUND = "not found, try pulling it first"
+# The hub tests' GGUF quants of the embedded model and their repos (made once per run).
+fixtures, repos = hub_fixtures.fixtures, hub_fixtures.repos
 
 
 @pytest.fixture(scope="module")
-def hub(repos) -> FakeHub:  # noqa: F811 (the imported fixture)
+def hub(repos) -> FakeHub:
     with FakeHub(repos) as fake:
         yield fake
 
@@ -90,7 +93,7 @@ def test_the_store_is_listed_by_both_apis_without_loading_a_model(client, openai
     assert openai_client.models.retrieve(f"{EMBEDDED_NAME}:latest").id == EMBEDDED_NAME
 
 
-def test_pull_streams_progress_then_the_model_is_listed(client, openai_client, fixtures) -> None:  # noqa: F811
+def test_pull_streams_progress_then_the_model_is_listed(client, openai_client, fixtures) -> None:
     records = list(client.pull(Q8, stream=True))
     statuses = [r.status for r in records]
     assert statuses[0] == "pulling manifest" and statuses[-1] == "success", statuses
@@ -109,7 +112,7 @@ def test_pull_streams_progress_then_the_model_is_listed(client, openai_client, f
 
 def test_pull_without_stream_answers_one_object_and_show_reads_the_file(
     store_server, client, fixtures
-) -> None:  # noqa: F811
+) -> None:
     from llmcli.gguf_check import model_facts
 
     r = post(store_server, "/api/pull", {"model": Q4, "stream": False})
