@@ -41,7 +41,8 @@ def test_the_openai_sdk_retrieves_the_model_and_gets_a_404_for_another(client, o
     assert model.id == EMBEDDED_NAME and model.owned_by == "llmcli"
     with pytest.raises(openai_module.NotFoundError) as err:
         client.models.retrieve("qwen2.5:0.5b")
-    assert "qwen2.5:0.5b" in err.value.body["message"] and EMBEDDED_NAME in err.value.body["message"]
+    assert err.value.body["message"] == "model 'qwen2.5:0.5b' not found, try pulling it first"
+    assert err.value.code == "model_not_found"
 
 
 def test_every_openai_object_carries_a_system_fingerprint(client):
