@@ -1,5 +1,5 @@
 """Ollama's routes that change the store: /api/pull (NDJSON progress, or one object), /api/delete and
-/api/copy. What they do is serve/models.py's; here is only Ollama's shape of it."""
+/api/copy. What they do is serve/library.py's; here is only Ollama's shape of it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from llmcli.serve import models
+from llmcli.serve import library
 from llmcli.serve.ollama.protocol import CopyRequest, PullRequest, ShowRequest
 from llmcli.serve.state import Server
 
@@ -27,12 +27,12 @@ async def _unload(server: Server, name: str) -> None:
 async def pull(request: Request):
     server: Server = request.app.state.server
     body = await server.read(request, PullRequest)
-    records = models.pull(server, body.named)
+    records = library.pull(server, body.named)
     first = await anext(records)  # the checks (a store, not read-only, a repo's name) answer with a status
     if body.stream is False:
         try:
             *_, last = [first] + [record async for record in records]
-        except models.PullFailed as failed:
+        except library.PullFailed as failed:
             raise failed.error from None
         return JSONResponse(last)
 
@@ -41,7 +41,7 @@ async def pull(request: Request):
         try:
             async for record in records:
                 yield json.dumps(record) + "\n"
-        except models.PullFailed as failed:  # the status is sent: Ollama's client reads `error` in a line
+        except library.PullFailed as failed:  # the status is sent: Ollama's client reads `error` in a line
             yield json.dumps(failed.error.body(ollama=True)) + "\n"
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
@@ -51,7 +51,7 @@ async def pull(request: Request):
 async def delete(request: Request):
     server: Server = request.app.state.server
     body = await server.read(request, ShowRequest)
-    await models.delete(server, body.named, lambda name: _unload(server, name))
+    await library.delete(server, body.named, lambda name: _unload(server, name))
     return JSONResponse({"status": "success"})
 
 
@@ -59,7 +59,7 @@ async def delete(request: Request):
 async def copy(request: Request):
     server: Server = request.app.state.server
     body = await server.read(request, CopyRequest)
-    await models.copy(server, *body.names())
+    await library.copy(server, *body.names())
     return JSONResponse({"status": "success"})
 
 

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.engine.tools import CallDelta
 from llmcli.errors import LlmcliError
-from llmcli.serve import models
+from llmcli.serve import library
 from llmcli.serve.call import Call, ClosesCall, Piece
 from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
@@ -190,7 +190,7 @@ async def api_generate(request: Request):
 
 def _stamp(served: Served) -> str:
     """When the model's file was last written, as Ollama words a time."""
-    at = datetime.fromtimestamp(models.modified(served.path), timezone.utc)
+    at = datetime.fromtimestamp(library.modified(served.path), timezone.utc)
     return at.isoformat().replace("+00:00", "Z")
 
 
@@ -201,7 +201,7 @@ async def tags(request: Request):
     server: Server = request.app.state.server
     listed = []
     for served in server.catalog.all():
-        facts = await models.facts_off_loop(served)
+        facts = await library.facts_off_loop(served)
         listed.append(
             {
                 "name": tagged(served.name),
@@ -219,9 +219,9 @@ async def show(request: Request):
     """Any model's details and template, from its GGUF header, without loading it."""
     server: Server = request.app.state.server
     body = await server.read(request, ShowRequest)
-    served = models.found(server.catalog, body.named)
+    served = library.found(server.catalog, body.named)
     try:
-        facts = await asyncio.to_thread(models.facts, served)
+        facts = await asyncio.to_thread(library.facts, served)
     except (OSError, LlmcliError) as exc:
         raise ApiError(500, f"cannot read model '{served.name}': {exc}") from None
     arch = facts.arch or "general"

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from llmcli.engine.templates.thinking import REASONING
-from llmcli.serve import models
+from llmcli.serve import library
 from llmcli.serve.call import Call, ClosesCall, Piece, Reply
 from llmcli.serve.catalog import Served
 from llmcli.serve.logprobs import ChoiceLogprobs
@@ -168,7 +168,7 @@ def stream(server: Server, call: Call, shape: Shape):
 
 
 def _model(served: Served) -> dict:
-    created = int(models.modified(served.path))
+    created = int(library.modified(served.path))
     return {"id": served.name, "object": "model", "created": created, "owned_by": "llmcli"}
 
 
@@ -182,7 +182,7 @@ async def models_list(request: Request):
 @router.get("/models/{model_id:path}")
 async def model(request: Request, model_id: str):
     server: Server = request.app.state.server
-    return _model(models.found(server.catalog, model_id, openai=True))
+    return _model(library.found(server.catalog, model_id, openai=True))
 
 
 async def _generate(request: Request, kind: type[ChatCompletionRequest]):

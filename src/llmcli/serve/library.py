@@ -1,5 +1,5 @@
-"""The store behind the server's model routes, in either API's words: what a model is (read from its
-GGUF's header, never loaded), and the changes a client may make (pull, delete, copy), each the same
+"""The store as the server sees it, in either API's words: what a model is (read from its GGUF's
+header, never loaded), and the changes a client may make (pull, delete, copy), each the same
 operation as its command (`llmcli pull`, `rm`), run off the event loop, one change at a time.
 
 A change is refused under --read-only (403) and in one-model mode (`llmcli serve MODEL`, which serves
