@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from llmcli.engine.local.backend import init_backends
+from llmcli.model_ref import EMBEDDED_NAME
 from tests.serve.server import HANG_GUARD_S, URL_LINE
 from tests.support.cli import LLMCLI, cli, cli_process
 
@@ -145,7 +146,7 @@ def test_serve_initialises_llama_cpp_before_numpy(tmp_path):
     log = tmp_path / "stderr"
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [*LLMCLI, "serve", "--port", "0", "-t", "1", "--ctx", "256", "--gpu-layers", "0"],
+            [*LLMCLI, "serve", EMBEDDED_NAME, "--port", "0", "-t", "1", "--ctx", "256", "--gpu-layers", "0"],
             stderr=err,
             env=env,
         )

@@ -21,13 +21,15 @@ def stamp(delta: timedelta) -> str:
     return (datetime.now(timezone.utc) + delta).isoformat().replace("+00:00", "Z")
 
 
-RECORDS = [
-    {"name": "smollm2-135m-instruct", "model": "smollm2-135m-instruct", "size": 2 * GIB, "size_vram": 0,
-     "expires_at": stamp(timedelta(minutes=4, seconds=30))},
-    {"name": "Org/Big-GGUF:Q4_K_M", "model": "Org/Big-GGUF:Q4_K_M", "size": 4 * GIB, "size_vram": GIB,
-     "expires_at": stamp(timedelta(days=365 * 300))},
-    {"name": "gone\x1b[31m", "size": 1000, "size_vram": 1000, "expires_at": stamp(timedelta(seconds=-1))},
-]  # fmt: skip
+def records() -> list[dict]:
+    """What /api/ps lists, timed from now (a test's own clock: expiries are relative)."""
+    return [
+        {"name": "smollm2-135m-instruct", "model": "smollm2-135m-instruct", "size": 2 * GIB, "size_vram": 0,
+         "expires_at": stamp(timedelta(minutes=4, seconds=30))},
+        {"name": "Org/Big-GGUF:Q4_K_M", "model": "Org/Big-GGUF:Q4_K_M", "size": 4 * GIB, "size_vram": GIB,
+         "expires_at": stamp(timedelta(days=365 * 300))},
+        {"name": "gone\x1b[31m", "size": 1000, "size_vram": 1000, "expires_at": stamp(timedelta(seconds=-1))},
+    ]  # fmt: skip
 
 
 class StandIn:
@@ -64,7 +66,7 @@ class StandIn:
 
 
 def test_ps_prints_each_loaded_model_as_ollama_ps_does() -> None:
-    with StandIn(body=json.dumps({"models": RECORDS}).encode()) as server:
+    with StandIn(body=json.dumps({"models": records()}).encode()) as server:
         r = cli("ps", "--url", server.url)
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     header, *rows = [re.split(" {2,}", line.strip()) for line in r.stdout.splitlines()]
@@ -77,10 +79,11 @@ def test_ps_prints_each_loaded_model_as_ollama_ps_does() -> None:
 
 
 def test_ps_json_gives_the_servers_records_and_sends_the_key() -> None:
-    with StandIn(body=json.dumps({"models": RECORDS}).encode()) as server:
+    listed = records()
+    with StandIn(body=json.dumps({"models": listed}).encode()) as server:
         r = cli("ps", "--url", server.url + "/", "--json", vars={"LLMCLI_API_KEY": "sk-ps"})
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout) == RECORDS
+    assert json.loads(r.stdout) == listed
     assert server.auth == ["Bearer sk-ps"]
 
 

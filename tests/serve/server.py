@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from llmcli.model_ref import EMBEDDED_NAME
 from tests.support.cli import LLMCLI
 from tests.support.servers import ServerProcess
 
@@ -52,10 +53,20 @@ class ServeProcess(ServerProcess):
     """`llmcli serve` on port 0: its first stderr line says the address. stdout and stderr stay pipes
     (a test reads --json's line and the warnings); the rest of stderr is drained into stderr_lines."""
 
-    def __init__(self, home: Path, *args: str, wait: bool = True, open_files: int | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *args: str,
+        wait: bool = True,
+        open_files: int | None = None,
+        model: str | None = EMBEDDED_NAME,
+    ) -> None:
+        """MODEL: the first of `args` when it is not a flag, else `model` (None: the store's server)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
         env.update(LLMCLI_HOME=str(home))
-        super().__init__("llmcli serve", [*LLMCLI, "serve", *BASE, *args], 0, "/health", env)
+        given = bool(args) and not args[0].startswith("-")
+        first = [model] if model is not None and not given else []
+        super().__init__("llmcli serve", [*LLMCLI, "serve", *first, *BASE, *args], 0, "/health", env)
         self.open_files = open_files
         self.stderr_lines: list[str] = []
         self.proc = self.launch()
@@ -111,14 +122,21 @@ class ServeProcess(ServerProcess):
         super().wait_ready(timeout)
 
     def metric(self, name: str, headers: dict | None = None, absent: float | None = None) -> float:
-        """One series of /metrics (`name` with its labels, as the text shows it). A labelled series
-        appears only once it has counted something: `absent` is its value until then."""
+        """One series of /metrics (`name` with its labels, as the text shows it), summed over the
+        labels it does not name (a `model_name` a series has beside them). A labelled series appears
+        only once it has counted something: `absent` is its value until then."""
         text = httpx.get(self.url + "/metrics", headers=headers, timeout=10).text
-        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
-        if found is None and absent is not None:
+        family, _, labels = name.partition("{")
+        wanted = set(re.findall(r'\w+="[^"]*"', labels))
+        found = [
+            float(value)
+            for have, value in re.findall(rf"^{re.escape(family)}(?:\{{(.*)\}})? (\S+)$", text, re.MULTILINE)
+            if wanted <= set(re.findall(r'\w+="[^"]*"', have))
+        ]
+        if not found and absent is not None:
             return absent
         assert found, f"no {name} in /metrics"
-        return float(found.group(1))
+        return sum(found)
 
     def metric_when(
         self,

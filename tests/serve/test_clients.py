@@ -41,8 +41,7 @@ def test_the_openai_sdk_retrieves_the_model_and_gets_a_404_for_another(client, o
     assert model.id == EMBEDDED_NAME and model.owned_by == "llmcli"
     with pytest.raises(openai_module.NotFoundError) as err:
         client.models.retrieve("qwen2.5:0.5b")
-    assert err.value.body["message"] == "model 'qwen2.5:0.5b' not found, try pulling it first"
-    assert err.value.code == "model_not_found"
+    assert "qwen2.5:0.5b" in err.value.body["message"] and EMBEDDED_NAME in err.value.body["message"]
 
 
 def test_every_openai_object_carries_a_system_fingerprint(client):
@@ -214,32 +213,26 @@ def test_the_openapi_schema_is_served_behind_the_key_with_each_body_and_the_para
 
 
 # -- a model still loading -----------------------------------------------------------------------
-def test_every_generating_route_is_a_503_with_retry_after_until_the_model_is_loaded(embedded_path):
-    """In process, before the lifespan starts the engine thread: the model is not loaded yet. The
-    routes that list and describe models read the GGUF's header, and answer at once."""
+def test_every_model_route_is_a_503_with_retry_after_until_the_model_is_loaded(embedded_path):
+    """In process, before the lifespan starts the engine thread: the model is not loaded yet."""
     from starlette.testclient import TestClient
 
-    from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
     from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.config import ServeConfig
-    from llmcli.serve.engine import Engine
-    from llmcli.serve.metrics import ServeMetrics
     from llmcli.serve.state import Server
 
     config = ServeConfig(model_path=embedded_path, model_name=EMBEDDED_NAME)
-    metrics = ServeMetrics()
-    catalog = Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path)))
-    server = Server(config, Engine(config, metrics, on_fatal=lambda: None), Gate(config), metrics, catalog)
+    server = Server.make(config, Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path))))
     client = TestClient(create_app(server))  # no `with`: the lifespan, and so the load, never runs
-    for path in ("/v1/models", f"/v1/models/{EMBEDDED_NAME}", "/models", "/api/tags"):
-        r = client.get(path)
-        assert r.status_code == 200 and EMBEDDED_NAME in r.text, (path, r.status_code, r.text)
-    r = client.post("/api/show", json={"model": EMBEDDED_NAME})
-    assert r.status_code == 200 and r.json()["details"]["family"] == "llama", r.text
     routes = [
+        ("GET", "/v1/models", None),
+        ("GET", f"/v1/models/{EMBEDDED_NAME}", None),
+        ("GET", "/models", None),
         ("POST", "/v1/chat/completions", {"messages": HI}),
         ("POST", "/v1/completions", {"prompt": "hi"}),
+        ("GET", "/api/tags", None),
+        ("POST", "/api/show", {"model": EMBEDDED_NAME}),
         ("POST", "/api/chat", {"model": EMBEDDED_NAME, "messages": HI}),
         ("POST", "/api/generate", {"model": EMBEDDED_NAME, "prompt": "hi"}),
     ]

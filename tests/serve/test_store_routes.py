@@ -7,6 +7,7 @@ keys and --read-only guard the changes."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from tests.hub import conftest as hub_fixtures
 from tests.hub.conftest import GGUF_REPO, HUGE_REPO
 from tests.hub.fake_hub import FakeHub, hostile
 from tests.serve.server import AUTH, KEY, ServeProcess
+from tests.support.cli import cli
 
 Q8 = f"{GGUF_REPO}:Q8_0"  # pulled by the streamed test only: its progress is a download's
 Q4 = f"{GGUF_REPO}:Q4_K_M"  # pulled by the tests that need a pulled model (the first one downloads)
@@ -51,7 +53,7 @@ def hub_env(mp: pytest.MonkeyPatch, hub: FakeHub, root: Path) -> None:
 def store_server(root: Path, hub: FakeHub, embedded_path):
     with pytest.MonkeyPatch.context() as mp:
         hub_env(mp, hub, root)
-        srv = ServeProcess(root / "store", "--api-key", KEY)
+        srv = ServeProcess(root / "store", "--api-key", KEY, model=None)
     yield srv
     assert srv.stop() == 0
 
@@ -140,6 +142,21 @@ def test_copy_names_the_same_file_and_delete_removes_one_name(store_server, clie
     assert "mine:v1" not in listed(client)
     r = post(store_server, "/api/delete", {"model": "mine:v1"}, "DELETE")
     assert r.status_code == 404 and r.json() == {"error": f"model 'mine:v1' {NOT_FOUND}"}
+
+
+def test_a_pulled_model_chats_and_delete_unloads_it_first(store_server, client) -> None:
+    name = pulled(client)
+    reply = client.chat(model=name, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 4})
+    assert reply.message.content and reply.done
+    assert name in [m.model for m in client.ps().models]
+    ps = cli("ps", "--url", store_server.url, vars={"LLMCLI_API_KEY": KEY})
+    assert ps.exit_code == 0 and re.search(
+        rf"^{re.escape(name)}\s+\S+ \S?B\s+100% CPU\s+\d+ minutes? from now$", ps.stdout, re.M
+    ), ps.stdout
+    assert client.delete(name).status == "success"
+    assert name not in [m.model for m in client.ps().models] and name not in listed(client)
+    r = post(store_server, "/api/chat", {"model": name, "messages": [{"role": "user", "content": "Hi"}]})
+    assert r.status_code == 404 and r.json() == {"error": f"model '{name}' {NOT_FOUND}"}
 
 
 def test_delete_takes_the_whole_name_never_a_prefix(store_server, client) -> None:
@@ -281,7 +298,9 @@ def test_a_change_without_the_key_is_a_401(store_server, path, body, method) -> 
 def read_only(root: Path, hub: FakeHub, embedded_path):
     with pytest.MonkeyPatch.context() as mp:
         hub_env(mp, hub, root)
-        srv = ServeProcess(root / "store", "--read-only")  # the same store, with a copy made in it
+        srv = ServeProcess(
+            root / "store", "--read-only", model=None
+        )  # the same store, with a copy made in it
     yield srv
     assert srv.stop() == 0
 
@@ -301,21 +320,15 @@ def test_one_model_mode_answers_changes_with_how_to_serve_the_store(embedded_pat
     """In process (no load is needed): `llmcli serve MODEL` serves that model, not the store."""
     from starlette.testclient import TestClient
 
-    from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
     from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.config import ServeConfig
-    from llmcli.serve.engine import Engine
-    from llmcli.serve.metrics import ServeMetrics
     from llmcli.serve.state import Server
 
     config = ServeConfig(model_path=embedded_path, model_name=EMBEDDED_NAME)
-    metrics = ServeMetrics()
-    catalog = Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path)))
-    server = Server(config, Engine(config, metrics, on_fatal=lambda: None), Gate(config), metrics, catalog)
-    client = TestClient(create_app(server))
+    server = Server.make(config, Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path))))
+    client = TestClient(create_app(server))  # no `with`: nothing loads
     for path, body, method in CHANGES:
         r = client.request(method, path, json=body)
         assert r.status_code == 400, r.text
         assert "start `llmcli serve` with no MODEL" in r.json()["error"]
-    assert client.post("/api/show", json={"model": "any:7b"}).json()["details"]["family"] == "llama"

@@ -28,17 +28,18 @@ from llmcli.commands.options import (
     system_option,
 )
 
-HELP = """Serve a model over HTTP: OpenAI's and Ollama's APIs, several requests decoded together.
+HELP = """Serve the store's models (or one) over HTTP: OpenAI's and Ollama's APIs, several requests
+decoded together.
 
 \b
-  llmcli serve                              the default model on http://127.0.0.1:8080
-  llmcli serve MODEL --parallel 8 --ctx 16384
+  llmcli serve                              every model in the store, each loaded on its first request
+  llmcli serve MODEL --parallel 8 --ctx 16384     one model, loaded at start, whatever name a request gives
   llmcli serve --host 0.0.0.0 --api-key-file keys.txt --rate-limit 60
 
 \b
 Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
-/api/tags, /api/show, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health and
-/metrics (Prometheus). With no MODEL, /api/tags and /v1/models list the whole store.
+/api/tags, /api/show, /api/ps, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health
+and /metrics (Prometheus). With no MODEL, /api/tags and /v1/models list the whole store.
 SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
 With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
@@ -50,7 +51,8 @@ def serve(
         Optional[str],
         typer.Argument(
             metavar="MODEL",
-            help="Model (see `llmcli list`), a .gguf path or REPO[:QUANT]. \\[the default model]",
+            help="Serve only this model (see `llmcli list`), a .gguf path or REPO[:QUANT]. "
+            "\\[every model in the store]",
             autocompletion=complete_model_names,
             show_default=False,
         ),
@@ -172,6 +174,35 @@ def serve(
             help="A browser origin allowed to call the server (https://app.example:8443, or *); repeatable.",
         ),
     ] = None,
+    keep_alive: Annotated[
+        str,
+        typer.Option(
+            "--keep-alive",
+            metavar="DURATION",
+            help="How long an idle model stays loaded (5m, 1h30m, 10s; negative: for ever; 0: unload at "
+            "once); a request's keep_alive overrides it.",
+        ),
+    ] = defaults.KEEP_ALIVE,
+    max_models: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-models",
+            metavar="N",
+            show_default="as many as --max-memory holds",
+            help=defaults.ranged(
+                "Models loaded at once; the least recently used idle one makes room.", "max_models"
+            ),
+        ),
+    ] = None,
+    max_memory: Annotated[
+        Optional[str],
+        typer.Option(
+            "--max-memory",
+            metavar="SIZE",
+            show_default="the memory free at start, less 10%",
+            help="Memory the loaded models may take (weights + KV cache), e.g. 8G.",
+        ),
+    ] = None,
     read_only: Annotated[
         bool,
         typer.Option(
@@ -187,8 +218,9 @@ def serve(
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
-    from llmcli.serve.catalog import Catalog
+    from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.config import ServeConfig, read_key_file
+    from llmcli.serve.pool import parse_duration_option, parse_size_option
     from llmcli.serve.run import find_model
     from llmcli.serve.run import serve as run
     from llmcli.store import Store
@@ -228,25 +260,32 @@ def serve(
         grace=grace,
         cors_origins=cors_origin or [],
         read_only=read_only,
+        keep_alive=parse_duration_option(keep_alive, "--keep-alive"),
+        max_models=max_models,
+        max_memory=parse_size_option(max_memory, "--max-memory") if max_memory is not None else None,
     )  # checked as it is made: before a model is looked for, let alone pulled
     store = Store(env.store_root)
-    # No MODEL (and no $LLMCLI_MODEL): the store's models, by name; else that one model, whatever
-    # name a request gives.
-    catalog = Catalog(store=store) if model is None and env.default_model is None else None
-    entry = find_model(
-        store,
-        model,
-        env.default_model,
-        env.home,
-        lambda: pull_report(env.stderr, env.stderr_isatty),
-    )
-    config.model_path, config.model_name = entry.path, entry.name
+    if model is None:
+        catalog = Catalog(store=store)
+        name = path = None
+    else:
+        entry = find_model(
+            store, model, env.default_model, env.home, lambda: pull_report(env.stderr, env.stderr_isatty)
+        )
+        config.model_path, config.model_name = entry.path, entry.name
+        name, path = entry.name, entry.path
+        catalog = Catalog(one=Served(entry.name, Path(entry.path)))
 
     def listening(url: str) -> None:
         if json_out:  # the address (with --port 0, the port chosen) for a script that started it
-            env.stdout.write(json.dumps({"url": url, "model": entry.name, "path": entry.path}) + "\n")
+            env.stdout.write(json.dumps({"url": url, "model": name, "path": path}) + "\n")
             env.stdout.flush()
-        env.stderr.write(f"llmcli: serving {entry.name} on {url} (loading; /health answers 200 when ready)\n")
+        what = (
+            f"{name} on {url} (loading; /health answers 200 when ready)"
+            if name
+            else (f"the store's models on {url} (each loads on its first request)")
+        )
+        env.stderr.write(f"llmcli: serving {what}\n")
         env.stderr.flush()
 
     def status(now) -> None:  # one line, rewritten in place
@@ -266,11 +305,11 @@ def serve(
     try:
         stopped_by = run(
             config,
+            catalog,
             listening,
             status if env.stderr_isatty else None,
             debug=env.debug,
             on_warning=warning,
-            catalog=catalog,
         )
     finally:
         if env.stderr_isatty:

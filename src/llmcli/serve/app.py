@@ -101,13 +101,25 @@ def create_app(server: Server):
     async def lifespan(app):
         server.engine.start()
         status = asyncio.create_task(report_status(server)) if server.on_status else None
+        one = server.catalog.one
+        loading = asyncio.create_task(preload(one)) if one is not None else None
         try:
             yield
         finally:
             if status is not None:
                 status.cancel()
+            if loading is not None:
+                loading.cancel()
             server.engine.stop(timeout=server.config.grace + 30)
+            server.pool.close()
             server.renderer.shutdown(wait=False, cancel_futures=True)
+
+    async def preload(one) -> None:
+        """`llmcli serve MODEL`: its model loads at start; a load that fails stops the server."""
+        try:
+            await server.pool.preload(one)
+        except Exception:
+            server.engine.on_fatal()
 
     # /openapi.json documents every route and body (behind the key, as every route but / and /health)
     app = FastAPI(lifespan=lifespan, title="llmcli serve", docs_url=None, redoc_url=None)
@@ -131,10 +143,9 @@ def create_app(server: Server):
 
     @app.get("/health")
     async def health():
-        engine = server.engine
-        if engine.error is not None:
+        if server.engine.error is not None or server.pool.error is not None:
             return JSONResponse({"status": "error"}, status_code=500)
-        if not engine.ready.is_set():
+        if server.pool.starting:
             return JSONResponse({"status": "loading model"}, status_code=503, headers={"Retry-After": "1"})
         return {"status": "ok"}
 

@@ -54,13 +54,15 @@ class Reply:
 
 
 class Call:
-    def __init__(self, server, gen: Generation, who: str, t_arrival: float) -> None:
+    def __init__(self, server, gen: Generation, who: str, t_arrival: float, lease) -> None:
         self.server = server
         self.gen = gen
         self.who = who
+        self.lease = lease  # its model (serve.pool.Lease), pinned until the call closes
+        self.model = lease.model
         self.queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        self.job = Job(gen, self._deliver, t_arrival)
+        self.job = Job(gen, self._deliver, t_arrival, lease.name)
         self._loop = loop
         self.deadline = t_arrival + server.config.timeout
         self.outcome: Outcome | None = None  # the request's (its choices' together)
@@ -105,13 +107,13 @@ class Call:
 
     async def start(self) -> Started:
         server = self.server
-        self.reservation = server.gate.admit(self.who, Need.estimate(self.gen, server.engine.snapshot.n_ctx))
+        self.reservation = server.gate.admit(self.who, Need.estimate(self.gen, self.model.snapshot.n_ctx))
         server.gate.in_flight += 1
         self._counted = True
         t_rendering = time.perf_counter()
         self.job.access_ms = (t_rendering - self.job.t_arrival) * 1000
         try:
-            prompt = server.prompt(self.gen)
+            prompt = server.prompt(self.gen, self.model)
             self.job.prompt = await asyncio.wait_for(prompt, max(self.deadline - t_rendering, 0.001))
         except asyncio.TimeoutError:
             self.close()
@@ -136,7 +138,7 @@ class Call:
             self.close()
             raise event
         assert isinstance(event, Started)
-        parses = server.engine.prompts.thinking.parses
+        parses = self.model.prompts.thinking.parses
         self.splitters = [ReasoningSplitter(parses, event.opens_thinking) for _ in range(self.gen.n)]
         return event
 
@@ -261,8 +263,10 @@ class Call:
 
     def close(self) -> None:
         """Once: cancel the sequence if it has not finished and give back its place. Its tokens are
-        charged when the engine's Outcome comes (_arrive), read or not."""
+        charged when the engine's Outcome comes (_arrive), read or not. The model's lease goes too:
+        a sequence still running is cancelled first, in the engine's inbox order."""
         if not self._counted:
+            self.lease.release()
             return
         self._counted = False
         self.server.gate.in_flight -= 1
@@ -270,6 +274,7 @@ class Call:
             self.server.engine.cancel(self.job)
             if not self._started:  # a job the engine drops before tokenizing it never answers
                 self.server.gate.release(self.reservation)
+        self.lease.release()
 
 
 class ClosesCall:

@@ -33,7 +33,8 @@ MAX_CONNECTIONS = 1024  # the default cap where the descriptor limit allows more
 
 @dataclass
 class ServeConfig:
-    """What serve is told, checked once, when it is made (check_config): a ServeConfig is valid."""
+    """What serve is told (model_path and model_name: the one model of `llmcli serve MODEL`, empty
+    when it serves the store), checked once, when it is made (check_config): a ServeConfig is valid."""
 
     model_path: str
     model_name: str
@@ -58,6 +59,9 @@ class ServeConfig:
     grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
     cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
     read_only: bool = False  # no pull, delete or copy over the API
+    keep_alive: float = 300.0  # seconds an idle model stays loaded (math.inf: for ever)
+    max_models: int | None = None  # models loaded at once (None: as many as --max-memory holds)
+    max_memory: int | None = None  # bytes the loaded models may take (None: what is free at start, less 10%)
     # The connection cap: --max-connections, or what the descriptor limit allows (set when checked).
     connections: int = field(init=False, repr=False, default=0)
 

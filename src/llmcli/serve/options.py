@@ -51,6 +51,7 @@ MAX_QUEUE = 16  # requests waiting for a sequence; one more is 503 at once
 TIMEOUT = 600.0  # seconds a request may take from its arrival: body, queue and reply
 HEADER_TIMEOUT = 10.0  # seconds a connection may take to send a request's head (or stay idle)
 GRACE = 30.0  # seconds in-flight requests get to finish after SIGTERM
+KEEP_ALIVE = "5m"  # how long an idle model stays loaded (Ollama's default)
 
 # ServeConfig field -> its range. rate_limit and token_limit have no default (no limit).
 RANGES = {
@@ -63,6 +64,8 @@ RANGES = {
     "timeout": Range("--timeout", 0, above=True, unit=" s"),
     "header_timeout": Range("--header-timeout", 0, above=True, unit=" s"),
     "grace": Range("--grace", 0, unit=" s"),
+    "max_models": Range("--max-models", 1),  # models loaded at once
+    "max_memory": Range("--max-memory", 0, above=True, unit=" bytes"),
 }
 
 

@@ -15,10 +15,10 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from llmcli.errors import LlmcliError, RuntimeFailure, UsageError
+from llmcli.serve.catalog import Catalog
 from llmcli.serve.config import ServeConfig
 
 # accept() out of a resource: descriptors (the process's, the system's), socket buffers, memory.
@@ -82,29 +82,26 @@ def bind(host: str, port: int) -> Listener:
 
 def serve(
     config: ServeConfig,
+    catalog: Catalog,
     on_listening: Callable[[str], None],
     on_status: Callable[[Any], None] | None = None,
     debug: bool = False,
     on_warning: Callable[[str], None] = lambda text: None,
-    catalog: Any = None,
 ) -> int:
-    """Serve until told to stop; the signal that stopped it (0: none). Raises what failed the engine.
+    """Serve the catalog's models until told to stop; the signal that stopped it (0: none). Raises
+    what failed the engine (or the load of `llmcli serve MODEL`'s one model).
     on_status: given an app.Status every second (a terminal's live status line). debug: uvicorn's
     own log lines and tracebacks on stderr (else it says nothing: llmcli speaks for itself).
-    on_warning: a line about the server's health (running out of descriptors), at most once a minute.
-    catalog: the models requests may name (serve.catalog.Catalog; None: the one model of config)."""
+    on_warning: a line about the server's health (running out of descriptors), at most once a minute."""
     import uvicorn
 
     from llmcli.gguf_check import model_facts
-    from llmcli.serve.access import Gate
     from llmcli.serve.app import create_app
-    from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.connections import Doorman, protocol_class
-    from llmcli.serve.engine import Engine
-    from llmcli.serve.metrics import ServeMetrics
     from llmcli.serve.state import Server
 
-    model_facts(config.model_path)  # a file llama.cpp would refuse (or crash on) fails before we listen
+    if catalog.one is not None:  # a file llama.cpp would refuse (or crash on) fails before we listen
+        model_facts(catalog.one.path)
     sock = bind(config.host, config.port)
     uv: Any = None
 
@@ -112,14 +109,9 @@ def serve(
         if uv is not None:
             uv.should_exit = True
 
-    metrics = ServeMetrics()
-    engine = Engine(config, metrics, on_fatal=engine_stopped)
-    metrics.watch(engine)
-    doorman = Doorman(config.connections, config.header_timeout, metrics, warn=on_warning)
+    server = Server.make(config, catalog, on_fatal=engine_stopped, on_status=on_status)
+    doorman = Doorman(config.connections, config.header_timeout, server.metrics, warn=on_warning)
     sock.on_exhausted = doorman.out_of_descriptors
-    if catalog is None:
-        catalog = Catalog(one=Served(config.model_name, Path(config.model_path)))
-    server = Server(config, engine, Gate(config, metrics), metrics, catalog, on_status=on_status)
     app = create_app(server)
     uv = _server(
         server.drain,
@@ -144,10 +136,11 @@ def serve(
     shown = f"[{host}]" if ":" in host else host
     on_listening(f"http://{shown}:{port}")
     asyncio.run(_serve(uv, sock))
-    if engine.error is not None:
-        if isinstance(engine.error, LlmcliError):
-            raise engine.error
-        raise RuntimeFailure(f"the engine stopped: {type(engine.error).__name__}: {engine.error}")
+    error = server.engine.error or server.pool.error
+    if error is not None:
+        if isinstance(error, LlmcliError):
+            raise error
+        raise RuntimeFailure(f"the engine stopped: {type(error).__name__}: {error}")
     return uv.stopped_by
 
 

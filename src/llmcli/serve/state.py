@@ -1,6 +1,7 @@
 """What every route shares, made once per process and read from `request.app.state.server`: the
-config, the engine, the access gate, the metrics and the render thread; the checks a model route
-makes first (loaded?) and the body read. Routes import this, never app.py or each other."""
+config, the catalog of models, the pool of loaded ones, the engine, the access gate, the metrics and
+the render thread; the checks a model route makes first, the model lease and the body read. Routes
+import this, never app.py or each other."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmcli.serve.access import Gate
-from llmcli.serve.catalog import Catalog
+from llmcli.serve.catalog import Catalog, Served, UnknownModel
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
+from llmcli.serve.models import Model
+from llmcli.serve.pool import Lease, Pool, parse_keep_alive
 from llmcli.serve.protocol import Defaults, Generation, read_body, validate
 
 
@@ -28,7 +31,8 @@ class Server:
     engine: Engine
     gate: Gate
     metrics: ServeMetrics
-    catalog: Catalog  # the models a request may name: the store's, or the one served
+    catalog: Catalog
+    pool: Pool
     started: float = field(default_factory=time.time)
     on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
     # One thread renders and tokenizes prompts, off the event loop and off the engine thread: the
@@ -38,13 +42,38 @@ class Server:
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="llmcli-render")
     )
 
-    @property
-    def defaults(self) -> Defaults:
+    @classmethod
+    def make(cls, config: ServeConfig, catalog: Catalog, on_fatal=lambda: None, **kwargs: Any) -> Server:
+        """The engine thread, the gate, the metrics and the pool, wired together (nothing started)."""
+        metrics = ServeMetrics()
+        engine = Engine(config, metrics, on_fatal=on_fatal)
+        gate = Gate(config, metrics)
+        pool = Pool(
+            config, engine, metrics, one=catalog.one is not None, room=lambda: gate.in_flight < gate.capacity
+        )
+        metrics.watch(engine, pool)
+        return cls(config, engine, gate, metrics, catalog, pool, **kwargs)
+
+    def defaults(self, model: Model) -> Defaults:
         from llmcli.engine.tools import detect
 
-        sched = getattr(self.engine, "sched", None)  # loaded: every model route checks that first
-        form = detect(self.engine.template_source)  # a few substring tests of the template
-        return Defaults(self.config.params, self.config.system, sched.n_ctx_seq if sched else 0, form)
+        form = detect(model.template_source)  # a few substring tests of the template
+        return Defaults(self.config.params, self.config.system, model.n_ctx_seq, form)
+
+    def find(self, name: str | None, ollama: bool) -> Served:
+        """The model a request names, or a 404 in the route's shape."""
+        try:
+            return self.catalog.find(name)
+        except UnknownModel as exc:
+            raise ApiError(404, exc.message, "model", code=None if ollama else "model_not_found") from None
+
+    async def lease(
+        self, served: Served, keep_alive: Any, t_arrival: float, where: str = "keep_alive"
+    ) -> Lease:
+        """The model pinned for this request (loaded if need be, within its --timeout); keep_alive as
+        the request sent it (None: the server's --keep-alive)."""
+        keep = parse_keep_alive(keep_alive, where)
+        return await self.pool.acquire(served, keep, deadline=t_arrival + self.config.timeout)
 
     def drain(self) -> None:
         """SIGTERM: what runs gets the grace period; what comes now is refused."""
@@ -55,9 +84,9 @@ class Server:
         """Every route that reads the model answers 503 until it is loaded, as /health does."""
         if self.drain_deadline is not None:
             raise ApiError(503, "the server is shutting down; send the request to another", retry_after=1)
-        if self.engine.error is not None:  # the server is on its way down
+        if self.engine.error is not None or self.pool.error is not None:  # on its way down
             raise ApiError(503, "the engine has stopped; the server is shutting down")
-        if not self.engine.ready.is_set():
+        if self.pool.starting:  # `llmcli serve MODEL` answers once its one model is loaded
             raise ApiError(503, "the model is still loading; try again in a moment", retry_after=1)
 
     async def read(self, request, model: type[Any]) -> Any:
@@ -101,10 +130,10 @@ class Server:
             timer.cancel()
         return validate(model, read_body(data))
 
-    async def prompt(self, gen: Generation) -> Any:
+    async def prompt(self, gen: Generation, model: Model) -> Any:
         """The request's prompt as token ids (serve.prompt.Prompt), made in the render thread."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.renderer, self.engine.prompts.prepare, gen)
+        return await loop.run_in_executor(self.renderer, model.prompts.prepare, gen)
 
 
 def too_large(cap: int) -> ApiError:
@@ -133,7 +162,7 @@ async def report_status(server: Server, every: float = 1.0) -> None:
         last_tokens, last_t = snap.generated, now
         server.on_status(
             Status(
-                loading=not snap.ready,
+                loading=server.pool.starting,
                 running=snap.running,
                 waiting=server.engine.queued,
                 finished=snap.finished,

@@ -16,13 +16,6 @@ from llmcli.serve.state import Server
 router = APIRouter(prefix="/api")
 
 
-async def _unload(server: Server, name: str) -> None:
-    """The pool lets the model go (its requests end first); a server without a pool holds none."""
-    pool = getattr(server, "pool", None)
-    if pool is not None:
-        await pool.unload(name)
-
-
 @router.post("/pull")
 async def pull(request: Request):
     server: Server = request.app.state.server
@@ -51,7 +44,7 @@ async def pull(request: Request):
 async def delete(request: Request):
     server: Server = request.app.state.server
     body = await server.read(request, ShowRequest)
-    await library.delete(server, body.named, lambda name: _unload(server, name))
+    await library.delete(server, body.named)
     return JSONResponse({"status": "success"})
 
 

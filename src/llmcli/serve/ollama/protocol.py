@@ -115,7 +115,7 @@ class Request(Body):
     stream: Flag = True
     format: Format = None
     options: Annotated[Options, BeforeValidator(_options)] = Field(default=None, validate_default=True)
-    keep_alive: Any = None  # the one model stays loaded (many models: a later change)
+    keep_alive: Any = None  # how long the model stays loaded once idle; pool.parse_keep_alive reads it
     suffix: Suffix = None
     template: Template = None
     images: Images = None
@@ -125,7 +125,9 @@ class Request(Body):
 
     @property
     def unloads(self) -> bool:
-        return self.keep_alive in (0, "0", "0s", "0m")
+        from llmcli.serve.pool import parse_keep_alive
+
+        return parse_keep_alive(self.keep_alive) == 0  # a keep_alive that is not a duration: 400
 
     def _generation(self, defaults: Defaults, **what: Any) -> Generation:
         values = {}

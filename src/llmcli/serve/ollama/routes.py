@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
@@ -21,7 +23,6 @@ from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
-from llmcli.serve.ollama.protocol import Request as Body
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
 from llmcli.serve.tool_calls import ToolReader
@@ -123,15 +124,16 @@ def tagged(name: str) -> str:
 
 
 def _served(server: Server, name: str) -> None:
-    served = server.config.model_name
-    if name not in (served, tagged(served)):
-        raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(served)}'")
+    one = server.catalog.one
+    if one is not None and name not in (one.name, tagged(one.name)):
+        raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(one.name)}'")
 
 
-def _loaded(shape: Shape, body: Body) -> dict:
-    """Ollama's answer to a request with nothing to generate: the model is loaded (or kept)."""
+def _loaded(shape: Shape, unloaded: bool) -> dict:
+    """Ollama's answer to a request with nothing to generate: the model is loaded (or kept), or,
+    with keep_alive 0, unloaded."""
     answer = shape.piece("", "", True)
-    answer["done_reason"] = "unload" if body.unloads else "load"
+    answer["done_reason"] = "unload" if unloaded else "load"
     return answer
 
 
@@ -139,11 +141,22 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, kind)
-    shape = Shape(kind is ChatRequest, server.config.model_name)
-    if body.loads_only:
-        return JSONResponse(_loaded(shape, body))
-    call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
-    await call.start()
+    served = server.find(body.model, ollama=True)
+    shape = Shape(kind is ChatRequest, tagged(served.name))
+    if body.loads_only and body.unloads and not server.pool.one:  # `serve MODEL` keeps its model
+        await server.pool.unload(served.name)
+        return JSONResponse(_loaded(shape, True))
+    lease = await server.lease(served, body.keep_alive, request.state.t_arrival)
+    try:
+        if body.loads_only:
+            lease.release()
+            return JSONResponse(_loaded(shape, False))
+        gen = body.generation(server.defaults(lease.model))
+        call = Call(server, gen, request.state.who, request.state.t_arrival, lease)
+        await call.start()
+    except BaseException:
+        lease.release()
+        raise
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
@@ -199,6 +212,7 @@ async def tags(request: Request):
     """Every model the server answers for (the whole store, in store mode), read from the GGUF
     headers: nothing is loaded."""
     server: Server = request.app.state.server
+    server.ready_or_503()  # `llmcli serve MODEL` answers once its model is loaded
     listed = []
     for served in server.catalog.all():
         facts = await library.facts_off_loop(served)
@@ -218,8 +232,10 @@ async def tags(request: Request):
 async def show(request: Request):
     """Any model's details and template, from its GGUF header, without loading it."""
     server: Server = request.app.state.server
+    server.ready_or_503()  # `llmcli serve MODEL` answers once its model is loaded
     body = await server.read(request, ShowRequest)
-    served = library.found(server.catalog, body.named)
+    _served(server, body.named)  # `llmcli serve MODEL` names its one model
+    served = server.find(body.named, ollama=True)
     try:
         facts = await asyncio.to_thread(library.facts, served)
     except (OSError, LlmcliError) as exc:
@@ -238,6 +254,41 @@ async def show(request: Request):
         "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
         "modified_at": _stamp(served),
     }
+
+
+def _time(epoch: float | None) -> str:
+    """An expiry as Ollama writes it; a model kept for ever expires far in the future, as Ollama's."""
+    when = (
+        datetime.fromtimestamp(epoch, timezone.utc)
+        if epoch is not None
+        else datetime(9999, 12, 31, tzinfo=timezone.utc)
+    )
+    return when.isoformat().replace("+00:00", "Z")
+
+
+@router.get("/ps")
+async def ps(request: Request):
+    """The loaded models, as Ollama's /api/ps lists them."""
+    server: Server = request.app.state.server
+    models = []
+    for each in server.pool.loaded():
+        stat = Path(each.path).stat()
+        # Ollama's digest is its manifest's; here, an identity of the file (its name, size and time),
+        # as hashing gigabytes on each call would be too slow.
+        digest = hashlib.sha256(f"{each.path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
+        models.append(
+            {
+                "name": tagged(each.name),
+                "model": tagged(each.name),
+                "size": each.size,
+                "digest": digest,
+                "details": details(await library.facts_off_loop(Served(each.name, Path(each.path)))),
+                "expires_at": _time(each.expires_at),
+                "size_vram": each.size_vram,
+                "context_length": each.context_length,
+            }
+        )
+    return {"models": models}
 
 
 @router.get("/version")

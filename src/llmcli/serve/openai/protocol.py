@@ -128,6 +128,7 @@ class Request(SamplingBody):
     """What both routes take: the parameters, the stream, the stops and the output constraint."""
 
     model: Text = None
+    keep_alive: Any = None  # Ollama's, on OpenAI's routes too (or the X-Keep-Alive header); pool.py reads it
     stream: Flag = False
     stream_options: StreamOptions = None
     stop: Stops = None

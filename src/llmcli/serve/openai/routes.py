@@ -7,7 +7,6 @@ import hashlib
 import json
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -17,6 +16,7 @@ from llmcli.engine.templates.thinking import REASONING
 from llmcli.serve import library
 from llmcli.serve.call import Call, ClosesCall, Piece, Reply
 from llmcli.serve.catalog import Served
+from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.outcome import Outcome, timings, usage
@@ -26,12 +26,12 @@ from llmcli.serve.tool_calls import openai_call_delta
 router = APIRouter()
 
 
-def fingerprint(server: Server) -> str:
+def fingerprint(server: Server, served: Served) -> str:
     """OpenAI's system_fingerprint: changes when what answers changes (llmcli, the model, the pool)."""
     from llmcli import __version__
 
     c = server.config
-    seen = f"{__version__}|{c.model_name}|{Path(c.model_path).stat().st_size}|{c.ctx}|{c.parallel}"
+    seen = f"{__version__}|{served.name}|{served.path.stat().st_size}|{c.ctx}|{c.parallel}"
     return "fp_" + hashlib.sha256(seen.encode()).hexdigest()[:10]
 
 
@@ -176,22 +176,42 @@ def _model(served: Served) -> dict:
 async def models_list(request: Request):
     """Every model the server answers for: the whole store, in store mode."""
     server: Server = request.app.state.server
+    server.ready_or_503()
     return {"object": "list", "data": [_model(served) for served in server.catalog.all()]}
 
 
 @router.get("/models/{model_id:path}")
 async def model(request: Request, model_id: str):
     server: Server = request.app.state.server
-    return _model(library.found(server.catalog, model_id, openai=True))
+    server.ready_or_503()
+    one = server.catalog.one
+    if one is not None and model_id not in (one.name, f"{one.name}:latest"):
+        raise ApiError(
+            404, f"The model '{model_id[:200]}' does not exist; this server serves '{one.name}'", "model"
+        )
+    return _model(server.find(model_id, ollama=False))
 
 
 async def _generate(request: Request, kind: type[ChatCompletionRequest]):
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, kind)
-    call = Call(server, body.generation(server.defaults), request.state.who, request.state.t_arrival)
-    await call.start()
-    shape = Shape(kind is ChatCompletionRequest, server.config.model_name, fingerprint(server), call)
+    served = server.find(body.model, ollama=False)
+    # keep_alive as Ollama's: a body field, or the X-Keep-Alive header
+    sent, where = (
+        (body.keep_alive, "keep_alive")
+        if body.keep_alive is not None
+        else (request.headers.get("x-keep-alive"), "X-Keep-Alive")
+    )
+    lease = await server.lease(served, sent, request.state.t_arrival, where)
+    try:
+        gen = body.generation(server.defaults(lease.model))
+        call = Call(server, gen, request.state.who, request.state.t_arrival, lease)
+        await call.start()
+    except BaseException:
+        lease.release()
+        raise
+    shape = Shape(kind is ChatCompletionRequest, served.name, fingerprint(server, served), call)
     if call.gen.stream:
         return stream(server, call, shape)
     return await answer(request, call, shape)

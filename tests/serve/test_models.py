@@ -1,0 +1,182 @@
+"""`llmcli serve` with no MODEL: the store's models behind one server, each loaded on its first
+request, kept for its keep_alive, evicted to fit --max-models; driven with the official clients."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from llmcli.model_ref import EMBEDDED_NAME
+from llmcli.store import ModelEntry, Store
+from tests.serve.server import AUTH, HANG_GUARD_S, KEY, ServeProcess
+from tests.support.cli import cli
+
+GEMMA = "gemma3-270m"
+MODELS = (EMBEDDED_NAME, GEMMA)
+HI = [{"role": "user", "content": "Name a colour."}]
+TOKENS = 6
+
+
+def store_home(tmp_path_factory, gemma3_path):
+    """A store with the embedded model (always listed) and the Gemma 3 test GGUF."""
+    home = tmp_path_factory.mktemp("serve-store")
+    Store(home).register(ModelEntry(name=GEMMA, path=gemma3_path, files=[gemma3_path], source="test"))
+    return home
+
+
+@pytest.fixture(scope="module")
+def store_server(tmp_path_factory, gemma3_path):
+    srv = ServeProcess(store_home(tmp_path_factory, gemma3_path), "--api-key", KEY, model=None)
+    yield srv
+    assert srv.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def ollama(store_server, ollama_module):
+    return ollama_module.Client(host=store_server.url, headers=AUTH)
+
+
+@pytest.fixture(scope="module")
+def openai(store_server, openai_module):
+    return openai_module.OpenAI(base_url=store_server.url + "/v1", api_key=KEY, max_retries=0)
+
+
+def rss(pid: int) -> int:
+    """Resident bytes of a process (Linux)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def replies(ollama, openai, model: str) -> dict[str, str]:
+    """One model's replies to the same chat, four ways: each client, streamed and not."""
+    options = {"num_predict": TOKENS}
+    whole = ollama.chat(model=model, messages=HI, options=options)
+    assert whole["model"] == f"{model}:latest" and whole["done_reason"] == "length"
+    streamed = "".join(
+        part["message"]["content"]
+        for part in ollama.chat(model=model, messages=HI, options=options, stream=True)
+    )
+    chat = openai.chat.completions.create(model=model, messages=HI, max_tokens=TOKENS)
+    assert chat.model == model
+    chunks = openai.chat.completions.create(model=model, messages=HI, max_tokens=TOKENS, stream=True)
+    sse = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    return {
+        "ollama": whole["message"]["content"],
+        "ollama stream": streamed,
+        "openai": chat.choices[0].message.content or "",
+        "openai stream": sse,
+    }
+
+
+def test_two_models_alternate_each_answering_as_itself(ollama, openai):
+    """Greedy decoding: each model's reply is the same however it is asked and whenever, and the two
+    models' replies differ (a request that reached the other model would show it)."""
+    rounds = [{model: replies(ollama, openai, model) for model in MODELS} for _ in range(2)]
+    for model in MODELS:
+        seen = {text for each in rounds for text in each[model].values()}
+        assert len(seen) == 1 and seen != {""}, (model, rounds)
+    assert rounds[0][MODELS[0]]["ollama"] != rounds[0][MODELS[1]]["ollama"]
+
+
+def test_ps_lists_both_models_then_one_after_keep_alive_0(ollama, store_server):
+    for model in MODELS:
+        ollama.generate(model=model, prompt="Hi", options={"num_predict": 1})
+    loaded = ollama.ps()["models"]
+    assert sorted(m["name"] for m in loaded) == sorted(f"{m}:latest" for m in MODELS)
+    for each in loaded:
+        assert each["size"] > 0 and each["size_vram"] == 0 and each["context_length"] > 0
+        assert each["details"]["format"] == "gguf" and each["expires_at"] is not None
+    unloads = store_server.metric("llmcli:model_unloads_total", AUTH, absent=0)
+    assert ollama.generate(model=GEMMA, keep_alive=0)["done_reason"] == "unload"
+    assert [m["name"] for m in ollama.ps()["models"]] == [f"{EMBEDDED_NAME}:latest"]
+    assert store_server.metric("llmcli:model_unloads_total", AUTH) == unloads + 1
+    assert ollama.generate(model=GEMMA)["done_reason"] == "load"  # a request with no prompt loads it
+    assert len(ollama.ps()["models"]) == 2
+
+
+def test_an_unknown_model_is_a_404_in_each_api_shape(ollama, openai, ollama_module, openai_module):
+    with pytest.raises(ollama_module.ResponseError) as err:
+        ollama.chat(model="qwen2.5:0.5b", messages=HI)
+    assert err.value.status_code == 404 and "model 'qwen2.5:0.5b' not found, try pulling it first" in str(
+        err.value
+    )
+    with pytest.raises(openai_module.NotFoundError) as missing:
+        openai.chat.completions.create(model="../../etc/passwd", messages=HI, max_tokens=1)
+    assert missing.value.body["code"] == "model_not_found" and missing.value.body["param"] == "model"
+
+
+@pytest.mark.parametrize(
+    "path, body, headers, field",
+    [
+        ("/api/chat", {"model": EMBEDDED_NAME, "messages": HI, "keep_alive": "5 minutes"}, {}, "keep_alive"),
+        ("/api/generate", {"model": EMBEDDED_NAME, "keep_alive": True}, {}, "keep_alive"),
+        (
+            "/v1/chat/completions",
+            {"model": EMBEDDED_NAME, "messages": HI},
+            {"X-Keep-Alive": "soon"},
+            "X-Keep-Alive",
+        ),
+        ("/v1/completions", {"model": EMBEDDED_NAME, "prompt": "a", "keep_alive": "1x"}, {}, "keep_alive"),
+    ],
+)
+def test_a_keep_alive_that_is_not_a_duration_is_a_400_naming_it(store_server, path, body, headers, field):
+    r = httpx.post(store_server.url + path, json=body, headers=AUTH | headers, timeout=HANG_GUARD_S)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    message = error if isinstance(error, str) else error["message"]
+    assert message.startswith(f"{field} ") and "is not a duration" in message
+
+
+def test_with_max_models_1_alternating_models_answer_correctly_and_rss_stays_flat(
+    tmp_path_factory, gemma3_path
+):
+    home = store_home(tmp_path_factory, gemma3_path)
+    with ServeProcess(home, "--max-models", "1", model=None) as srv:
+        client = httpx.Client(base_url=srv.url, timeout=HANG_GUARD_S)
+
+        def ask(model: str) -> str:
+            body = {
+                "model": model,
+                "prompt": "The sky is",
+                "stream": False,
+                "options": {"num_predict": TOKENS},
+            }
+            r = client.post("/api/generate", json=body)
+            assert r.status_code == 200, r.text
+            loaded = client.get("/api/ps").json()["models"]
+            assert [m["name"] for m in loaded] == [f"{model}:latest"]  # the other was evicted
+            return r.json()["response"]
+
+        first = {model: ask(model) for model in MODELS}  # each loaded once: the allocator warmed up
+        level = rss(srv.pid)
+        for _ in range(5):
+            for model in MODELS:
+                assert ask(model) == first[model]
+        assert first[MODELS[0]] != first[MODELS[1]]
+        grew = rss(srv.pid) - level
+        assert abs(grew) < 50e6, f"RSS moved {grew / 1e6:.0f} MB over 10 switches"
+        assert srv.metric("llmcli:model_loads_total") == 12
+        assert srv.metric("llmcli:model_unloads_total") == 11
+
+
+def test_a_model_over_the_memory_budget_is_a_507_naming_it(tmp_path):
+    with ServeProcess(tmp_path, "--max-memory", "1M", model=None) as srv:
+        r = httpx.post(srv.url + "/api/generate", json={"model": EMBEDDED_NAME}, timeout=HANG_GUARD_S)
+    assert r.status_code == 507 and "--max-memory" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--max-models", "0"], "--max-models must be at least 1, not 0"),
+        (["--max-memory", "lots"], "--max-memory 'lots' is not a size"),
+        (["--keep-alive", "later"], "--keep-alive 'later' is not a duration"),
+    ],
+)
+def test_bad_pool_options_are_refused_with_one_line(args, words):
+    result = cli("serve", *args, time_limit=HANG_GUARD_S)
+    assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
+    assert result.stderr.count("\n") == 1
