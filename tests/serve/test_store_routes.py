@@ -332,3 +332,22 @@ def test_one_model_mode_answers_changes_with_how_to_serve_the_store(embedded_pat
         r = client.request(method, path, json=body)
         assert r.status_code == 400, r.text
         assert "start `llmcli serve` with no MODEL" in r.json()["error"]
+
+
+# -- a stopping server ------------------------------------------------------------------------------
+def test_sigterm_stops_a_pull_midway_and_the_server_exits(tmp_path: Path, repos, ollama_module) -> None:
+    """The pull's thread stops at its next chunk (the bytes so far stay, for a later pull to resume)
+    instead of keeping the process alive until the download ends."""
+    with FakeHub(repos) as slow, pytest.MonkeyPatch.context() as mp:
+        slow.faults.throttle_bps = 2_000_000  # the Q8_0 file takes about a minute
+        hub_env(mp, slow, tmp_path)
+        srv = ServeProcess(tmp_path / "store", model=None)
+        records = ollama_module.Client(host=srv.url).pull(Q8, stream=True)
+        assert any(r.completed for r in records)  # bytes are arriving
+        assert srv.stop() == 0
+        with pytest.raises(ollama_module.ResponseError) as caught:
+            list(records)
+    assert caught.value.error.startswith("the server is shutting down; pull again to resume")
+    assert list((tmp_path / "hf").rglob("*.incomplete")), "the bytes fetched so far are kept"
+    manifest = tmp_path / "store" / "manifest.json"
+    assert not manifest.exists() or Q8 not in manifest.read_text()

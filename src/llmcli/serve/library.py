@@ -77,6 +77,7 @@ def changeable(server: Server) -> Store:
             f"this server serves one model (`llmcli serve MODEL`); to {CHANGES} models over the API, "
             "start `llmcli serve` with no MODEL",
         )
+    server.ready_or_503()  # a stopping server starts no change
     return store
 
 
@@ -183,6 +184,10 @@ class Lines:
         return {**line, "digest": digest} if digest else line
 
 
+class PullStopped(LlmcliError):
+    pass
+
+
 class PullFailed(Exception):
     def __init__(self, error: ApiError) -> None:
         self.error = error
@@ -191,6 +196,8 @@ class PullFailed(Exception):
 def pull_error(exc: BaseException) -> ApiError:
     """A failed pull as an answer: the use-case's own line (a bad repo is the client's, 400; no such
     repo, 404; the hub's or the disk's failure, 500)."""
+    if isinstance(exc, PullStopped):
+        return ApiError(503, str(exc))
     if isinstance(exc, ModelNotFound):
         return ApiError(404, str(exc))
     if isinstance(exc, UsageError):
@@ -215,6 +222,8 @@ async def pull(server: Server, text: str) -> AsyncIterator[dict]:
     lines = Lines()
 
     def report(event: PullEvent) -> None:  # from the worker thread
+        if server.drain_deadline is not None:  # SIGTERM: the pull stops here (it resumes next time)
+            raise PullStopped("the server is shutting down; pull again to resume where this one stopped")
         line = lines(event)
         if line is not None:
             loop.call_soon_threadsafe(queue.put_nowait, line)
