@@ -238,12 +238,18 @@ def test_a_hostile_name_is_a_404_and_touches_nothing(store_server, root, embedde
         ("/api/show", {"model": name}, "POST"),
         ("/api/delete", {"model": name}, "DELETE"),
         ("/api/copy", {"source": name, "destination": "stolen"}, "POST"),
+        ("/api/chat", {"model": name, "messages": [{"role": "user", "content": "Hi"}]}, "POST"),
+        ("/api/generate", {"model": name, "prompt": "Hi"}, "POST"),
     ):
         r = post(store_server, path, body, method)
         assert r.status_code == 404, (path, r.text)
         error = r.json()["error"]
         assert error.startswith("model '") and error.endswith(NOT_FOUND) and len(error) < 300, error
         assert "\x00" not in error
+    chat = post(
+        store_server, "/v1/chat/completions", {"model": name, "messages": [{"role": "user", "content": "Hi"}]}
+    )
+    assert chat.status_code == 404 and chat.json()["error"]["code"] == "model_not_found", chat.text
     r = httpx.get(f"{store_server.url}/v1/models/{quote(name, safe='')}", headers=AUTH, timeout=30)
     assert r.status_code in (404, 414), r.text
     if r.status_code == 404:
