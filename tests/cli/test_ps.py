@@ -1,5 +1,6 @@
-"""`llmcli ps`: a running server's loaded models (its /api/ps), as `ollama ps` prints them. The server
-here is a loopback stand-in that answers /api/ps as Ollama documents it; tests/serve has the real one."""
+"""`llmcli ps`: a running server's loaded models (its /api/ps), as `ollama ps` prints them, and every
+way a server can fail to say. The server here is a loopback stand-in that answers /api/ps as Ollama
+documents it; tests/serve/test_models.py and test_store_routes.py ask the real one."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def records() -> list[dict]:
     """What /api/ps lists, timed from now (a test's own clock: expiries are relative)."""
     return [
         {"name": "smollm2-135m-instruct", "model": "smollm2-135m-instruct", "size": 2 * GIB, "size_vram": 0,
+         "digest": "0123456789abcdef", "context_length": 4096,
          "expires_at": stamp(timedelta(minutes=4, seconds=30))},
         {"name": "Org/Big-GGUF:Q4_K_M", "model": "Org/Big-GGUF:Q4_K_M", "size": 4 * GIB, "size_vram": GIB,
          "expires_at": stamp(timedelta(days=365 * 300))},
@@ -67,58 +69,67 @@ class StandIn:
 
 def test_ps_prints_each_loaded_model_as_ollama_ps_does() -> None:
     with StandIn(body=json.dumps({"models": records()}).encode()) as server:
-        r = cli("ps", "--url", server.url)
+        r = cli("ps", "--endpoint", server.url)
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     header, *rows = [re.split(" {2,}", line.strip()) for line in r.stdout.splitlines()]
-    assert header == ["NAME", "SIZE", "PROCESSOR", "UNTIL"]
+    assert header == ["NAME", "ID", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]
     assert rows == [
-        ["smollm2-135m-instruct", "2.1 GB", "100% CPU", "4 minutes from now"],
-        ["Org/Big-GGUF:Q4_K_M", "4.3 GB", "75%/25% CPU/GPU", "Forever"],
-        ["gone\\x1b[31m", "1.0 kB", "100% GPU", "Stopping..."],
+        ["smollm2-135m-instruct", "0123456789ab", "2.1 GB", "100% CPU", "4096", "4 minutes from now"],
+        ["Org/Big-GGUF:Q4_K_M", "-", "4.3 GB", "75%/25% CPU/GPU", "-", "Forever"],
+        ["gone\\x1b[31m", "-", "1.0 kB", "100% GPU", "-", "Stopping..."],
     ]
 
 
 def test_ps_json_gives_the_servers_records_and_sends_the_key() -> None:
     listed = records()
     with StandIn(body=json.dumps({"models": listed}).encode()) as server:
-        r = cli("ps", "--url", server.url + "/", "--json", vars={"LLMCLI_API_KEY": "sk-ps"})
+        r = cli("ps", "--endpoint", server.url + "/", "--json", vars={"LLMCLI_API_KEY": "sk-ps"})
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout) == listed
+    got = json.loads(r.stdout)
+    assert [(m["name"], m["size"], m["size_vram"]) for m in got] == [
+        (m["name"], m["size"], m["size_vram"]) for m in listed
+    ]
+    assert got[0]["digest"] == "0123456789abcdef" and got[0]["context_length"] == 4096
     assert server.auth == ["Bearer sk-ps"]
 
 
-def test_ps_with_nothing_loaded_prints_the_header_alone() -> None:
+def test_ps_with_nothing_loaded_says_so_on_stderr() -> None:
     with StandIn(body=b'{"models": []}') as server:
-        r = cli("ps", "--url", server.url)
-    assert r.exit_code == 0 and r.stdout.split() == ["NAME", "SIZE", "PROCESSOR", "UNTIL"]
+        r = cli("ps", "--endpoint", server.url)
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == f"no model is loaded at {server.url}\n"
 
 
 @pytest.mark.parametrize(
-    ("status", "body", "says"),
+    ("status", "body", "code", "says"),
     [
-        (401, b'{"error": "no key"}', "wants an API key; set LLMCLI_API_KEY (or give --api-key)"),
-        (200, b"<html>hello</html>", "/api/ps answered 200 without a list of models; is it `llmcli serve`"),
-        (200, b'{"models": [1, 2]}', "without a list of models"),
-        (500, b'{"error": "boom"}', "/api/ps answered 500 without a list of models"),
+        (
+            401,
+            b'{"error": "no key"}',
+            2,
+            "401 Unauthorized: the server wants an API key; give it with --api-key",
+        ),
+        (200, b"<html>hello</html>", 1, "did not answer with JSON"),
+        (200, b'{"models": [1, 2]}', 1, "answered /api/ps without a list of models; is it `llmcli serve`?"),
+        (500, b'{"error": "boom"}', 1, "failed with 500 Internal Server Error: boom"),
     ],
 )
-def test_ps_of_a_server_that_cannot_say_is_one_line_and_exit_1(status: int, body: bytes, says: str) -> None:
+def test_ps_of_a_server_that_cannot_say_is_one_line(status: int, body: bytes, code: int, says: str) -> None:
     with StandIn(status, body) as server:
-        r = cli("ps", "--url", server.url)
-    assert r.exit_code == 1 and r.stdout == "", r.stderr
+        r = cli("ps", "--endpoint", server.url)
+    assert r.exit_code == code and r.stdout == "", r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("llmcli: error: ") and says in r.stderr, r.stderr
 
 
 def test_ps_with_no_server_there_names_the_fix_and_exits_1() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    r = cli("ps", "--url", url)
-    assert r.exit_code == 1 and r.stdout == ""
-    assert r.stderr.startswith(f"llmcli: error: no server answers at {url} (") and r.stderr.count("\n") == 1
-    assert r.stderr.rstrip().endswith("start one with `llmcli serve`, or give its address with --url")
+    r = cli("ps", "--endpoint", url)
+    assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"llmcli: error: cannot connect to {url}: connection refused; is the server")
+    assert "(check --endpoint or LLMCLI_ENDPOINT)" in r.stderr
 
 
-@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "127.0.0.1:8080", "http://", "http://h:1/api/ps", ""])
-def test_ps_with_a_url_that_is_no_servers_address_is_a_usage_error(url: str) -> None:
-    r = cli("ps", "--url", url)
-    assert r.exit_code == 2 and r.stdout == ""
-    assert "is not a server's address; give http://HOST:PORT" in r.stderr and r.stderr.count("\n") == 1
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "127.0.0.1:8080", "http://"])
+def test_ps_with_an_endpoint_that_is_no_servers_address_is_a_usage_error(url: str) -> None:
+    r = cli("ps", "--endpoint", url)
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"llmcli: error: --endpoint '{url}' is not"), r.stderr

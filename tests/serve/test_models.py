@@ -97,6 +97,21 @@ def test_ps_lists_both_models_then_one_after_keep_alive_0(ollama, store_server):
     assert len(ollama.ps()["models"]) == 2
 
 
+def test_llmcli_ps_lists_what_the_server_has_loaded(ollama, store_server):
+    import json
+
+    ollama.generate(model=EMBEDDED_NAME, keep_alive="1h")
+    listed = cli("ps", "--endpoint", store_server.url, "--api-key", KEY, "--json", time_limit=HANG_GUARD_S)
+    assert listed.exit_code == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows[f"{EMBEDDED_NAME}:latest"]["size"] > 0 and rows[f"{EMBEDDED_NAME}:latest"]["expires_at"]
+    table = cli("ps", "--endpoint", store_server.url, "--api-key", KEY, time_limit=HANG_GUARD_S)
+    assert f"{EMBEDDED_NAME}:latest" in table.stdout and "100% CPU" in table.stdout
+    assert "59 minutes from now" in table.stdout or "1 hour from now" in table.stdout
+    refused = cli("ps", "--endpoint", store_server.url, time_limit=HANG_GUARD_S)
+    assert refused.exit_code != 0 and refused.stdout == "" and "401" in refused.stderr + "key"
+
+
 def test_an_unknown_model_is_a_404_in_each_api_shape(ollama, openai, ollama_module, openai_module):
     with pytest.raises(ollama_module.ResponseError) as err:
         ollama.chat(model="qwen2.5:0.5b", messages=HI)

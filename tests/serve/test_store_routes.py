@@ -149,9 +149,9 @@ def test_a_pulled_model_chats_and_delete_unloads_it_first(store_server, client) 
     reply = client.chat(model=name, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 4})
     assert reply.message.content and reply.done
     assert name in [m.model for m in client.ps().models]
-    ps = cli("ps", "--url", store_server.url, vars={"LLMCLI_API_KEY": KEY})
+    ps = cli("ps", "--endpoint", store_server.url, vars={"LLMCLI_API_KEY": KEY})
     assert ps.exit_code == 0 and re.search(
-        rf"^{re.escape(name)}\s+\S+ \S?B\s+100% CPU\s+\d+ minutes? from now$", ps.stdout, re.M
+        rf"^{re.escape(name)}\s+\w+\s+\S+ \S?B\s+100% CPU\s+\S+\s+\d+ minutes? from now$", ps.stdout, re.M
     ), ps.stdout
     assert client.delete(name).status == "success"
     assert name not in [m.model for m in client.ps().models] and name not in listed(client)

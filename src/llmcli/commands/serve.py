@@ -218,9 +218,9 @@ def serve(
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
+    from llmcli.serve.budget import parse_duration_option, parse_size_option
     from llmcli.serve.catalog import Catalog, Served
     from llmcli.serve.config import ServeConfig, read_key_file
-    from llmcli.serve.pool import parse_duration_option, parse_size_option
     from llmcli.serve.run import find_model
     from llmcli.serve.run import serve as run
     from llmcli.store import Store

@@ -13,102 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmcli.serve.budget import FOREVER, default_budget, estimate, gb
 from llmcli.serve.catalog import Served
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.errors import ApiError
 from llmcli.serve.models import Model
-
-FOREVER = math.inf
-# Go's time.ParseDuration units, as Ollama reads keep_alive ("5m", "1h30m", "10s", "-1m").
-UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-DURATION = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:h|ms|m|s|us|µs|ns)")
-MEMORY_MARGIN = 0.1  # of the memory available at start, kept back from the models by default
-
-
-def parse_keep_alive(value: Any, where: str = "keep_alive") -> float | None:
-    """Ollama's keep_alive: a duration ("5m", "1h30m"), or a number of seconds; negative: for ever
-    (math.inf); None: the server's default. ApiError (400) naming the field otherwise."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return FOREVER if value < 0 else float(value)
-    if isinstance(value, str) and 0 < len(value) <= 64:
-        text = value.strip()
-        sign, body = (-1, text[1:]) if text.startswith("-") else (1, text.removeprefix("+"))
-        if re.fullmatch(r"\d+(?:\.\d+)?", body):
-            seconds = float(body)
-        elif body and re.fullmatch(f"(?:{DURATION.pattern})+", body):
-            seconds = 0.0
-            for part in DURATION.findall(body):
-                unit = re.search(r"[a-zµ]+$", part)
-                assert unit is not None
-                seconds += float(part[: unit.start()]) * UNIT_S[unit.group()]
-        else:
-            seconds = -1.0
-        if seconds >= 0 and math.isfinite(seconds):
-            return FOREVER if sign < 0 and seconds > 0 else seconds
-    shown = repr(value)[:80]
-    raise ApiError(
-        400,
-        f'{where} {shown} is not a duration; give one such as "5m", "1h30m" or "10s", a number of '
-        "seconds, a negative value to keep the model loaded, or 0 to unload it once idle",
-        where,
-    )
-
-
-def parse_duration_option(text: str, flag: str) -> float:
-    """A duration flag (--keep-alive) as seconds; UsageError (exit 2) naming the flag."""
-    from llmcli.errors import UsageError
-
-    try:
-        seconds = parse_keep_alive(text, flag)
-    except ApiError as exc:
-        raise UsageError(exc.message) from None
-    assert seconds is not None
-    return seconds
-
-
-def parse_size_option(text: str, flag: str) -> int:
-    """A size flag (--max-memory: 8G, 512M, bytes) as bytes; UsageError (exit 2) naming the flag."""
-    from llmcli.environment import SIZE_SUFFIXES
-    from llmcli.errors import UsageError
-
-    raw = text.strip().upper().removesuffix("B")
-    number, unit = (raw[:-1], raw[-1]) if raw and raw[-1] in SIZE_SUFFIXES else (raw, "")
-    try:
-        value = float(number) * SIZE_SUFFIXES[unit]
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 1):
-        raise UsageError(
-            f"--max-memory {text[:40]!r} is not a size; give bytes with an optional K, M or G suffix, e.g. 8G"
-        )
-    return int(value)
-
-
-def estimate(path: str, ctx: int | None) -> int:
-    """Bytes a model takes once loaded: its weights (the file) + its KV cache (n_ctx x the bytes a
-    token takes), the arithmetic `--ctx` is checked with (limits.check_context)."""
-    from llmcli.engine.local.runtime import DEFAULT_CTX
-    from llmcli.gguf_check import model_facts
-
-    facts = model_facts(path)
-    n_ctx = ctx or min(facts.context_length or DEFAULT_CTX, DEFAULT_CTX)
-    return facts.size + n_ctx * (facts.kv_bytes_per_token() or 0)
-
-
-def default_budget() -> float:
-    """The memory available at start, less a margin for the server itself and the machine."""
-    from llmcli.limits import available_memory
-
-    free = available_memory()
-    return math.inf if free is None else free * (1 - MEMORY_MARGIN)
 
 
 @dataclass
@@ -154,10 +68,12 @@ class Lease:
 
 
 class Pool:
-    def __init__(self, config: ServeConfig, engine, metrics, one: bool = False, room=lambda: True) -> None:
+    def __init__(
+        self, config: ServeConfig, engine, metrics, one: bool = False, room=lambda waiting: True
+    ) -> None:
         self.config, self.engine, self.metrics = config, engine, metrics
         self.one = one  # `llmcli serve MODEL`: the model stays for ever, whatever a request asks
-        self.room = room  # False when the bounded queue is full (a waiting request is one in it)
+        self.room = room  # room(waiting): False when the bounded queue is full (a waiting request is in it)
         self.keep_alive = FOREVER if one else config.keep_alive
         self.max_models = config.max_models or math.inf
         self.budget = math.inf if one else (config.max_memory or default_budget())
@@ -167,6 +83,7 @@ class Pool:
         self._changed = asyncio.Event()
         self._sizes: dict[str, int] = {}
         self.loader = ThreadPoolExecutor(1, thread_name_prefix="llmcli-loader")
+        self.renderer: Executor | None = None  # the server's render thread (Server.make sets it)
 
     # -- the contract ----------------------------------------------------------------------------
     async def acquire(
@@ -199,15 +116,15 @@ class Pool:
             if size > self.budget:
                 raise ApiError(
                     507,
-                    f"the model {served.name} needs about {_size(size)} (weights + KV cache), more than "
-                    f"this server's memory budget of {_size(self.budget)} (--max-memory); give a larger "
+                    f"the model {served.name} needs about {gb(size)} (weights + KV cache), more than "
+                    f"this server's memory budget of {gb(self.budget)} (--max-memory); give a larger "
                     "--max-memory or a smaller --ctx",
                 )
             if self._make_room(size):
                 self.slots[served.name] = new = Slot(served, size, asyncio.Future())
                 new.ready = asyncio.ensure_future(self._load(new))
                 continue
-            if not self.room():
+            if not self.room(self.waiting):
                 raise ApiError(503, "the server is busy (the queue is full); try again", retry_after=1)
             self.waiting += 1
             try:
@@ -340,7 +257,18 @@ class Pool:
         self._stop_timer(slot)
         slot.closing = slot.removing = True
         loop = asyncio.get_running_loop()
-        self.engine.remove(slot.served.name, lambda: loop.call_soon_threadsafe(self._closed, slot))
+
+        def tell_engine() -> None:
+            self.engine.remove(slot.served.name, lambda: loop.call_soon_threadsafe(self._closed, slot))
+
+        # Through the render thread first: a request that gave its lease back while its prompt was
+        # still being rendered (its client left) has that render finish before the model is closed.
+        try:
+            if self.renderer is None:
+                raise RuntimeError("no render thread")
+            self.renderer.submit(tell_engine)
+        except RuntimeError:  # the server is stopping: the engine closes every model itself
+            tell_engine()
 
     def _closed(self, slot: Slot) -> None:
         if self.slots.get(slot.served.name) is slot:
@@ -363,7 +291,3 @@ class Pool:
             raise ApiError(
                 504, f"the request took longer than {self.config.timeout:g} s, the server's --timeout"
             ) from None
-
-
-def _size(n: float) -> str:
-    return "unlimited" if n == math.inf else f"{n / 1e9:.2f} GB"

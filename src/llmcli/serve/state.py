@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmcli.serve.access import Gate
+from llmcli.serve.budget import parse_keep_alive
 from llmcli.serve.catalog import Catalog, Served, UnknownModel
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
-from llmcli.serve.pool import Lease, Pool, parse_keep_alive
+from llmcli.serve.pool import Lease, Pool
 from llmcli.serve.protocol import Defaults, Generation, read_body, validate
 
 
@@ -49,10 +50,16 @@ class Server:
         engine = Engine(config, metrics, on_fatal=on_fatal)
         gate = Gate(config, metrics)
         pool = Pool(
-            config, engine, metrics, one=catalog.one is not None, room=lambda: gate.in_flight < gate.capacity
+            config,
+            engine,
+            metrics,
+            one=catalog.one is not None,
+            room=lambda waiting: gate.in_flight + waiting < gate.capacity,
         )
         metrics.watch(engine, pool)
-        return cls(config, engine, gate, metrics, catalog, pool, **kwargs)
+        server = cls(config, engine, gate, metrics, catalog, pool, **kwargs)
+        pool.renderer = server.renderer
+        return server
 
     def defaults(self, model: Model) -> Defaults:
         from llmcli.engine.tools import detect

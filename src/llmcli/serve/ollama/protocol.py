@@ -125,7 +125,7 @@ class Request(Body):
 
     @property
     def unloads(self) -> bool:
-        from llmcli.serve.pool import parse_keep_alive
+        from llmcli.serve.budget import parse_keep_alive
 
         return parse_keep_alive(self.keep_alive) == 0  # a keep_alive that is not a duration: 400
 

@@ -143,8 +143,9 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     body = await server.read(request, kind)
     served = server.find(body.model, ollama=True)
     shape = Shape(kind is ChatRequest, tagged(served.name))
-    if body.loads_only and body.unloads and not server.pool.one:  # `serve MODEL` keeps its model
-        await server.pool.unload(served.name)
+    if body.loads_only and body.unloads:
+        if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
+            await server.pool.unload(served.name)
         return JSONResponse(_loaded(shape, True))
     lease = await server.lease(served, body.keep_alive, request.state.t_arrival)
     try:
