@@ -357,3 +357,29 @@ def test_sigterm_stops_a_pull_midway_and_the_server_exits(tmp_path: Path, repos,
     assert list((tmp_path / "hf").rglob("*.incomplete")), "the bytes fetched so far are kept"
     manifest = tmp_path / "store" / "manifest.json"
     assert not manifest.exists() or Q8 not in manifest.read_text()
+
+
+def test_a_broken_manifest_is_a_500_with_the_stores_own_line(tmp_path: Path, embedded_path) -> None:
+    """In process: the routes that read the store say what is wrong with it, and how to fix it."""
+    from starlette.testclient import TestClient
+
+    from llmcli.serve.app import create_app
+    from llmcli.serve.catalog import Catalog
+    from llmcli.serve.config import ServeConfig
+    from llmcli.serve.state import Server
+    from llmcli.store import Store
+
+    (tmp_path / "manifest.json").write_text("{not json")
+    server = Server.make(ServeConfig(model_path="", model_name=""), Catalog(store=Store(tmp_path)))
+    client = TestClient(create_app(server))
+    for method, path, body in (
+        ("GET", "/api/tags", None),
+        ("GET", "/v1/models", None),
+        ("POST", "/api/show", {"model": EMBEDDED_NAME}),
+        ("DELETE", "/api/delete", {"model": "x"}),
+    ):
+        r = client.request(method, path, json=body)
+        assert r.status_code == 500, (path, r.text)
+        error = r.json()["error"]
+        message = error if path.startswith("/api/") else error["message"]
+        assert "manifest.json is unreadable" in message and "move it away to start afresh" in message

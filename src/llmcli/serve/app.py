@@ -92,6 +92,7 @@ def create_app(server: Server):
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, Response
 
+    from llmcli.errors import LlmcliError
     from llmcli.serve.call import ClientLeft
     from llmcli.serve.ollama.manage import router as manage_router
     from llmcli.serve.ollama.routes import router as ollama_router
@@ -128,6 +129,11 @@ def create_app(server: Server):
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
         return error_response(exc, request.url.path, server.metrics)
+
+    @app.exception_handler(LlmcliError)
+    async def store_error(request: Request, exc: LlmcliError):
+        # The store's own trouble (a broken manifest) while a route reads it: its one line, as 500.
+        return error_response(ApiError(500, str(exc)), request.url.path, server.metrics)
 
     @app.exception_handler(ClientLeft)
     async def client_left(request: Request, exc: ClientLeft):
