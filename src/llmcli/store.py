@@ -262,9 +262,12 @@ class Store:
             )
         del models[entry.name]
         self._write(models)
-        # Files we own (converted/copied into blobs/) go with the entry; hub files stay in the
-        # shared HF cache, where `hf cache` manages them.
-        return Removed(entry, [f for f in entry.files if not self._delete_owned(Path(f))])
+        # Files we own (converted/copied into blobs/) go with the entry, unless another name still
+        # lists them (a copy: serve's /api/copy); hub files stay in the shared HF cache, where
+        # `hf cache` manages them.
+        kept = {f for other in models.values() for f in [other.path, *other.files]}
+        owned = [f for f in entry.files if f not in kept]
+        return Removed(entry, [f for f in owned if not self._delete_owned(Path(f))])
 
     def _delete_owned(self, path: Path) -> bool:
         """Delete `path` if it is a file of ours; False when it only claims to be (it resolves out of blobs/).

@@ -45,7 +45,7 @@ def ps(
         [
             [
                 printable(m.name),
-                printable(m.digest[:12]),
+                printable(m.digest[:12]) or "-",
                 format_bytes(m.size),
                 processor(m.size, m.size_vram),
                 str(m.context_length or "-"),

@@ -38,7 +38,8 @@ decoded together.
 
 \b
 Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
-/api/tags, /api/show, /api/ps, /api/version (Ollama); /health and /metrics (Prometheus).
+/api/tags, /api/show, /api/ps, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health
+and /metrics (Prometheus). With no MODEL, /api/tags and /v1/models list the whole store.
 SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
 With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
@@ -202,6 +203,12 @@ def serve(
             help="Memory the loaded models may take (weights + KV cache), e.g. 8G.",
         ),
     ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only", help="Refuse /api/pull, /api/delete and /api/copy (403): the store stays as it is."
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
@@ -252,6 +259,7 @@ def serve(
         max_connections=max_connections,
         grace=grace,
         cors_origins=cors_origin or [],
+        read_only=read_only,
         keep_alive=parse_duration_option(keep_alive, "--keep-alive"),
         max_models=max_models,
         max_memory=parse_size_option(max_memory, "--max-memory") if max_memory is not None else None,

@@ -19,6 +19,7 @@ class FileStarted:
     filename: str
     total: int
     resumed_from: int = 0  # bytes already on disk from an earlier, interrupted run
+    sha256: str | None = None  # the hub's checksum of an LFS file (what serve's /api/pull calls its digest)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class FileDone:
     filename: str
     size: int
     cached: bool  # True when nothing had to be downloaded
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)

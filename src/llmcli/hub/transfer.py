@@ -38,7 +38,7 @@ def fetch(config: HubConfig, plan: PullPlan, progress: Progress = quiet) -> list
     paths = []
     for pf in plan.files:
         if pf.cached:
-            progress(FileDone(pf.remote.name, pf.remote.size, cached=True))
+            progress(FileDone(pf.remote.name, pf.remote.size, cached=True, sha256=pf.remote.sha256))
         elif plan.from_cache:  # cannot happen: a cached snapshot lists only what is on disk
             raise OfflineMissing(
                 f"{pf.remote.name} is not in the local cache; unset HF_HUB_OFFLINE to download it"
@@ -79,7 +79,7 @@ def _fetch_one(config: HubConfig, storage: Path, plan: PullPlan, pf: PlannedFile
             )
     pf.local.parent.mkdir(parents=True, exist_ok=True)
     _link(blob, pf.local)
-    progress(FileDone(f.name, f.size, cached=cached))
+    progress(FileDone(f.name, f.size, cached=cached, sha256=f.sha256))
 
 
 def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path, progress: Progress) -> None:
@@ -92,7 +92,7 @@ def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path,
     if have > f.size:  # not a prefix of this file: start over
         partial.unlink()
         have = 0
-    progress(FileStarted(f.name, f.size, resumed_from=have))
+    progress(FileStarted(f.name, f.size, resumed_from=have, sha256=f.sha256))
     if have < f.size:
         url = hf_hub_url(plan.repo_id, f.name, revision=plan.sha, endpoint=config.endpoint)
         headers = build_hf_headers()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import asynccontextmanager
+from typing import Any
 
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
@@ -91,7 +92,9 @@ def create_app(server: Server):
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, Response
 
+    from llmcli.errors import LlmcliError
     from llmcli.serve.call import ClientLeft
+    from llmcli.serve.ollama.manage import router as manage_router
     from llmcli.serve.ollama.routes import router as ollama_router
     from llmcli.serve.openai.routes import router as openai_router
 
@@ -127,6 +130,11 @@ def create_app(server: Server):
     async def api_error(request: Request, exc: ApiError):
         return error_response(exc, request.url.path, server.metrics)
 
+    @app.exception_handler(LlmcliError)
+    async def store_error(request: Request, exc: LlmcliError):
+        # The store's own trouble (a broken manifest) while a route reads it: its one line, as 500.
+        return error_response(ApiError(500, str(exc)), request.url.path, server.metrics)
+
     @app.exception_handler(ClientLeft)
     async def client_left(request: Request, exc: ClientLeft):
         return Response(status_code=499)  # nobody reads it: the sequence is cancelled
@@ -156,12 +164,14 @@ def create_app(server: Server):
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
+            from llmcli.serve.ollama.manage import BODIES as MANAGE_BODIES
             from llmcli.serve.ollama.routes import BODIES as OLLAMA_BODIES
             from llmcli.serve.openai.routes import BODIES as OPENAI_BODIES
             from llmcli.serve.openapi import with_bodies
 
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            bodies = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()} | OLLAMA_BODIES
+            bodies: dict[str, Any] = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()}
+            bodies |= OLLAMA_BODIES | MANAGE_BODIES
             app.openapi_schema = with_bodies(schema, bodies)
         return app.openapi_schema
 
@@ -169,6 +179,7 @@ def create_app(server: Server):
     app.include_router(openai_router, prefix="/v1")
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
     app.include_router(ollama_router)
+    app.include_router(manage_router)
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
     if server.config.cors_origins:
@@ -178,7 +189,7 @@ def create_app(server: Server):
         app.add_middleware(
             CORSMiddleware,
             allow_origins=server.config.cors_origins,
-            allow_methods=["GET", "POST", "HEAD", "OPTIONS"],
+            allow_methods=["GET", "POST", "DELETE", "HEAD", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type", "X-Api-Key"],
             expose_headers=["Retry-After"],
             max_age=600,

@@ -1,19 +1,32 @@
 """The models a server answers for, by the names its clients send.
 
 `llmcli serve` with no MODEL serves the store: every model `llmcli list` shows, by its store name or
-its Ollama-style `name:latest`. `llmcli serve MODEL` serves that one model, whatever name a request
-gives, as llama-server's one-model mode does. A route turns a request's `model` into a `Served` once,
-at the boundary, or refuses it with a 404 that names the fix; nothing after it reads the text again.
+its Ollama-style `name:latest`, or by `REPO[:QUANT]` once pulled. `llmcli serve MODEL` serves that one
+model, whatever name a request gives, as llama-server's one-model mode does. A route turns a request's
+`model` into a `Served` once, at the boundary, or refuses it with a 404 that names the fix; nothing
+after it reads the text again.
+
+A request's name is untrusted text and is never a path: it is only ever compared with the names the
+store lists, so `../x`, `/etc/passwd`, a NUL or a fullwidth `ｓｍｏｌｌｍ２` reach no file (unlike the
+CLI's MODEL, which may be a GGUF path on disk).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmcli.errors import ModelNotFound, UsageError
-from llmcli.model_ref import StoreName
-from llmcli.store import Store
+from llmcli.display import printable
+from llmcli.store import MAX_NAME, ModelEntry, Store
+
+# The names a client may send: the store's name shape (store._NAME), ASCII only, so that a confusable
+# (a Cyrillic `а`, a fullwidth `ｓ`) never looks like a name it is not; `hf.co/` may lead a repo.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[/:][A-Za-z0-9][A-Za-z0-9._+-]*)*")
+LATEST = ":latest"  # Ollama's tag for a name given without one
+HUB_PREFIXES = ("hf.co/", "huggingface.co/")  # as `llmcli pull` and Ollama's hf.co/ names accept them
+SHOWN = 80  # characters of a refused name a message repeats
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,52 @@ class UnknownModel(Exception):
         self.message = message
 
 
+def not_found(text: str) -> UnknownModel:
+    return UnknownModel(f"model '{printable(text, SHOWN)}' not found, try pulling it first")
+
+
+def well_formed(text: object) -> str | None:
+    """The name if it has a name's shape (a length, an alphabet, no empty or dot-led part), else None."""
+    if not isinstance(text, str) or len(text) > MAX_NAME + len(LATEST) or not NAME.fullmatch(text):
+        return None
+    return text
+
+
+def lookup(text: str, models: Sequence[ModelEntry], prefix: bool = True) -> ModelEntry:
+    """The entry `text` names among `models`, by these rules, first match wins:
+
+    1. the store name itself, with or without `:latest` (Ollama's clients add it);
+    2. `REPO[:QUANT]` (or `hf.co/REPO:QUANT`) of a pulled model: its source repo and quant, any case;
+    3. `prefix`: the one store name that begins with the text (as `llmcli chat` takes one).
+    UnknownModel otherwise, or when a rule matches several (naming them)."""
+    name = well_formed(text)
+    if name is None:
+        raise not_found(text)
+    by_name = {m.name: m for m in models}
+    for candidate in (name, name.removesuffix(LATEST)):
+        if candidate in by_name:
+            return by_name[candidate]
+    bare = name.removesuffix(LATEST)
+    for lead in HUB_PREFIXES:
+        if bare.lower().startswith(lead):
+            bare = bare[len(lead) :]
+    repo, _, quant = bare.partition(":")
+    pulled = [
+        m
+        for m in models
+        if (m.source or "").lower() == f"hf:{repo.lower()}"
+        and (not quant or (m.quant or "").lower() == quant.lower())
+    ]
+    if not pulled and prefix and name == bare:
+        pulled = [m for m in models if m.name.startswith(name)]
+    if len(pulled) == 1:
+        return pulled[0]
+    if pulled:
+        several = ", ".join(sorted(printable(m.name, SHOWN) for m in pulled))
+        raise UnknownModel(f"model '{printable(text, SHOWN)}' names several models ({several}); give one")
+    raise not_found(text)
+
+
 class Catalog:
     """One model (`one`) or the store's (`store`)."""
 
@@ -39,21 +98,23 @@ class Catalog:
         assert (store is None) != (one is None)
         self.store, self.one = store, one
 
-    def find(self, text: str | None) -> Served:
-        """The model a request names (UnknownModel if none has that name)."""
+    def find(self, text: str | None, *, prefix: bool = True) -> Served:
+        """The model a request names (UnknownModel if none has that name). `prefix`: a unique start
+        of a name finds it too (a route that deletes asks for the whole name)."""
         if self.one is not None:
             return self.one
-        assert self.store is not None
-        name = (text or "").removesuffix(":latest")
-        try:
-            entry = self.store.resolve(StoreName(name))
-        except (ModelNotFound, UsageError) as exc:
-            shown = (text or "")[:200]
-            raise UnknownModel(f"model '{shown}' not found, try pulling it first ({exc})") from None
+        entry = lookup(text or "", self.entries(), prefix)
+        if entry.missing:
+            shown = printable(entry.name, SHOWN)
+            raise UnknownModel(f"the file of model '{shown}' is gone; pull it again, or delete it")
         return Served(entry.name, Path(entry.path))
+
+    def entries(self) -> list[ModelEntry]:
+        """The store's entries (a broken manifest is the store's UsageError: the server's 500)."""
+        assert self.store is not None
+        return self.store.list()
 
     def all(self) -> list[Served]:
         if self.one is not None:
             return [self.one]
-        assert self.store is not None
-        return [Served(m.name, Path(m.path)) for m in self.store.list() if not m.missing]
+        return [Served(m.name, Path(m.path)) for m in self.entries() if not m.missing]

@@ -202,3 +202,23 @@ class ShowRequest(Body):
 
             raise bad("model", "model must be a string naming the model")
         return self.model if self.model is not None else self.name
+
+
+class PullRequest(ShowRequest):
+    """/api/pull: REPO[:QUANT] in `model`; `insecure` is Ollama's and means nothing here."""
+
+    stream: Flag = True
+
+
+class CopyRequest(Body):
+    source: Text = None
+    destination: Text = None
+
+    def names(self) -> tuple[str, str]:
+        from llmcli.serve.errors import bad
+
+        for field in ("source", "destination"):
+            if getattr(self, field) is None:
+                raise bad(field, f"{field} must be a string naming a model")
+        assert self.source is not None and self.destination is not None
+        return self.source, self.destination

@@ -3,24 +3,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.engine.templates.thinking import REASONING
 from llmcli.engine.tools import CallDelta
+from llmcli.errors import LlmcliError
+from llmcli.serve import library
 from llmcli.serve.call import Call, ClosesCall, Piece
+from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.outcome import Outcome, timings
 from llmcli.serve.state import Server
 from llmcli.serve.tool_calls import ToolReader
+
+if TYPE_CHECKING:
+    from llmcli.gguf_check.facts import ModelFacts
 
 router = APIRouter(prefix="/api")
 
@@ -91,10 +99,10 @@ class ClosingStream(ClosesCall, StreamingResponse):
     """Ollama's stream, one JSON object a line."""
 
 
-def details(facts: dict) -> dict:
-    """Ollama's `details` of a model, from its facts (a loaded Model's)."""
-    arch = str(facts.get("arch") or "")
-    n_params = facts.get("n_params")
+def details(facts: ModelFacts | None) -> dict:
+    """Ollama's details of a model, from its GGUF header (empty where the header could not be read)."""
+    arch = facts.arch if facts is not None else ""
+    n_params = facts.n_params if facts is not None else None
     size = (
         f"{n_params / 1e6:.0f}M"
         if isinstance(n_params, int) and n_params < 1e9
@@ -106,7 +114,7 @@ def details(facts: dict) -> dict:
         "family": arch,
         "families": [arch] if arch else None,
         "parameter_size": size,
-        "quantization_level": str(facts.get("description") or "").rsplit(" ", 1)[-1],
+        "quantization_level": (facts.quant or "") if facts is not None else "",
     }
 
 
@@ -194,51 +202,58 @@ async def api_generate(request: Request):
     return await _generate(request, GenerateRequest)
 
 
+def _stamp(served: Served) -> str:
+    """When the model's file was last written, as Ollama words a time."""
+    at = datetime.fromtimestamp(library.modified(served.path), timezone.utc)
+    return at.isoformat().replace("+00:00", "Z")
+
+
 @router.get("/tags")
 async def tags(request: Request):
+    """Every model the server answers for (the whole store, in store mode), read from the GGUF
+    headers: nothing is loaded."""
     server: Server = request.app.state.server
-    server.ready_or_503()
-    loaded = {m.name: m for m in server.pool.loaded()}
-    entries = []
+    server.ready_or_503()  # `llmcli serve MODEL` answers once its model is loaded
+    listed = []
     for served in server.catalog.all():
-        stat = served.path.stat()
-        modified = datetime.fromtimestamp(stat.st_mtime, timezone.utc).isoformat().replace("+00:00", "Z")
-        facts = loaded[served.name].facts if served.name in loaded else {}
-        name = tagged(served.name)
-        entries.append(
+        facts = await library.facts_off_loop(served)
+        listed.append(
             {
-                "name": name,
-                "model": name,
-                "modified_at": modified,
-                "size": stat.st_size,
+                "name": tagged(served.name),
+                "model": tagged(served.name),
+                "modified_at": _stamp(served),
+                "size": facts.size if facts is not None else 0,
                 "details": details(facts),
             }
         )
-    return {"models": entries}
+    return {"models": listed}
 
 
 @router.post("/show")
 async def show(request: Request):
+    """Any model's details and template, from its GGUF header, without loading it."""
     server: Server = request.app.state.server
-    server.ready_or_503()
+    server.ready_or_503()  # `llmcli serve MODEL` answers once its model is loaded
     body = await server.read(request, ShowRequest)
-    _served(server, body.named)
+    _served(server, body.named)  # `llmcli serve MODEL` names its one model
     served = server.find(body.named, ollama=True)
-    lease = await server.lease(served, None, request.state.t_arrival)
-    lease.release()
-    facts = lease.model.facts
-    arch = facts.get("arch") or "general"
+    try:
+        facts = await asyncio.to_thread(library.facts, served)
+    except (OSError, LlmcliError) as exc:
+        raise ApiError(500, f"cannot read model '{served.name}': {exc}") from None
+    arch = facts.arch or "general"
     return {
         "modelfile": "",
         "parameters": "",
-        "template": lease.model.template_source,
+        "template": facts.chat_template or "",
         "details": details(facts),
         "model_info": {
             "general.architecture": arch,
-            "general.parameter_count": facts.get("n_params"),
-            f"{arch}.context_length": facts.get("n_ctx_train"),
+            "general.parameter_count": facts.n_params,
+            f"{arch}.context_length": facts.context_length,
         },
         "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
+        "modified_at": _stamp(served),
     }
 
 
@@ -268,7 +283,7 @@ async def ps(request: Request):
                 "model": tagged(each.name),
                 "size": each.size,
                 "digest": digest,
-                "details": details(each.facts),
+                "details": details(await library.facts_off_loop(Served(each.name, Path(each.path)))),
                 "expires_at": _time(each.expires_at),
                 "size_vram": each.size_vram,
                 "context_length": each.context_length,

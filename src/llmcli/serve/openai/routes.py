@@ -7,13 +7,13 @@ import hashlib
 import json
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from llmcli.engine.templates.thinking import REASONING
+from llmcli.serve import library
 from llmcli.serve.call import Call, ClosesCall, Piece, Reply
 from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
@@ -168,12 +168,13 @@ def stream(server: Server, call: Call, shape: Shape):
 
 
 def _model(served: Served) -> dict:
-    created = int(Path(served.path).stat().st_mtime)
+    created = int(library.modified(served.path))
     return {"id": served.name, "object": "model", "created": created, "owned_by": "llmcli"}
 
 
 @router.get("/models")
-async def models(request: Request):
+async def models_list(request: Request):
+    """Every model the server answers for: the whole store, in store mode."""
     server: Server = request.app.state.server
     server.ready_or_503()
     return {"object": "list", "data": [_model(served) for served in server.catalog.all()]}
