@@ -156,6 +156,9 @@ class ServeProcess(ServerProcess):
         """llmcli:num_requests_running once it is 0 (a cancel takes a step); its value past HANG_GUARD_S."""
         return self.metric_when("llmcli:num_requests_running", lambda running: running == 0, headers)
 
+    def __enter__(self) -> ServeProcess:
+        return self  # started when made (the base class's __enter__ would start a second one)
+
     def stop(self, grace: float = 60) -> int:
         proc = self.proc
         code = super().stop(grace)
