@@ -135,6 +135,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("-t", "--threads", default="2")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # each figure as it comes
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         gemma = str(gemma3_270m())
