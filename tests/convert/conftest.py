@@ -114,19 +114,27 @@ def greedy_tokens(llm, prompt: bytes = b"Once upon a time", n: int = 8) -> list[
     return out
 
 
-def llama_logits(path: Path, ids: list[int]) -> np.ndarray:
+def llama_logits(path: Path, *prompts: list[int]) -> np.ndarray | list[np.ndarray]:
+    """The logits of each prompt's ids (one array for one prompt), from one load of the GGUF."""
     llm = llama(path, logits_all=True)
-    llm.eval(ids)
-    return np.array(llm.scores[: len(ids)], dtype=np.float64)
+    out = []
+    for ids in prompts:
+        llm.reset()
+        llm.eval(ids)
+        out.append(np.array(llm.scores[: len(ids)], dtype=np.float64))
+    return out[0] if len(prompts) == 1 else out
 
 
-def hf_logits(src: Path, ids: list[int]) -> np.ndarray:
+def hf_logits(src: Path, *prompts: list[int]) -> np.ndarray | list[np.ndarray]:
+    """transformers' logits of each prompt's ids (one array for one prompt), from one load of the
+    checkpoint (Gemma 3 270M in f32 takes seconds to load)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
     with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].double().numpy()
+        out = [model(torch.tensor([ids])).logits[0].double().numpy() for ids in prompts]
+    return out[0] if len(prompts) == 1 else out
 
 
 def nmse(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
