@@ -19,6 +19,7 @@ from tests.convert.conftest import hf_logits, llama, llama_logits, nmse
 from tests.convert.test_bad_inputs import assert_clean_error, copy_checkpoint
 from tests.convert.test_tokenizer import CORPUS
 from tests.support.cli import cli
+from tests.support.locks import shared_by_workers
 
 PROMPTS = [
     "The capital of France is Paris. The capital of Germany is",
@@ -51,8 +52,14 @@ MAX_NMSE = 1e-5
 
 
 @pytest.fixture(scope="module")
-def gemma3_f32(gemma3_hf, converted):
-    return converted(gemma3_hf, "f32")
+def gemma3_f32(tmp_path_factory, gemma3_hf):
+    """The 270M checkpoint converted to f32 once per run, for all the workers (half a minute each)."""
+    from llmcli.convert import convert_checkpoint
+
+    def convert(folder):
+        convert_checkpoint(gemma3_hf, folder / "gemma3-270m-f32.gguf", "f32")
+
+    return shared_by_workers(tmp_path_factory, "gemma3-270m-f32", convert) / "gemma3-270m-f32.gguf"
 
 
 def test_checkpoint_is_what_transformers_5_saves(gemma3_hf):
