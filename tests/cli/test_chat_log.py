@@ -332,7 +332,8 @@ def test_a_full_disk_while_logging_keeps_the_reply_and_writes_nothing_half(priva
     ).exists()  # checkpointed and removed when the last writer closed
     # Room for SQLite's 32 KiB shared-memory index; the exchange's write-ahead log (8 pages or more of
     # 4 kB: two tables, three indexes, the full-text index, and the document's overflow pages) does not fit.
-    document = " ".join(f"word{i}" for i in range(250))
+    # Even a 5-word document's does not: 60 words keep a margin without a 1,000-token prefill on one thread.
+    document = " ".join(f"word{i}" for i in range(60))
     # --no-cache: the prefix cache's own full-disk warning is tested in tests/cli/test_prefix_cache_cli.py.
     proc = cli_process(
         "chat",

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tests.convert.fixtures import build_gemma_spm, build_spm, build_tiny, embedded_gguf, train_sentencepiece
+from tests.support.locks import shared_by_workers
 
 FAMILIES = ("llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2")
 
@@ -15,9 +16,9 @@ def smol_hf(tmp_path_factory) -> Path:
     """The embedded SmolLM2 exported to an HF checkpoint (f32: the Q4_1 values exactly)."""
     from llmcli.convert.export_hf import export_gguf_to_hf
 
-    out = tmp_path_factory.mktemp("smol_hf")
-    export_gguf_to_hf(embedded_gguf(), out, "f32")
-    return out
+    return shared_by_workers(
+        tmp_path_factory, "smol_hf", lambda out: export_gguf_to_hf(embedded_gguf(), out, "f32")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +32,10 @@ def tiny(tmp_path_factory, smol_hf):
             # token attributes of Phi-3's SentencePiece vocabulary ("</s>" must exist), which this
             # byte-level fixture does not have: so the folder is not called phi3.
             folder = "tiny_phi_mini" if family == "phi3" else f"tiny_{family}"
-            built[family] = build_tiny(family, smol_hf, tmp_path_factory.mktemp(folder))
+            # Once per run, for all the workers (seconds of torch each).
+            built[family] = shared_by_workers(
+                tmp_path_factory, folder, lambda out: build_tiny(family, smol_hf, out)
+            )
         return built[family]
 
     return get
@@ -114,19 +118,27 @@ def greedy_tokens(llm, prompt: bytes = b"Once upon a time", n: int = 8) -> list[
     return out
 
 
-def llama_logits(path: Path, ids: list[int]) -> np.ndarray:
+def llama_logits(path: Path, *prompts: list[int]) -> np.ndarray | list[np.ndarray]:
+    """The logits of each prompt's ids (one array for one prompt), from one load of the GGUF."""
     llm = llama(path, logits_all=True)
-    llm.eval(ids)
-    return np.array(llm.scores[: len(ids)], dtype=np.float64)
+    out = []
+    for ids in prompts:
+        llm.reset()
+        llm.eval(ids)
+        out.append(np.array(llm.scores[: len(ids)], dtype=np.float64))
+    return out[0] if len(prompts) == 1 else out
 
 
-def hf_logits(src: Path, ids: list[int]) -> np.ndarray:
+def hf_logits(src: Path, *prompts: list[int]) -> np.ndarray | list[np.ndarray]:
+    """transformers' logits of each prompt's ids (one array for one prompt), from one load of the
+    checkpoint (Gemma 3 270M in f32 takes seconds to load)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
     with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].double().numpy()
+        out = [model(torch.tensor([ids])).logits[0].double().numpy() for ids in prompts]
+    return out[0] if len(prompts) == 1 else out
 
 
 def nmse(a: np.ndarray, ref: np.ndarray) -> np.ndarray:

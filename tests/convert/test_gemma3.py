@@ -18,7 +18,8 @@ from llmcli.errors import ExitStatus
 from tests.convert.conftest import hf_logits, llama, llama_logits, nmse
 from tests.convert.test_bad_inputs import assert_clean_error, copy_checkpoint
 from tests.convert.test_tokenizer import CORPUS
-from tests.support.cli import cli_process
+from tests.support.cli import cli
+from tests.support.locks import shared_by_workers
 
 PROMPTS = [
     "The capital of France is Paris. The capital of Germany is",
@@ -51,8 +52,14 @@ MAX_NMSE = 1e-5
 
 
 @pytest.fixture(scope="module")
-def gemma3_f32(gemma3_hf, converted):
-    return converted(gemma3_hf, "f32")
+def gemma3_f32(tmp_path_factory, gemma3_hf):
+    """The 270M checkpoint converted to f32 once per run, for all the workers (half a minute each)."""
+    from llmcli.convert import convert_checkpoint
+
+    def convert(folder):
+        convert_checkpoint(gemma3_hf, folder / "gemma3-270m-f32.gguf", "f32")
+
+    return shared_by_workers(tmp_path_factory, "gemma3-270m-f32", convert) / "gemma3-270m-f32.gguf"
 
 
 def test_checkpoint_is_what_transformers_5_saves(gemma3_hf):
@@ -70,10 +77,10 @@ def test_logits_match_transformers(gemma3_hf, gemma3_f32):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(gemma3_hf)
-    for prompt in PROMPTS:
-        ids = tok(prompt).input_ids
-        ref = hf_logits(gemma3_hf, ids)
-        got = llama_logits(gemma3_f32, ids)
+    prompts = [tok(prompt).input_ids for prompt in PROMPTS]
+    # Each model loaded once for all the prompts (llama.cpp's cache is cleared between them).
+    refs, gots = hf_logits(gemma3_hf, *prompts), llama_logits(gemma3_f32, *prompts)
+    for prompt, ref, got in zip(PROMPTS, refs, gots, strict=True):
         err = nmse(got, ref)
         assert err.max() < MAX_NMSE, f"{prompt!r}: NMSE per position {err}"
         assert (got.argmax(-1) == ref.argmax(-1)).all(), prompt
@@ -139,6 +146,8 @@ def test_transformers_5_rope_parameters_are_read(tiny, converted, family, theta)
 
 
 # -- bad Gemma configs: one line, exit 2 ------------------------------------------------------------
+# In this process, through the CLI's error boundary (tests/convert/test_bad_inputs.py runs convert as a
+# child): a child per case only repeated the interpreter's start.
 
 
 def _rope(full=None, sliding=None):
@@ -201,9 +210,7 @@ def test_bad_gemma_config_is_one_line_exit_2(tiny, tmp_path, case):
     config.update(change)
     (src / "config.json").write_text(json.dumps(config))
     out = tmp_path / "out.gguf"
-    assert_clean_error(
-        cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases
-    )
+    assert_clean_error(cli("convert", str(src), "-o", str(out), time_limit=60), ExitStatus.USAGE, *phrases)
     assert not out.exists()
 
 
@@ -228,7 +235,7 @@ def test_bad_gemma2_config_is_one_line_exit_2(tiny, tmp_path, case):
     config.update(change)
     (src / "config.json").write_text(json.dumps(config))
     assert_clean_error(
-        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf"), timeout=60),
+        cli("convert", str(src), "-o", str(tmp_path / "out.gguf"), time_limit=60),
         ExitStatus.USAGE,
         *phrases,
     )
@@ -303,9 +310,7 @@ def test_bad_gemma_tokenizer_json_is_one_line_exit_2(gemma_spm, tmp_path, case):
     src = copy_checkpoint(gemma_spm, tmp_path / "ckpt")
     _edit_tokenizer(src, edit)
     out = tmp_path / "out.gguf"
-    assert_clean_error(
-        cli_process("convert", str(src), "-o", str(out), timeout=60), ExitStatus.USAGE, *phrases
-    )
+    assert_clean_error(cli("convert", str(src), "-o", str(out), time_limit=60), ExitStatus.USAGE, *phrases)
     assert not out.exists()
 
 

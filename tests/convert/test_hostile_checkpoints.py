@@ -1,7 +1,8 @@
 """Hostile and inconsistent checkpoints: each is one clear line naming the file or field, exit 2.
 
-Every case runs the real CLI (`python -m llmcli convert DIR`) on a hand-made tiny checkpoint that
-converts cleanly, with one thing broken. A timeout in cli_process is the hang check.
+Every case runs the real CLI (`llmcli convert DIR`, in this process through its error boundary: a child
+per case only repeated the interpreter's start) on a hand-made tiny checkpoint that converts cleanly,
+with one thing broken. The run's time limit is the hang check. test_bad_inputs runs convert as a child.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import pytest
 from llmcli.errors import ExitStatus
 from tests.convert.handmade import CONFIG, llama_shapes, write_tiny_llama
 from tests.convert.test_bad_inputs import assert_clean_error
-from tests.support.cli import cli_process
+from tests.support.cli import cli
 
 DEEP = "[" * 100_000 + "]" * 100_000  # nested past Python's recursion limit
 
 
 def convert(src: Path, tmp_path: Path):
     out = tmp_path / "out.gguf"
-    proc = cli_process("convert", str(src), "-o", str(out), timeout=60)
+    proc = cli("convert", str(src), "-o", str(out), time_limit=60)
     assert not out.exists() or proc.exit_code == 0
     return proc
 

@@ -24,6 +24,7 @@ from tests.convert.conftest import llama
 from tests.convert.real_vocab import REAL_VOCABS, exact_and_rewritten, tokenizer_json, write_tokenizer
 from tests.convert.test_bad_inputs import assert_clean_error
 from tests.support.cli import cli, cli_process
+from tests.support.locks import shared_by_workers
 
 # The corpus as committed: a change to it must be deliberate (and changes what "verified" meant).
 CORPUS_SIZE, CORPUS_DIGEST = 590, "57e2abd641e7"
@@ -109,8 +110,7 @@ def test_llama3_vocabulary_without_ignore_merges_is_refused_on_the_first_differi
 # -- through the CLI, on a checkpoint with Qwen's real vocabulary --------------------------------
 
 
-@pytest.fixture(scope="module")
-def qwen_ignore_merges(tmp_path_factory) -> Path:
+def build_qwen_ignore_merges(out: Path) -> None:
     """A tiny Qwen2 checkpoint with Qwen's real 151k-token vocabulary, its tokenizer saved by transformers
     with "ignore_merges": true (as transformers writes Qwen's tokenizer when it converts it from tiktoken)."""
     import torch
@@ -120,7 +120,6 @@ def qwen_ignore_merges(tmp_path_factory) -> Path:
     from llmcli.convert import pretokenizers
     from tests.convert.fixtures import QWEN_TEMPLATE, SIZES
 
-    out = tmp_path_factory.mktemp("qwen_ignore_merges")
     tj = tokenizer_json("qwen2", pretokenizers.by_name("qwen2").definition, ignore_merges=True)
     tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(tj)))
     tok.eos_token, tok.pad_token, tok.chat_template = "<|im_end|>", "<|endoftext|>", QWEN_TEMPLATE
@@ -137,7 +136,12 @@ def qwen_ignore_merges(tmp_path_factory) -> Path:
     tok.save_pretrained(out)
     written = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
     assert written["model"]["ignore_merges"] is True and written["pre_tokenizer"] == tj["pre_tokenizer"]
-    return out
+
+
+@pytest.fixture(scope="module")
+def qwen_ignore_merges(tmp_path_factory) -> Path:
+    """Built once per run, for all the workers (tens of seconds: 151k tokens through transformers)."""
+    return shared_by_workers(tmp_path_factory, "qwen_ignore_merges", build_qwen_ignore_merges)
 
 
 def test_qwen_tokenizer_with_ignore_merges_converts_verified_by_behaviour(tmp_path, qwen_ignore_merges):
