@@ -159,9 +159,12 @@ class Scheduler:
             generating = []
         for seq in self.running:
             seq.i_batch = -1
-        for seq in generating:
-            seq.i_batch = batch.add_run([seq.generated[-1]], seq.n_past, seq.slot, True)
-            plan.append((seq, 1))
+        if generating:  # one slice write per field for them all, and rows 0.. of the logits
+            last = [s.generated[-1] for s in generating]
+            first = batch.add_lasts(last, [s.n_past for s in generating], [s.slot for s in generating])
+            for i, seq in enumerate(generating, first):
+                seq.i_batch = i
+            plan += [(seq, 1) for seq in generating]
         room = self.n_batch - len(generating)
         budget = min(room, self.config.prefill_chunk) if generating else room
         for seq in self.running:

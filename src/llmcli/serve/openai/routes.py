@@ -47,6 +47,7 @@ class Shape:
         self.call = call
         asked = call.gen.logprobs is not None
         self.logprobs = [ChoiceLogprobs(chat) for _ in range(call.gen.n)] if asked else None
+        self._frames: dict[tuple[int, str], tuple[str, str]] = {}  # see chunk
 
     def _logprobs(self, index: int, entries: list | None = None) -> dict | None:
         """Choice index's log-probabilities: `entries`, else those that arrived since its last chunk."""
@@ -66,6 +67,23 @@ class Shape:
             "system_fingerprint": self.fingerprint,
             "choices": choices,
         }
+
+    def chunk(self, piece: Piece) -> str:
+        """A streamed piece's chunk as JSON text: json.dumps(envelope([piece(...)])), byte for byte.
+        A plain piece (no call, no log-probabilities) is its text spliced into the chunk's words,
+        made once per choice and kind: building and encoding the whole envelope for every token
+        cost more than the rest of a token's work on the event loop."""
+        if piece.call is not None or self.logprobs is not None:
+            return json.dumps(self.envelope([self.piece(piece)], True))
+        key = (piece.choice, piece.kind)
+        frame = self._frames.get(key)
+        if frame is None:
+            # The text is the last string of the chunk: nothing the client sent follows it.
+            mark = "\x00"
+            words = json.dumps(self.envelope([self.piece(piece._replace(text=mark))], True))
+            head, _, tail = words.rpartition(json.dumps(mark))
+            frame = self._frames[key] = (head, tail)
+        return frame[0] + json.dumps(piece.text) + frame[1]
 
     def piece(self, piece: Piece) -> dict:
         i, logprobs = piece.choice, self._logprobs(piece.choice)
@@ -143,7 +161,7 @@ def stream(server: Server, call: Call, shape: Shape):
             role = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
             yield json.dumps(shape.envelope([{**role, "finish_reason": None}], True))
         async for data in call.streamed(
-            lambda piece: json.dumps(shape.envelope([shape.piece(piece)], True)),
+            shape.chunk,
             lambda exc: json.dumps(exc.body(ollama=False)),  # OpenAI's mid-stream error
         ):
             yield data
