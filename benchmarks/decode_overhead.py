@@ -155,7 +155,12 @@ def part_total(path: Path) -> int:
 
 
 # Dumps at each entry to and exit from llama_decode, nothing collected inside it (per thread).
-PROFILE = [f"--dump-before={DECODE}", f"--dump-after={DECODE}", f"--toggle-collect={DECODE}"]
+PROFILE = [
+    f"--dump-before={DECODE}",
+    f"--dump-after={DECODE}",
+    f"--toggle-collect={DECODE}",
+    "--collect-atstart=yes",  # --toggle-collect alone turns it off
+]
 
 
 def profile(cmd: list[str], out: Path, env: dict[str, str], top: int, per: int = 1) -> None:
