@@ -184,7 +184,7 @@ def groups(found: list[tuple[str, Path]]) -> list[list[Path]]:
     return out[1:]
 
 
-def summarize(calls: list[list[Path]], top: int, per: int = 1) -> None:
+def summarize(calls: list[list[Path]], top: int, per: int = 1) -> float:
     """The mean of a run's llama_decode intervals, and the functions they go to; `per`: the tokens
     one interval decodes (the sequences of a batch)."""
     # The intervals around the prefill (the sampler made, the first token's work) are outliers, far
@@ -219,6 +219,7 @@ def summarize(calls: list[list[Path]], top: int, per: int = 1) -> None:
     print(f"{n} tokens: {total / n / 1e6:.3f} M instructions {unit} outside llama_decode")
     for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{count / n / 1e3:9.1f} k  {name[:150]}")
+    return total / n
 
 
 def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: int, sampling: str) -> None:
@@ -248,18 +249,40 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
         with httpx.Client(base_url=url, timeout=1800) as client:
             while client.get("/health").status_code != 200:  # the model loads after the port opens
                 time.sleep(1)
+            idle = idle_rate(proc.pid, out)
             before = len(parts(out))
             body = {"messages": [{"role": "user", "content": PROMPT}], "stream": True, "max_tokens": tokens}
             body |= {"temperature": 0} if sampling == "greedy" else {"seed": 1}
+            times = []
             with client.stream("POST", "/v1/chat/completions", json=body) as response:
-                chunks = sum(1 for line in response.iter_lines() if line.startswith("data: {"))
+                times = [time.monotonic() for line in response.iter_lines() if line.startswith("data: {")]
             found = parts(out)[before:]
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(600)
     # The last call's interval and what followed it (the finish, the last chunks) are no token's.
-    print(f"{chunks} chunks streamed; {len(found) // 2} llama_decode calls")
-    summarize(groups(found)[1:], top)
+    print(f"{len(times)} chunks streamed; {len(found) // 2} llama_decode calls")
+    per_token = summarize(groups(found)[1:], top)
+    # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
+    # callgrind a token takes seconds, not milliseconds: their share is the idle server's rate times
+    # the seconds a token took here, which is no work a token costs natively.
+    seconds = (times[-2] - times[1]) / max(len(times) - 3, 1)  # the reply's tokens, not the role/last chunks
+    print(
+        f"idle server: {idle / 1e6:.3f} M instructions a second; a token took {seconds:.2f} s here: "
+        f"{(per_token - idle * seconds) / 1e6:.3f} M a token without the timers"
+    )
+
+
+def idle_rate(pid: int, out: Path, seconds: float = 20.0) -> float:
+    """Instructions a second of the idle server (a part dumped at each end of `seconds` of waiting)."""
+    subprocess.run(["callgrind_control", "--dump=idle", str(pid)], check=True, capture_output=True)
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    subprocess.run(["callgrind_control", "--dump=idle", str(pid)], check=True, capture_output=True)
+    elapsed = time.monotonic() - t0
+    dumped = [p for p in out.parent.glob(out.name + ".*") if p.suffix[1:].isdigit()]
+    last = max(dumped, key=lambda p: int(p.suffix[1:]))
+    return part_total(last) / elapsed
 
 
 def main() -> int:
