@@ -68,10 +68,11 @@ for _ in range(int(sys.argv[2]) - 1):  # as the chat loop: the first token comes
 
 
 # The Scheduler as serve's engine thread steps it, B sequences of one prompt (the first prefills it,
-# the others share its cells), every event consumed. A step of 64 under callgrind takes a minute on
-# one core: few steps (argv[2]) and a small context.
+# the others share its cells), every event consumed. A step of 64 under callgrind's counters took
+# 25 minutes on this loaded 2-core machine: llama_decode runs uninstrumented (callgrind_marks.c,
+# through the scheduler's own binding), few steps (argv[2]) and a small context.
 BATCH = """
-import sys
+import ctypes, sys, types
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.scheduler import Scheduler
 from llmcli.engine.local.sequence import Request
@@ -79,6 +80,14 @@ from llmcli.engine.sampling import SamplingParams
 B, steps = 64, int(sys.argv[2])
 rt = Runtime(sys.argv[1], RuntimeConfig(n_ctx=B * 32, n_threads=1, n_seq_max=B, kv_unified=True))
 sched = Scheduler(rt)
+marks, ll = ctypes.CDLL(sys.argv[5]), sched.ll
+def decode(ctx, batch):
+    marks.mark_before_decode()
+    try:
+        return ll.llama_decode(ctx, batch)
+    finally:
+        marks.mark_after_decode()
+sched.ll = types.SimpleNamespace(**{**vars(ll), "llama_decode": decode})
 prompt = rt.tokenize(sys.argv[3], add_special=True)
 params = SamplingParams(temperature=0.0) if sys.argv[4] == "greedy" else SamplingParams(seed=1)
 seqs = [sched.submit(Request(prompt, params, max_tokens=steps, ignore_eog=True)) for _ in range(B)]
@@ -96,7 +105,7 @@ def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
         return [py, "-c", BARE, model, str(n), PROMPT]
     if kind == "batch64":
         chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
-        return [py, "-c", BATCH, model, str(n), PROMPT, chain]
+        return [py, "-c", BATCH, model, str(n), PROMPT, chain, str(marks_library())]
     chat = [py, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1", "--ctx", "512"]
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 
@@ -107,6 +116,16 @@ SAMPLING = {"greedy": ["--temp", "0"], "default": ["--seed", "1"]}
 
 # llama_decode tail-calls this method: callgrind sees no llama_decode frame of its own.
 DECODE = "llama_context::decode(llama_batch const&)"
+
+
+def marks_library() -> Path:
+    """callgrind_marks.c built (once) next to the llama.cpp build, in benchmarks/.native."""
+    lib = HERE / ".native" / "libcallgrind_marks.so"
+    source = HERE / "callgrind_marks.c"
+    if not lib.exists() or lib.stat().st_mtime < source.stat().st_mtime:
+        lib.parent.mkdir(exist_ok=True)
+        subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+    return lib
 
 
 def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
@@ -143,7 +162,7 @@ def parts(out: Path) -> list[tuple[str, Path]]:
     found = []
     for path in out.parent.glob(out.name + ".*"):
         head = path.read_text(errors="replace")[:2000]
-        trigger = re.search(r"^desc: Trigger: --dump-(before|after)=", head, re.M)
+        trigger = re.search(r"^desc: Trigger: (?:--dump-|Client Request: )(before|after)", head, re.M)
         if trigger and path.suffix[1:].isdigit():
             found.append((int(path.suffix[1:]), trigger.group(1).lower(), path))
     return [(kind, path) for _, kind, path in sorted(found)]
@@ -163,10 +182,12 @@ PROFILE = [
 ]
 
 
-def profile(cmd: list[str], out: Path, env: dict[str, str], top: int, per: int = 1) -> None:
+def profile(
+    cmd: list[str], out: Path, env: dict[str, str], top: int, per: int = 1, marked: bool = False
+) -> None:
     """The mean instructions between two llama_decode calls and the functions they go to."""
     subprocess.run(
-        ["valgrind", "--tool=callgrind", *PROFILE, f"--callgrind-out-file={out}", *cmd],
+        ["valgrind", "--tool=callgrind", *([] if marked else PROFILE), f"--callgrind-out-file={out}", *cmd],
         env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     # A batch's first decode step samples every sequence's first token (stats, forks): no steady step.
@@ -330,7 +351,9 @@ def main() -> int:
                 profile_serve(model, out, env, args.top, args.tokens, args.sampling)
             else:
                 per = BATCH_SIZE if args.profile == "batch64" else 1
-                profile(command(args.profile, model, args.tokens, sampling), out, env, args.top, per)
+                marked = args.profile == "batch64"  # its own marks (callgrind_marks.c)
+                cmd = command(args.profile, model, args.tokens, sampling)
+                profile(cmd, out, env, args.top, per, marked)
         return 0
     extra = args.long - args.short
     rows = {}

@@ -6,10 +6,11 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from sse_starlette import ServerSentEvent
 
 from llmcli.engine.templates.thinking import ANSWER, REASONING
 from llmcli.serve.call import Piece
-from llmcli.serve.openai.routes import Shape
+from llmcli.serve.openai.routes import Shape, sse
 
 TEXTS = ["Hello", ' "quoted" \\ back', "naïve 日本 😀", "\x00\x1f", "", "\n\t", '"}]}']
 
@@ -28,4 +29,5 @@ def test_a_chunk_is_the_json_of_its_envelope_byte_for_byte(chat):
             for text in TEXTS:
                 piece = Piece(kind, text, choice)
                 assert s.chunk(piece) == json.dumps(s.envelope([s.piece(piece)], True))
+                assert sse(s.chunk(piece)) == ServerSentEvent(s.chunk(piece), sep="\n").encode()
     assert len(s._frames) == 4  # one frame per choice and kind, reused for every text

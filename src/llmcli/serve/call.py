@@ -211,8 +211,8 @@ class Call:
         ]
 
     async def streamed(
-        self, render: Callable[[Piece], str | None], failed: Callable[[ApiError], str]
-    ) -> AsyncIterator[str]:
+        self, render: Callable[[Piece], str | bytes | None], failed: Callable[[ApiError], str | bytes]
+    ) -> AsyncIterator[str | bytes]:
         """Each piece of the reply as `render(piece)` words it (None: nothing to send yet); rendering
         counts as stage ⑤ (post-process), the wait until the connection asks for the next piece as ⑥
         (return). The Outcome is then in self.outcome. The time limit or an engine failure ends the

@@ -153,16 +153,23 @@ class ClosingEvents(ClosesCall, EventSourceResponse):
     """OpenAI's stream, server-sent events."""
 
 
+def sse(data: str) -> bytes:
+    """One server-sent event of one line, as sse-starlette's ServerSentEvent(data, sep="\n") encodes
+    it, which would build an event object and split its data into lines for every chunk. The data
+    is json.dumps' (ASCII, no line breaks) or [DONE]."""
+    return b"data: " + data.encode() + b"\n\n"
+
+
 def stream(server: Server, call: Call, shape: Shape):
     """Server-sent events in OpenAI's format, `data: [DONE]` last."""
 
     async def events():
         for i in range(call.gen.n) if shape.chat else ():
             role = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
-            yield json.dumps(shape.envelope([{**role, "finish_reason": None}], True))
+            yield sse(json.dumps(shape.envelope([{**role, "finish_reason": None}], True)))
         async for data in call.streamed(
-            shape.chunk,
-            lambda exc: json.dumps(exc.body(ollama=False)),  # OpenAI's mid-stream error
+            lambda piece: sse(shape.chunk(piece)),
+            lambda exc: sse(json.dumps(exc.body(ollama=False))),  # OpenAI's mid-stream error
         ):
             yield data
         outcome = call.outcome
@@ -173,12 +180,12 @@ def stream(server: Server, call: Call, shape: Shape):
             last = shape.envelope([shape.last(i, each)], True)
             if i == call.gen.n - 1:
                 last["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
-            yield json.dumps(last)
+            yield sse(json.dumps(last))
         if call.gen.include_usage:
             tail = shape.envelope([], True)
             tail["usage"] = usage(outcome)
-            yield json.dumps(tail)
-        yield "[DONE]"
+            yield sse(json.dumps(tail))
+        yield sse("[DONE]")
 
     # sse-starlette's own cut comes after the call's, which ends the stream with an error event
     return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace + 1)
