@@ -169,7 +169,9 @@ def parts(out: Path) -> list[tuple[str, Path]]:
 
 
 def part_total(path: Path) -> int:
-    m = re.search(r"^(?:summary|totals): (\d+)", path.read_text(errors="replace"), re.M)
+    # totals, not summary: after a part whose code ran uninstrumented (batch64's llama_decode), callgrind
+    # 3.19 writes a summary that wrapped below zero, and the right totals.
+    m = re.search(r"^totals: (\d+)", path.read_text(errors="replace"), re.M)
     return int(m.group(1)) if m else 0
 
 
@@ -228,7 +230,7 @@ def summarize(calls: list[list[Path]], top: int, per: int = 1) -> float:
                 continue
             count = int(m.group(1).replace(",", ""))
             if "PROGRAM TOTALS" in line:
-                total += count
+                total += part_total(path)
             elif float(m.group(2)) < 99.9:  # a frame still on the stack at a dump is charged its callees
                 name = re.sub(r"^\S*/(?=[^/\s]+:)", "", m.group(3).split(" [")[0])  # the file, no dirs
                 per_function[name] = per_function.get(name, 0) + count
@@ -250,7 +252,9 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
 
     home = out.parent / "home"
     home.mkdir(exist_ok=True)
+    # A prefill under callgrind takes minutes: no --timeout may cut the reply.
     serve = [sys.executable, "-m", "llmcli", "serve", model, "--port", "0", "-t", "1", "--ctx", "512"]
+    serve += ["--timeout", "86400"]
     log = out.parent / "serve.log"
     grind = ["valgrind", "--tool=callgrind", *PROFILE, f"--callgrind-out-file={out}", f"--log-file={log}"]
     proc = subprocess.Popen(
@@ -283,7 +287,12 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
         proc.wait(600)
     # The last call's interval and what followed it (the finish, the last chunks) are no token's.
     print(f"{len(times)} chunks streamed; {len(found) // 2} llama_decode calls")
-    per_token = summarize(groups(found)[1:], top)
+    calls = groups(found)[1:]
+    per_token = summarize(calls, top)
+    # Between a decode's exit and the next one's entry (well under a second here) the engine thread
+    # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode.
+    print("between the decode calls only (the parts dumped at entry):")
+    summarize([call[:1] for call in calls], top // 2)
     # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
     # callgrind a token takes seconds, not milliseconds: their share is the idle server's rate times
     # the seconds a token took here, which is no work a token costs natively.
