@@ -288,19 +288,17 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
     # The last call's interval and what followed it (the finish, the last chunks) are no token's.
     print(f"{len(times)} chunks streamed; {len(found) // 2} llama_decode calls")
     calls = groups(found)[1:]
-    per_token = summarize(calls, top)
+    summarize(calls, top)
     # Between a decode's exit and the next one's entry (well under a second here) the engine thread
     # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode.
     print("between the decode calls only (the parts dumped at entry):")
     summarize([call[:1] for call in calls], top // 2)
     # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
-    # callgrind a token takes seconds, not milliseconds: their share is the idle server's rate times
-    # the seconds a token took here, which is no work a token costs natively.
+    # callgrind a token takes seconds, not milliseconds: most of the parts dumped at the decode exits
+    # are theirs. (Their rate times the seconds does not subtract them: while the engine thread holds
+    # valgrind's lock they fire less often than when the server idles.)
     seconds = (times[-2] - times[1]) / max(len(times) - 3, 1)  # the reply's tokens, not the role/last chunks
-    print(
-        f"idle server: {idle / 1e6:.3f} M instructions a second; a token took {seconds:.2f} s here: "
-        f"{(per_token - idle * seconds) / 1e6:.3f} M a token without the timers"
-    )
+    print(f"idle server: {idle / 1e6:.3f} M instructions a second; a token took {seconds:.2f} s here")
 
 
 def idle_rate(pid: int, out: Path, seconds: float = 20.0) -> float:
