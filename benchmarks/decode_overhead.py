@@ -8,11 +8,17 @@ prefill cancelled out. Contestants:
   bare     the floor: llama_decode + the native sampler chain, one ctypes call each, nothing else
   stream   `llmcli chat PROMPT` as a user runs it, reply streamed to stdout (a pipe to /dev/null)
   json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
+  serve    (--profile only) `llmcli serve -t 1` under valgrind, one client outside it streaming
+           /v1/chat/completions: every thread's work (engine, event loop, uvicorn) counts
+  batch64  (--profile only) the engine's Scheduler stepping 64 sequences of one short prompt: the
+           instructions outside llama_decode in a step, / 64 (per sequence per step)
 
 `--profile KIND` instead runs one contestant once, with a callgrind profile part dumped at each
 entry to and exit from llama_decode: the parts between two calls are exactly the work of one token
 outside llama_decode. It prints their mean and the functions they spend it in (exclusive), over the
-decode loop's steady tokens (the first parts hold start-up and the prefill).
+decode loop's steady tokens (the first parts hold start-up and the prefill). Collection is off
+inside llama_decode (--toggle-collect, which callgrind keeps per thread), so the parts dumped at
+its exits hold what other threads (serve's event loop) did meanwhile, and count too.
 
 It prints each one's instructions per token, the part inside llama_decode, and the rest: the
 Python overhead per token, also as a fraction of llama_decode's cost (at 1 thread, where no
@@ -32,9 +38,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # Greedy SmolLM2 lists animals for thousands of tokens, so every run decodes its full -n.
@@ -59,10 +67,45 @@ for _ in range(int(sys.argv[2]) - 1):  # as the chat loop: the first token comes
 """
 
 
+# The Scheduler as serve's engine thread steps it, B sequences of one prompt (the first prefills it,
+# the others share its cells), every event consumed. A step of 64 under callgrind's counters took
+# 25 minutes on this loaded 2-core machine: llama_decode runs uninstrumented (callgrind_marks.c,
+# through the scheduler's own binding), few steps (argv[2]) and a small context.
+BATCH = """
+import ctypes, sys, types
+from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+from llmcli.engine.local.scheduler import Scheduler
+from llmcli.engine.local.sequence import Request
+from llmcli.engine.sampling import SamplingParams
+B, steps = 64, int(sys.argv[2])
+rt = Runtime(sys.argv[1], RuntimeConfig(n_ctx=B * 32, n_threads=1, n_seq_max=B, kv_unified=True))
+sched = Scheduler(rt)
+marks, ll = ctypes.CDLL(sys.argv[5]), sched.ll
+def decode(ctx, batch):
+    marks.mark_before_decode()
+    try:
+        return ll.llama_decode(ctx, batch)
+    finally:
+        marks.mark_after_decode()
+sched.ll = types.SimpleNamespace(**{**vars(ll), "llama_decode": decode})
+prompt = rt.tokenize(sys.argv[3], add_special=True)
+params = SamplingParams(temperature=0.0) if sys.argv[4] == "greedy" else SamplingParams(seed=1)
+seqs = [sched.submit(Request(prompt, params, max_tokens=steps, ignore_eog=True)) for _ in range(B)]
+text = [[] for _ in range(B)]
+while sched.busy:
+    for event in sched.step():
+        text[event.seq.id].append(event.text)
+"""
+BATCH_SIZE = 64
+
+
 def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
     py = sys.executable
     if kind == "bare":
         return [py, "-c", BARE, model, str(n), PROMPT]
+    if kind == "batch64":
+        chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
+        return [py, "-c", BATCH, model, str(n), PROMPT, chain, str(marks_library())]
     chat = [py, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1", "--ctx", "512"]
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 
@@ -73,6 +116,16 @@ SAMPLING = {"greedy": ["--temp", "0"], "default": ["--seed", "1"]}
 
 # llama_decode tail-calls this method: callgrind sees no llama_decode frame of its own.
 DECODE = "llama_context::decode(llama_batch const&)"
+
+
+def marks_library() -> Path:
+    """callgrind_marks.c built (once) next to the llama.cpp build, in benchmarks/.native."""
+    lib = HERE / ".native" / "libcallgrind_marks.so"
+    source = HERE / "callgrind_marks.c"
+    if not lib.exists() or lib.stat().st_mtime < source.stat().st_mtime:
+        lib.parent.mkdir(exist_ok=True)
+        subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
+    return lib
 
 
 def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]:
@@ -109,39 +162,64 @@ def parts(out: Path) -> list[tuple[str, Path]]:
     found = []
     for path in out.parent.glob(out.name + ".*"):
         head = path.read_text(errors="replace")[:2000]
-        trigger = re.search(r"^desc: Trigger: --dump-(before|after)=", head, re.M)
+        trigger = re.search(r"^desc: Trigger: (?:--dump-|Client Request: )(before|after)", head, re.M)
         if trigger and path.suffix[1:].isdigit():
             found.append((int(path.suffix[1:]), trigger.group(1).lower(), path))
     return [(kind, path) for _, kind, path in sorted(found)]
 
 
 def part_total(path: Path) -> int:
-    m = re.search(r"^(?:summary|totals): (\d+)", path.read_text(errors="replace"), re.M)
+    # totals, not summary: after a part whose code ran uninstrumented (batch64's llama_decode), callgrind
+    # 3.19 writes a summary that wrapped below zero, and the right totals.
+    m = re.search(r"^totals: (\d+)", path.read_text(errors="replace"), re.M)
     return int(m.group(1)) if m else 0
 
 
-def profile(cmd: list[str], out: Path, env: dict[str, str], top: int) -> None:
+# Dumps at each entry to and exit from llama_decode, nothing collected inside it (per thread).
+PROFILE = [
+    f"--dump-before={DECODE}",
+    f"--dump-after={DECODE}",
+    f"--toggle-collect={DECODE}",
+    "--collect-atstart=yes",  # --toggle-collect alone turns it off
+]
+
+
+def profile(
+    cmd: list[str], out: Path, env: dict[str, str], top: int, per: int = 1, marked: bool = False
+) -> None:
     """The mean instructions between two llama_decode calls and the functions they go to."""
     subprocess.run(
-        ["valgrind", "--tool=callgrind", f"--dump-before={DECODE}", f"--dump-after={DECODE}",
-         f"--callgrind-out-file={out}", *cmd],
+        ["valgrind", "--tool=callgrind", *([] if marked else PROFILE), f"--callgrind-out-file={out}", *cmd],
         env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    summarize(out, top)
+    # A batch's first decode step samples every sequence's first token (stats, forks): no steady step.
+    summarize(groups(parts(out))[1 if per > 1 else 0 :], top, per)
 
 
-def summarize(out: Path, top: int) -> None:
-    """The mean of a run's parts between two llama_decode calls, and the functions it goes to."""
-    # The first part is start-up; then come the parts between prefill chunks and before the first
-    # decode step (the sampler made, the first token's work): dropped as outliers, far above the median.
-    sizes = [(part_total(path), path) for kind, path in parts(out) if kind == "before"][1:]
+def groups(found: list[tuple[str, Path]]) -> list[list[Path]]:
+    """The parts of each llama_decode call: the one dumped at its entry (the work since the last call
+    ended) and the one at its exit (other threads' work meanwhile). The first holds start-up."""
+    out: list[list[Path]] = []
+    for kind, path in found:
+        if kind == "before" or not out:
+            out.append([])
+        out[-1].append(path)
+    return out[1:]
+
+
+def summarize(calls: list[list[Path]], top: int, per: int = 1) -> float:
+    """The mean of a run's llama_decode intervals, and the functions they go to; `per`: the tokens
+    one interval decodes (the sequences of a batch)."""
+    # The intervals around the prefill (the sampler made, the first token's work) are outliers, far
+    # above the median: dropped.
+    sizes = [(sum(part_total(path) for path in call), call) for call in calls]
     median = sorted(size for size, _ in sizes)[len(sizes) // 2] if sizes else 0
-    between = [path for size, path in sizes if size <= 5 * median]
+    between = [call for size, call in sizes if size <= 5 * median]
     if not between:
         raise SystemExit("decode_overhead: no decode-loop parts; decode more tokens (--tokens)")
     per_function: dict[str, int] = {}
     total = 0
-    for path in between:
+    for path in (path for call in between for path in call):
         report = subprocess.run(
             ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(path)],
             check=True, capture_output=True, text=True,
@@ -152,17 +230,87 @@ def summarize(out: Path, top: int) -> None:
                 continue
             count = int(m.group(1).replace(",", ""))
             if "PROGRAM TOTALS" in line:
-                total += count
+                total += part_total(path)
             elif float(m.group(2)) < 99.9:  # a frame still on the stack at a dump is charged its callees
                 name = re.sub(r"^\S*/(?=[^/\s]+:)", "", m.group(3).split(" [")[0])  # the file, no dirs
                 per_function[name] = per_function.get(name, 0) + count
     per_function["(frames on the stack at the dumps: mostly the interpreter)"] = total - sum(
         per_function.values()
     )
-    n = len(between)
-    print(f"{n} tokens: {total / n / 1e6:.3f} M instructions a token between two llama_decode calls")
+    n = len(between) * per
+    unit = "a token" if per == 1 else f"per sequence per step ({len(between)} steps of {per})"
+    print(f"{n} tokens: {total / n / 1e6:.3f} M instructions {unit} outside llama_decode")
     for name, count in sorted(per_function.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{count / n / 1e3:9.1f} k  {name[:150]}")
+    return total / n
+
+
+def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: int, sampling: str) -> None:
+    """`llmcli serve` under callgrind, one streamed chat completion from outside it; the intervals
+    between the llama_decode calls of that request's reply, over every thread of the server."""
+    import httpx
+
+    home = out.parent / "home"
+    home.mkdir(exist_ok=True)
+    # A prefill under callgrind takes minutes: no --timeout may cut the reply.
+    serve = [sys.executable, "-m", "llmcli", "serve", model, "--port", "0", "-t", "1", "--ctx", "512"]
+    serve += ["--timeout", "86400"]
+    log = out.parent / "serve.log"
+    grind = ["valgrind", "--tool=callgrind", *PROFILE, f"--callgrind-out-file={out}", f"--log-file={log}"]
+    proc = subprocess.Popen(
+        grind + serve,
+        env={**env, "LLMCLI_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        url = None
+        for line in proc.stderr:  # its first line says where it listens
+            m = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
+            if m:
+                url = m.group(1)
+                break
+        if url is None:
+            raise SystemExit(f"decode_overhead: serve did not start: {log.read_text()[-2000:]}")
+        with httpx.Client(base_url=url, timeout=1800) as client:
+            while client.get("/health").status_code != 200:  # the model loads after the port opens
+                time.sleep(1)
+            idle = idle_rate(proc.pid, out)
+            before = len(parts(out))
+            body = {"messages": [{"role": "user", "content": PROMPT}], "stream": True, "max_tokens": tokens}
+            body |= {"temperature": 0} if sampling == "greedy" else {"seed": 1}
+            times = []
+            with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                times = [time.monotonic() for line in response.iter_lines() if line.startswith("data: {")]
+            found = parts(out)[before:]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(600)
+    # The last call's interval and what followed it (the finish, the last chunks) are no token's.
+    print(f"{len(times)} chunks streamed; {len(found) // 2} llama_decode calls")
+    calls = groups(found)[1:]
+    summarize(calls, top)
+    # Between a decode's exit and the next one's entry (well under a second here) the engine thread
+    # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode.
+    print("between the decode calls only (the parts dumped at entry):")
+    summarize([call[:1] for call in calls], top // 2)
+    # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
+    # callgrind a token takes seconds, not milliseconds: most of the parts dumped at the decode exits
+    # are theirs. (Their rate times the seconds does not subtract them: while the engine thread holds
+    # valgrind's lock they fire less often than when the server idles.)
+    seconds = (times[-2] - times[1]) / max(len(times) - 3, 1)  # the reply's tokens, not the role/last chunks
+    print(f"idle server: {idle / 1e6:.3f} M instructions a second; a token took {seconds:.2f} s here")
+
+
+def idle_rate(pid: int, out: Path, seconds: float = 20.0) -> float:
+    """Instructions a second of the idle server (a part dumped at each end of `seconds` of waiting)."""
+    subprocess.run(["callgrind_control", "--dump=idle", str(pid)], check=True, capture_output=True)
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    subprocess.run(["callgrind_control", "--dump=idle", str(pid)], check=True, capture_output=True)
+    elapsed = time.monotonic() - t0
+    dumped = [p for p in out.parent.glob(out.name + ".*") if p.suffix[1:].isdigit()]
+    last = max(dumped, key=lambda p: int(p.suffix[1:]))
+    return part_total(last) / elapsed
 
 
 def main() -> int:
@@ -206,7 +354,13 @@ def main() -> int:
     if args.profile:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(args.keep or tmp) / f"{args.profile}.parts"
-            profile(command(args.profile, model, args.tokens, sampling), out, env, top=args.top)
+            if args.profile == "serve":
+                profile_serve(model, out, env, args.top, args.tokens, args.sampling)
+            else:
+                per = BATCH_SIZE if args.profile == "batch64" else 1
+                marked = args.profile == "batch64"  # its own marks (callgrind_marks.c)
+                cmd = command(args.profile, model, args.tokens, sampling)
+                profile(cmd, out, env, args.top, per, marked)
         return 0
     extra = args.long - args.short
     rows = {}

@@ -28,6 +28,11 @@ from llmcli.serve.tool_calls import reader
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
 
+def _wake(waiter: asyncio.Future | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
 class ClientLeft(Exception):
     """The client closed the connection before its answer was ready."""
 
@@ -77,6 +82,7 @@ class Call:
         self.reservation: Reservation | None = None  # its tokens against --token-limit (None: no limit)
         self._started = False  # the engine has tokenized it (Started came)
         self._polled = time.perf_counter()
+        self._waiter: asyncio.Future | None = None  # what _next awaits while the queue is empty
 
     def _deliver(self, event: object) -> None:
         """From the engine thread: onto this request's queue, on the event loop's thread."""
@@ -100,6 +106,7 @@ class Call:
         elif isinstance(event, Refused):
             gate.settle(self.reservation, 0)
         self.queue.put_nowait(event)
+        _wake(self._waiter)
 
     def _need(self, started: Started) -> Need:
         asked = self.gen.max_tokens is not None
@@ -206,8 +213,8 @@ class Call:
         ]
 
     async def streamed(
-        self, render: Callable[[Piece], str | None], failed: Callable[[ApiError], str]
-    ) -> AsyncIterator[str]:
+        self, render: Callable[[Piece], str | bytes | None], failed: Callable[[ApiError], str | bytes]
+    ) -> AsyncIterator[str | bytes]:
         """Each piece of the reply as `render(piece)` words it (None: nothing to send yet); rendering
         counts as stage ⑤ (post-process), the wait until the connection asks for the next piece as ⑥
         (return). The Outcome is then in self.outcome. The time limit or an engine failure ends the
@@ -241,10 +248,22 @@ class Call:
                 self._polled = now
                 if await disconnected():
                     raise ClientLeft()
-            try:
-                return await asyncio.wait_for(self.queue.get(), min(left, POLL_S))
-            except asyncio.TimeoutError:
-                continue
+            if self.queue.empty():
+                await self._arrival(min(left, POLL_S))
+                if self.queue.empty():
+                    continue  # the wait ran out: the clock and the client again
+            return self.queue.get_nowait()
+
+    async def _arrival(self, timeout: float) -> None:
+        """Until the engine queues an event, or `timeout` s: one future and one timer, where
+        asyncio.wait_for(queue.get()) made a task, a second future and a timer for every token."""
+        self._waiter = waiter = self._loop.create_future()
+        timer = self._loop.call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
 
     def _drained(self) -> ApiError:
         """The server is stopping and the grace period ran out before this reply was done: a 503 (in

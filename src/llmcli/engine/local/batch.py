@@ -23,7 +23,14 @@ class TokenBatch:
         self._pos: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.pos.contents))
         self._n_seq: Any = (ctypes.c_int32 * capacity).from_address(ctypes.addressof(raw.n_seq_id.contents))
         self._logits: Any = (ctypes.c_int8 * capacity).from_address(ctypes.addressof(raw.logits.contents))
-        self._seq = raw.seq_id  # int32** : one pointer per token, each to an array of n_seq_max ids
+        # seq_id is int32**, one pointer per token to its own 1-id array: pointed instead at the
+        # entries of one array, the ids of a run are one slice write (llama.cpp reads them the same
+        # way); the pointers llama_batch_init made are put back before llama_batch_free frees them.
+        self._seq_ptrs: Any = (ctypes.c_void_p * capacity).from_address(ctypes.addressof(raw.seq_id.contents))
+        self._own_ptrs = list(self._seq_ptrs)
+        self._seq: Any = (ctypes.c_int32 * capacity)()
+        base, size = ctypes.addressof(self._seq), ctypes.sizeof(ctypes.c_int32)
+        self._seq_ptrs[:capacity] = [base + i * size for i in range(capacity)]
         self._n_seq[:capacity] = [1] * capacity
         self.n = 0
 
@@ -40,14 +47,26 @@ class TokenBatch:
         self._token[n0:n1] = tokens
         self._pos[n0:n1] = range(pos, pos + k)
         self._logits[n0:n1] = [0] * k
-        seq = self._seq
-        for i in range(n0, n1):
-            seq[i][0] = seq_id
+        self._seq[n0:n1] = [seq_id] * k
         self.n = n1
         if logits_last:
             self._logits[n1 - 1] = 1
             return n1 - 1
         return -1
+
+    def add_lasts(self, tokens: list[int], positions: list[int], seq_ids: list[int]) -> int:
+        """Append one token of each of several sequences (token i at positions[i] of seq_ids[i]), each
+        with its logits kept; return the batch index of the first (the others follow it)."""
+        n0 = self.n
+        n1 = n0 + len(tokens)
+        if n1 > self.capacity:
+            raise ValueError(f"a batch of {n1} tokens exceeds its capacity of {self.capacity}")
+        self._token[n0:n1] = tokens
+        self._pos[n0:n1] = positions
+        self._seq[n0:n1] = seq_ids
+        self._logits[n0:n1] = [1] * len(tokens)
+        self.n = n1
+        return n0
 
     def add_scored(self, tokens: list[int], pos: int, seq_id: int) -> None:
         """Append a run with logits at every position (a draft to verify: row n0 + i is tokens[i])."""
@@ -56,7 +75,7 @@ class TokenBatch:
 
     def seq_ids(self) -> list[int]:
         """The sequence of each token in the batch, in order."""
-        return [self._seq[i][0] for i in range(self.n)]
+        return self._seq[: self.n]
 
     def for_decode(self):
         self.raw.n_tokens = self.n
@@ -64,6 +83,7 @@ class TokenBatch:
 
     def close(self) -> None:
         if self.raw is not None:
+            self._seq_ptrs[: self.capacity] = self._own_ptrs
             self.ll.llama_batch_free(self.raw)
             self.raw = None
 

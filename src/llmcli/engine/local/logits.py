@@ -43,6 +43,31 @@ class LogitRows:
         return view
 
 
+class LogitBlock:
+    """The first n rows of the last batch's logits as one (n, n_vocab) view: a batch's first n
+    outputs are stored one after another, so their greedy tokens are one argmax call for them all."""
+
+    def __init__(self, ll, ctx, n_vocab: int) -> None:
+        address = ll._lib["llama_get_logits_ith"]  # a function object of its own (see LogitRows)
+        address.argtypes, address.restype = [ctypes.c_void_p, ctypes.c_int32], ctypes.c_void_p
+        self._address, self._ctx, self._n_vocab = address, ctx, n_vocab
+        self._views: dict[tuple[int, int], np.ndarray] = {}
+
+    def first(self, n: int) -> np.ndarray | None:
+        """Rows 0..n-1; None where llama.cpp did not keep them one after another."""
+        addr = self._address(self._ctx, 0)
+        view = self._views.get((addr, n))
+        if view is not None:
+            return view
+        if not addr or self._address(self._ctx, n - 1) != addr + (n - 1) * self._n_vocab * 4:
+            return None
+        if len(self._views) >= MAX_VIEWS:
+            self._views.clear()
+        flat = np.ctypeslib.as_array((ctypes.c_float * (n * self._n_vocab)).from_address(addr))
+        view = self._views[(addr, n)] = flat.reshape(n, self._n_vocab)
+        return view
+
+
 class TopKFirst:
     """llama.cpp's sampler chain, when it starts with top-k, run over the few candidates top-k keeps.
 

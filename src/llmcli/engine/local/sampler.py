@@ -57,6 +57,11 @@ class Sampler:
         plain_top_k = params.temperature > 0 and 0 < params.top_k <= TopKFirst.CAP // 4 and not self._stateful
         self._top_k = TopKFirst(ll, self._rows, params.top_k) if plain_top_k else None
 
+    @property
+    def greedy(self) -> bool:
+        """Its token is the first maximum of the row, nothing else: a caller may take it in bulk."""
+        return self._argmax and self.grammar is None
+
     def sample(self, idx: int = -1) -> int:
         """The next token from the logits of batch index idx (-1: the last decoded position).
         llama_sampler_sample also accepts the token into the chain (penalty history, RNG draw),

@@ -23,6 +23,7 @@ from collections import deque
 from llmcli.engine.local.admission import Admission, cells_needed
 from llmcli.engine.local.batch import TokenBatch
 from llmcli.engine.local.cells import SeqCells
+from llmcli.engine.local.logits import LogitBlock
 from llmcli.engine.local.sampler import SamplerPool
 from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig, SchedulerCounters
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
@@ -48,6 +49,8 @@ class Scheduler:
         self.counters = SchedulerCounters()
         self.admission = Admission(ll, ll.llama_get_memory(ctx), self.config, self.counters, self.n_slots)
         self.pool = SamplerPool(runtime)  # finished chains, reset and reused
+        self.block = LogitBlock(ll, ctx, runtime.n_vocab)
+        self._generating: list[Sequence] = []  # this step's, rows 0.. of its batch
         self._pending_events: list[SeqEvent] = []
         self._next_id = 0
         runtime.clear()  # the scheduler owns the context's cells from here on
@@ -159,9 +162,13 @@ class Scheduler:
             generating = []
         for seq in self.running:
             seq.i_batch = -1
-        for seq in generating:
-            seq.i_batch = batch.add_run([seq.generated[-1]], seq.n_past, seq.slot, True)
-            plan.append((seq, 1))
+        if generating:  # one slice write per field for them all, and rows 0.. of the logits
+            tokens = [s.generated[-1] for s in generating]
+            first = batch.add_lasts(tokens, [s.n_past for s in generating], [s.slot for s in generating])
+            for i, seq in enumerate(generating, first):
+                seq.i_batch = i
+            plan += [(seq, 1) for seq in generating]
+        self._generating = generating
         room = self.n_batch - len(generating)
         budget = min(room, self.config.prefill_chunk) if generating else room
         for seq in self.running:
@@ -185,11 +192,12 @@ class Scheduler:
             else:
                 counters.decoded_tokens += n
             seq.n_past += n
-        for seq, _ in plan:
+        greedy = self._greedy()
+        for j, (seq, _) in enumerate(plan):
             if seq.i_batch < 0 or seq.request.driven:  # its client samples it at i_batch
                 continue
             first = seq.stats.t_first is None
-            event = seq.sample(self.rt, self.n_ctx_seq)
+            event = seq.sample(self.rt, self.n_ctx_seq, greedy[j] if j < len(greedy) else None)
             events.append(event)
             if first:  # before seq's release: its forks take its cells and read its logits row
                 n = len(seq.prompt)
@@ -199,6 +207,15 @@ class Scheduler:
                     events.append(fork.sample(self.rt, self.n_ctx_seq))
                     self._release_if_done(fork, events[-1])
             self._release_if_done(seq, event)
+
+    def _greedy(self) -> list[int]:
+        """The tokens of this step's generating sequences (plan's first entries), when every one of
+        them samples greedily: one argmax over their rows instead of a numpy call each."""
+        generating = self._generating
+        if not generating or not all(s.sampler is not None and s.sampler.greedy for s in generating):
+            return []
+        rows = self.block.first(len(generating))
+        return [] if rows is None else rows.argmax(axis=1).tolist()
 
     def _release_if_done(self, seq: Sequence, event: SeqEvent) -> None:
         if event.finish_reason is not None:

@@ -153,11 +153,13 @@ class Sequence:
     def text(self) -> str:
         return "".join(self.parts)
 
-    def sample(self, rt, room: int) -> SeqEvent:
+    def sample(self, rt, room: int, token: int | None = None) -> SeqEvent:
         """Sample at its batch row (its log-probabilities too, if its request asks) and accept the
-        token; `room`: the cells a sequence holds, past which it cannot go on."""
+        token; `room`: the cells a sequence holds, past which it cannot go on. `token`: its greedy
+        sampler's pick, already taken with the other sequences' (Scheduler._greedy)."""
         assert self.sampler is not None  # given at admission
-        token = self.sampler.sample(self.i_batch)
+        if token is None:
+            token = self.sampler.sample(self.i_batch)
         k = self.request.logprobs
         logprob = None if k is None else token_logprob(rt, self.i_batch, token, k)
         event = self.accept(token, rt.piece(token), rt.is_eog(token), logprob)

@@ -48,6 +48,7 @@ class Shape:
         self.call = call
         asked = call.gen.logprobs is not None
         self.logprobs = [ChoiceLogprobs(chat) for _ in range(call.gen.n)] if asked else None
+        self._frames: dict[tuple[int, str], tuple[str, str]] = {}  # see chunk
 
     def _logprobs(self, index: int, entries: list | None = None) -> dict | None:
         """Choice index's log-probabilities: `entries`, else those that arrived since its last chunk."""
@@ -67,6 +68,23 @@ class Shape:
             "system_fingerprint": self.fingerprint,
             "choices": choices,
         }
+
+    def chunk(self, piece: Piece) -> str:
+        """A streamed piece's chunk as JSON text: json.dumps(envelope([piece(...)])), byte for byte.
+        A plain piece (no call, no log-probabilities) is its text spliced into the chunk's words,
+        made once per choice and kind: building and encoding the whole envelope for every token
+        cost more than the rest of a token's work on the event loop."""
+        if piece.call is not None or self.logprobs is not None:
+            return json.dumps(self.envelope([self.piece(piece)], True))
+        key = (piece.choice, piece.kind)
+        frame = self._frames.get(key)
+        if frame is None:
+            # The text is the last string of the chunk: nothing the client sent follows it.
+            mark = "\x00"
+            words = json.dumps(self.envelope([self.piece(piece._replace(text=mark))], True))
+            head, _, tail = words.rpartition(json.dumps(mark))
+            frame = self._frames[key] = (head, tail)
+        return frame[0] + json.dumps(piece.text) + frame[1]
 
     def piece(self, piece: Piece) -> dict:
         i, logprobs = piece.choice, self._logprobs(piece.choice)
@@ -136,16 +154,23 @@ class ClosingEvents(ClosesCall, EventSourceResponse):
     """OpenAI's stream, server-sent events."""
 
 
+def sse(data: str) -> bytes:
+    """One server-sent event of one line, as sse-starlette's ServerSentEvent(data, sep="\n") encodes
+    it, which would build an event object and split its data into lines for every chunk. The data
+    is json.dumps' (ASCII, no line breaks) or [DONE]."""
+    return b"data: " + data.encode() + b"\n\n"
+
+
 def stream(server: Server, call: Call, shape: Shape):
     """Server-sent events in OpenAI's format, `data: [DONE]` last."""
 
     async def events():
         for i in range(call.gen.n) if shape.chat else ():
             role = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
-            yield json.dumps(shape.envelope([{**role, "finish_reason": None}], True))
+            yield sse(json.dumps(shape.envelope([{**role, "finish_reason": None}], True)))
         async for data in call.streamed(
-            lambda piece: json.dumps(shape.envelope([shape.piece(piece)], True)),
-            lambda exc: json.dumps(exc.body(ollama=False)),  # OpenAI's mid-stream error
+            lambda piece: sse(shape.chunk(piece)),
+            lambda exc: sse(json.dumps(exc.body(ollama=False))),  # OpenAI's mid-stream error
         ):
             yield data
         outcome = call.outcome
@@ -156,12 +181,12 @@ def stream(server: Server, call: Call, shape: Shape):
             last = shape.envelope([shape.last(i, each)], True)
             if i == call.gen.n - 1:
                 last["timings"] = timings(outcome, call.postprocess_s * 1000, call.return_s * 1000)
-            yield json.dumps(last)
+            yield sse(json.dumps(last))
         if call.gen.include_usage:
             tail = shape.envelope([], True)
             tail["usage"] = usage(outcome)
-            yield json.dumps(tail)
-        yield "[DONE]"
+            yield sse(json.dumps(tail))
+        yield sse("[DONE]")
 
     # sse-starlette's own cut comes after the call's, which ends the stream with an error event
     return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace + 1)
