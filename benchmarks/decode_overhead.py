@@ -180,7 +180,7 @@ def lookup_prompt() -> str:
     sys.path.insert(0, str(HERE))
     from lookup_vs_plain import story, with_typos
 
-    return f"{with_typos(story(8))}\n\nFix the typos in this text. Reply with the corrected text only."
+    return f"{with_typos(story(4))}\n\nFix the typos in this text. Reply with the corrected text only."
 
 
 def lookup_command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
