@@ -12,6 +12,9 @@ prefill cancelled out. Contestants:
            /v1/chat/completions: every thread's work (engine, event loop, uvicorn) counts
   batch64  (--profile only) the engine's Scheduler stepping 64 sequences of one short prompt: the
            instructions outside llama_decode in a step, / 64 (per sequence per step)
+  lookup   `llmcli chat --draft lookup` on a copy prompt (a text with typos to fix), against plain
+           `llmcli chat` on the same prompt, both with --no-cache; per emitted token, with the
+           functions whose counts grow with the reply (see lookup_rows)
 
 `--profile KIND` instead runs one contestant once, with a callgrind profile part dumped at each
 entry to and exit from llama_decode: the parts between two calls are exactly the work of one token
@@ -101,6 +104,8 @@ BATCH_SIZE = 64
 
 def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
     py = sys.executable
+    if kind in LOOKUP:
+        return lookup_command(kind, model, n, sampling)
     if kind == "bare":
         return [py, "-c", BARE, model, str(n), PROMPT]
     if kind == "batch64":
@@ -313,6 +318,67 @@ def idle_rate(pid: int, out: Path, seconds: float = 20.0) -> float:
     return part_total(last) / elapsed
 
 
+# --draft lookup: a copy task (the 135M model fixes typos in a text it mostly copies) run drafted and
+# plain; the reply runs past --long tokens. The disk prefix cache is off: saving the KV state at
+# release costs more per token of context than the decode loop and would hide it.
+LOOKUP = {"lookup": "lookup", "lookup-plain": "none"}
+
+
+def lookup_prompt() -> str:
+    sys.path.insert(0, str(HERE))
+    from lookup_vs_plain import story, with_typos
+
+    return f"{with_typos(story(4))}\n\nFix the typos in this text. Reply with the corrected text only."
+
+
+def lookup_command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
+    chat = [sys.executable, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1"]
+    return [*chat, "--ctx", "1024", "--no-cache", "--draft", LOOKUP[kind], "--json", lookup_prompt()]
+
+
+def exclusive(out: Path) -> dict[str, int]:
+    """Instructions per function (exclusive) of one callgrind run."""
+    report = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(out)],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    counts: dict[str, int] = {}
+    for line in report.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)", line)
+        if m and "PROGRAM TOTALS" not in line:
+            name = re.sub(r"^\S*/(?=[^/\s]+:)", "", m.group(2).split(" [")[0])
+            counts[name] = counts.get(name, 0) + int(m.group(1).replace(",", ""))
+    return counts
+
+
+def lookup_rows(
+    model: str, short: int, long: int, sampling: list[str], tmp: str, env: dict[str, str]
+) -> None:
+    """Drafted and plain decoding of the copy prompt: instructions outside llama_decode per emitted
+    token (the slope between a short and a long reply), and the functions outside llama_decode's
+    own tree whose counts grow the most with the reply."""
+    extra = long - short
+    for kind in LOOKUP:
+        outs = [Path(tmp) / f"{kind}.{n}" for n in (short, long)]
+        (t0, d0), (t1, d1) = (
+            callgrind(lookup_command(kind, model, n, sampling), out, env)
+            for n, out in zip((short, long), outs, strict=True)
+        )
+        per, dec = (t1 - t0) / extra, (d1 - d0) / extra
+        print(
+            f"{kind:<12} {per / 1e6:8.3f} M instr/token  llama_decode {dec / 1e6:8.3f} M  "
+            f"rest {(per - dec) / 1e6:7.3f} M (copy prompt, per emitted token)",
+            flush=True,
+        )
+        before, after = (exclusive(out) for out in outs)
+        grown = {name: (after[name] - before.get(name, 0)) / extra for name in after}
+        # The files of llama_decode's tree: ggml and llama.cpp's context, graph, model and KV cache.
+        inside = r"ggml|sgemm|quants|ops\.cpp|vec\.|llama-(context|graph|model|kv|batch|memory)"
+        outside = {name: g for name, g in grown.items() if not re.search(inside, name)}
+        for name, g in sorted(outside.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"    {g / 1e3:8.1f} k  {name[:120]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", type=int, default=16)
@@ -367,6 +433,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
         for kind in args.only.split(","):
+            if kind == "lookup":
+                lookup_rows(model, args.short, args.long, sampling, tmp, env)
+                continue
             (t0, d0), (t1, d1) = (
                 callgrind(command(kind, model, n, sampling), Path(tmp) / f"{kind}.{n}", env)
                 for n in (args.short, args.long)

@@ -98,6 +98,59 @@ def test_drafting_follows_how_often_the_reply_copies_also_between_drafts():
     )
 
 
+def drive(drafter: LookupDrafter, reply: list[int]) -> tuple[list[int], int]:
+    """Hand `reply` to the drafter as LookupDecoder does: pushed while it is awake, skipped while it
+    sleeps, up to its first draft (accepted whole). Returns the sleeps in order, and the reply's
+    length when it drafted (0: never)."""
+    sleeps: list[int] = []
+    seen, wake = 0, 0
+    for n in range(1, len(reply) + 1):  # n: the reply's length once its next token is handed out
+        if n < wake:
+            continue  # decoded plainly: the drafter sees nothing
+        if seen < n - 1:
+            drafter.skip(reply[seen : n - 1])
+        drafter.push(reply[n - 1])
+        seen = n
+        draft = drafter.draft(limit=64)
+        if draft is not None:
+            assert draft.tokens == reply[n : n + len(draft.tokens)]
+            drafter.result(draft, len(draft.tokens))
+            return sleeps, n
+        if drafter.sleep:
+            sleeps.append(drafter.sleep)
+            wake = n + drafter.sleep
+    return sleeps, 0
+
+
+def test_a_reply_that_never_copies_puts_drafting_to_sleep_for_growing_intervals():
+    config = LookupConfig()
+    drafter = LookupDrafter(config)
+    drafter.extend(list(range(1000)))
+    reply = list(range(5000, 7000))  # nothing of it appeared before, nothing of it repeats
+    sleeps, drafted = drive(drafter, reply)
+    low, high = config.backoff
+    assert drafted == 0 and drafter.counts.passes == 0
+    assert sleeps[:5] == [low, 2 * low, 4 * low, 8 * low, min(16 * low, high)]
+    assert set(sleeps[5:]) == {high}
+    # It learnt from `patience` tokens per wake; the rest were decoded plainly, no drafter work per token.
+    patience = config.patience
+    assert patience * len(sleeps) <= drafter.learnt < patience * (len(sleeps) + 1)
+    slept_at_the_end = len(reply) - drafter.learnt - drafter.skipped  # never skipped: the reply ended
+    assert 0 <= slept_at_the_end < high and drafter.skipped > 0.75 * len(reply)
+
+
+def test_drafting_wakes_up_to_a_copy_and_its_back_off_starts_over():
+    config = LookupConfig()
+    drafter = LookupDrafter(config)
+    drafter.extend(list(range(1000)))
+    free = list(range(5000, 5600))
+    copy = list(range(100, 900))  # then the reply copies the prompt
+    sleeps, drafted = drive(drafter, free + copy)
+    assert sleeps[-1] == config.backoff[1]  # it slept its longest when the copy began
+    assert len(free) < drafted <= len(free) + config.backoff[1] + config.patience
+    assert drafter._backoff == config.backoff[0]  # a pass paid: the next sleep is a short one again
+
+
 def test_best_length_never_drafts_what_cannot_pay():
     config = LookupConfig()
     assert best_length(0.0, 0.0, config, 16) == (0, 1.0)
@@ -204,6 +257,33 @@ def test_a_free_form_prompt_is_identical(rt):
     params = SamplingParams(temperature=0.0, max_tokens=48)
     (text, _, _), (d_text, _, _) = both(rt, "Write a short poem about the sea.", params)
     assert d_text == text
+
+
+@pytest.fixture
+def drafters(monkeypatch) -> list[LookupDrafter]:
+    """The drafters (default configuration) of the test's lookup decoders, in order."""
+    from llmcli.engine.local import speculative
+
+    made: list[LookupDrafter] = []
+
+    def make() -> LookupDrafter:
+        made.append(LookupDrafter())
+        return made[-1]
+
+    monkeypatch.setattr(speculative, "LookupDrafter", make)
+    return made
+
+
+def test_a_reply_that_does_not_copy_is_soon_decoded_plainly(rt, drafters):
+    params = SamplingParams(temperature=0.0, max_tokens=160)
+    prompt = "Explain how a refrigerator works, in two paragraphs."
+    (text, _, _), (d_text, d_stats, _) = both(rt, prompt, params)
+    assert d_text == text
+    drafter, n = drafters[-1], d_stats.completion_tokens
+    # After a few steps the drafter sleeps: most of the reply never reaches it (plain steps, as with
+    # --draft none), and it drafts (almost) nothing.
+    assert n > 100 and drafter.sleeps >= 2 and drafter.learnt <= 3 * LookupConfig().patience < n / 2
+    assert drafter.skipped > 0 and d_stats.draft.drafted <= 2
 
 
 def test_stop_string_with_drafting(rt):

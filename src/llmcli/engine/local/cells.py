@@ -46,11 +46,13 @@ class SeqCells:
             raise RuntimeFailure(
                 f"a batch of {n} tokens does not fit at position {start}; raise --ctx or draft fewer tokens"
             )
-        if self._many is None:
-            self._many = TokenBatch(self.ll, self.rt.n_batch)
         batch = self._many
-        batch.clear()
-        batch.add_scored(tokens, start, self.slot)
+        if batch is None:  # every position of this sequence, logits at each: only tokens and positions change
+            batch = self._many = TokenBatch(self.ll, self.rt.n_batch)
+            batch.add_scored([0] * batch.capacity, 0, self.slot)
+        batch._token[:n] = tokens
+        batch._pos[:n] = range(start, start + n)
+        batch.n = n
         rc = self._decode(self._ctx, batch.for_decode())
         if rc != 0:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")

@@ -24,32 +24,47 @@ class LookupDecoder:
     """Hands out the next token as plain decoding would, from verified drafts when they pay.
 
     The KV cache may run ahead of the tokens handed out (verified tokens still queued); the caller
-    cuts it back to what plain decoding would hold with `settle` when the reply ends.
+    cuts it back to what plain decoding would hold with `settle` when the reply ends. While the
+    drafter sleeps the caller decodes plainly on its own, with no call here: until `reply` (the
+    tokens handed out, the caller's list) is `wake_at` tokens long.
     """
 
     def __init__(
-        self, runtime, sampler, prompt_tokens: list[int], drafter: LookupDrafter | None = None
+        self,
+        runtime,
+        sampler,
+        prompt_tokens: list[int],
+        reply: list[int],
+        drafter: LookupDrafter | None = None,
     ) -> None:
-        self.rt, self.sampler = runtime, sampler
+        self.rt, self.sampler, self.reply = runtime, sampler, reply
         self.drafter = drafter or LookupDrafter()
         self.drafter.extend(prompt_tokens)
         self.base = len(runtime.kv_tokens)  # the prompt, all in the KV cache before the first token
         self.ready: deque[int] = deque()  # verified tokens, already in the KV cache, not handed out
+        self.wake_at = 0
+        self._seen = 0  # tokens of the reply the drafter has
 
     @property
     def stats(self) -> DraftStats:
         return self.drafter.counts
 
     def next(self, token: int, wanted: int) -> int:
-        """The token after `token` (the last one handed out, now part of the reply); `wanted` is
+        """The token after `token` (the last one handed out, now the reply's last); `wanted` is
         how many more tokens the reply may still take, so drafts never run past it."""
-        self.drafter.push(token)
+        drafter, reply = self.drafter, self.reply
+        if self._seen < len(reply) - 1:  # awake again: the tokens decoded plainly meanwhile
+            drafter.skip(reply[self._seen : -1])
+        drafter.push(token)
+        self._seen = len(reply)
         if self.ready:
             return self.ready.popleft()
         rt = self.rt
         room = rt.n_ctx - len(rt.kv_tokens) - 1  # the batch is [token] + draft
-        draft = self.drafter.draft(min(wanted - 1, room))
+        draft = drafter.draft(min(wanted - 1, room))
         if draft is None:
+            if drafter.sleep:
+                self.wake_at = len(reply) + drafter.sleep
             rt.step(token)
             return self.sampler.sample()
         start = len(rt.kv_tokens)
@@ -71,7 +86,7 @@ class LookupDecoder:
         return sampled[0]
 
     def settle(self, steps: int) -> None:
-        """Cut the KV cache back to what plain decoding holds after `steps` calls of next()."""
+        """Cut the KV cache back to what plain decoding holds after `steps` decode steps."""
         self.ready.clear()
         self._trim(self.base + steps)
 

@@ -180,7 +180,7 @@ class Turn:
         # and a grammar checks one token at a time, so constrained replies decode plainly too. The
         # scheduler's batches carry no drafts: this sequence verifies them in its own cells.
         self.decoder = (
-            LookupDecoder(cells, self.sampler, prompt.tokens)
+            LookupDecoder(cells, self.sampler, prompt.tokens, self.generated)
             if inputs.draft == "lookup" and rt.can_trim and inputs.grammar is None
             else None
         )
@@ -214,14 +214,17 @@ class Turn:
         # token n's decode is submitted before its text is post-processed and streamed, so on a GPU
         # that work runs while the backend computes (llama_decode returns before a GPU finishes; the
         # sampler's read of the logits waits). The same tokens are decoded in the same order.
-        early = inputs.overlap and decoder is None and post.plain
+        # A lookup decoder takes the step (`drafting`) except while its drafter sleeps.
+        early = inputs.overlap and post.plain
         try:
             while True:
                 if is_eog(token):
                     break
                 generated.append(token)
-                last = len(generated) >= max_tokens or stats.decode_steps >= kv_room
-                if early and not last:
+                n = len(generated)
+                last = n >= max_tokens or stats.decode_steps >= kv_room
+                drafting = decoder is not None and n >= decoder.wake_at
+                if early and not last and not drafting:
                     step(token)
                     t_last = clock()  # a CPU computes in step(): that is decode time, not post-processing
                 delta = feed(piece(token))
@@ -241,12 +244,12 @@ class Turn:
                 if cancel.is_set:
                     finish = "cancelled"
                     break
-                if decoder is None:
+                if decoder is not None and drafting:
+                    token = decoder.next(token, max_tokens - n)
+                else:
                     if not early:
                         step(token)
                     token = sampler.sample()
-                else:
-                    token = decoder.next(token, max_tokens - len(generated))
                 stats.decode_steps += 1
                 t_last = clock()
         finally:
