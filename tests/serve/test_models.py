@@ -195,3 +195,44 @@ def test_bad_pool_options_are_refused_with_one_line(args, words):
     result = cli("serve", *args, time_limit=HANG_GUARD_S)
     assert result.exit_code == 2 and result.stdout == "" and words in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_with_max_models_1_a_request_waits_while_the_other_model_is_in_use(tmp_path_factory, gemma3_path):
+    """No idle model to evict: B's request waits (counted as waiting) until A's stream ends, then B
+    is loaded in A's place and answers as itself."""
+    import threading
+
+    home = store_home(tmp_path_factory, gemma3_path)
+    with ServeProcess(home, "--max-models", "1", model=None) as srv:
+        client = httpx.Client(base_url=srv.url, timeout=HANG_GUARD_S)
+        alone = client.post("/api/generate", json={"model": GEMMA, "prompt": "The sky is", "stream": False})
+        body_a = {
+            "model": EMBEDDED_NAME,
+            "prompt": "1, 2, 3,",
+            "stream": True,
+            "options": {"num_predict": 48},
+        }
+        got: dict[str, object] = {}
+        with client.stream("POST", "/api/generate", json=body_a) as stream_a:
+            lines = stream_a.iter_lines()
+            next(lines)  # A is loaded and decoding: its lease pins it
+
+            def ask_b() -> None:
+                r = client.post(
+                    "/api/generate", json={"model": GEMMA, "prompt": "The sky is", "stream": False}
+                )
+                got["b"] = r
+
+            asker = threading.Thread(target=ask_b)
+            asker.start()
+            # B is counted as waiting while it waits for room
+            assert srv.metric_when("llmcli:num_requests_waiting", lambda waiting: waiting >= 1) == 1
+            assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{EMBEDDED_NAME}:latest"]
+            rest = list(lines)
+            assert asker.is_alive()  # A's stream ended before B could start
+        asker.join(HANG_GUARD_S)
+        assert '"done":true' in rest[-1].replace(" ", "")
+        b = got["b"]
+        assert isinstance(b, httpx.Response) and b.status_code == 200, b
+        assert b.json()["response"] == alone.json()["response"]
+        assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{GEMMA}:latest"]
