@@ -3,6 +3,8 @@ request, kept for its keep_alive, evicted to fit --max-models; driven with the o
 
 from __future__ import annotations
 
+import statistics
+
 import httpx
 import pytest
 
@@ -166,15 +168,18 @@ def test_with_max_models_1_alternating_models_answer_correctly_and_rss_stays_fla
             return r.json()["response"]
 
         first = {model: ask(model) for model in MODELS}  # each loaded once: the allocator warmed up
-        level = rss(srv.pid)
-        for _ in range(5):
+        levels = []  # RSS with the second model loaded, after each of its loads
+        for _ in range(6):
             for model in MODELS:
                 assert ask(model) == first[model]
+            levels.append(rss(srv.pid))
         assert first[MODELS[0]] != first[MODELS[1]]
-        grew = rss(srv.pid) - level
-        assert abs(grew) < 50e6, f"RSS moved {grew / 1e6:.0f} MB over 10 switches"
-        assert srv.metric("llmcli:model_loads_total") == 12
-        assert srv.metric("llmcli:model_unloads_total") == 11
+        # Medians of three: one reading can catch the allocator mid-way; a leak moves all three.
+        grew = statistics.median(levels[3:]) - statistics.median(levels[:3])
+        shown = ", ".join(f"{level / 1e6:.0f}" for level in levels)
+        assert abs(grew) < 50e6, f"RSS moved {grew / 1e6:.0f} MB over 12 switches (MB: {shown})"
+        assert srv.metric("llmcli:model_loads_total") == 14
+        assert srv.metric("llmcli:model_unloads_total") == 13
 
 
 def test_a_model_over_the_memory_budget_is_a_507_naming_it(tmp_path):

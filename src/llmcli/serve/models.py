@@ -253,9 +253,14 @@ def give_back_memory() -> None:
     """After a model is closed: glibc keeps the freed heap of its many small allocations (the
     vocabulary, the template renderer, the scheduler's buffers) in its arenas for reuse, so RSS would
     stay near its loaded level; malloc_trim(0) returns the free pages to the system. Elsewhere (musl,
-    macOS) there is no such call, and nothing to do."""
+    macOS) there is no such call, and nothing to do. First the collector: a model's Python side (a
+    262k-token vocabulary is tens of MB of strings) can sit in a reference cycle, which only a
+    collection frees, and the RSS test saw it go at the next one or not at all."""
     import ctypes
     import ctypes.util
+    import gc
+
+    gc.collect()
 
     name = ctypes.util.find_library("c")
     try:

@@ -82,6 +82,21 @@ class Server:
         keep = parse_keep_alive(keep_alive, where)
         return await self.pool.acquire(served, keep, deadline=t_arrival + self.config.timeout)
 
+    async def start_call(self, request, served: Served, body, keep_alive: Any, where: str = "keep_alive"):
+        """The request's serve.call.Call, started: its model leased (loaded if need be), its prompt
+        rendered and submitted. The Call gives the lease back when it closes; here, if it fails to start."""
+        from llmcli.serve.call import Call
+
+        lease = await self.lease(served, keep_alive, request.state.t_arrival, where)
+        try:
+            gen = body.generation(self.defaults(lease.model))
+            call = Call(self, gen, request.state.who, request.state.t_arrival, lease)
+            await call.start()
+        except BaseException:
+            lease.release()
+            raise
+        return call
+
     def drain(self) -> None:
         """SIGTERM: what runs gets the grace period; what comes now is refused."""
         if self.drain_deadline is None:

@@ -147,17 +147,10 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
         if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
             await server.pool.unload(served.name)
         return JSONResponse(_loaded(shape, True))
-    lease = await server.lease(served, body.keep_alive, request.state.t_arrival)
-    try:
-        if body.loads_only:
-            lease.release()
-            return JSONResponse(_loaded(shape, False))
-        gen = body.generation(server.defaults(lease.model))
-        call = Call(server, gen, request.state.who, request.state.t_arrival, lease)
-        await call.start()
-    except BaseException:
-        lease.release()
-        raise
+    if body.loads_only:
+        (await server.lease(served, body.keep_alive, request.state.t_arrival)).release()
+        return JSONResponse(_loaded(shape, False))
+    call = await server.start_call(request, served, body, body.keep_alive)
     if call.gen.stream:
         return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)

@@ -228,14 +228,7 @@ async def _generate(request: Request, kind: type[ChatCompletionRequest]):
         if body.keep_alive is not None
         else (request.headers.get("x-keep-alive"), "X-Keep-Alive")
     )
-    lease = await server.lease(served, sent, request.state.t_arrival, where)
-    try:
-        gen = body.generation(server.defaults(lease.model))
-        call = Call(server, gen, request.state.who, request.state.t_arrival, lease)
-        await call.start()
-    except BaseException:
-        lease.release()
-        raise
+    call = await server.start_call(request, served, body, sent, where)
     shape = Shape(kind is ChatCompletionRequest, served.name, fingerprint(server, served), call)
     if call.gen.stream:
         return stream(server, call, shape)
