@@ -77,7 +77,7 @@ def parse_size_option(text: str, flag: str) -> int:
         value = math.nan
     if not (math.isfinite(value) and value >= 1):
         raise UsageError(
-            f"--max-memory {text[:40]!r} is not a size; give bytes with an optional K, M or G suffix, e.g. 8G"
+            f"{flag} {text[:40]!r} is not a size; give bytes with an optional K, M or G suffix, e.g. 8G"
         )
     return int(value)
 

@@ -7,11 +7,12 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from llmcli.engine.openai.errors import RemoteError
+from llmcli.serve.options import HOST, PORT
 
 if TYPE_CHECKING:
     from llmcli.engine.openai.client import Endpoint
 
-DEFAULT_SERVER = "http://127.0.0.1:8080"  # `llmcli serve`'s own default address
+DEFAULT_SERVER = f"http://{HOST}:{PORT}"  # `llmcli serve`'s own default address
 
 
 @dataclass
