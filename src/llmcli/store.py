@@ -27,14 +27,14 @@ MANIFEST_VERSION = 1
 
 # A name the user gives a model (`convert --name`, `pull --name`), as `list` shows it and MODEL finds
 # it: Ollama's shape ("org/model:tag"), never a path. convert also names its GGUF in blobs/ after it.
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[/:][A-Za-z0-9][A-Za-z0-9._+-]*)*")
+NAME_SHAPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[/:][A-Za-z0-9][A-Za-z0-9._+-]*)*")
 MAX_NAME = 200
 
 
 def model_name(text: str) -> str:
     """A model name as given, checked once at the boundary (UsageError, exit 2)."""
     shown = printable(text)
-    if len(text) > MAX_NAME or not _NAME.fullmatch(text):
+    if len(text) > MAX_NAME or not NAME_SHAPE.fullmatch(text):
         raise UsageError(
             f"bad model name '{shown[:MAX_NAME]}': use letters, digits and . _ + -, in parts joined by / "
             f"or :, each starting with a letter or digit, at most {MAX_NAME} characters"

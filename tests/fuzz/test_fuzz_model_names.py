@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from llmcli.serve.catalog import NAME, Catalog, UnknownModel
+from llmcli.serve.catalog import Catalog, UnknownModel
+from llmcli.store import NAME_SHAPE
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.serve.test_catalog import stocked
 
@@ -86,7 +87,7 @@ def test_fuzzed_model_names_find_a_store_model_or_are_unknown(tmp_path: Path, se
             counts["found"] += 1
             assert paths[served.name] == served.path, (seed, text[:80])
             # Only a name's alphabet finds a model: no path part, NUL, space or confusable letter.
-            assert NAME.fullmatch(text) and ".." not in text, (seed, text[:80])
+            assert NAME_SHAPE.fullmatch(text) and ".." not in text, (seed, text[:80])
         finally:
             WATCHING[0] = False
         assert {Path(p) for p in OPENED} <= {store.manifest_path}, (seed, text[:80], OPENED)

@@ -13,17 +13,16 @@ CLI's MODEL, which may be a GGUF path on disk).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmcli.display import printable
-from llmcli.store import MAX_NAME, ModelEntry, Store
+from llmcli.store import MAX_NAME, NAME_SHAPE, ModelEntry, Store
 
-# The names a client may send: the store's name shape (store._NAME), ASCII only, so that a confusable
-# (a Cyrillic `а`, a fullwidth `ｓ`) never looks like a name it is not; `hf.co/` may lead a repo.
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(?:[/:][A-Za-z0-9][A-Za-z0-9._+-]*)*")
+# The names a client may send have the store's name shape, ASCII only, so that a confusable (a
+# Cyrillic `а`, a fullwidth `ｓ`) never looks like a name it is not (store.NAME_SHAPE); `hf.co/` may lead
+# a repo.
 LATEST = ":latest"  # Ollama's tag for a name given without one
 HUB_PREFIXES = ("hf.co/", "huggingface.co/")  # as `llmcli pull` and Ollama's hf.co/ names accept them
 SHOWN = 80  # characters of a refused name a message repeats
@@ -51,7 +50,7 @@ def not_found(text: str) -> UnknownModel:
 
 def well_formed(text: object) -> str | None:
     """The name if it has a name's shape (a length, an alphabet, no empty or dot-led part), else None."""
-    if not isinstance(text, str) or len(text) > MAX_NAME + len(LATEST) or not NAME.fullmatch(text):
+    if not isinstance(text, str) or len(text) > MAX_NAME + len(LATEST) or not NAME_SHAPE.fullmatch(text):
         return None
     return text
 
