@@ -78,11 +78,12 @@ BATCH = """
 import ctypes, sys, types
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.scheduler import Scheduler
+from llmcli.engine.local.scheduler_config import SchedulerConfig
 from llmcli.engine.local.sequence import Request
 from llmcli.engine.sampling import SamplingParams
 B, steps = 64, int(sys.argv[2])
 rt = Runtime(sys.argv[1], RuntimeConfig(n_ctx=B * 32, n_threads=1, n_seq_max=B, kv_unified=True))
-sched = Scheduler(rt)
+sched = Scheduler(rt, SchedulerConfig(greedy_in_graph={"host": False, "graph": True}.get(sys.argv[6])))
 marks, ll = ctypes.CDLL(sys.argv[5]), sched.ll
 def decode(ctx, batch):
     marks.mark_before_decode()
@@ -102,7 +103,7 @@ while sched.busy:
 BATCH_SIZE = 64
 
 
-def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
+def command(kind: str, model: str, n: int, sampling: list[str], pick: str = "default") -> list[str]:
     py = sys.executable
     if kind in LOOKUP:
         return lookup_command(kind, model, n, sampling)
@@ -110,7 +111,7 @@ def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
         return [py, "-c", BARE, model, str(n), PROMPT]
     if kind == "batch64":
         chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
-        return [py, "-c", BATCH, model, str(n), PROMPT, chain, str(marks_library())]
+        return [py, "-c", BATCH, model, str(n), PROMPT, chain, str(marks_library()), pick]
     chat = [py, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1", "--ctx", "512"]
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 
@@ -399,6 +400,12 @@ def main() -> int:
         default="greedy",
         help="chat's sampling: greedy (--temp 0) or the default chain, seeded (bare is always greedy)",
     )
+    parser.add_argument(
+        "--pick",
+        choices=("default", "host", "graph"),
+        default="default",
+        help="batch64's greedy picks: the scheduler's default, numpy's argmax, or in llama.cpp's graph",
+    )
     args = parser.parse_args()
     lib = (
         args.lib
@@ -425,7 +432,7 @@ def main() -> int:
             else:
                 per = BATCH_SIZE if args.profile == "batch64" else 1
                 marked = args.profile == "batch64"  # its own marks (callgrind_marks.c)
-                cmd = command(args.profile, model, args.tokens, sampling)
+                cmd = command(args.profile, model, args.tokens, sampling, args.pick)
                 profile(cmd, out, env, args.top, per, marked)
         return 0
     extra = args.long - args.short

@@ -23,6 +23,7 @@ from collections import deque
 from llmcli.engine.local.admission import Admission, cells_needed
 from llmcli.engine.local.batch import TokenBatch
 from llmcli.engine.local.cells import SeqCells
+from llmcli.engine.local.graph_greedy import GraphGreedy
 from llmcli.engine.local.logits import LogitBlock
 from llmcli.engine.local.sampler import SamplerPool
 from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig, SchedulerCounters
@@ -50,6 +51,10 @@ class Scheduler:
         self.admission = Admission(ll, ll.llama_get_memory(ctx), self.config, self.counters, self.n_slots)
         self.pool = SamplerPool(runtime)  # finished chains, reset and reused
         self.block = LogitBlock(ll, ctx, runtime.n_vocab)
+        in_graph = self.config.greedy_in_graph
+        if in_graph is None:  # where the output layer is on a GPU: ggml's CPU argmax is slower than numpy's
+            in_graph = runtime.placement.offloaded > 0
+        self.graph = GraphGreedy(ll, ctx, self.n_slots) if in_graph else None
         self._generating: list[Sequence] = []  # this step's, rows 0.. of its batch
         self._pending_events: list[SeqEvent] = []
         self._next_id = 0
@@ -197,25 +202,41 @@ class Scheduler:
             if seq.i_batch < 0 or seq.request.driven:  # its client samples it at i_batch
                 continue
             first = seq.stats.t_first is None
-            event = seq.sample(self.rt, self.n_ctx_seq, greedy[j] if j < len(greedy) else None)
+            event = seq.sample(self.rt, self.n_ctx_seq, greedy[j] if j < len(greedy) else self._picked(seq))
             events.append(event)
             if first:  # before seq's release: its forks take its cells and read its logits row
                 n = len(seq.prompt)
                 for fork in [s for s in self.running if s.wait_for is not None and s.wait_for == (seq, n)]:
                     self.admission.give_cells(fork, seq, n)
                     fork.i_batch = seq.i_batch
-                    events.append(fork.sample(self.rt, self.n_ctx_seq))
+                    events.append(fork.sample(self.rt, self.n_ctx_seq, self._picked(fork)))
                     self._release_if_done(fork, events[-1])
             self._release_if_done(seq, event)
 
     def _greedy(self) -> list[int]:
         """The tokens of this step's generating sequences (plan's first entries), when every one of
-        them samples greedily: one argmax over their rows instead of a numpy call each."""
-        generating = self._generating
-        if not generating or not all(s.sampler is not None and s.sampler.greedy for s in generating):
+        them samples greedily: picked in llama.cpp's graph where each has its chain (graph_greedy.py),
+        else one argmax over their rows instead of a numpy call each."""
+        generating, graph = self._generating, self.graph
+        if not generating:
+            return []
+        if graph is not None:
+            chained = [graph.has(s.slot) for s in generating]
+            if all(chained):
+                return graph.tokens(len(generating))
+            if any(chained):  # each its own: a row picked in the graph holds one logit
+                return []
+        if not all(s.sampler is not None and s.sampler.greedy for s in generating):
             return []
         rows = self.block.first(len(generating))
         return [] if rows is None else rows.argmax(axis=1).tolist()
+
+    def _picked(self, seq: Sequence) -> int | None:
+        """Its token where llama.cpp picked it in the graph (a chain on its slot), else None: it
+        samples its own row. A fork reads its first choice's row, picked there by the same kind of
+        chain: n choices share their sampling parameters, grammar and log-probabilities."""
+        graph = self.graph
+        return graph.token(seq.i_batch) if graph is not None and graph.has(seq.slot) else None
 
     def _release_if_done(self, seq: Sequence, event: SeqEvent) -> None:
         if event.finish_reason is not None:
@@ -230,6 +251,11 @@ class Scheduler:
             if seq.sampler is None:
                 seq.sampler = self.pool.take(seq.request.params)
                 seq.sampler.grammar = seq.request.grammar
+            if self.graph is not None:  # a chain on its slot only if it needs nothing but the ids
+                request = seq.request
+                self.graph.place(
+                    seq.slot, seq.sampler.greedy and request.logprobs is None and not request.driven
+                )
 
     def _release(self, seq: Sequence, keep: bool) -> None:
         """Free its cells at once (or keep them as an idle prefix) and its slot."""
@@ -279,5 +305,7 @@ class Scheduler:
             self._release(seq, keep=False)
         for slot in list(self.admission.idle):
             self.admission.evict(slot)
+        if self.graph is not None:
+            self.graph.close()
         self.pool.close()
         self.batch.close()

@@ -24,6 +24,9 @@ class SchedulerConfig:
     # No decoding while a prompt is being prefilled (llama-batched-bench's phases: all prompts, then
     # all replies); the default interleaves them, so that generating sequences never stall.
     prefill_first: bool = False
+    # Greedy picks of sequences that need only the ids made in llama.cpp's graph (graph_greedy.py):
+    # None: where the model's output layer is on a GPU (on the CPU backend numpy's argmax is faster).
+    greedy_in_graph: bool | None = None
 
 
 @dataclass
