@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmcli.engine.local.graph_greedy import GraphGreedy
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.scheduler import Scheduler
 from llmcli.engine.local.scheduler_config import SchedulerConfig
@@ -37,6 +38,7 @@ def run(rt: Runtime, in_graph: bool, requests: list[Request], fork_of_first: int
     and how many of their tokens were read back as llama.cpp's graph picked them."""
     sched = Scheduler(rt, SchedulerConfig(greedy_in_graph=in_graph))
     assert (sched.graph is not None) == in_graph
+    picks = GraphGreedy(rt.ll, rt.ctx_ptr, sched.n_slots)  # reads what the graph picked, sets nothing
     n_own = len(requests) - fork_of_first
     seqs = [sched.submit(r) for r in requests[:n_own]]
     seqs += [sched.submit(r, fork_of=seqs[0]) for r in requests[n_own:]]
@@ -44,14 +46,13 @@ def run(rt: Runtime, in_graph: bool, requests: list[Request], fork_of_first: int
     while sched.busy:
         sched.step()
         for seq in seqs:
-            if (
-                sched.graph is not None
-                and seq.state == RUNNING
-                and seq.i_batch >= 0
-                and sched.graph.has(seq.slot)
-            ):
-                assert sched.graph.token(seq.i_batch) == seq.generated[-1]
+            if seq.state != RUNNING or seq.i_batch < 0:
+                continue
+            if sched.graph is not None and sched.graph.has(seq.slot):
+                assert picks.picked(seq.i_batch) == seq.generated[-1]
                 from_graph += 1
+            else:  # no chain on its slot, none left by an earlier scheduler: the graph picked nothing
+                assert picks.picked(seq.i_batch) is None
     sched.close()
     return seqs, from_graph
 
@@ -59,8 +60,7 @@ def run(rt: Runtime, in_graph: bool, requests: list[Request], fork_of_first: int
 @pytest.mark.parametrize("n", [1, 8])
 def test_greedy_picks_made_in_the_graph_are_the_hosts_argmax(rt, n):
     """The same ids with the picks in the graph and on the host, one sequence alone or eight in a
-    batch; the host's run comes second, on the same context: a chain left set would leave it one
-    logit a row."""
+    batch; the host's run comes second, on the same context, where no chain is left."""
     requests = [Request(rt.tokenize(p, add_special=True), GREEDY) for p in PROMPTS[:n]]
     graph, from_graph = run(rt, True, requests)
     host, _ = run(rt, False, requests)

@@ -1,29 +1,27 @@
 """Greedy picks made in llama.cpp's graph (its backend sampling), for sequences that need only the id.
 
-A chain set on a sequence id (`llama_set_sampler`) adds its samplers to the graph llama_decode
-computes, over that sequence's logits row, and `llama_get_sampled_token_ith` reads the pick. The
-chain here is greedy (an argmax over the row), then top-k 1: llama.cpp copies to the host what the
-chain's last sampler leaves, and after greedy alone that is the whole row (196 KB a sequence for a
-49k vocabulary); after top-k 1 it is one logit. A ubatch whose outputs all have a chain copies no
-raw logits either. On a GPU the picks are made beside the decode and only the ids come back; on the
-CPU backend ggml's argmax is a scalar loop on one thread, slower than numpy's (benchmarks/README.md),
-so the scheduler turns this on by default only where the output layer is offloaded
-(SchedulerConfig.greedy_in_graph).
+A greedy chain set on a sequence id (`llama_set_sampler`) adds an argmax over that sequence's logits
+row to the graph llama_decode computes, and `llama_get_sampled_token_ith` reads the pick: no numpy
+argmax on the host. On a GPU the argmax runs beside the decode; on the CPU backend ggml's argmax is a
+scalar loop on one thread, slower than numpy's (benchmarks/README.md), so the scheduler turns this on
+by default only where the output layer is offloaded (SchedulerConfig.greedy_in_graph).
 
 What the vendored llama.cpp (llama-cpp-python 0.3.36) allows, and what follows from it:
   - a chain per sequence id, set or unset at any time; each change makes the next llama_decode
     reserve its graphs again (milliseconds), so a slot keeps its chain while it is idle and changes
     only when a sequence of the other kind takes it;
   - a chain can be attached once in its life (llama.cpp asserts): attaching means a new chain;
-  - a sequence with a chain has no logits row to read, so a slot has a chain only while its
-    sequence needs nothing but the id: no grammar, no log-probabilities, no temperature or
-    penalties, not driven by a client (chat reads its own rows, several a step);
-  - a backend that cannot run a sampler of the chain leaves it, and those after it, to the host:
-    without top-k the whole row is copied, as without the chain; without argmax nothing is picked
-    (`token` says so; every backend llama.cpp ships has argmax);
+  - a slot has a chain only while its sequence needs nothing but the id (no grammar, no
+    log-probabilities, no temperature or penalties, not driven by a client: chat reads its own
+    rows, several a step), which keeps the rows of the others theirs: a ubatch with an output
+    without a chain copies every row's raw logits, one whose outputs all have a chain none;
+  - the host still gets each picked row, as the chain's "sampled logits" (what a chain leaves of
+    the row is copied back; greedy leaves all of it). A top-k 1 after greedy would leave one logit,
+    but ggml's CUDA top-k is a full sort of the row where CUB's top-k is missing (CCCL < 3.2):
+    a 49k sort a sequence a step costs more than the copy it saves;
   - the picks can only be read one call each (the array behind them is not in the C API);
-  - ggml's argmax takes the last of two exactly equal maxima, numpy and llama.cpp's CPU sampler the
-    first: the picks differ only on such a tie.
+  - ggml's argmax takes the last of two exactly equal maxima on the CPU and any of them on CUDA,
+    numpy and llama.cpp's CPU sampler the first: the picks differ only on such a tie.
 """
 
 from __future__ import annotations
@@ -69,16 +67,20 @@ class GraphGreedy:
             return
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(1))  # one logit copied, not the row
         if self._set(self._ctx, slot, chain):
             self._chains[slot] = chain
         else:  # llama.cpp cannot run it in the graph (a tensor split): this slot samples on the host
             ll.llama_sampler_free(chain)
 
+    def picked(self, idx: int) -> int | None:
+        """The id picked in the graph at batch index idx; None where no chain picked one."""
+        token = self._sampled(self._ctx, idx)
+        return None if token == NO_TOKEN else token
+
     def token(self, idx: int) -> int:
         """The id picked in the graph at batch index idx (the row of a sequence with a chain)."""
-        token = self._sampled(self._ctx, idx)
-        if token == NO_TOKEN:
+        token = self.picked(idx)
+        if token is None:
             raise RuntimeFailure(
                 f"llama.cpp picked no token in its graph at batch index {idx}; its backend cannot run "
                 "the greedy sampler there (try --gpu-layers 0)"

@@ -224,7 +224,7 @@ class Scheduler:
             chained = [graph.has(s.slot) for s in generating]
             if all(chained):
                 return graph.tokens(len(generating))
-            if any(chained):  # each its own: a row picked in the graph holds one logit
+            if any(chained):  # each its own: the picked rows and the others lie in two buffers
                 return []
         if not all(s.sampler is not None and s.sampler.greedy for s in generating):
             return []
