@@ -34,6 +34,7 @@ LLAMA_CPP_LIB_PATH): llama_decode's own count is that build's, the Python overhe
 
     python benchmarks/decode_overhead.py [--short 16] [--long 80] [--model PATH] [--only stream,json]
                                          [--lib DIR] [--src DIR] [--profile KIND [--tokens 12]]
+                                         [--pick default|host|graph]  (batch64's greedy picks)
 """
 
 from __future__ import annotations
