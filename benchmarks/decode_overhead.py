@@ -10,6 +10,8 @@ prefill cancelled out. Contestants:
   json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
   serve    (--profile only) `llmcli serve -t 1` under valgrind, one client outside it streaming
            /v1/chat/completions: every thread's work (engine, event loop, uvicorn) counts
+  engine   (--profile only) serve's engine thread alone (Engine, Model, one streamed chat request, its
+           events handed to an event loop that never runs): the serve row without the loop's work
   batch64  (--profile only) the engine's Scheduler stepping 64 sequences of one short prompt: the
            instructions outside llama_decode in a step, / 64 (per sequence per step)
   lookup   `llmcli chat --draft lookup` on a copy prompt (a text with typos to fix), against plain
@@ -101,6 +103,39 @@ while sched.busy:
 """
 BATCH_SIZE = 64
 
+# serve's engine thread alone, as `llmcli serve` runs it (Engine, Model, one streamed chat request,
+# each event handed to an event loop with call_soon_threadsafe), but the loop never runs: none of its
+# work (the chunk, the socket) lands between two decode calls, as under `--profile serve` it may.
+ENGINE = """
+import asyncio, sys, threading
+from llmcli.engine.messages import Message
+from llmcli.engine.sampling import SamplingParams
+from llmcli.serve.config import ServeConfig
+from llmcli.serve.engine import Engine, Job
+from llmcli.serve.metrics import ServeMetrics
+from llmcli.serve.models import Model
+from llmcli.serve.outcome import Outcome
+from llmcli.serve.protocol import Generation
+path, tokens = sys.argv[1], int(sys.argv[2])
+config = ServeConfig(model_path=path, model_name="m", ctx=512, threads=1)
+model = Model("m", path, config)
+loop, done = asyncio.new_event_loop(), threading.Event()
+def deliver(event):
+    loop.call_soon_threadsafe(print, event)
+    if isinstance(event, Outcome):
+        done.set()
+params = SamplingParams(temperature=0.0) if sys.argv[4] == "greedy" else SamplingParams(seed=1)
+gen = Generation([Message("user", sys.argv[3])], None, params, tokens, stream=True)
+job = Job(gen, deliver, 0.0, "m")
+job.prompt = model.prompts.prepare(gen)
+engine = Engine(config, ServeMetrics(), lambda: None)
+engine.start()
+engine.add(model)
+engine.submit(job)
+done.wait()
+engine.stop()
+"""
+
 
 def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
     py = sys.executable
@@ -108,9 +143,11 @@ def command(kind: str, model: str, n: int, sampling: list[str]) -> list[str]:
         return lookup_command(kind, model, n, sampling)
     if kind == "bare":
         return [py, "-c", BARE, model, str(n), PROMPT]
+    chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
     if kind == "batch64":
-        chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
         return [py, "-c", BATCH, model, str(n), PROMPT, chain, str(marks_library())]
+    if kind == "engine":
+        return [py, "-c", ENGINE, model, str(n), PROMPT, chain]
     chat = [py, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1", "--ctx", "512"]
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 

@@ -83,6 +83,7 @@ class Call:
         self._started = False  # the engine has tokenized it (Started came)
         self._polled = time.perf_counter()
         self._waiter: asyncio.Future | None = None  # what _next awaits while the queue is empty
+        self._timer: asyncio.TimerHandle | None = None  # wakes _next to look at its clocks (_arrival)
 
     def _deliver(self, event: object) -> None:
         """From the engine thread: onto this request's queue, on the event loop's thread."""
@@ -99,6 +100,7 @@ class Call:
             if refused is not None:
                 event = refused  # start() answers it; its close() cancels the sequence
         elif isinstance(event, Outcome):
+            self.server.metrics.observe_itl()  # the engine's latencies so far, on this thread, not its
             self.outcomes[event.index] = event
             if all(self.outcomes):
                 whole = combined([o for o in self.outcomes if o is not None])
@@ -255,15 +257,25 @@ class Call:
             return self.queue.get_nowait()
 
     async def _arrival(self, timeout: float) -> None:
-        """Until the engine queues an event, or `timeout` s: one future and one timer, where
-        asyncio.wait_for(queue.get()) made a task, a second future and a timer for every token."""
-        self._waiter = waiter = self._loop.create_future()
-        timer = self._loop.call_later(timeout, _wake, waiter)
+        """Until the engine queues an event, or `timeout` s at most: one future a token, where
+        asyncio.wait_for(queue.get()) made a task, a second future and a timer for every token. The
+        timer stays for the waits after (it may wake one early: the caller looks at its clocks and
+        waits again); a new one is made when it has rung or would ring too late."""
+        loop = self._loop
+        self._waiter = waiter = loop.create_future()
+        at = loop.time() + timeout
+        if self._timer is None or self._timer.when() > at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(at, self._ring)
         try:
             await waiter
         finally:
-            timer.cancel()
             self._waiter = None
+
+    def _ring(self) -> None:
+        self._timer = None
+        _wake(self._waiter)
 
     def _drained(self) -> ApiError:
         """The server is stopping and the grace period ran out before this reply was done: a 503 (in
@@ -284,6 +296,9 @@ class Call:
         """Once: cancel the sequence if it has not finished and give back its place. Its tokens are
         charged when the engine's Outcome comes (_arrive), read or not. The model's lease goes too:
         a sequence still running is cancelled first, in the engine's inbox order."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._counted:
             self.lease.release()
             return

@@ -12,8 +12,8 @@ here through the inbox, and leaves through it too, closed here once its last seq
 
 from __future__ import annotations
 
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +54,10 @@ class Engine:
         self.ready = threading.Event()  # the thread runs
         self.error: BaseException | None = None
         self.snapshot = Snapshot(ready=True)  # every loaded model's together
-        self._inbox: queue.Queue = queue.Queue()
+        # A deque and an Event rather than a queue.Queue: a busy engine looks at its inbox before every
+        # step, and an empty Queue answers get_nowait with a lock taken and an exception raised.
+        self._inbox: deque[tuple[str, Any]] = deque()
+        self._mail = threading.Event()  # set after each put: an idle engine waits on it
         self._models: dict[str, Model] = {}  # the engine thread's own: the event loop never reads it
         self._removing: dict[str, Callable[[], None]] = {}  # name -> called once it is closed
         self._turn = 0  # round robin: the index of the model whose step comes next
@@ -65,28 +68,32 @@ class Engine:
         self._thread.start()
 
     def submit(self, job: Job) -> None:
-        self._inbox.put(("submit", job))
+        self._post("submit", job)
 
     def cancel(self, job: Job) -> None:
-        self._inbox.put(("cancel", job))
+        self._post("cancel", job)
 
     def add(self, model: Model) -> None:
         """A model the loader made: requests for it may be submitted right after (the inbox is FIFO)."""
-        self._inbox.put(("add", model))
+        self._post("add", model)
 
     def remove(self, name: str, done: Callable[[], None]) -> None:
         """Close the model once its last sequence is gone (it gets no new ones), then call `done`
         (from the engine thread)."""
-        self._inbox.put(("remove", (name, done)))
+        self._post("remove", (name, done))
 
     def stop(self, timeout: float = 30.0) -> None:
         """Cancel what is left, free every cell, close every model; wait for the thread."""
-        self._inbox.put(("stop", None))
+        self._post("stop", None)
         self._thread.join(timeout)
+
+    def _post(self, kind: str, what: Any) -> None:
+        self._inbox.append((kind, what))  # before the wake-up: the engine clears it, then drains
+        self._mail.set()
 
     @property
     def queued(self) -> int:
-        return self.snapshot.waiting + self._inbox.qsize()
+        return self.snapshot.waiting + len(self._inbox)
 
     # -- the engine thread -------------------------------------------------------------------
     def _main(self) -> None:
@@ -108,21 +115,21 @@ class Engine:
             self.snapshot = Snapshot()
 
     def _busy(self) -> bool:
-        return any(model.busy for model in self._models.values())
+        for model in self._models.values():  # a loop, not any(generator): it runs before every step
+            if model.busy:
+                return True
+        return False
 
     def _loop(self) -> None:
+        inbox, mail = self._inbox, self._mail
         while True:
-            try:
-                command = self._inbox.get(block=not self._busy())
-            except queue.Empty:
-                command = None
+            if not inbox and not self._busy():
+                mail.wait()
+            if mail.is_set():
+                mail.clear()  # before the drain: a command posted from here on sets it again
             stopping = False
-            while command is not None:
-                stopping = self._handle(*command) or stopping
-                try:
-                    command = self._inbox.get_nowait()
-                except queue.Empty:
-                    command = None
+            while inbox:
+                stopping = self._handle(*inbox.popleft()) or stopping
             if stopping:
                 for model in self._models.values():
                     for job, _ in list(model.jobs.values()):
@@ -131,7 +138,8 @@ class Engine:
                     self._step_next()
                 return
             self._step_next()
-            self._retire()
+            if self._removing:
+                self._retire()
 
     def _handle(self, kind: str, what: Any) -> bool:
         """One command; True for stop."""
@@ -164,6 +172,12 @@ class Engine:
 
     def _step_next(self) -> None:
         """One step of the next busy model, in turn."""
+        if len(self._models) == 1:  # no turns to take; its snapshot is the server's
+            (model,) = self._models.values()
+            if model.busy:
+                model.step(self.metrics)
+                self.snapshot = model.snapshot
+            return
         models = list(self._models.values())
         for i in range(len(models)):
             model = models[(self._turn + i) % len(models)]
@@ -186,6 +200,10 @@ class Engine:
             self._removing.pop(name)()
 
     def _publish(self) -> None:
+        if len(self._models) == 1:  # its snapshot is the server's: no sum to build after every step
+            (model,) = self._models.values()
+            self.snapshot = model.snapshot
+            return
         snaps = [model.snapshot for model in self._models.values()]
         self.snapshot = Snapshot(
             **{

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from operator import attrgetter
 
 from llmcli.engine.local.admission import Admission, cells_needed
 from llmcli.engine.local.batch import TokenBatch
@@ -28,6 +29,8 @@ from llmcli.engine.local.sampler import SamplerPool
 from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig, SchedulerCounters
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
 from llmcli.errors import RuntimeFailure, UsageError
+
+SLOT = attrgetter("slot")
 
 
 class Scheduler:
@@ -52,6 +55,7 @@ class Scheduler:
         self.block = LogitBlock(ll, ctx, runtime.n_vocab)
         self._generating: list[Sequence] = []  # this step's, rows 0.. of its batch
         self._pending_events: list[SeqEvent] = []
+        self._cancelled = False  # a running sequence's cancel waits for the next step
         self._next_id = 0
         runtime.clear()  # the scheduler owns the context's cells from here on
 
@@ -83,6 +87,7 @@ class Scheduler:
         if seq.state == DONE:
             return
         seq.cancel_requested = True
+        self._cancelled = seq.state == RUNNING or self._cancelled
         if seq.state == WAITING:
             self.waiting.remove(seq)
             seq.state = DONE
@@ -129,9 +134,11 @@ class Scheduler:
     def step(self) -> list[SeqEvent]:
         t0 = time.perf_counter()
         events, self._pending_events = self._pending_events, []
-        for seq in [s for s in self.running if s.cancel_requested]:
-            events.append(seq.finish("cancelled"))
-            self._release(seq, keep=False)
+        if self._cancelled:  # a running sequence was cancelled since the last step
+            self._cancelled = False
+            for seq in [s for s in self.running if s.cancel_requested]:
+                events.append(seq.finish("cancelled"))
+                self._release(seq, keep=False)
         self.admit()
         while True:
             plan = self._fill_batch()
@@ -156,22 +163,31 @@ class Scheduler:
         batch, plan = self.batch, []
         batch.clear()
         # Slot order: with a KV stream per sequence, llama.cpp cuts a batch where ids stop being consecutive
-        generating = [s for s in self.running if not s.prefilling and not s.request.driven]
-        generating.sort(key=lambda s: s.slot)
-        if self.config.prefill_first and len(generating) < len(self.running):
-            generating = []
-        for seq in self.running:
+        running, generating = self.running, []
+        for seq in running:  # seq.prefilling, inlined: this runs for every sequence of every step
             seq.i_batch = -1
+            generated = seq.generated
+            if generated and len(seq.prompt) + len(generated) - seq.n_past <= 1 and not seq.request.driven:
+                generating.append(seq)
+        if len(generating) > 1:
+            generating.sort(key=SLOT)
+        if self.config.prefill_first and len(generating) < len(running):
+            generating = []
         if generating:  # one slice write per field for them all, and rows 0.. of the logits
-            tokens = [s.generated[-1] for s in generating]
-            first = batch.add_lasts(tokens, [s.n_past for s in generating], [s.slot for s in generating])
-            for i, seq in enumerate(generating, first):
+            tokens, positions, slots = [], [], []
+            for i, seq in enumerate(generating, batch.n):
                 seq.i_batch = i
-            plan += [(seq, 1) for seq in generating]
+                tokens.append(seq.generated[-1])
+                positions.append(seq.n_past)
+                slots.append(seq.slot)
+                plan.append((seq, 1))
+            batch.add_lasts(tokens, positions, slots)
         self._generating = generating
+        if len(generating) == len(running):  # nothing to prefill: every running sequence generates
+            return plan
         room = self.n_batch - len(generating)
         budget = min(room, self.config.prefill_chunk) if generating else room
-        for seq in self.running:
+        for seq in running:
             if budget <= 0:
                 break
             if not seq.prefilling or (seq.wait_for is not None and not self.admission.copy_prefix(seq)):
@@ -184,20 +200,24 @@ class Scheduler:
         return plan
 
     def _after_decode(self, plan: list[tuple[Sequence, int]], events: list[SeqEvent]) -> None:
-        counters = self.counters
-        for seq, n in plan:
+        counters, generating = self.counters, self._generating
+        if generating:  # plan's first entries, one token each
+            counters.decoded_tokens += len(generating)
+            for seq in generating:
+                seq.n_past += 1
+        for seq, n in plan[len(generating) :]:
             if seq.prefilling:
                 seq.stats.prefill_tokens += n
                 counters.prefill_tokens += n
             else:
                 counters.decoded_tokens += n
             seq.n_past += n
-        greedy = self._greedy()
+        greedy, rt, room = self._greedy(), self.rt, self.n_ctx_seq
         for j, (seq, _) in enumerate(plan):
             if seq.i_batch < 0 or seq.request.driven:  # its client samples it at i_batch
                 continue
             first = seq.stats.t_first is None
-            event = seq.sample(self.rt, self.n_ctx_seq, greedy[j] if j < len(greedy) else None)
+            event = seq.sample(rt, room, greedy[j] if j < len(greedy) else None)
             events.append(event)
             if first:  # before seq's release: its forks take its cells and read its logits row
                 n = len(seq.prompt)
@@ -225,6 +245,8 @@ class Scheduler:
     def admit(self) -> None:
         """Admit the waiting sequences that fit now. A step does it; the client of a driven sequence
         calls it first, to restore a cached prefix into its cells before they are prefilled."""
+        if not self.waiting:
+            return
         pool = self.n_ctx if self.unified else None
         for seq in self.admission.admit(self.waiting, self.running, pool):
             if seq.sampler is None:
