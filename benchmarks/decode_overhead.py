@@ -104,14 +104,16 @@ while sched.busy:
 BATCH_SIZE = 64
 
 # serve's engine thread alone, as `llmcli serve` runs it (Engine, Model, one streamed chat request,
-# each event handed to an event loop with call_soon_threadsafe), but the loop never runs: none of its
-# work (the chunk, the socket) lands between two decode calls, as under `--profile serve` it may.
+# each event posted to an event loop's mailbox), but the loop never runs: none of its work (the chunk,
+# the socket) lands between two decode calls, as under `--profile serve` it may. (Nor is the mailbox
+# drained: its wake-up byte is written once, not once a token.)
 ENGINE = """
 import asyncio, sys, threading
 from llmcli.engine.messages import Message
 from llmcli.engine.sampling import SamplingParams
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine, Job
+from llmcli.serve.mailbox import Mailbox
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
 from llmcli.serve.outcome import Outcome
@@ -120,8 +122,9 @@ path, tokens = sys.argv[1], int(sys.argv[2])
 config = ServeConfig(model_path=path, model_name="m", ctx=512, threads=1)
 model = Model("m", path, config)
 loop, done = asyncio.new_event_loop(), threading.Event()
+post = Mailbox(loop).post
 def deliver(event):
-    loop.call_soon_threadsafe(print, event)
+    post(print, event)
     if isinstance(event, Outcome):
         done.set()
 params = SamplingParams(temperature=0.0) if sys.argv[4] == "greedy" else SamplingParams(seed=1)

@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
@@ -67,7 +68,8 @@ class Call:
         self.model = lease.model
         self.queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        self.job = Job(gen, self._deliver, t_arrival, lease.name)
+        # From the engine thread, onto this request's queue on the loop's thread, in the engine's order.
+        self.job = Job(gen, partial(server.mailbox(loop).post, self._arrive), t_arrival, lease.name)
         self._loop = loop
         self.deadline = t_arrival + server.config.timeout
         self.outcome: Outcome | None = None  # the request's (its choices' together)
@@ -84,10 +86,6 @@ class Call:
         self._polled = time.perf_counter()
         self._waiter: asyncio.Future | None = None  # what _next awaits while the queue is empty
         self._timer: asyncio.TimerHandle | None = None  # wakes _next to look at its clocks (_arrival)
-
-    def _deliver(self, event: object) -> None:
-        """From the engine thread: onto this request's queue, on the event loop's thread."""
-        self._loop.call_soon_threadsafe(self._arrive, event)
 
     def _arrive(self, event: object) -> None:
         """On the event loop, in the engine's order, whether anyone still reads the queue or not: the

@@ -92,6 +92,10 @@ class Engine:
         self._mail.set()
 
     @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
     def queued(self) -> int:
         return self.snapshot.waiting + len(self._inbox)
 
@@ -115,15 +119,16 @@ class Engine:
             self.snapshot = Snapshot()
 
     def _busy(self) -> bool:
-        for model in self._models.values():  # a loop, not any(generator): it runs before every step
+        for model in self._models.values():
             if model.busy:
                 return True
         return False
 
     def _loop(self) -> None:
         inbox, mail = self._inbox, self._mail
+        busy = False  # a model has sequences left after the last step
         while True:
-            if not inbox and not self._busy():
+            if not inbox and not busy:
                 mail.wait()
             if mail.is_set():
                 mail.clear()  # before the drain: a command posted from here on sets it again
@@ -137,7 +142,7 @@ class Engine:
                 while self._busy():
                     self._step_next()
                 return
-            self._step_next()
+            busy = self._step_next()
             if self._removing:
                 self._retire()
 
@@ -170,14 +175,16 @@ class Engine:
                 model.cancel(what)
         return False
 
-    def _step_next(self) -> None:
-        """One step of the next busy model, in turn."""
+    def _step_next(self) -> bool:
+        """One step of the next busy model, in turn; whether any model is busy after it."""
         if len(self._models) == 1:  # no turns to take; its snapshot is the server's
             (model,) = self._models.values()
-            if model.busy:
-                model.step(self.metrics)
-                self.snapshot = model.snapshot
-            return
+            sched = model.sched
+            if not sched.busy:
+                return False
+            model.step(self.metrics)
+            self.snapshot = model.snapshot
+            return sched.busy
         models = list(self._models.values())
         for i in range(len(models)):
             model = models[(self._turn + i) % len(models)]
@@ -185,7 +192,8 @@ class Engine:
                 self._turn = (self._turn + i + 1) % len(models)
                 model.step(self.metrics)
                 self._publish()
-                return
+                break
+        return self._busy()
 
     def _retire(self) -> None:
         """Close the models asked to go whose last sequence has gone."""

@@ -40,7 +40,7 @@ class Scheduler:
         self.rt = runtime
         self.ll = ll = runtime.ll
         self.config = config or SchedulerConfig()
-        ctx = runtime.ctx_ptr
+        self._ctx = ctx = runtime.ctx_ptr  # the runtime's for as long as it is loaded
         self.n_slots = int(ll.llama_n_seq_max(ctx))
         self.n_ctx = int(ll.llama_n_ctx(ctx))
         self.n_ctx_seq = int(ll.llama_n_ctx_seq(ctx))  # cells one sequence can ever hold
@@ -144,7 +144,7 @@ class Scheduler:
             plan = self._fill_batch()
             if not plan:
                 return events
-            rc = int(self.ll.llama_decode(self.rt.ctx_ptr, self.batch.for_decode()))
+            rc = int(self.ll.llama_decode(self._ctx, self.batch.for_decode()))
             self.counters.decode_calls += 1
             if rc == 0:
                 break
@@ -153,7 +153,8 @@ class Scheduler:
             self.counters.no_slot += 1
             events += self._make_room(plan)
         self._after_decode(plan, events)
-        self.admit()  # the cells released in this step go to waiting sequences now
+        if self.waiting:
+            self.admit()  # the cells released in this step go to waiting sequences now
         self.counters.steps += 1
         self.counters.step_ms.append((time.perf_counter() - t0) * 1000)
         return events
