@@ -162,7 +162,7 @@ class Scheduler:
     def _fill_batch(self) -> list[tuple[Sequence, int]]:
         """The next batch: every generating sequence's last token first, then prefill chunks."""
         batch, plan = self.batch, []
-        batch.clear()
+        batch.n = 0  # cleared
         # Slot order: with a KV stream per sequence, llama.cpp cuts a batch where ids stop being consecutive
         running, generating = self.running, []
         for seq in running:  # seq.prefilling, inlined: this runs for every sequence of every step
@@ -225,9 +225,10 @@ class Scheduler:
                 for fork in [s for s in self.running if s.wait_for is not None and s.wait_for == (seq, n)]:
                     self.admission.give_cells(fork, seq, n)
                     fork.i_batch = seq.i_batch
-                    events.append(fork.sample(self.rt, self.n_ctx_seq))
+                    events.append(fork.sample(rt, room))
                     self._release_if_done(fork, events[-1])
-            self._release_if_done(seq, event)
+            if event.finish_reason is not None:  # _release_if_done, inlined for every sequence's step
+                self._release(seq, keep=event.finish_reason != "cancelled")
 
     def _greedy(self) -> list[int]:
         """The tokens of this step's generating sequences (plan's first entries), when every one of

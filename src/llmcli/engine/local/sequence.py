@@ -80,7 +80,7 @@ class SeqStats:
         return self.decode_steps / ms * 1000 if ms and self.decode_steps else None
 
 
-@dataclass
+@dataclass(slots=True)  # one a token: no __dict__ to make
 class SeqEvent:
     """What one step did for one sequence: new text (may be empty) and, at the end, why it stopped."""
 
