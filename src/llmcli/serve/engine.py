@@ -1,12 +1,12 @@
 """The engine thread: it alone touches the llama contexts, and steps the loaded models in turn.
 
-The event loop hands it commands through a thread-safe queue (submit, cancel, add a loaded model,
+The event loop hands it commands through a thread-safe inbox (submit, cancel, add a loaded model,
 remove one, stop) and gets each request's events back through the `deliver` callback the request
-brought, which puts them on that request's asyncio.Queue with loop.call_soon_threadsafe. Before each
-step it drains its inbox, so a cancel (a client that left) frees the sequence's cells within one step,
-and a new request on another model waits for at most one step of the busy one: the busy models take
-turns, one scheduler step (one llama_decode) each. When nothing is busy it blocks on the inbox: no
-polling, no spinning. Loading happens elsewhere (the pool's loader thread); a loaded Model arrives
+brought, which posts them to the loop's mailbox (serve/mailbox.py), onto that request's
+asyncio.Queue. Before each step it drains its inbox, so a cancel (a client that left) frees the
+sequence's cells within one step, and a new request on another model waits for at most one step of
+the busy one: the busy models take turns, one scheduler step (one llama_decode) each. When nothing
+is busy it blocks on the inbox: no polling, no spinning. Loading happens elsewhere (the pool's loader thread); a loaded Model arrives
 here through the inbox, and leaves through it too, closed here once its last sequence is gone.
 """
 
