@@ -203,14 +203,23 @@ def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]
 
 
 def parts(out: Path) -> list[tuple[str, Path]]:
-    """The dumped parts of one run in order, each with its trigger ("before"/"after" llama_decode)."""
+    """The dumped parts of one run in order, each with its trigger ("before"/"after" llama_decode).
+    With --separate-threads a part is a file a thread (OUT.N-TT), given in the order of the threads."""
     found = []
     for path in out.parent.glob(out.name + ".*"):
+        number = re.fullmatch(r"\.(\d+)(?:-(\d+))?", path.suffix)
+        if not number:
+            continue
         head = path.read_text(errors="replace")[:2000]
         trigger = re.search(r"^desc: Trigger: (?:--dump-|Client Request: )(before|after)", head, re.M)
-        if trigger and path.suffix[1:].isdigit():
-            found.append((int(path.suffix[1:]), trigger.group(1).lower(), path))
-    return [(kind, path) for _, kind, path in sorted(found)]
+        if trigger:
+            found.append((int(number.group(1)), int(number.group(2) or 0), trigger.group(1).lower(), path))
+    return [(kind, path) for _, _, kind, path in sorted(found)]
+
+
+def thread(path: Path) -> int:
+    """The valgrind thread of a part's file (0: one file for every thread); 1 is the main thread."""
+    return int(path.suffix.partition("-")[2] or 0)
 
 
 def part_total(path: Path) -> int:
@@ -245,9 +254,12 @@ def groups(found: list[tuple[str, Path]]) -> list[list[Path]]:
     """The parts of each llama_decode call: the one dumped at its entry (the work since the last call
     ended) and the one at its exit (other threads' work meanwhile). The first holds start-up."""
     out: list[list[Path]] = []
+    last = ""
     for kind, path in found:
-        if kind == "before" or not out:
+        start = path.suffix.partition("-")[0]  # the part's number: its thread files go together
+        if (kind == "before" and start != last) or not out:
             out.append([])
+            last = start if kind == "before" else ""
         out[-1].append(path)
     return out[1:]
 
@@ -292,7 +304,8 @@ def summarize(calls: list[list[Path]], top: int, per: int = 1) -> float:
 
 def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: int, sampling: str) -> None:
     """`llmcli serve` under callgrind, one streamed chat completion from outside it; the intervals
-    between the llama_decode calls of that request's reply, over every thread of the server."""
+    between the llama_decode calls of that request's reply, over every thread of the server, and
+    the engine thread's alone (a part is dumped a file a thread: the event loop runs in the main one)."""
     import httpx
 
     home = out.parent / "home"
@@ -301,7 +314,8 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
     serve = [sys.executable, "-m", "llmcli", "serve", model, "--port", "0", "-t", "1", "--ctx", "512"]
     serve += ["--timeout", "86400"]
     log = out.parent / "serve.log"
-    grind = ["valgrind", "--tool=callgrind", *PROFILE, f"--callgrind-out-file={out}", f"--log-file={log}"]
+    grind = ["valgrind", "--tool=callgrind", *PROFILE, "--separate-threads=yes"]
+    grind += [f"--callgrind-out-file={out}", f"--log-file={log}"]
     proc = subprocess.Popen(
         grind + serve,
         env={**env, "LLMCLI_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -331,13 +345,21 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
         proc.send_signal(signal.SIGINT)
         proc.wait(600)
     # The last call's interval and what followed it (the finish, the last chunks) are no token's.
-    print(f"{len(times)} chunks streamed; {len(found) // 2} llama_decode calls")
     calls = groups(found)[1:]
+    print(f"{len(times)} chunks streamed; {len(calls) + 1} llama_decode calls")
     summarize(calls, top)
     # Between a decode's exit and the next one's entry (well under a second here) the engine thread
-    # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode.
-    print("between the decode calls only (the parts dumped at entry):")
-    summarize([call[:1] for call in calls], top // 2)
+    # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode,
+    # as valgrind (one thread at a time) hands its lock to the loop at the engine's wake-up write, or
+    # at the end of a time slice, or not: the parts dumped at entry hold it or not, and spread.
+    number = lambda path: path.suffix.partition("-")[0]  # noqa: E731 (a part's number, its files alike)
+    entry = [[path for path in call if number(path) == number(call[0])] for call in calls]
+    print("between the decode calls only (the parts dumped at entry), every thread:")
+    summarize(entry, top // 2)
+    print("between the decode calls, the engine thread alone (every thread but the event loop's):")
+    summarize([[path for path in call if thread(path) != 1] for call in entry], top // 2)
+    print("the event loop's thread, per token (a part a decode call, both of its files):")
+    summarize([[path for path in call if thread(path) == 1] for call in calls], top // 4)
     # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
     # callgrind a token takes seconds, not milliseconds: most of the parts dumped at the decode exits
     # are theirs. (Their rate times the seconds does not subtract them: while the engine thread holds
@@ -353,9 +375,10 @@ def idle_rate(pid: int, out: Path, seconds: float = 20.0) -> float:
     time.sleep(seconds)
     subprocess.run(["callgrind_control", "--dump=idle", str(pid)], check=True, capture_output=True)
     elapsed = time.monotonic() - t0
-    dumped = [p for p in out.parent.glob(out.name + ".*") if p.suffix[1:].isdigit()]
-    last = max(dumped, key=lambda p: int(p.suffix[1:]))
-    return part_total(last) / elapsed
+    numbered = [(re.fullmatch(r"\.(\d+)(?:-\d+)?", p.suffix), p) for p in out.parent.glob(out.name + ".*")]
+    dumped = [(int(m.group(1)), p) for m, p in numbered if m]
+    last = max(n for n, _ in dumped)
+    return sum(part_total(p) for n, p in dumped if n == last) / elapsed  # its files, a thread each
 
 
 # --draft lookup: a copy task (the 135M model fixes typos in a text it mostly copies) run drafted and
