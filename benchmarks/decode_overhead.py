@@ -9,7 +9,7 @@ prefill cancelled out. Contestants:
   stream   `llmcli chat PROMPT` as a user runs it, reply streamed to stdout (a pipe to /dev/null)
   json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
   serve    (--profile only) `llmcli serve -t 1` under valgrind, one client outside it streaming
-           /v1/chat/completions: every thread's work (engine, event loop, uvicorn) counts
+           /v1/chat/completions: the engine thread's work between two decode calls
   engine   (--profile only) serve's engine thread alone (Engine, Model, one streamed chat request, its
            events handed to an event loop that never runs): the serve row without the loop's work
   batch64  (--profile only) the engine's Scheduler stepping 64 sequences of one short prompt: the
@@ -23,7 +23,7 @@ entry to and exit from llama_decode: the parts between two calls are exactly the
 outside llama_decode. It prints their mean and the functions they spend it in (exclusive), over the
 decode loop's steady tokens (the first parts hold start-up and the prefill). Collection is off
 inside llama_decode (--toggle-collect, which callgrind keeps per thread), so the parts dumped at
-its exits hold what other threads (serve's event loop) did meanwhile, and count too.
+its exits hold what other threads did meanwhile, and count too (serve counts each thread apart).
 
 It prints each one's instructions per token, the part inside llama_decode, and the rest: the
 Python overhead per token, also as a fraction of llama_decode's cost (at 1 thread, where no
@@ -217,11 +217,6 @@ def parts(out: Path) -> list[tuple[str, Path]]:
     return [(kind, path) for _, _, kind, path in sorted(found)]
 
 
-def thread(path: Path) -> int:
-    """The valgrind thread of a part's file (0: one file for every thread); 1 is the main thread."""
-    return int(path.suffix.partition("-")[2] or 0)
-
-
 def part_total(path: Path) -> int:
     # totals, not summary: after a part whose code ran uninstrumented (batch64's llama_decode), callgrind
     # 3.19 writes a summary that wrapped below zero, and the right totals.
@@ -303,9 +298,12 @@ def summarize(calls: list[list[Path]], top: int, per: int = 1) -> float:
 
 
 def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: int, sampling: str) -> None:
-    """`llmcli serve` under callgrind, one streamed chat completion from outside it; the intervals
-    between the llama_decode calls of that request's reply, over every thread of the server, and
-    the engine thread's alone (a part is dumped a file a thread: the event loop runs in the main one)."""
+    """`llmcli serve` under callgrind, one streamed chat completion from outside it; the engine
+    thread's work between the llama_decode calls of that request's reply. Each thread is counted
+    apart (--separate-threads), and a part dumped at a decode call holds the calling thread's work
+    only: valgrind runs one thread at a time and hands its lock to the event loop at the engine's
+    wake-up write or at the end of a time slice, or not, so a part of every thread held the loop's
+    work for a token or not, 0.13 M against 0.45 M (the README's "before" rows were counted so)."""
     import httpx
 
     home = out.parent / "home"
@@ -347,19 +345,10 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
     # The last call's interval and what followed it (the finish, the last chunks) are no token's.
     calls = groups(found)[1:]
     print(f"{len(times)} chunks streamed; {len(calls) + 1} llama_decode calls")
+    # Between a decode's exit and the next one's entry the engine thread samples, steps and posts the
+    # token's events (the part dumped at entry); the part dumped at exit holds nothing of it.
+    print("between the decode calls, the engine thread:")
     summarize(calls, top)
-    # Between a decode's exit and the next one's entry (well under a second here) the engine thread
-    # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode,
-    # as valgrind (one thread at a time) hands its lock to the loop at the engine's wake-up write, or
-    # at the end of a time slice, or not: the parts dumped at entry hold it or not, and spread.
-    number = lambda path: path.suffix.partition("-")[0]  # noqa: E731 (a part's number, its files alike)
-    entry = [[path for path in call if number(path) == number(call[0])] for call in calls]
-    print("between the decode calls only (the parts dumped at entry), every thread:")
-    summarize(entry, top // 2)
-    print("between the decode calls, the engine thread alone (every thread but the event loop's):")
-    summarize([[path for path in call if thread(path) != 1] for call in entry], top // 2)
-    print("the event loop's thread, per token (a part a decode call, both of its files):")
-    summarize([[path for path in call if thread(path) == 1] for call in calls], top // 4)
     # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
     # callgrind a token takes seconds, not milliseconds: most of the parts dumped at the decode exits
     # are theirs. (Their rate times the seconds does not subtract them: while the engine thread holds
