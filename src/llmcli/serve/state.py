@@ -74,6 +74,7 @@ class Server:
         """After the engine thread has stopped, which alone posts to it."""
         if self._mailbox is not None and not self.engine.alive:
             self._mailbox.close()
+            self._mailbox = None
 
     def defaults(self, model: Model) -> Defaults:
         from llmcli.engine.tools import detect
