@@ -6,8 +6,9 @@ brought, which posts them to the loop's mailbox (serve/mailbox.py), onto that re
 asyncio.Queue. Before each step it drains its inbox, so a cancel (a client that left) frees the
 sequence's cells within one step, and a new request on another model waits for at most one step of
 the busy one: the busy models take turns, one scheduler step (one llama_decode) each. When nothing
-is busy it blocks on the inbox: no polling, no spinning. Loading happens elsewhere (the pool's loader thread); a loaded Model arrives
-here through the inbox, and leaves through it too, closed here once its last sequence is gone.
+is busy it blocks on the inbox: no polling, no spinning. Loading happens elsewhere (the pool's
+loader thread); a loaded Model arrives here through the inbox, and leaves through it too, closed
+here once its last sequence is gone.
 """
 
 from __future__ import annotations
