@@ -9,7 +9,9 @@ prefill cancelled out. Contestants:
   stream   `llmcli chat PROMPT` as a user runs it, reply streamed to stdout (a pipe to /dev/null)
   json     `llmcli chat --json PROMPT`, the path benchmarks/chat_vs_native.py times
   serve    (--profile only) `llmcli serve -t 1` under valgrind, one client outside it streaming
-           /v1/chat/completions: every thread's work (engine, event loop, uvicorn) counts
+           /v1/chat/completions: the engine thread's work between two decode calls
+  engine   (--profile only) serve's engine thread alone (Engine, Model, one streamed chat request, its
+           events handed to an event loop that never runs): the serve row without the loop's work
   batch64  (--profile only) the engine's Scheduler stepping 64 sequences of one short prompt: the
            instructions outside llama_decode in a step, / 64 (per sequence per step)
   lookup   `llmcli chat --draft lookup` on a copy prompt (a text with typos to fix), against plain
@@ -21,7 +23,7 @@ entry to and exit from llama_decode: the parts between two calls are exactly the
 outside llama_decode. It prints their mean and the functions they spend it in (exclusive), over the
 decode loop's steady tokens (the first parts hold start-up and the prefill). Collection is off
 inside llama_decode (--toggle-collect, which callgrind keeps per thread), so the parts dumped at
-its exits hold what other threads (serve's event loop) did meanwhile, and count too.
+its exits hold what other threads did meanwhile, and count too (serve counts each thread apart).
 
 It prints each one's instructions per token, the part inside llama_decode, and the rest: the
 Python overhead per token, also as a fraction of llama_decode's cost (at 1 thread, where no
@@ -103,6 +105,42 @@ while sched.busy:
 """
 BATCH_SIZE = 64
 
+# serve's engine thread alone, as `llmcli serve` runs it (Engine, Model, one streamed chat request,
+# each event posted to an event loop's mailbox), but the loop never runs: none of its work (the chunk,
+# the socket) lands between two decode calls, as under `--profile serve` it may. (Nor is the mailbox
+# drained: its wake-up byte is written once, not once a token.)
+ENGINE = """
+import asyncio, sys, threading
+from llmcli.engine.messages import Message
+from llmcli.engine.sampling import SamplingParams
+from llmcli.serve.config import ServeConfig
+from llmcli.serve.engine import Engine, Job
+from llmcli.serve.mailbox import Mailbox
+from llmcli.serve.metrics import ServeMetrics
+from llmcli.serve.models import Model
+from llmcli.serve.outcome import Outcome
+from llmcli.serve.protocol import Generation
+path, tokens = sys.argv[1], int(sys.argv[2])
+config = ServeConfig(model_path=path, model_name="m", ctx=512, threads=1)
+model = Model("m", path, config)
+loop, done = asyncio.new_event_loop(), threading.Event()
+post = Mailbox(loop).post
+def deliver(event):
+    post(print, event)
+    if isinstance(event, Outcome):
+        done.set()
+params = SamplingParams(temperature=0.0) if sys.argv[4] == "greedy" else SamplingParams(seed=1)
+gen = Generation([Message("user", sys.argv[3])], None, params, tokens, stream=True)
+job = Job(gen, deliver, 0.0, "m")
+job.prompt = model.prompts.prepare(gen)
+engine = Engine(config, ServeMetrics(), lambda: None)
+engine.start()
+engine.add(model)
+engine.submit(job)
+done.wait()
+engine.stop()
+"""
+
 
 def command(kind: str, model: str, n: int, sampling: list[str], pick: str = "default") -> list[str]:
     py = sys.executable
@@ -110,9 +148,11 @@ def command(kind: str, model: str, n: int, sampling: list[str], pick: str = "def
         return lookup_command(kind, model, n, sampling)
     if kind == "bare":
         return [py, "-c", BARE, model, str(n), PROMPT]
+    chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
     if kind == "batch64":
-        chain = "greedy" if sampling == SAMPLING["greedy"] else "default"
         return [py, "-c", BATCH, model, str(n), PROMPT, chain, str(marks_library()), pick]
+    if kind == "engine":
+        return [py, "-c", ENGINE, model, str(n), PROMPT, chain]
     chat = [py, "-m", "llmcli", "chat", "-m", model, *sampling, "-n", str(n), "-t", "1", "--ctx", "512"]
     return chat + (["--json"] if kind == "json" else []) + [PROMPT]
 
@@ -165,14 +205,18 @@ def callgrind(cmd: list[str], out: Path, env: dict[str, str]) -> tuple[int, int]
 
 
 def parts(out: Path) -> list[tuple[str, Path]]:
-    """The dumped parts of one run in order, each with its trigger ("before"/"after" llama_decode)."""
+    """The dumped parts of one run in order, each with its trigger ("before"/"after" llama_decode).
+    With --separate-threads a part is a file a thread (OUT.N-TT), given in the order of the threads."""
     found = []
     for path in out.parent.glob(out.name + ".*"):
+        number = re.fullmatch(r"\.(\d+)(?:-(\d+))?", path.suffix)
+        if not number:
+            continue
         head = path.read_text(errors="replace")[:2000]
         trigger = re.search(r"^desc: Trigger: (?:--dump-|Client Request: )(before|after)", head, re.M)
-        if trigger and path.suffix[1:].isdigit():
-            found.append((int(path.suffix[1:]), trigger.group(1).lower(), path))
-    return [(kind, path) for _, kind, path in sorted(found)]
+        if trigger:
+            found.append((int(number.group(1)), int(number.group(2) or 0), trigger.group(1).lower(), path))
+    return [(kind, path) for _, _, kind, path in sorted(found)]
 
 
 def part_total(path: Path) -> int:
@@ -207,9 +251,12 @@ def groups(found: list[tuple[str, Path]]) -> list[list[Path]]:
     """The parts of each llama_decode call: the one dumped at its entry (the work since the last call
     ended) and the one at its exit (other threads' work meanwhile). The first holds start-up."""
     out: list[list[Path]] = []
+    last = ""
     for kind, path in found:
-        if kind == "before" or not out:
+        start = path.suffix.partition("-")[0]  # the part's number: its thread files go together
+        if (kind == "before" and start != last) or not out:
             out.append([])
+            last = start if kind == "before" else ""
         out[-1].append(path)
     return out[1:]
 
@@ -253,8 +300,12 @@ def summarize(calls: list[list[Path]], top: int, per: int = 1) -> float:
 
 
 def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: int, sampling: str) -> None:
-    """`llmcli serve` under callgrind, one streamed chat completion from outside it; the intervals
-    between the llama_decode calls of that request's reply, over every thread of the server."""
+    """`llmcli serve` under callgrind, one streamed chat completion from outside it; the engine
+    thread's work between the llama_decode calls of that request's reply. Each thread is counted
+    apart (--separate-threads), and a part dumped at a decode call holds the calling thread's work
+    only: valgrind runs one thread at a time and hands its lock to the event loop at the engine's
+    wake-up write or at the end of a time slice, or not, so a part of every thread held the loop's
+    work for a token or not, 0.13 M against 0.45 M (the README's "before" rows were counted so)."""
     import httpx
 
     home = out.parent / "home"
@@ -263,7 +314,8 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
     serve = [sys.executable, "-m", "llmcli", "serve", model, "--port", "0", "-t", "1", "--ctx", "512"]
     serve += ["--timeout", "86400"]
     log = out.parent / "serve.log"
-    grind = ["valgrind", "--tool=callgrind", *PROFILE, f"--callgrind-out-file={out}", f"--log-file={log}"]
+    grind = ["valgrind", "--tool=callgrind", *PROFILE, "--separate-threads=yes"]
+    grind += [f"--callgrind-out-file={out}", f"--log-file={log}"]
     proc = subprocess.Popen(
         grind + serve,
         env={**env, "LLMCLI_HOME": str(home)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -293,13 +345,12 @@ def profile_serve(model: str, out: Path, env: dict[str, str], top: int, tokens: 
         proc.send_signal(signal.SIGINT)
         proc.wait(600)
     # The last call's interval and what followed it (the finish, the last chunks) are no token's.
-    print(f"{len(times)} chunks streamed; {len(found) // 2} llama_decode calls")
     calls = groups(found)[1:]
+    print(f"{len(times)} chunks streamed; {len(calls) + 1} llama_decode calls")
+    # Between a decode's exit and the next one's entry the engine thread samples, steps and posts the
+    # token's events (the part dumped at entry); the part dumped at exit holds nothing of it.
+    print("between the decode calls, the engine thread:")
     summarize(calls, top)
-    # Between a decode's exit and the next one's entry (well under a second here) the engine thread
-    # samples, steps and delivers; the loop's chunk for the token runs then or inside the next decode.
-    print("between the decode calls only (the parts dumped at entry):")
-    summarize([call[:1] for call in calls], top // 2)
     # Timers fire by the wall clock (uvicorn's tick every 0.1 s, a call's poll every 0.25 s), and under
     # callgrind a token takes seconds, not milliseconds: most of the parts dumped at the decode exits
     # are theirs. (Their rate times the seconds does not subtract them: while the engine thread holds
@@ -315,9 +366,10 @@ def idle_rate(pid: int, out: Path, seconds: float = 20.0) -> float:
     time.sleep(seconds)
     subprocess.run(["callgrind_control", "--dump=idle", str(pid)], check=True, capture_output=True)
     elapsed = time.monotonic() - t0
-    dumped = [p for p in out.parent.glob(out.name + ".*") if p.suffix[1:].isdigit()]
-    last = max(dumped, key=lambda p: int(p.suffix[1:]))
-    return part_total(last) / elapsed
+    numbered = [(re.fullmatch(r"\.(\d+)(?:-\d+)?", p.suffix), p) for p in out.parent.glob(out.name + ".*")]
+    dumped = [(int(m.group(1)), p) for m, p in numbered if m]
+    last = max(n for n, _ in dumped)
+    return sum(part_total(p) for n, p in dumped if n == last) / elapsed  # its files, a thread each
 
 
 # --draft lookup: a copy task (the 135M model fixes typos in a text it mostly copies) run drafted and

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 MASK = "***"
+_utf_8_decode = codecs.utf_8_decode
 
 
 def _held_suffix(buffer: str, candidates: list[str]) -> int:
@@ -27,17 +28,25 @@ def _held_suffix(buffer: str, candidates: list[str]) -> int:
 
 
 class Utf8Stream:
-    """Joins token bytes into text; a character split across tokens waits for its last byte."""
+    """Joins token bytes into text; a character split across tokens waits for its last byte.
+
+    What codecs' incremental UTF-8 decoder does (errors="replace"), without its Python-level decode
+    method between every token and the C decoder."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._held = b""  # the first bytes of a character whose last has not come yet
 
     def feed(self, data: bytes) -> str:
-        return self._decoder.decode(data)
+        if self._held:
+            data = self._held + data
+        text, used = _utf_8_decode(data, "replace", False)
+        self._held = data[used:]
+        return text
 
     def flush(self) -> str:
         # Only a reply cut off mid-character reaches here with bytes left; they become U+FFFD once.
-        return self._decoder.decode(b"", final=True)
+        held, self._held = self._held, b""
+        return _utf_8_decode(held, "replace", True)[0]
 
 
 class StopMatcher:
@@ -130,8 +139,11 @@ class Postprocessor:
         self.utf8 = Utf8Stream()
         self.stop = StopMatcher(stops or [])
         self.filter = word_filter or WordFilter([])
-        # No stop strings and no words to mask: only UTF-8 reassembly, on every token of the loop.
+        # No stop strings and no words to mask: only UTF-8 reassembly, on every token of the loop,
+        # where feed is the decoder's own (one Python call a token, not two).
         self._decode = self.utf8.feed if not self.stop.stops and not self.filter.words else None
+        if self._decode is not None:
+            self.feed = self._decode  # type: ignore[method-assign]
 
     @property
     def stopped(self) -> bool:

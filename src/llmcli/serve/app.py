@@ -112,6 +112,7 @@ def create_app(server: Server):
             if loading is not None:
                 loading.cancel()
             server.engine.stop(timeout=server.config.grace + 30)
+            server.close_mailbox()
             server.pool.close()
             server.renderer.shutdown(wait=False, cancel_futures=True)
 

@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
@@ -67,7 +68,8 @@ class Call:
         self.model = lease.model
         self.queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        self.job = Job(gen, self._deliver, t_arrival, lease.name)
+        # From the engine thread, onto this request's queue on the loop's thread, in the engine's order.
+        self.job = Job(gen, partial(server.mailbox(loop).post, self._arrive), t_arrival, lease.name)
         self._loop = loop
         self.deadline = t_arrival + server.config.timeout
         self.outcome: Outcome | None = None  # the request's (its choices' together)
@@ -83,10 +85,7 @@ class Call:
         self._started = False  # the engine has tokenized it (Started came)
         self._polled = time.perf_counter()
         self._waiter: asyncio.Future | None = None  # what _next awaits while the queue is empty
-
-    def _deliver(self, event: object) -> None:
-        """From the engine thread: onto this request's queue, on the event loop's thread."""
-        self._loop.call_soon_threadsafe(self._arrive, event)
+        self._timer: asyncio.TimerHandle | None = None  # wakes _next to look at its clocks (_arrival)
 
     def _arrive(self, event: object) -> None:
         """On the event loop, in the engine's order, whether anyone still reads the queue or not: the
@@ -99,6 +98,7 @@ class Call:
             if refused is not None:
                 event = refused  # start() answers it; its close() cancels the sequence
         elif isinstance(event, Outcome):
+            self.server.metrics.observe_itl()  # the engine's latencies so far, on this thread, not its
             self.outcomes[event.index] = event
             if all(self.outcomes):
                 whole = combined([o for o in self.outcomes if o is not None])
@@ -255,15 +255,25 @@ class Call:
             return self.queue.get_nowait()
 
     async def _arrival(self, timeout: float) -> None:
-        """Until the engine queues an event, or `timeout` s: one future and one timer, where
-        asyncio.wait_for(queue.get()) made a task, a second future and a timer for every token."""
-        self._waiter = waiter = self._loop.create_future()
-        timer = self._loop.call_later(timeout, _wake, waiter)
+        """Until the engine queues an event, or `timeout` s at most: one future a token, where
+        asyncio.wait_for(queue.get()) made a task, a second future and a timer for every token. The
+        timer stays for the waits after (it may wake one early: the caller looks at its clocks and
+        waits again); a new one is made when it has rung or would ring too late."""
+        loop = self._loop
+        self._waiter = waiter = loop.create_future()
+        at = loop.time() + timeout
+        if self._timer is None or self._timer.when() > at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(at, self._ring)
         try:
             await waiter
         finally:
-            timer.cancel()
             self._waiter = None
+
+    def _ring(self) -> None:
+        self._timer = None
+        _wake(self._waiter)
 
     def _drained(self) -> ApiError:
         """The server is stopping and the grace period ran out before this reply was done: a 503 (in
@@ -284,6 +294,9 @@ class Call:
         """Once: cancel the sequence if it has not finished and give back its place. Its tokens are
         charged when the engine's Outcome comes (_arrive), read or not. The model's lease goes too:
         a sequence still running is cancelled first, in the engine's inbox order."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._counted:
             self.lease.release()
             return

@@ -1,19 +1,20 @@
 """The engine thread: it alone touches the llama contexts, and steps the loaded models in turn.
 
-The event loop hands it commands through a thread-safe queue (submit, cancel, add a loaded model,
+The event loop hands it commands through a thread-safe inbox (submit, cancel, add a loaded model,
 remove one, stop) and gets each request's events back through the `deliver` callback the request
-brought, which puts them on that request's asyncio.Queue with loop.call_soon_threadsafe. Before each
-step it drains its inbox, so a cancel (a client that left) frees the sequence's cells within one step,
-and a new request on another model waits for at most one step of the busy one: the busy models take
-turns, one scheduler step (one llama_decode) each. When nothing is busy it blocks on the inbox: no
-polling, no spinning. Loading happens elsewhere (the pool's loader thread); a loaded Model arrives
-here through the inbox, and leaves through it too, closed here once its last sequence is gone.
+brought, which posts them to the loop's mailbox (serve/mailbox.py), onto that request's
+asyncio.Queue. Before each step it drains its inbox, so a cancel (a client that left) frees the
+sequence's cells within one step, and a new request on another model waits for at most one step of
+the busy one: the busy models take turns, one scheduler step (one llama_decode) each. When nothing
+is busy it blocks on the inbox: no polling, no spinning. Loading happens elsewhere (the pool's
+loader thread); a loaded Model arrives here through the inbox, and leaves through it too, closed
+here once its last sequence is gone.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,10 @@ class Engine:
         self.ready = threading.Event()  # the thread runs
         self.error: BaseException | None = None
         self.snapshot = Snapshot(ready=True)  # every loaded model's together
-        self._inbox: queue.Queue = queue.Queue()
+        # A deque and an Event rather than a queue.Queue: a busy engine looks at its inbox before every
+        # step, and an empty Queue answers get_nowait with a lock taken and an exception raised.
+        self._inbox: deque[tuple[str, Any]] = deque()
+        self._mail = threading.Event()  # set after each put: an idle engine waits on it
         self._models: dict[str, Model] = {}  # the engine thread's own: the event loop never reads it
         self._removing: dict[str, Callable[[], None]] = {}  # name -> called once it is closed
         self._turn = 0  # round robin: the index of the model whose step comes next
@@ -65,28 +69,36 @@ class Engine:
         self._thread.start()
 
     def submit(self, job: Job) -> None:
-        self._inbox.put(("submit", job))
+        self._post("submit", job)
 
     def cancel(self, job: Job) -> None:
-        self._inbox.put(("cancel", job))
+        self._post("cancel", job)
 
     def add(self, model: Model) -> None:
         """A model the loader made: requests for it may be submitted right after (the inbox is FIFO)."""
-        self._inbox.put(("add", model))
+        self._post("add", model)
 
     def remove(self, name: str, done: Callable[[], None]) -> None:
         """Close the model once its last sequence is gone (it gets no new ones), then call `done`
         (from the engine thread)."""
-        self._inbox.put(("remove", (name, done)))
+        self._post("remove", (name, done))
 
     def stop(self, timeout: float = 30.0) -> None:
         """Cancel what is left, free every cell, close every model; wait for the thread."""
-        self._inbox.put(("stop", None))
+        self._post("stop", None)
         self._thread.join(timeout)
+
+    def _post(self, kind: str, what: Any) -> None:
+        self._inbox.append((kind, what))  # before the wake-up: the engine clears it, then drains
+        self._mail.set()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     @property
     def queued(self) -> int:
-        return self.snapshot.waiting + self._inbox.qsize()
+        return self.snapshot.waiting + len(self._inbox)
 
     # -- the engine thread -------------------------------------------------------------------
     def _main(self) -> None:
@@ -108,21 +120,22 @@ class Engine:
             self.snapshot = Snapshot()
 
     def _busy(self) -> bool:
-        return any(model.busy for model in self._models.values())
+        for model in self._models.values():
+            if model.busy:
+                return True
+        return False
 
     def _loop(self) -> None:
+        inbox, mail = self._inbox, self._mail
+        busy = False  # a model has sequences left after the last step
         while True:
-            try:
-                command = self._inbox.get(block=not self._busy())
-            except queue.Empty:
-                command = None
+            if not inbox and not busy:
+                mail.wait()
+            if mail.is_set():
+                mail.clear()  # before the drain: a command posted from here on sets it again
             stopping = False
-            while command is not None:
-                stopping = self._handle(*command) or stopping
-                try:
-                    command = self._inbox.get_nowait()
-                except queue.Empty:
-                    command = None
+            while inbox:
+                stopping = self._handle(*inbox.popleft()) or stopping
             if stopping:
                 for model in self._models.values():
                     for job, _ in list(model.jobs.values()):
@@ -130,8 +143,9 @@ class Engine:
                 while self._busy():
                     self._step_next()
                 return
-            self._step_next()
-            self._retire()
+            busy = self._step_next()
+            if self._removing:
+                self._retire()
 
     def _handle(self, kind: str, what: Any) -> bool:
         """One command; True for stop."""
@@ -162,8 +176,16 @@ class Engine:
                 model.cancel(what)
         return False
 
-    def _step_next(self) -> None:
-        """One step of the next busy model, in turn."""
+    def _step_next(self) -> bool:
+        """One step of the next busy model, in turn; whether any model is busy after it."""
+        if len(self._models) == 1:  # no turns to take; its snapshot is the server's
+            (model,) = self._models.values()
+            sched = model.sched
+            if not sched.busy:
+                return False
+            model.step(self.metrics)
+            self.snapshot = model.snapshot
+            return sched.busy
         models = list(self._models.values())
         for i in range(len(models)):
             model = models[(self._turn + i) % len(models)]
@@ -171,7 +193,8 @@ class Engine:
                 self._turn = (self._turn + i + 1) % len(models)
                 model.step(self.metrics)
                 self._publish()
-                return
+                break
+        return self._busy()
 
     def _retire(self) -> None:
         """Close the models asked to go whose last sequence has gone."""
@@ -186,6 +209,10 @@ class Engine:
             self._removing.pop(name)()
 
     def _publish(self) -> None:
+        if len(self._models) == 1:  # its snapshot is the server's: no sum to build after every step
+            (model,) = self._models.values()
+            self.snapshot = model.snapshot
+            return
         snaps = [model.snapshot for model in self._models.values()]
         self.snapshot = Snapshot(
             **{

@@ -5,6 +5,7 @@ vLLM's `model_name` label is on the request, token and TTFT families; its values
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 # Seconds; vLLM's buckets for the same histograms, cut to what a CPU server sees.
@@ -31,6 +32,10 @@ class ServeMetrics:
             buckets=TTFT_BUCKETS,
             registry=registry,
         )
+        # The engine thread appends each reply token's inter-token latency here, and the event loop
+        # observes them at a scrape and at each request's end: Histogram.observe takes two locks and
+        # walks the buckets, a cost the engine thread would pay between two decodes.
+        self.itl_seen: deque[float] = deque()
         self.itl = Histogram(
             p + "inter_token_latency_seconds",
             "Time between two tokens of a reply.",
@@ -115,9 +120,19 @@ class ServeMetrics:
         self.kv_usage.set_function(lambda: _share(engine.snapshot, "kv_used"))
         self.kv_cached.set_function(lambda: _share(engine.snapshot, "kv_cached"))
 
+    def observe_itl(self) -> None:
+        """Into the histogram: the latencies the engine has seen since (from either thread)."""
+        seen, observe = self.itl_seen, self.itl.observe
+        try:
+            while True:
+                observe(seen.popleft())
+        except IndexError:  # drained (the other thread may have taken the last one)
+            pass
+
     def render(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+        self.observe_itl()
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 

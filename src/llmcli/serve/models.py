@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from llmcli.errors import UsageError
@@ -17,6 +18,8 @@ from llmcli.serve.config import ServeConfig
 from llmcli.serve.errors import context_exceeded
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
+
+N_PAST = attrgetter("n_past")
 
 
 @dataclass
@@ -175,26 +178,32 @@ class Model:
         calls = sched.counters.decode_calls
         events = sched.step()
         now = time.perf_counter()
+        jobs = self.jobs
         for event in events:
-            job, index = self.jobs.get(event.seq.id, (None, 0))
-            if job is None:
+            seq = event.seq
+            entry = jobs.get(seq.id)
+            if entry is None:
                 continue
-            stats = event.seq.stats
+            job, index = entry
+            stats = seq.stats
             if index == 0 and stats.completion_tokens > job.n_seen:  # a new token (the last: with the finish)
                 if job.n_seen == 0 and stats.t_first is not None:
                     metrics.ttft.labels(model_name=self.name).observe(stats.t_first - job.t_arrival)
                     metrics.queue_time.observe((stats.queue_ms or 0.0) / 1000)
                 elif job.t_last is not None:
-                    metrics.itl.observe(now - job.t_last)
+                    metrics.itl_seen.append(now - job.t_last)
                 job.n_seen, job.t_last = stats.completion_tokens, now
-            logprobs = event.seq.logprobs[job.logprobs_sent[index] :] if event.seq.logprobs else []
-            if event.text or logprobs:
+            if seq.logprobs:
+                logprobs = seq.logprobs[job.logprobs_sent[index] :]
                 job.logprobs_sent[index] += len(logprobs)
-                job.deliver(Delta(event.text, index, logprobs))
+                if event.text or logprobs:
+                    job.deliver(Delta(event.text, index, logprobs))
+            elif event.text:
+                job.deliver(Delta(event.text, index))
             if event.finish_reason is not None:
-                del self.jobs[event.seq.id]
+                del jobs[seq.id]
                 job.left -= 1
-                job.deliver(self._outcome(metrics, job, event.seq, event.finish_reason, now, index))
+                job.deliver(self._outcome(metrics, job, seq, event.finish_reason, now, index))
         if not events and calls == sched.counters.decode_calls and sched.waiting and not sched.running:
             self._refuse_unplaceable()
         self._publish()
@@ -240,8 +249,8 @@ class Model:
         self.snapshot = Snapshot(
             running=len(sched.running),
             waiting=len(sched.waiting),
-            kv_used=sum(s.n_past for s in sched.running),
-            kv_cached=sum(len(tokens) for tokens in sched.admission.idle.values()),
+            kv_used=sum(map(N_PAST, sched.running)),  # map, not a generator: no Python frame a step
+            kv_cached=sum(map(len, sched.admission.idle.values())),
             n_ctx=sched.n_ctx,
             finished=self.finished,
             generated=self.generated,

@@ -21,7 +21,7 @@ class Started:
     max_tokens: int  # the most reply tokens it may get: its own max_tokens, or the server's cap
 
 
-@dataclass
+@dataclass(slots=True)  # one a token: no __dict__ to make
 class Delta:
     text: str
     index: int = 0  # the choice (OpenAI's n)

@@ -18,6 +18,7 @@ from llmcli.serve.catalog import Catalog, Served, UnknownModel
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError
+from llmcli.serve.mailbox import Mailbox
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
 from llmcli.serve.pool import Lease, Pool
@@ -42,6 +43,7 @@ class Server:
     renderer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="llmcli-render")
     )
+    _mailbox: Mailbox | None = field(default=None, init=False, repr=False)  # see mailbox()
 
     @classmethod
     def make(cls, config: ServeConfig, catalog: Catalog, on_fatal=lambda: None, **kwargs: Any) -> Server:
@@ -60,6 +62,19 @@ class Server:
         server = cls(config, engine, gate, metrics, catalog, pool, **kwargs)
         pool.renderer = server.renderer
         return server
+
+    def mailbox(self, loop: asyncio.AbstractEventLoop) -> Mailbox:
+        """The engine thread's way to the calls on `loop` (made on the first call)."""
+        box = self._mailbox
+        if box is None or box.loop is not loop:
+            box = self._mailbox = Mailbox(loop)
+        return box
+
+    def close_mailbox(self) -> None:
+        """After the engine thread has stopped, which alone posts to it."""
+        if self._mailbox is not None and not self.engine.alive:
+            self._mailbox.close()
+            self._mailbox = None
 
     def defaults(self, model: Model) -> Defaults:
         from llmcli.engine.tools import detect

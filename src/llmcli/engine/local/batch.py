@@ -33,6 +33,9 @@ class TokenBatch:
         self._seq_ptrs[:capacity] = [base + i * size for i in range(capacity)]
         self._n_seq[:capacity] = [1] * capacity
         self.n = 0
+        # The sequence ids add_lasts wrote at rows 0.., their logits flags set: a decode loop's next
+        # step has the same ones, and writes only the tokens and the positions.
+        self._lasts: list[int] = []
 
     def clear(self) -> None:
         self.n = 0
@@ -44,6 +47,8 @@ class TokenBatch:
         n1 = n0 + k
         if n1 > self.capacity:
             raise ValueError(f"a batch of {n1} tokens exceeds its capacity of {self.capacity}")
+        if n0 < len(self._lasts):
+            self._lasts = []
         self._token[n0:n1] = tokens
         self._pos[n0:n1] = range(pos, pos + k)
         self._logits[n0:n1] = [0] * k
@@ -63,8 +68,10 @@ class TokenBatch:
             raise ValueError(f"a batch of {n1} tokens exceeds its capacity of {self.capacity}")
         self._token[n0:n1] = tokens
         self._pos[n0:n1] = positions
-        self._seq[n0:n1] = seq_ids
-        self._logits[n0:n1] = [1] * len(tokens)
+        if n0 or seq_ids != self._lasts:
+            self._seq[n0:n1] = seq_ids
+            self._logits[n0:n1] = [1] * len(tokens)
+            self._lasts = [] if n0 else seq_ids
         self.n = n1
         return n0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from operator import attrgetter
 
 from llmcli.engine.local.admission import Admission, cells_needed
 from llmcli.engine.local.batch import TokenBatch
@@ -30,6 +31,8 @@ from llmcli.engine.local.scheduler_config import NeverFits, SchedulerConfig, Sch
 from llmcli.engine.local.sequence import DONE, RUNNING, WAITING, Request, SeqEvent, Sequence
 from llmcli.errors import RuntimeFailure, UsageError
 
+SLOT = attrgetter("slot")
+
 
 class Scheduler:
     """Serves Requests on `runtime`'s context (a Runtime made with RuntimeConfig(n_seq_max=N))."""
@@ -38,7 +41,7 @@ class Scheduler:
         self.rt = runtime
         self.ll = ll = runtime.ll
         self.config = config or SchedulerConfig()
-        ctx = runtime.ctx_ptr
+        self._ctx = ctx = runtime.ctx_ptr  # the runtime's for as long as it is loaded
         self.n_slots = int(ll.llama_n_seq_max(ctx))
         self.n_ctx = int(ll.llama_n_ctx(ctx))
         self.n_ctx_seq = int(ll.llama_n_ctx_seq(ctx))  # cells one sequence can ever hold
@@ -57,6 +60,7 @@ class Scheduler:
         self.graph = GraphGreedy(ll, ctx, self.n_slots) if in_graph else None
         self._generating: list[Sequence] = []  # this step's, rows 0.. of its batch
         self._pending_events: list[SeqEvent] = []
+        self._cancelled = False  # a running sequence's cancel waits for the next step
         self._next_id = 0
         runtime.clear()  # the scheduler owns the context's cells from here on
 
@@ -88,6 +92,7 @@ class Scheduler:
         if seq.state == DONE:
             return
         seq.cancel_requested = True
+        self._cancelled = seq.state == RUNNING or self._cancelled
         if seq.state == WAITING:
             self.waiting.remove(seq)
             seq.state = DONE
@@ -134,15 +139,17 @@ class Scheduler:
     def step(self) -> list[SeqEvent]:
         t0 = time.perf_counter()
         events, self._pending_events = self._pending_events, []
-        for seq in [s for s in self.running if s.cancel_requested]:
-            events.append(seq.finish("cancelled"))
-            self._release(seq, keep=False)
+        if self._cancelled:  # a running sequence was cancelled since the last step
+            self._cancelled = False
+            for seq in [s for s in self.running if s.cancel_requested]:
+                events.append(seq.finish("cancelled"))
+                self._release(seq, keep=False)
         self.admit()
         while True:
             plan = self._fill_batch()
             if not plan:
                 return events
-            rc = int(self.ll.llama_decode(self.rt.ctx_ptr, self.batch.for_decode()))
+            rc = int(self.ll.llama_decode(self._ctx, self.batch.for_decode()))
             self.counters.decode_calls += 1
             if rc == 0:
                 break
@@ -151,7 +158,8 @@ class Scheduler:
             self.counters.no_slot += 1
             events += self._make_room(plan)
         self._after_decode(plan, events)
-        self.admit()  # the cells released in this step go to waiting sequences now
+        if self.waiting:
+            self.admit()  # the cells released in this step go to waiting sequences now
         self.counters.steps += 1
         self.counters.step_ms.append((time.perf_counter() - t0) * 1000)
         return events
@@ -159,24 +167,33 @@ class Scheduler:
     def _fill_batch(self) -> list[tuple[Sequence, int]]:
         """The next batch: every generating sequence's last token first, then prefill chunks."""
         batch, plan = self.batch, []
-        batch.clear()
+        batch.n = 0  # cleared
         # Slot order: with a KV stream per sequence, llama.cpp cuts a batch where ids stop being consecutive
-        generating = [s for s in self.running if not s.prefilling and not s.request.driven]
-        generating.sort(key=lambda s: s.slot)
-        if self.config.prefill_first and len(generating) < len(self.running):
-            generating = []
-        for seq in self.running:
+        running, generating = self.running, []
+        for seq in running:  # seq.prefilling, inlined: this runs for every sequence of every step
             seq.i_batch = -1
+            generated = seq.generated
+            if generated and len(seq.prompt) + len(generated) - seq.n_past <= 1 and not seq.request.driven:
+                generating.append(seq)
+        if len(generating) > 1:
+            generating.sort(key=SLOT)
+        if self.config.prefill_first and len(generating) < len(running):
+            generating = []
         if generating:  # one slice write per field for them all, and rows 0.. of the logits
-            tokens = [s.generated[-1] for s in generating]
-            first = batch.add_lasts(tokens, [s.n_past for s in generating], [s.slot for s in generating])
-            for i, seq in enumerate(generating, first):
+            tokens, positions, slots = [], [], []
+            for i, seq in enumerate(generating, batch.n):
                 seq.i_batch = i
-            plan += [(seq, 1) for seq in generating]
+                tokens.append(seq.generated[-1])
+                positions.append(seq.n_past)
+                slots.append(seq.slot)
+                plan.append((seq, 1))
+            batch.add_lasts(tokens, positions, slots)
         self._generating = generating
+        if len(generating) == len(running):  # nothing to prefill: every running sequence generates
+            return plan
         room = self.n_batch - len(generating)
         budget = min(room, self.config.prefill_chunk) if generating else room
-        for seq in self.running:
+        for seq in running:
             if budget <= 0:
                 break
             if not seq.prefilling or (seq.wait_for is not None and not self.admission.copy_prefix(seq)):
@@ -189,29 +206,34 @@ class Scheduler:
         return plan
 
     def _after_decode(self, plan: list[tuple[Sequence, int]], events: list[SeqEvent]) -> None:
-        counters = self.counters
-        for seq, n in plan:
+        counters, generating = self.counters, self._generating
+        if generating:  # plan's first entries, one token each
+            counters.decoded_tokens += len(generating)
+            for seq in generating:
+                seq.n_past += 1
+        for seq, n in plan[len(generating) :]:
             if seq.prefilling:
                 seq.stats.prefill_tokens += n
                 counters.prefill_tokens += n
             else:
                 counters.decoded_tokens += n
             seq.n_past += n
-        greedy = self._greedy()
+        greedy, rt, room = self._greedy(), self.rt, self.n_ctx_seq
         for j, (seq, _) in enumerate(plan):
             if seq.i_batch < 0 or seq.request.driven:  # its client samples it at i_batch
                 continue
             first = seq.stats.t_first is None
-            event = seq.sample(self.rt, self.n_ctx_seq, greedy[j] if j < len(greedy) else self._picked(seq))
+            event = seq.sample(rt, room, greedy[j] if j < len(greedy) else self._picked(seq))
             events.append(event)
             if first:  # before seq's release: its forks take its cells and read its logits row
                 n = len(seq.prompt)
                 for fork in [s for s in self.running if s.wait_for is not None and s.wait_for == (seq, n)]:
                     self.admission.give_cells(fork, seq, n)
                     fork.i_batch = seq.i_batch
-                    events.append(fork.sample(self.rt, self.n_ctx_seq, self._picked(fork)))
+                    events.append(fork.sample(rt, room, self._picked(fork)))
                     self._release_if_done(fork, events[-1])
-            self._release_if_done(seq, event)
+            if event.finish_reason is not None:  # _release_if_done, inlined for every sequence's step
+                self._release(seq, keep=event.finish_reason != "cancelled")
 
     def _greedy(self) -> list[int]:
         """The tokens of this step's generating sequences (plan's first entries), when every one of
@@ -246,6 +268,8 @@ class Scheduler:
     def admit(self) -> None:
         """Admit the waiting sequences that fit now. A step does it; the client of a driven sequence
         calls it first, to restore a cached prefix into its cells before they are prefilled."""
+        if not self.waiting:
+            return
         pool = self.n_ctx if self.unified else None
         for seq in self.admission.admit(self.waiting, self.running, pool):
             if seq.sampler is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from llmcli.errors import ContextOverflow
@@ -39,4 +40,5 @@ class SchedulerCounters:
     shared_tokens: int = 0
     prefill_tokens: int = 0
     decoded_tokens: int = 0
-    step_ms: list[float] = field(default_factory=list)
+    # The latest steps' times: a server steps for as long as it runs, and a list would grow with it.
+    step_ms: deque[float] = field(default_factory=lambda: deque(maxlen=4096))

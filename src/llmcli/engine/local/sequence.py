@@ -80,7 +80,7 @@ class SeqStats:
         return self.decode_steps / ms * 1000 if ms and self.decode_steps else None
 
 
-@dataclass
+@dataclass(slots=True)  # one a token: no __dict__ to make
 class SeqEvent:
     """What one step did for one sequence: new text (may be empty) and, at the end, why it stopped."""
 
@@ -163,7 +163,7 @@ class Sequence:
         k = self.request.logprobs
         logprob = None if k is None else token_logprob(rt, self.i_batch, token, k)
         event = self.accept(token, rt.piece(token), rt.is_eog(token), logprob)
-        if event.finish_reason is None and self.n_tokens > room:
+        if event.finish_reason is None and len(self.prompt) + len(self.generated) > room:
             event = self.finish("length", delta=event.text)  # its cells are full: no room to decode it
         return event
 
@@ -183,10 +183,11 @@ class Sequence:
         if logprob is not None:
             self.logprobs.append(logprob)
         stats.completion_tokens = len(self.generated)
-        delta = self.post.feed(piece)
+        post = self.post
+        delta = post.feed(piece)
         if delta:
             self.parts.append(delta)
-        if self.post.stopped:
+        if post.stop.stopped:
             return self.finish("stop", now, delta)
         if len(self.generated) >= self.max_tokens:
             return self.finish("length", now, delta)

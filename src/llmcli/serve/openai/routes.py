@@ -153,6 +153,17 @@ async def answer(request, call: Call, shape: Shape):
 class ClosingEvents(ClosesCall, EventSourceResponse):
     """OpenAI's stream, server-sent events."""
 
+    async def _send_with_timeout(self, send, message) -> None:
+        """sse-starlette's, without its per-send timeout (this response sets none): it opened an anyio
+        cancel scope with no deadline around every chunk's send."""
+        if self.send_timeout is not None:
+            return await super()._send_with_timeout(send, message)
+        try:
+            await send(message)
+        except BaseException:
+            self._send_interrupted = True
+            raise
+
 
 def sse(data: str) -> bytes:
     """One server-sent event of one line, as sse-starlette's ServerSentEvent(data, sep="\n") encodes
