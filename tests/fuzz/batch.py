@@ -33,13 +33,16 @@ def run_many(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float = 120,
+    memory: int | None = MEMORY,
 ) -> list[Result | None]:
     """Each argv of `runs` as `llmcli ARGV` with empty stdin, in the environment `env` (default:
-    this process's) and `cwd`: its Result, or None when it did not end within `timeout` seconds."""
+    this process's) and `cwd`: its Result, or None when it did not end within `timeout` seconds.
+    memory: the child's address-space limit in bytes (None: none, as a plain child has)."""
 
     def confine() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     results: list[Result | None] = [None] * len(runs)
     with tempfile.TemporaryDirectory(prefix="fuzz-batch-") as tmp:
