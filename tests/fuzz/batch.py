@@ -31,12 +31,14 @@ def run_many(
     runs: Sequence[Sequence[str]],
     *,
     env: Mapping[str, str] | None = None,
+    vars: Sequence[Mapping[str, str]] | None = None,
     cwd: Path | None = None,
     timeout: float = 120,
     memory: int | None = MEMORY,
 ) -> list[Result | None]:
     """Each argv of `runs` as `llmcli ARGV` with empty stdin, in the environment `env` (default:
     this process's) and `cwd`: its Result, or None when it did not end within `timeout` seconds.
+    vars: each run's own variables, over `env` (the child's os.environ during that run).
     memory: the child's address-space limit in bytes (None: none, as a plain child has)."""
 
     def confine() -> None:
@@ -47,7 +49,9 @@ def run_many(
     results: list[Result | None] = [None] * len(runs)
     with tempfile.TemporaryDirectory(prefix="fuzz-batch-") as tmp:
         folder = Path(tmp)
-        (folder / "runs.json").write_text(json.dumps([list(argv) for argv in runs]), encoding="utf-8")
+        each = [dict(v) for v in vars] if vars is not None else [{} for _ in runs]
+        cases = [{"argv": list(argv), "vars": v} for argv, v in zip(runs, each, strict=True)]
+        (folder / "runs.json").write_text(json.dumps(cases), encoding="utf-8")
         start = 0
         while start < len(runs):
             try:
@@ -100,16 +104,21 @@ def child() -> None:
     folder, start, timeout = Path(sys.argv[1]), int(sys.argv[2]), int(float(sys.argv[3]))
     runs = json.loads((folder / "runs.json").read_text(encoding="utf-8"))
     signal.signal(signal.SIGALRM, _hung)
+    base = dict(os.environ)
     for i in range(start, len(runs)):
+        os.environ.clear()
+        os.environ.update(base | runs[i]["vars"])  # click reads its completion variables from here
         with open(folder / f"{i}.out", "wb") as out, open(folder / f"{i}.err", "wb") as err:
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
-            env = Environment(stdin=io.StringIO(""), stdout=sys.stdout, stderr=sys.stderr)
+            env = Environment(
+                vars=os.environ.copy(), stdin=io.StringIO(""), stdout=sys.stdout, stderr=sys.stderr
+            )
             signal.alarm(timeout)
             try:
-                main(runs[i], env)
+                main(runs[i]["argv"], env)
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
