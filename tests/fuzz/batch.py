@@ -32,13 +32,15 @@ def run_many(
     *,
     env: Mapping[str, str] | None = None,
     vars: Sequence[Mapping[str, str]] | None = None,
+    cwds: Sequence[Path] | None = None,
     cwd: Path | None = None,
     timeout: float = 120,
     memory: int | None = MEMORY,
 ) -> list[Result | None]:
     """Each argv of `runs` as `llmcli ARGV` with empty stdin, in the environment `env` (default:
     this process's) and `cwd`: its Result, or None when it did not end within `timeout` seconds.
-    vars: each run's own variables, over `env` (the child's os.environ during that run).
+    vars: each run's own variables, over `env` (the child's os.environ during that run); cwds: each
+    run's own working folder (default: `cwd`).
     memory: the child's address-space limit in bytes (None: none, as a plain child has)."""
 
     def confine() -> None:
@@ -50,7 +52,10 @@ def run_many(
     with tempfile.TemporaryDirectory(prefix="fuzz-batch-") as tmp:
         folder = Path(tmp)
         each = [dict(v) for v in vars] if vars is not None else [{} for _ in runs]
-        cases = [{"argv": list(argv), "vars": v} for argv, v in zip(runs, each, strict=True)]
+        folders = [str(c) for c in cwds] if cwds is not None else [None for _ in runs]
+        cases = [
+            {"argv": list(argv), "vars": v, "cwd": c} for argv, v, c in zip(runs, each, folders, strict=True)
+        ]
         (folder / "runs.json").write_text(json.dumps(cases), encoding="utf-8")
         start = 0
         while start < len(runs):
@@ -100,14 +105,17 @@ def child() -> None:
 
     from llmcli.cli import main
     from llmcli.environment import Environment
+    from tests.support.cli import fresh_hf_constants
 
     folder, start, timeout = Path(sys.argv[1]), int(sys.argv[2]), int(float(sys.argv[3]))
     runs = json.loads((folder / "runs.json").read_text(encoding="utf-8"))
     signal.signal(signal.SIGALRM, _hung)
-    base = dict(os.environ)
+    base, here = dict(os.environ), os.getcwd()
     for i in range(start, len(runs)):
         os.environ.clear()
         os.environ.update(base | runs[i]["vars"])  # click reads its completion variables from here
+        fresh_hf_constants()  # and huggingface_hub its HF_*, as a fresh process would
+        os.chdir(runs[i]["cwd"] or here)
         with open(folder / f"{i}.out", "wb") as out, open(folder / f"{i}.err", "wb") as err:
             sys.stdout.flush()
             sys.stderr.flush()
