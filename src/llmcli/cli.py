@@ -7,6 +7,7 @@ exit code. LLMCLI_DEBUG=1 brings the traceback back.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 import traceback
@@ -211,11 +212,19 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
     sys.exit(status)
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command Typer builds from `app` (what `app(...)` builds on every call): built once,
+    since building it reads every command's signature and evaluates its annotations (~50 ms), and
+    reused by every later main() in the process."""
+    return typer.main.get_command(app)
+
+
 def _run(argv: list[str] | None, env: Environment) -> int | None:
     try:
         _check_arguments_are_utf8(sys.argv[1:] if argv is None else argv)
         # The Environment reaches every command as Typer's context object (ctx.obj): passed, never fetched.
-        result = app(args=argv, prog_name="llmcli", standalone_mode=False, obj=env)
+        result = _command().main(args=argv, prog_name="llmcli", standalone_mode=False, obj=env)
     except (KeyboardInterrupt, typer.Abort):
         env.stderr.write("\nllmcli: interrupted\n")
         return ExitStatus.INTERRUPTED

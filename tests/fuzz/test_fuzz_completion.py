@@ -27,7 +27,7 @@ from llmcli.commands.options import offerable
 from llmcli.errors import LlmcliError
 from llmcli.store import EMBEDDED_NAME, Store
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
-from tests.support.cli import cli_process
+from tests.fuzz.batch import run_many
 
 CASES = cases(default=15, long=400)  # per seed
 FIXED_SEED = 20261203
@@ -112,6 +112,7 @@ def test_completion_offers_only_safe_store_names(tmp_path: Path, seed: int) -> N
     rng = random.Random(seed)
     outcomes = {"offered": 0, "withheld": 0, "damaged manifest": 0, "failure": 0}
     failures = []
+    planned = []  # (case, home, names, listed, damaged, prefix, shell, words)
     for case in range(CASES):
         home = tmp_path / f"case{case}"
         (home / "files").mkdir(parents=True)
@@ -126,16 +127,21 @@ def test_completion_offers_only_safe_store_names(tmp_path: Path, seed: int) -> N
         prefix = rng.choice(["", rng.choice(names)[:1], rng.choice(names)[:3], "$(", "'", '"a'])
         shell = ("bash", "zsh", "fish")[case % 3]
         words = f"llmcli show {prefix}" if prefix else "llmcli show "
-        r = cli_process(
-            vars={
-                "LLMCLI_HOME": str(home),
-                "_LLMCLI_COMPLETE": f"complete_{shell}",
-                **protocol(shell, words),
-            },
-            timeout=120,
-        )
+        planned.append((case, home, names, listed, damaged, prefix, shell, words))
+    # Every case's completion in one child (tests/fuzz/batch.py), each with its own variables.
+    answers = run_many(
+        [() for _ in planned],
+        vars=[
+            {"LLMCLI_HOME": str(home), "_LLMCLI_COMPLETE": f"complete_{shell}", **protocol(shell, words)}
+            for _, home, _, _, _, _, shell, words in planned
+        ],
+        memory=None,
+    )
+    for (case, _home, names, listed, damaged, prefix, shell, words), r in zip(planned, answers, strict=True):
         problem = None
-        if not 0 <= r.exit_code < 128 or "Traceback" in r.stderr:
+        if r is None:
+            problem = "no end within 120 s"
+        elif not 0 <= r.exit_code < 128 or "Traceback" in r.stderr:
             problem = f"exit {r.exit_code}: {r.stderr[-300:]}"
         elif r.exit_code != 0 or r.stderr:
             problem = f"exit {r.exit_code}, stderr {r.stderr!r}"

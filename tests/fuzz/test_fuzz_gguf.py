@@ -24,6 +24,7 @@ import pytest
 
 from tests.fuzz import LONG, SEED_IDS, assert_reached, cases, seeds
 from tests.fuzz import gguf_files as g
+from tests.fuzz.batch import run_many
 from tests.fuzz.gguf_files import (
     ARR,
     F32,
@@ -36,7 +37,7 @@ from tests.fuzz.gguf_files import (
     encode_kv,
     layout,
 )
-from tests.support.cli import Result, cli_process
+from tests.support.cli import Result
 
 N_CASES = cases(default=15, long=1000)
 FIXED_SEED = 14
@@ -332,7 +333,8 @@ def snapshot(*dirs: Path) -> set[tuple[str, int, int]]:
     return seen
 
 
-def run(root: Path, *args: str) -> Result:
+def child_env(root: Path) -> dict[str, str]:
+    """A child's variables: every place it could write points into `root`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMCLI_", "HF_", "XDG_"))}
     env.update(
         HOME=str(root / "home"),
@@ -344,11 +346,19 @@ def run(root: Path, *args: str) -> Result:
         PYTHONPATH=os.environ.get("PYTHONPATH", ""),
         NO_COLOR="1",
     )
-    return cli_process(*args, env=env, cwd=root / "cwd", timeout=120)
+    return env
 
 
-def judge(result: Result) -> str | None:
+def run(root: Path, runs: list[tuple[str, ...]]) -> list[Result | None]:
+    """Every run in one child (tests/fuzz/batch.py: a crash or a hang still ends only its case),
+    with no memory limit, as a plain child."""
+    return run_many(runs, env=child_env(root), cwd=root / "cwd", memory=None)
+
+
+def judge(result: Result | None) -> str | None:
     """What is wrong with one run, or None."""
+    if result is None:
+        return "no end within 120 s"
     lines = result.stderr.splitlines()
     if result.exit_code < 0 or result.exit_code >= 128:
         return f"exit {result.exit_code}: {result.stderr[-300:]!r}"
@@ -381,18 +391,30 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory, seed):
     errors: Counter[str] = Counter()
     examples: dict[str, str] = {}
     failures = []
-    for case in make_cases(tiny, N_CASES, seed):
-        path = root / "cases" / f"case{case.index:04d}.gguf"
+    all_cases = make_cases(tiny, N_CASES, seed)
+    paths = [root / "cases" / f"case{case.index:04d}.gguf" for case in all_cases]
+    for case, path in zip(all_cases, paths, strict=True):
         path.write_bytes(case.data)
-        show = run(root, "show", str(path))
-        runs = [("show", show)]
-        # chat loads the file into llama.cpp: on every file show accepted; on a third of the refused
-        # ones (the same Python check refuses them first), which keeps the default run near a minute.
-        if show.exit_code == 0 or case.index % 3 == 0:
-            runs.append(("chat", run(root, "chat", str(path), "hi", "-n", "4", "-t", "1", "--seed", "1")))
+    shows = run(root, [("show", str(path)) for path in paths])
+    # chat loads the file into llama.cpp: on every file show accepted; on a third of the refused
+    # ones (the same Python check refuses them first), which keeps the default run near a minute.
+    chatted = [
+        i
+        for i, show in enumerate(shows)
+        if (show is not None and show.exit_code == 0) or all_cases[i].index % 3 == 0
+    ]
+    chats = dict(
+        zip(
+            chatted,
+            run(root, [("chat", str(paths[i]), "hi", "-n", "4", "-t", "1", "--seed", "1") for i in chatted]),
+            strict=True,
+        )
+    )
+    for i, (case, path) in enumerate(zip(all_cases, paths, strict=True)):
+        runs = [("show", shows[i])] + ([("chat", chats[i])] if i in chats else [])
         for command, result in runs:
             problem = judge(result)
-            if problem:
+            if problem or result is None:
                 outcomes["failure"] += 1
                 failures.append(f"case {case.index} ({case.mutation}: {case.detail}) {command}: {problem}")
             elif result.exit_code == 0:

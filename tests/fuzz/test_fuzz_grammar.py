@@ -1,4 +1,4 @@
-"""Seeded hostile grammars through `chat --grammar FILE`, each in a child process.
+"""Seeded hostile grammars through `chat --grammar FILE`, in a bounded child (tests/fuzz/batch.py).
 
 Each case is a generated GBNF file: nesting from shallow to far past the depth limit (llama.cpp's
 parser overflowed its stack at 10,000-30,000 levels), rule chains past the chain limit, repetition
@@ -14,22 +14,22 @@ counts are printed (pytest -s): cases, clean errors, successes, failures.
 A second fuzzer sends grammars that demand what no model writes (an empty or reversed character
 class, NUL, surrogates or code points past U+10FFFF in a literal or a class) or that reach a dead end
 only while sampling (a token past the vocabulary, an end token): llama.cpp aborted the process on
-each. These run on the embedded model, each in its own bounded child, and must end refused (exit 2,
+each. These run on the embedded model, in a bounded child, and must end refused (exit 2,
 one line) or with a clean reply (exit 0): 6 cases per seed by default, 150 in the long mode.
 """
 
 from __future__ import annotations
 
 import random
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from llmcli.engine.schema_grammar import gbnf_literal
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
-from tests.fuzz.bounded import NO_MODEL, outcome, run_bounded
+from tests.fuzz.batch import run_many
+from tests.fuzz.bounded import NO_MODEL, outcome
+from tests.support.cli import Result
 
 CASES = cases(default=12, long=400)  # per seed
 FIXED_SEED = 20261203
@@ -120,19 +120,16 @@ def make_case(index: int, folder: Path, seed: int) -> Path:
     return path
 
 
-def run_case(path: Path) -> tuple[str, str]:
-    try:
-        result = run_bounded("chat", "-m", NO_MODEL, "--grammar", str(path), "hi", timeout=120)
-    except subprocess.TimeoutExpired:
-        return "failure", "no end within 120 s"
-    return outcome(result)
+def run_cases(paths: list[Path]) -> list[tuple[str, str]]:
+    """Each grammar through chat, all in one bounded child (tests/fuzz/batch.py)."""
+    results = run_many([("chat", "-m", NO_MODEL, "--grammar", str(path), "hi") for path in paths])
+    return [outcome(result) if result else ("failure", "no end within 120 s") for result in results]
 
 
 @pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
 def test_fuzz_grammars_end_cleanly(tmp_path, seed):
     paths = [make_case(i, tmp_path, seed) for i in range(CASES)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(run_case, paths))
+    outcomes = run_cases(paths)
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
     print(
         f"\nfuzz grammar (seed {seed}): {CASES} cases, {counts['error']} clean errors, "
@@ -227,11 +224,9 @@ def make_dead_case(index: int, folder: Path, seed: int) -> Path:
     return path
 
 
-def run_dead_case(path: Path) -> tuple[str, str]:
+def dead_outcome(result: Result | None) -> tuple[str, str]:
     """('error' | 'ok' | 'failure', what): refused with one line and exit 2, or a reply and exit 0."""
-    try:
-        result = run_bounded("chat", *FAST, "--grammar", str(path), "hi", timeout=120)
-    except subprocess.TimeoutExpired:
+    if result is None:
         return "failure", "no end within 120 s"
     err, lines = result.stderr, result.stderr.strip().splitlines()
     if result.exit_code == 0 and not err:
@@ -245,8 +240,8 @@ def run_dead_case(path: Path) -> tuple[str, str]:
 @pytest.mark.parametrize("seed", seeds(DEAD_FIXED_SEED), ids=SEED_IDS)
 def test_fuzz_impossible_grammars_never_abort(tmp_path, seed):
     paths = [make_dead_case(i, tmp_path, seed) for i in range(DEAD_CASES)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(run_dead_case, paths))
+    results = run_many([("chat", *FAST, "--grammar", str(path), "hi") for path in paths])
+    outcomes = [dead_outcome(result) for result in results]
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
     print(
         f"\nfuzz impossible grammar (seed {seed}): {DEAD_CASES} cases, {counts['error']} refused, "

@@ -17,14 +17,14 @@ import hashlib
 import json
 import os
 import random
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
-from tests.support.cli import Result, cli_process
+from tests.fuzz.batch import run_many
+from tests.support.cli import Result
 
 CASES = cases(default=15, long=400)
 FIXED_SEED = 20240615
@@ -161,29 +161,36 @@ def make_case(index: int, rng: random.Random, base: Path, beyond: Path, embedded
     return Case(index, command, root, argv)
 
 
-def run_case(case: Case) -> Result:
-    env = {
-        **os.environ,
-        "LLMCLI_HOME": str(case.root / "home"),
-        "HOME": str(case.root / "userhome"),
-        "XDG_DATA_HOME": str(case.root / "xdg"),
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": str(case.root / "hf"),
-    }
+def run_cases(cases: list[Case]) -> list[Result | None]:
+    """Every case in one child (tests/fuzz/batch.py), each with its own root as its variables and
+    its working folder."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for var in ("LLMCLI_MODEL", "LLMCLI_DEBUG", "LLMCLI_ENDPOINT", "LLMCLI_API_KEY"):
         env.pop(var, None)
-    argv = [a.encode("utf-8", "surrogatepass") for a in case.argv]
-    return cli_process(*argv, input=b"", env=env, cwd=case.root, timeout=120)
+    each = [
+        {
+            "LLMCLI_HOME": str(case.root / "home"),
+            "HOME": str(case.root / "userhome"),
+            "XDG_DATA_HOME": str(case.root / "xdg"),
+            "HF_HOME": str(case.root / "hf"),
+        }
+        for case in cases
+    ]
+    # An argument as a child reads it: its UTF-8 bytes (a lone surrogate too), decoded as argv is.
+    argvs = [[os.fsdecode(a.encode("utf-8", "surrogatepass")) for a in case.argv] for case in cases]
+    return run_many(argvs, env=env, vars=each, cwds=[case.root for case in cases], memory=None)
 
 
 def judge(
     case: Case,
-    r: Result,
+    r: Result | None,
     canary: dict[str, str],
     beyond_before: dict[str, str],
     beyond: Path,
 ) -> tuple[str, str]:
     """('clean' | 'success' | 'failure', why)."""
+    if r is None:
+        return "failure", "no end within 120 s"
     err = r.stderr
     if r.exit_code >= 128 or r.exit_code < 0:
         return "failure", f"exit {r.exit_code}: {err[-500:]}"
@@ -214,8 +221,7 @@ def test_hostile_manifests_through_list_rm_and_chat(tmp_path: Path, embedded_pat
     beyond_before = digest_tree(beyond)
     cases = [make_case(i, rng, base, beyond, embedded_path) for i in range(CASES)]
     canaries = {c.index: digest_tree(c.root / "canary") for c in cases}
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        results = list(pool.map(run_case, cases))
+    results = run_cases(cases)
     counts = {"clean": 0, "success": 0, "failure": 0}
     failures = []
     for case, r in zip(cases, results, strict=True):

@@ -1,4 +1,4 @@
-"""Seeded hostile JSON Schemas through `chat --schema`, each in a child process.
+"""Seeded hostile JSON Schemas through `chat --schema`, in a bounded child (tests/fuzz/batch.py).
 
 Each case is a generated schema: nested objects, arrays, strings, enums, consts, anyOf and
 recursive $ref, with counts (maxItems, minItems, maxLength, minLength, pattern {n,m}, enum and
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
-from tests.fuzz.bounded import NO_MODEL, outcome, run_bounded
+from tests.fuzz.batch import run_many
+from tests.fuzz.bounded import NO_MODEL, outcome
+from tests.support.cli import Result
 
 CASES = cases(default=12, long=400)  # per seed
 FIXED_SEED = 20261203
@@ -144,10 +144,8 @@ def make_case(index: int, folder: Path, seed: int) -> str:
     return str(path)
 
 
-def run_case(arg: str) -> tuple[str, str]:
-    try:
-        result = run_bounded("chat", "-m", NO_MODEL, "--schema", arg, "hi", timeout=120)
-    except subprocess.TimeoutExpired:
+def judge(result: Result | None) -> tuple[str, str]:
+    if result is None:
         return "failure", "no end within 120 s"
     kind, what = outcome(result, forbidden=("fix the grammar", "not a valid GBNF"))
     if kind == "error" and "--schema" not in what and "over the 1,048,576-byte limit" not in what:
@@ -158,8 +156,11 @@ def run_case(arg: str) -> tuple[str, str]:
 @pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
 def test_fuzz_schemas_end_cleanly(tmp_path, seed):
     args = [make_case(i, tmp_path, seed) for i in range(CASES)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(run_case, args))
+    # All in one bounded child (tests/fuzz/batch.py): a Python start per case was most of the time.
+    outcomes = [
+        judge(result)
+        for result in run_many([("chat", "-m", NO_MODEL, "--schema", arg, "hi") for arg in args])
+    ]
     counts = {kind: sum(1 for k, _ in outcomes if k == kind) for kind in ("error", "ok", "failure")}
     print(
         f"\nfuzz schema (seed {seed}): {CASES} cases, {counts['error']} clean errors, "

@@ -34,6 +34,13 @@ def store_server(tmp_path_factory, gemma3_path):
 
 
 @pytest.fixture(scope="module")
+def one_model_server(tmp_path_factory, gemma3_path):
+    """`--max-models 1`: a second model evicts the first, or waits while the first is in use."""
+    with ServeProcess(store_home(tmp_path_factory, gemma3_path), "--max-models", "1", model=None) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
 def ollama(store_server, ollama_module):
     return ollama_module.Client(host=store_server.url, headers=AUTH)
 
@@ -147,39 +154,39 @@ def test_a_keep_alive_that_is_not_a_duration_is_a_400_naming_it(store_server, pa
     assert message.startswith(f"{field} ") and "is not a duration" in message
 
 
-def test_with_max_models_1_alternating_models_answer_correctly_and_rss_stays_flat(
-    tmp_path_factory, gemma3_path
-):
-    home = store_home(tmp_path_factory, gemma3_path)
-    with ServeProcess(home, "--max-models", "1", model=None) as srv:
-        client = httpx.Client(base_url=srv.url, timeout=HANG_GUARD_S)
+def test_with_max_models_1_alternating_models_answer_correctly_and_rss_stays_flat(one_model_server):
+    srv = one_model_server
+    loads = srv.metric("llmcli:model_loads_total", absent=0)
+    unloads = srv.metric("llmcli:model_unloads_total", absent=0)
+    client = httpx.Client(base_url=srv.url, timeout=HANG_GUARD_S)
 
-        def ask(model: str) -> str:
-            body = {
-                "model": model,
-                "prompt": "The sky is",
-                "stream": False,
-                "options": {"num_predict": TOKENS},
-            }
-            r = client.post("/api/generate", json=body)
-            assert r.status_code == 200, r.text
-            loaded = client.get("/api/ps").json()["models"]
-            assert [m["name"] for m in loaded] == [f"{model}:latest"]  # the other was evicted
-            return r.json()["response"]
+    def ask(model: str) -> str:
+        body = {
+            "model": model,
+            "prompt": "The sky is",
+            "stream": False,
+            "options": {"num_predict": TOKENS},
+        }
+        r = client.post("/api/generate", json=body)
+        assert r.status_code == 200, r.text
+        loaded = client.get("/api/ps").json()["models"]
+        assert [m["name"] for m in loaded] == [f"{model}:latest"]  # the other was evicted
+        return r.json()["response"]
 
-        first = {model: ask(model) for model in MODELS}  # each loaded once: the allocator warmed up
-        levels = []  # RSS with the second model loaded, after each of its loads
-        for _ in range(6):
-            for model in MODELS:
-                assert ask(model) == first[model]
-            levels.append(rss(srv.pid))
-        assert first[MODELS[0]] != first[MODELS[1]]
-        # Medians of three: one reading can catch the allocator mid-way; a leak moves all three.
-        grew = statistics.median(levels[3:]) - statistics.median(levels[:3])
-        shown = ", ".join(f"{level / 1e6:.0f}" for level in levels)
-        assert abs(grew) < 50e6, f"RSS moved {grew / 1e6:.0f} MB over 12 switches (MB: {shown})"
-        assert srv.metric("llmcli:model_loads_total") == 14
-        assert srv.metric("llmcli:model_unloads_total") == 13
+    first = {model: ask(model) for model in MODELS}  # each loaded once: the allocator warmed up
+    levels = []  # RSS with the second model loaded, after each of its loads
+    for _ in range(6):
+        for model in MODELS:
+            assert ask(model) == first[model]
+        levels.append(rss(srv.pid))
+    assert first[MODELS[0]] != first[MODELS[1]]
+    # Medians of three: one reading can catch the allocator mid-way; a leak moves all three.
+    grew = statistics.median(levels[3:]) - statistics.median(levels[:3])
+    shown = ", ".join(f"{level / 1e6:.0f}" for level in levels)
+    assert abs(grew) < 50e6, f"RSS moved {grew / 1e6:.0f} MB over 12 switches (MB: {shown})"
+    # 14 loads; every one but the first (or, on a server that held a model, every one) evicts
+    assert srv.metric("llmcli:model_loads_total") == loads + 14
+    assert srv.metric("llmcli:model_unloads_total") == unloads + 13 + (loads > 0)
 
 
 def test_a_model_over_the_memory_budget_is_a_507_naming_it(tmp_path):
@@ -202,42 +209,40 @@ def test_bad_pool_options_are_refused_with_one_line(args, words):
     assert result.stderr.count("\n") == 1
 
 
-def test_with_max_models_1_a_request_waits_while_the_other_model_is_in_use(tmp_path_factory, gemma3_path):
+def test_with_max_models_1_a_request_waits_while_the_other_model_is_in_use(one_model_server):
     """No idle model to evict: B's request waits (counted as waiting) until A's stream ends, then B
     is loaded in A's place and answers as itself."""
     import threading
 
-    home = store_home(tmp_path_factory, gemma3_path)
-    with ServeProcess(home, "--max-models", "1", model=None) as srv:
-        client = httpx.Client(base_url=srv.url, timeout=HANG_GUARD_S)
-        alone = client.post("/api/generate", json={"model": GEMMA, "prompt": "The sky is", "stream": False})
-        body_a = {
-            "model": EMBEDDED_NAME,
-            "prompt": "1, 2, 3,",
-            "stream": True,
-            "options": {"num_predict": 48},
-        }
-        got: dict[str, object] = {}
-        with client.stream("POST", "/api/generate", json=body_a) as stream_a:
-            lines = stream_a.iter_lines()
-            next(lines)  # A is loaded and decoding: its lease pins it
+    srv = one_model_server
+    client = httpx.Client(base_url=srv.url, timeout=HANG_GUARD_S)
+    # A short reply: B's, which must equal it, is decoded while the test waits.
+    body_b = {"model": GEMMA, "prompt": "The sky is", "stream": False, "options": {"num_predict": TOKENS}}
+    alone = client.post("/api/generate", json=body_b)
+    body_a = {
+        "model": EMBEDDED_NAME,
+        "prompt": "1, 2, 3,",
+        "stream": True,
+        "options": {"num_predict": 48},
+    }
+    got: dict[str, object] = {}
+    with client.stream("POST", "/api/generate", json=body_a) as stream_a:
+        lines = stream_a.iter_lines()
+        next(lines)  # A is loaded and decoding: its lease pins it
 
-            def ask_b() -> None:
-                r = client.post(
-                    "/api/generate", json={"model": GEMMA, "prompt": "The sky is", "stream": False}
-                )
-                got["b"] = r
+        def ask_b() -> None:
+            got["b"] = client.post("/api/generate", json=body_b)
 
-            asker = threading.Thread(target=ask_b)
-            asker.start()
-            # B is counted as waiting while it waits for room
-            assert srv.metric_when("llmcli:num_requests_waiting", lambda waiting: waiting >= 1) == 1
-            assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{EMBEDDED_NAME}:latest"]
-            rest = list(lines)
-            assert asker.is_alive()  # A's stream ended before B could start
-        asker.join(HANG_GUARD_S)
-        assert '"done":true' in rest[-1].replace(" ", "")
-        b = got["b"]
-        assert isinstance(b, httpx.Response) and b.status_code == 200, b
-        assert b.json()["response"] == alone.json()["response"]
-        assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{GEMMA}:latest"]
+        asker = threading.Thread(target=ask_b)
+        asker.start()
+        # B is counted as waiting while it waits for room
+        assert srv.metric_when("llmcli:num_requests_waiting", lambda waiting: waiting >= 1) == 1
+        assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{EMBEDDED_NAME}:latest"]
+        rest = list(lines)
+        assert asker.is_alive()  # A's stream ended before B could start
+    asker.join(HANG_GUARD_S)
+    assert '"done":true' in rest[-1].replace(" ", "")
+    b = got["b"]
+    assert isinstance(b, httpx.Response) and b.status_code == 200, b
+    assert b.json()["response"] == alone.json()["response"]
+    assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{GEMMA}:latest"]

@@ -345,7 +345,9 @@ def test_sigterm_stops_a_pull_midway_and_the_server_exits(tmp_path: Path, repos,
     """The pull's thread stops at its next chunk (the bytes so far stay, for a later pull to resume)
     instead of keeping the process alive until the download ends."""
     with FakeHub(repos) as slow, pytest.MonkeyPatch.context() as mp:
-        slow.faults.throttle_bps = 2_000_000  # the Q8_0 file takes about a minute
+        # The Q8_0 file takes about 20 s, and huggingface_hub reports (so the pull can stop) every 10 MB:
+        # under 2 s a chunk, with room to stop long before the end.
+        slow.faults.throttle_bps = 6_000_000
         hub_env(mp, slow, tmp_path)
         srv = ServeProcess(tmp_path / "store", model=None)
         records = ollama_module.Client(host=srv.url).pull(Q8, stream=True)

@@ -21,7 +21,7 @@ from llmcli.engine.local.lookup import (
 )
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
-from tests.support.cli import cli_process
+from tests.support.cli import cli
 
 PARAGRAPH = (
     "The lighthouse keeper climbed the narrow stairs every evening at dusk. He wound the great "
@@ -221,9 +221,21 @@ def run(rt, prompt: str, draft: str, params: SamplingParams, **kwargs) -> tuple[
     return reply.text, reply.stats, session
 
 
+# Plain decoding's runs, by runtime, prompt and settings: the reference that two tests (a default
+# and an eager drafter) compare against is decoded once. A drafter never reaches a plain run.
+PLAIN: dict[str, tuple] = {}
+
+
+def plain_run(rt, prompt: str, params: SamplingParams, **kwargs):
+    """(run's triple, the KV cache it leaves) of plain decoding."""
+    key = repr((rt.n_ctx, prompt, params, sorted(kwargs.items())))
+    if key not in PLAIN:
+        PLAIN[key] = (run(rt, prompt, "none", params, **kwargs), list(rt.kv_tokens))
+    return PLAIN[key]
+
+
 def both(rt, prompt: str, params: SamplingParams, **kwargs):
-    plain = run(rt, prompt, "none", params, **kwargs)
-    plain_kv = list(rt.kv_tokens)
+    plain, plain_kv = plain_run(rt, prompt, params, **kwargs)
     drafted = run(rt, prompt, "lookup", params, **kwargs)
     assert rt.kv_tokens == plain_kv  # the KV cache holds what plain decoding leaves, rejections cut
     return plain, drafted
@@ -247,7 +259,7 @@ def test_greedy_copy_task_is_identical_and_really_drafted(rt, request, prompt, e
 
 @pytest.mark.parametrize("seed", [3, 11])
 def test_a_fixed_seed_at_temperature_0_8_gives_the_same_reply(rt, seed):
-    params = SamplingParams(temperature=0.8, seed=seed, max_tokens=80)
+    params = SamplingParams(temperature=0.8, seed=seed, max_tokens=48)  # several verify passes each
     (text, _, _), (d_text, d_stats, _) = both(rt, COPY, params)
     assert d_text == text
     assert d_stats.draft.passes > 0
@@ -315,16 +327,21 @@ def test_drafts_near_max_tokens_never_run_past_it(rt, eager, max_tokens):
     assert any(0 < k == limit < EAGER.max_len for _, limit, k in calls)
 
 
-@pytest.mark.parametrize("eagerly", [False, True])
-def test_drafting_near_the_end_of_the_context(embedded_path, request, eagerly):
+@pytest.fixture(scope="module")
+def small(embedded_path):
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
+    with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as runtime:
+        yield runtime
+
+
+@pytest.mark.parametrize("eagerly", [False, True])
+def test_drafting_near_the_end_of_the_context(small, request, eagerly):
     made = request.getfixturevalue("eager") if eagerly else None
     long_copy = "Repeat this text exactly:\n\n" + " ".join([PARAGRAPH] * 3)
-    with Runtime(embedded_path, RuntimeConfig(n_ctx=256, n_threads=1)) as small:
-        params = SamplingParams(temperature=0.0, max_tokens=512)
-        (text, stats, _), (d_text, d_stats, _) = both(small, long_copy, params)
-        n_ctx = small.n_ctx
+    params = SamplingParams(temperature=0.0, max_tokens=512)
+    (text, stats, _), (d_text, d_stats, _) = both(small, long_copy, params)
+    n_ctx = small.n_ctx
     assert stats.prompt_tokens > n_ctx - 64  # the reply has little room left
     assert d_text == text
     assert d_stats.finish_reason == stats.finish_reason == "length"
@@ -337,19 +354,24 @@ def test_drafting_near_the_end_of_the_context(embedded_path, request, eagerly):
         assert any(0 < k == limit < EAGER.max_len for _, limit, k in calls)  # a draft right up to the end
 
 
+def two_turns(rt, draft: str) -> list:
+    """Both turns' replies, then the KV cache they leave; plain decoding's once for the module."""
+    if draft == "none" and "two turns" in PLAIN:
+        return PLAIN["two turns"]
+    rt.clear()
+    session = ChatSession(rt, params=SamplingParams(temperature=0.0, max_tokens=64), draft=draft)
+    results = [drain(session.ask(turn)) for turn in (COPY, "Now repeat only its first sentence.")]
+    results.append(list(rt.kv_tokens))
+    if draft == "none":
+        PLAIN["two turns"] = results
+    return results
+
+
 @pytest.mark.parametrize("eagerly", [False, True])
 def test_the_next_turn_reuses_the_kv_cache_after_rejections(rt, request, eagerly):
     if eagerly:
         request.getfixturevalue("eager")  # drafts at every match: rejected positions are certain
-    params = SamplingParams(temperature=0.0, max_tokens=64)
-    turns = [COPY, "Now repeat only its first sentence."]
-    results = {}
-    for draft in ("none", "lookup"):
-        rt.clear()
-        session = ChatSession(rt, params=params, draft=draft)
-        results[draft] = [drain(session.ask(turn)) for turn in turns]
-        results[draft].append(list(rt.kv_tokens))
-    plain, drafted = results["none"], results["lookup"]
+    plain, drafted = two_turns(rt, "none"), two_turns(rt, "lookup")
     assert [r.text for r in drafted[:2]] == [r.text for r in plain[:2]]
     assert drafted[1].stats.cached_tokens == plain[1].stats.cached_tokens > drafted[0].stats.prompt_tokens
     assert drafted[2] == plain[2]
@@ -378,14 +400,14 @@ def test_stats_and_json_carry_the_draft_counts(rt):
 
 # -- the command line ----------------------------------------------------------------------------
 def test_cli_rejects_a_bad_draft_mode():
-    result = cli_process("chat", "--draft", "bogus", "hello")
+    result = cli("chat", "--draft", "bogus", "hello")
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1
     assert "unknown draft mode 'bogus'; choose one of: none, lookup" in result.stderr
 
 
 def test_cli_draft_is_local_only():
-    result = cli_process("chat", "--endpoint", "http://127.0.0.1:9/v1", "--draft", "lookup", "hello")
+    result = cli("chat", "--endpoint", "http://127.0.0.1:9/v1", "--draft", "lookup", "hello")
     assert result.exit_code == 2 and "--draft" in result.stderr and result.stderr.count("\n") == 1
 
 
@@ -394,7 +416,7 @@ def test_cli_json_with_drafting_reports_the_drafts_and_keeps_the_reply():
 
     def chat(draft: str) -> dict:
         args = ["chat", "--draft", draft, "-t", "1", "--temp", "0", "--max-tokens", "32", "--json"]
-        result = cli_process(*args, input=COPY + "\n")
+        result = cli(*args, input=COPY + "\n")
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)
 

@@ -18,7 +18,7 @@ from llmcli.engine.local.cache_entry import MAGIC, CorruptEntry, encode_entry, p
 from llmcli.engine.local.model_identity import MEMO_FILE, model_identity
 from llmcli.engine.local.prefix_cache import CacheUnusable, PrefixCache, resolve_root
 from llmcli.engine.local.session_cache import SessionCache, cache_key
-from tests.engine.local.test_prefix_cache import DOC, ask, session_on
+from tests.engine.local.test_prefix_cache import DOC, ask, session_on, write_entry
 
 MIB = 2**20
 OTHER_DOC = DOC.replace("lighthouse keeper", "harbour master").replace("ships", "boats")
@@ -78,12 +78,10 @@ def test_a_damaged_identity_memo_is_ignored(tmp_path, embedded_path, memo):
 
 
 def test_an_entry_spliced_from_two_is_refused_and_the_reply_is_the_uncached_one(tmp_path, runtime):
-    ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
+    write_entry(runtime, tmp_path, f"{DOC}\n\nSummarize.")
     (mine,) = tmp_path.glob("*.kv")
     other_root = tmp_path / "other"
-    other = session_on(runtime, other_root)
-    other.stable_text = OTHER_DOC
-    ask(other, f"{OTHER_DOC}\n\nSummarize.")
+    write_entry(runtime, other_root, f"{OTHER_DOC}\n\nSummarize.", stable=OTHER_DOC)
     (theirs,) = other_root.glob("*.kv")
     info, _ = parse_entry(bytearray(mine.read_bytes()))
     _, their_state = parse_entry(bytearray(theirs.read_bytes()))
@@ -114,7 +112,7 @@ def huge_entry(entry: Path, state_size: int) -> None:
 
 
 def test_an_entry_declaring_a_state_larger_than_the_context_is_refused_before_it_is_read(tmp_path, runtime):
-    ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
+    write_entry(runtime, tmp_path, f"{DOC}\n\nSummarize.")
     (entry,) = tmp_path.glob("*.kv")
     huge_entry(entry, 2**40)  # a terabyte: reading it whole is a MemoryError
     question = f"{DOC}\n\nList the weeks."

@@ -1,5 +1,5 @@
 """On the embedded model, sampled runs (temperature 0.8, seeds 0..RUNS-1) for each schema all parse
-and validate: 12 per schema by default, 50 with LLMCLI_FUZZ_LONG=1. One loaded model (the session's
+and validate: 6 per schema by default, 50 with LLMCLI_FUZZ_LONG=1. One loaded model (the session's
 runtime), one session per schema; each run starts a fresh conversation, so the prompt comes from the
 KV cache and only the reply is decoded. The schemas bound every string, array and number, so a reply
 always fits max tokens."""
@@ -17,7 +17,7 @@ from llmcli.engine.sampling import SamplingParams
 from llmcli.engine.structured import constraint_from_schema, finish
 from tests.fuzz import cases
 
-RUNS = cases(default=12, long=50)
+RUNS = cases(default=6, long=50)
 MAX_TOKENS = 64  # the longest schema below needs about 40 tokens at its longest
 NAME = {"type": "string", "maxLength": 8}
 

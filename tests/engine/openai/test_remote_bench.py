@@ -16,13 +16,13 @@ import llmcli.usecases.bench  # noqa: F401
 from tests.engine.openai.conftest import ALIAS, API_KEY, no_key_anywhere
 from tests.engine.openai.fake_server import LOADING_S
 from tests.serve.server import ServeProcess
-from tests.support.cli import cli, cli_process
+from tests.support.cli import cli
 
 SMALL = ["-p", "16", "--n-gen", "8", "--num-requests", "4"]
 
 
 def test_concurrency_1_and_4_on_a_real_server(llama_server):
-    result = cli_process(
+    result = cli(
         "bench",
         "--endpoint",
         llama_server,
@@ -49,7 +49,7 @@ def test_concurrency_1_and_4_on_a_real_server(llama_server):
 
 def test_markdown_and_csv_on_the_fake_server(fake_server):
     url = fake_server.endpoint()
-    md = cli_process("bench", "--endpoint", url, *SMALL, "--concurrency", "2", "--no-chart")
+    md = cli("bench", "--endpoint", url, *SMALL, "--concurrency", "2", "--no-chart")
     assert md.exit_code == 0, md.stderr
     head = md.stdout.splitlines()[0]
     for title in (
@@ -64,7 +64,7 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
         assert title in head
     assert "goodput" not in head  # no SLO given
     assert url in md.stdout and "c2" in md.stdout
-    rows = list(csv.DictReader(io.StringIO(cli_process("bench", "--endpoint", url, *SMALL, "--csv").stdout)))
+    rows = list(csv.DictReader(io.StringIO(cli("bench", "--endpoint", url, *SMALL, "--csv").stdout)))
     assert rows[0]["backend"] == url and rows[0]["completed"] == "4"
     # the fake server reports usage: input tokens are the server's count, output too
     assert rows[0]["usage_reported"] == "True" and rows[0]["total_input_tokens"] == "168"
@@ -73,16 +73,14 @@ def test_markdown_and_csv_on_the_fake_server(fake_server):
 def test_itl_and_goodput_on_the_fake_server(fake_server):
     url = fake_server.endpoint()
     # A TPOT SLO no stream meets (0.001 ms a token) and a TTFT one every request meets (a minute)
-    strict = cli_process(
-        "bench", "--endpoint", url, *SMALL, "--json", "--slo-ttft", "60000", "--slo-tpot", "0.001"
-    )
+    strict = cli("bench", "--endpoint", url, *SMALL, "--json", "--slo-ttft", "60000", "--slo-tpot", "0.001")
     assert strict.exit_code == 0, strict.stderr
     (row,) = json.loads(strict.stdout)
     assert row["completed"] == 4 and row["good_requests"] == 0 and row["request_goodput"] == 0.0
     # 8 text chunks a reply, 2 ms apart (20 ms around the one split inside a character): 7 gaps each
     assert row["mean_itl_ms"] > 0 and 0 < row["p50_itl_ms"] <= row["p90_itl_ms"] <= row["p99_itl_ms"]
     assert row["p99_itl_ms"] >= 20 > row["p50_itl_ms"]
-    md = cli_process("bench", "--endpoint", url, *SMALL, "--slo-e2el", "60000", "--no-chart")
+    md = cli("bench", "--endpoint", url, *SMALL, "--slo-e2el", "60000", "--no-chart")
     assert md.exit_code == 0, md.stderr
     assert "goodput req/s" in md.stdout.splitlines()[0] and "(4/4)" in md.stdout
 
@@ -92,7 +90,7 @@ HANG_GUARD_S = 60  # a hang guard, not a speed test: the run takes a few seconds
 
 def test_a_level_is_bounded_by_its_duration(fake_server):
     start = time.monotonic()
-    result = cli_process(
+    result = cli(
         "bench",
         "--endpoint",
         fake_server.endpoint("slow"),
@@ -117,21 +115,21 @@ def test_a_level_is_bounded_by_its_duration(fake_server):
 def test_failures_inside_a_level_are_counted_not_fatal(fake_server):
     fake_server.posts = 0
     url = fake_server.endpoint("flaky")  # every other request fails with 500, the warm-up works
-    result = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "6", "--json")
+    result = cli("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "6", "--json")
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
     assert row["num_requests"] == 6 and row["failed"] == 3 and row["completed"] == 3
     assert "the engine is on fire" in row["first_error"]
     assert len(row["samples_e2el_ms"]) == 3  # statistics over the completed requests only
     fake_server.posts = 0
-    md = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "4", "--no-chart")
+    md = cli("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "4", "--no-chart")
     assert "(2 failed)" in md.stdout
 
 
 def test_model_arguments_pick_among_the_servers(fake_server):
-    result = cli_process("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "--json")
+    result = cli("bench", "--endpoint", fake_server.endpoint("two"), "other-model", *SMALL, "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)[0]["model"] == "other-model"
-    unpicked = cli_process("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
+    unpicked = cli("bench", "--endpoint", fake_server.endpoint("two"), *SMALL)
     assert unpicked.exit_code == 2 and "pick one with -m MODEL" in unpicked.stderr
 
 
@@ -147,7 +145,7 @@ def test_bench_refuses_local_only_options_and_bad_lists(fake_server):
         (["--duration", "0"], "--duration 0"),
         (["--slo-ttft", "-1"], "--slo-ttft -1: give a number of milliseconds above 0"),
     ):
-        result = cli_process("bench", "--endpoint", url, *args)
+        result = cli("bench", "--endpoint", url, *args)
         assert result.exit_code == 2 and message in result.stderr, (args, result.stderr)
 
 
@@ -155,7 +153,7 @@ def test_a_server_still_loading_is_waited_for_and_the_wait_is_not_counted(fake_s
     fake_server.loading_since.pop("loading", None)
     refused = fake_server.unavailable
     start = time.monotonic()
-    result = cli_process("bench", "--endpoint", fake_server.endpoint("loading"), *SMALL, "--json")
+    result = cli("bench", "--endpoint", fake_server.endpoint("loading"), *SMALL, "--json")
     elapsed = time.monotonic() - start
     assert result.exit_code == 0, result.stderr
     (row,) = json.loads(result.stdout)
@@ -170,7 +168,7 @@ def test_a_server_still_loading_is_waited_for_and_the_wait_is_not_counted(fake_s
 def test_a_server_that_never_gets_ready_fails_after_wait_with_one_line(fake_server):
     url = fake_server.endpoint("neverready")
     start = time.monotonic()
-    result = cli_process("bench", "--endpoint", url, *SMALL, "--wait", "1.5")
+    result = cli("bench", "--endpoint", url, *SMALL, "--wait", "1.5")
     assert time.monotonic() - start < HANG_GUARD_S
     assert result.exit_code == 1 and result.stdout == ""
     errors = [line for line in result.stderr.splitlines() if line.startswith("llmcli:")]
@@ -189,7 +187,7 @@ PAST_MAX_TOKENS = {
 @pytest.mark.parametrize("scenario,why", PAST_MAX_TOKENS.values(), ids=PAST_MAX_TOKENS.keys())
 def test_a_reply_past_max_tokens_is_a_failed_request(fake_server, scenario, why):
     url = fake_server.endpoint(scenario)
-    result = cli_process("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "3", "--json")
+    result = cli("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "3", "--json")
     assert result.exit_code == 0, result.stderr
     (row,) = json.loads(result.stdout)
     assert (row["num_requests"], row["completed"], row["failed"]) == (3, 0, 3)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.engine.openai.hostile_server import SHAPES
-from tests.support.cli import cli_process
+from tests.support.cli import cli
 
 # A hang guard, not a speed test: each case ends in a few seconds; the message proves which bound
 # ended it. An endless stream that no bound stopped would run into the child's 60 s timeout.
@@ -18,7 +18,7 @@ HANG_GUARD_S = 30
 
 
 def chat(url: str, *args: str):
-    return cli_process("chat", "--endpoint", url, *args, timeout=60)
+    return cli("chat", "--endpoint", url, *args, time_limit=60)
 
 
 def one_error_line(result) -> str:
@@ -49,9 +49,7 @@ def test_an_endless_stream_ends_in_bounded_time(hostile_server, scenario, args, 
 
 def test_a_model_list_that_never_ends_is_cut_at_twice_the_timeout(hostile_server):
     start = time.monotonic()
-    result = cli_process(
-        "list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", timeout=60
-    )
+    result = cli("list", "--endpoint", hostile_server.endpoint("slowlist"), "--timeout", "1", time_limit=60)
     assert result.exit_code == 1
     assert "GET /models at" in one_error_line(result) and "took longer than 2 s in all" in result.stderr
     assert time.monotonic() - start < HANG_GUARD_S
@@ -72,9 +70,7 @@ def test_a_server_that_ignores_max_tokens_is_cut_at_max_tokens(hostile_server):
 def test_bench_cuts_off_a_server_that_ignores_max_tokens_and_fails_the_request(hostile_server):
     url = hostile_server.endpoint("nostop")
     start = time.monotonic()
-    result = cli_process(
-        "bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "2", "--json", timeout=60
-    )
+    result = cli("bench", "--endpoint", url, "--n-gen", "4", "--num-requests", "2", "--json", time_limit=60)
     assert time.monotonic() - start < HANG_GUARD_S  # each endless stream was cut at max_tokens
     assert result.exit_code == 0, result.stderr
     row = json.loads(result.stdout)[0]
@@ -111,7 +107,7 @@ def test_a_chunk_of_the_wrong_shape_is_one_line_naming_the_field(hostile_server,
 
 
 def test_model_ids_with_escapes_are_printable_in_messages(hostile_server):
-    result = cli_process("chat", "--endpoint", hostile_server.endpoint("echo-models"), "hi")
+    result = cli("chat", "--endpoint", hostile_server.endpoint("echo-models"), "hi")
     line = one_error_line(result)
     # Without a key to echo, the first id is nothing but escapes: it is left out.
     assert result.exit_code == 2 and "serves 3 models (evil model, plain, xxx" in line

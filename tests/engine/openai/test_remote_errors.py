@@ -10,14 +10,14 @@ import pytest
 
 from tests.engine.openai.conftest import API_KEY, no_key_anywhere
 from tests.engine.openai.fake_server import REPLY
-from tests.support.cli import cli_process
+from tests.support.cli import cli
 from tests.support.servers import free_port
 
 HANG_GUARD_S = 30  # a hang guard, not a speed test: the slowest case (a 1 s stall) ends in about 2 s
 
 
 def chat(url: str, *args: str, **kw):
-    return cli_process("chat", "--endpoint", url, "--api-key", API_KEY, *args, **kw)
+    return cli("chat", "--endpoint", url, "--api-key", API_KEY, *args, **kw)
 
 
 @pytest.mark.parametrize(
@@ -57,18 +57,18 @@ def test_text_before_a_failure_is_already_on_stdout(fake_server):
 
 
 def test_connection_refused_and_bad_urls():
-    refused = cli_process("chat", "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "hi")
+    refused = cli("chat", "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "hi")
     assert refused.exit_code == 1
     assert "connection refused; is the server running there?" in refused.stderr
     for bad in ("localhost:8000", "ftp://host/v1", "http://host:port/v1"):
-        result = cli_process("chat", "--endpoint", bad, "hi")
+        result = cli("chat", "--endpoint", bad, "hi")
         assert result.exit_code == 2 and "--endpoint" in result.stderr, bad
 
 
 def test_local_only_options_are_refused_with_an_endpoint(fake_server):
     result = chat(fake_server.endpoint(), "--ctx", "512", "-t", "2", "hi")
     assert result.exit_code == 2 and "--ctx and --threads set the local engine" in result.stderr
-    keyless = cli_process("chat", "--api-key", API_KEY, "hi")
+    keyless = cli("chat", "--api-key", API_KEY, "hi")
     assert keyless.exit_code == 2 and "--api-key is for a server" in keyless.stderr
     assert no_key_anywhere(keyless.stderr)
 
@@ -131,9 +131,7 @@ def test_a_server_that_refuses_stream_options_is_asked_again_without(fake_server
 
 
 def test_bench_stops_on_a_failing_warmup_with_its_message(fake_server):
-    result = cli_process(
-        "bench", "--endpoint", fake_server.endpoint("500"), "--n-gen", "4", "--num-requests", "2"
-    )
+    result = cli("bench", "--endpoint", fake_server.endpoint("500"), "--n-gen", "4", "--num-requests", "2")
     assert result.exit_code == 1 and "the engine is on fire" in result.stderr and result.stdout == ""
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.support.cli import REPL_PROMPT, cli_process, cli_pty
+from tests.support.cli import REPL_PROMPT, cli, cli_pty
 from tests.support.deps import require
 
 KEY = "zq7H-Kx9w-Vb2m-Tq8r-Lp4n-Yd6s"  # nothing else in any output looks like any part of it
@@ -54,7 +54,7 @@ def test_the_key_never_shows_whatever_the_server_echoes(
     hostile_server, tmp_path, command, scenario, args, code, words
 ):
     url = hostile_server.endpoint(scenario)
-    result = cli_process(command, "--endpoint", url, *args, vars={"LLMCLI_API_KEY": KEY}, timeout=60)
+    result = cli(command, "--endpoint", url, *args, vars={"LLMCLI_API_KEY": KEY}, time_limit=60)
     assert result.exit_code == code, result.stderr
     assert "Traceback" not in result.stderr
     assert words in result.stdout + result.stderr
@@ -71,7 +71,7 @@ def test_the_key_never_shows_whatever_the_server_echoes(
 
 
 def test_model_ids_are_shown_without_escapes_or_line_breaks(hostile_server):
-    result = cli_process("list", "--endpoint", hostile_server.endpoint("echo-models"), "--api-key", KEY)
+    result = cli("list", "--endpoint", hostile_server.endpoint("echo-models"), "--api-key", KEY)
     assert result.exit_code == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\u202e" not in result.stdout
     rows = [line for line in result.stdout.splitlines() if line.strip()]

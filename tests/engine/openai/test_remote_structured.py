@@ -8,7 +8,7 @@ import json
 import jsonschema
 
 from tests.engine.openai.conftest import API_KEY
-from tests.support.cli import cli_process
+from tests.support.cli import cli
 
 KEY = {"LLMCLI_API_KEY": API_KEY}
 PERSON = {
@@ -28,7 +28,7 @@ def remote(url: str, *args: str) -> list[str]:
 def test_schema_over_the_real_server_gives_validated_json(llama_server):
     # The server refuses OpenAI's json_schema form (it knows json_object + schema): asked again in
     # that form, its grammar shapes the reply, and the reply is validated here.
-    result = cli_process(
+    result = cli(
         *remote(
             llama_server,
             "--schema",
@@ -45,7 +45,7 @@ def test_schema_over_the_real_server_gives_validated_json(llama_server):
 
 
 def test_format_json_over_the_real_server_prints_exactly_json(llama_server):
-    result = cli_process(*remote(llama_server, "--format", "json", "Ann is 31. As JSON."), vars=KEY)
+    result = cli(*remote(llama_server, "--format", "json", "Ann is 31. As JSON."), vars=KEY)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.endswith("\n") and result.stdout.count("\n") >= 1
     assert isinstance(json.loads(result.stdout), dict)  # no fence, no prose
@@ -59,7 +59,7 @@ def test_a_server_reply_that_breaks_the_schema_exits_1_naming_the_path(llama_ser
         "required": ["age"],
         "properties": {"age": {"type": "integer", "minimum": 100, "maximum": 130}},
     }
-    result = cli_process(
+    result = cli(
         *remote(llama_server, "--schema", json.dumps(schema), "Ann is 31. Her age as JSON."), vars=KEY
     )
     assert result.exit_code == 1, result.stdout
@@ -68,7 +68,7 @@ def test_a_server_reply_that_breaks_the_schema_exits_1_naming_the_path(llama_ser
 
 
 def test_max_tokens_mid_object_over_the_server_is_incomplete_json(llama_server):
-    result = cli_process(
+    result = cli(
         "chat",
         "--endpoint",
         llama_server,
@@ -89,7 +89,7 @@ def test_grammar_over_an_endpoint_is_refused_before_connecting(tmp_path):
     grammar = tmp_path / "yes.gbnf"
     grammar.write_text('root ::= "yes" | "no"\n')
     # Nothing listens on port 9: reaching the server would be a connection error (exit 1).
-    result = cli_process("chat", "--endpoint", "http://127.0.0.1:9/v1", "--grammar", str(grammar), "Yes?")
+    result = cli("chat", "--endpoint", "http://127.0.0.1:9/v1", "--grammar", str(grammar), "Yes?")
     assert result.exit_code == 2, result.stderr
     assert result.stderr == (
         "llmcli: error: --grammar needs the local engine (a server's reply cannot be "

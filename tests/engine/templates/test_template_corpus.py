@@ -251,8 +251,42 @@ def control_ids(runtime, ids: list[int]) -> list[int]:
     return [t for t in ids if runtime.ll.llama_vocab_get_attr(runtime.vocab, t) & CONTROL]
 
 
+# The run's folder of outcomes (outcome_folder): the summary reads what the other pytest-xdist worker
+# compared instead of comparing it again. None: each outcome is computed here.
+SHARED: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def outcome_folder(tmp_path_factory):
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared" / "template-outcomes"
+    folder.mkdir(parents=True, exist_ok=True)
+    SHARED[:] = [folder]
+    yield
+    SHARED.clear()
+
+
 @functools.lru_cache(maxsize=None)
 def outcome(name: str, runtime) -> Outcome:
+    """The template's outcome, computed once per run (either worker may have written it)."""
+    import hashlib
+    import os
+
+    if not SHARED:
+        return compare(name, runtime)
+    path = SHARED[0] / f"{hashlib.sha256(name.encode()).hexdigest()[:16]}.json"
+    if path.exists():
+        return Outcome(**json.loads(path.read_text(encoding="utf-8")))
+    result = compare(name, runtime)
+    written = path.with_suffix(f".{os.getpid()}")
+    written.write_text(json.dumps(result.__dict__), encoding="utf-8")
+    os.replace(written, path)  # a reader never sees half of it
+    return result
+
+
+def compare(name: str, runtime) -> Outcome:
     source = corpus()[name]
     bos = runtime.piece(runtime.bos_id, special=True).decode()
     eos = runtime.piece(runtime.eos_id, special=True).decode()

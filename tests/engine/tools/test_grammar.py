@@ -17,7 +17,7 @@ from llmcli.engine.tools.grammar import ToolChoice, namespaced, tool_constraint
 from llmcli.usecases.constraint import checked
 from tests.fuzz import cases
 
-RUNS = cases(2, 8)  # seeds per family and choice: each run is a whole sampled reply (LLMCLI_FUZZ_LONG: 8)
+RUNS = cases(1, 8)  # seeds per family and choice: each run is a whole sampled reply (LLMCLI_FUZZ_LONG: 8)
 MAX_TOKENS = 320  # MAX_CALLS (8) calls of about 30 tokens each, at most
 CITY = {"type": "string", "maxLength": 10}
 TOOLS = [
