@@ -1,7 +1,8 @@
 """`llmcli chat --tools FILE --tool-choice CHOICE` through the real CLI, on the embedded model: the
 calls print as a block, or in --json's document in OpenAI's shape; the model's own form is read (the
 embedded template's generic JSON, and Hermes' `<tool_call>` with a Qwen template); bad input is one
-line and exit 2."""
+line and exit 2. In this process, through the CLI's own error boundary: nothing here is about the
+file descriptors, and a child per run only repeated the interpreter's start."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import pytest
 
 from tests.corpus import corpus_templates
-from tests.support.cli import Result, cli_process
+from tests.support.cli import Result, cli
 
 WEATHER = {
     "type": "function",
@@ -32,7 +33,7 @@ QWEN = "Qwen-Qwen2.5-7B-Instruct.jinja"  # a real tool-use template: Hermes' <to
 def chat(tmp_path, embedded_path, *args: str, tools: object = (WEATHER, CLOCK)) -> Result:
     path = tmp_path / "tools.json"
     path.write_text(json.dumps(list(tools)) if not isinstance(tools, str) else tools)
-    return cli_process("chat", embedded_path, "--tools", str(path), *FAST, *args)
+    return cli("chat", embedded_path, "--tools", str(path), *FAST, *args)
 
 
 def qwen_template(tmp_path) -> str:
@@ -81,7 +82,7 @@ def test_the_prompt_is_the_one_render_shows_with_the_tools(tmp_path, embedded_pa
     conversation = json.dumps([{"role": "user", "content": "Hi"}])
     counts = []
     for tools in (["--tools", str(path)], []):
-        r = cli_process(
+        r = cli(
             "render",
             embedded_path,
             "--chat-template",
@@ -172,12 +173,12 @@ def test_bad_tools_input_is_one_line_and_exit_2(tmp_path, embedded_path, tools, 
 
 
 def test_tool_choice_without_tools_is_refused(embedded_path):
-    r = cli_process("chat", embedded_path, "--tool-choice", "required", "Hi")
+    r = cli("chat", embedded_path, "--tool-choice", "required", "Hi")
     assert r.exit_code == 2 and r.stderr == "llmcli: error: --tool-choice needs --tools FILE\n"
 
 
 def test_a_missing_tools_file_is_refused(tmp_path, embedded_path):
-    r = cli_process("chat", embedded_path, "--tools", str(tmp_path / "none.json"), "Hi")
+    r = cli("chat", embedded_path, "--tools", str(tmp_path / "none.json"), "Hi")
     assert r.exit_code == 2 and r.stdout == "" and "tools file" in r.stderr, r.stderr
 
 
@@ -200,7 +201,7 @@ def test_a_tool_result_fed_back_with_messages_is_answered_as_it_stands(tmp_path,
     (tmp_path / "conversation.json").write_text(json.dumps(FED_BACK))
     (tmp_path / "tools.json").write_text(json.dumps([WEATHER]))
     tools = ["--tools", str(tmp_path / "tools.json")]
-    shown = cli_process(
+    shown = cli(
         "render",
         embedded_path,
         "--chat-template",
@@ -214,7 +215,7 @@ def test_a_tool_result_fed_back_with_messages_is_answered_as_it_stands(tmp_path,
     assert shown.exit_code == 0, shown.stderr
     rendered = json.loads(shown.stdout)
     assert "22 C and sunny" in rendered["text"]
-    r = cli_process(
+    r = cli(
         "chat",
         embedded_path,
         "--chat-template",
@@ -245,9 +246,7 @@ def test_a_tool_result_fed_back_with_messages_is_answered_as_it_stands(tmp_path,
 )
 def test_a_bad_messages_file_is_one_line_and_exit_2(tmp_path, embedded_path, conversation, args, message):
     (tmp_path / "conversation.json").write_text(json.dumps(conversation))
-    r = cli_process(
-        "chat", "--messages", str(tmp_path / "conversation.json"), *args, *FAST, "-m", embedded_path
-    )
+    r = cli("chat", "--messages", str(tmp_path / "conversation.json"), *args, *FAST, "-m", embedded_path)
     assert r.exit_code == 2 and r.stdout == "", (r.exit_code, r.stderr)
     assert r.stderr.startswith("llmcli: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert message in r.stderr, r.stderr

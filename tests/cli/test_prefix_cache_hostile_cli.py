@@ -22,7 +22,7 @@ from tests.engine.local.test_prefix_cache_hostile import huge_entry, middle_chan
 from tests.support.cli import LLMCLI, cli, cli_store, environment_vars
 
 QUESTION = "Which day shipped the most apples?"
-PLAIN = ("chat", "--temp", "0", "-n", "12")
+PLAIN = ("chat", "-t", "1", "--temp", "0", "-n", "12")
 
 
 @functools.cache  # temperature 0 without the cache: the same reply in every test's store

@@ -1,4 +1,7 @@
-"""`llmcli chat --schema/--format json/--grammar` through the real CLI, on the embedded model."""
+"""`llmcli chat --schema/--format json/--grammar` through the real CLI, on the embedded model.
+
+Where stderr must hold one line or nothing once llama.cpp has run (its own log goes to the file
+descriptor), the CLI runs in a child; the rest runs in this process, through its error boundary."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import json
 
 import pytest
 
-from tests.support.cli import cli_process
+from tests.support.cli import cli, cli_process
 
 PERSON = {
     "type": "object",
@@ -60,7 +63,7 @@ FAST = ["--temp", "0", "-t", "1", "--no-stats"]
 )
 def test_bad_structured_options_exit_2_with_one_line_before_loading(args, message):
     # The model named does not exist: reaching the model would be a different error.
-    result = cli_process("chat", "-m", "/nonexistent/model.gguf", *args, "hi")
+    result = cli("chat", "-m", "/nonexistent/model.gguf", *args, "hi")
     assert result.exit_code == 2, result.stderr
     assert message in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""
 
@@ -77,7 +80,7 @@ def test_a_malformed_grammar_file_exits_2(tmp_path):
 
 
 def test_format_json_prints_exactly_parseable_json():
-    result = cli_process(
+    result = cli(
         "chat", *FAST, "-n", "80", "--format", "json", "Give a JSON object with one key, color, set to red."
     )
     assert result.exit_code == 0, result.stderr
@@ -90,7 +93,7 @@ def test_schema_reply_validates_and_json_carries_data(tmp_path):
 
     schema = tmp_path / "person.json"
     schema.write_text(json.dumps(PERSON))
-    result = cli_process(
+    result = cli(
         "chat",
         *FAST,
         "-n",
@@ -109,7 +112,7 @@ def test_schema_reply_validates_and_json_carries_data(tmp_path):
 def test_a_grammar_forces_a_fixed_shape(tmp_path):
     grammar = tmp_path / "answer.gbnf"
     grammar.write_text('root ::= "ANSWER: " ("yes" | "no")\n')
-    result = cli_process("chat", *FAST, "-n", "20", "--grammar", str(grammar), "Is the sky blue?")
+    result = cli("chat", *FAST, "-n", "20", "--grammar", str(grammar), "Is the sky blue?")
     assert result.exit_code == 0, result.stderr
     assert result.stdout in ("ANSWER: yes\n", "ANSWER: no\n")
 

@@ -1,4 +1,7 @@
-"""Every bad input ends in one clear line on stderr and a non-zero exit, never a traceback or partial file."""
+"""Every bad input ends in one clear line on stderr and a non-zero exit, never a traceback or partial file.
+
+Most run in this process, through the CLI's own error boundary (the same message and exit code); a
+child where the process is the point: held to file permissions, interrupted, or reading HF_* on start."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from llmcli.errors import ExitStatus
-from tests.support.cli import Result, cli_process, spawn_cli
+from tests.support.cli import Result, cli, cli_process, spawn_cli
 
 
 def assert_clean_error(proc: Result, status: ExitStatus, *phrases: str) -> None:
@@ -33,15 +36,13 @@ def copy_checkpoint(src: Path, dst: Path, skip: tuple[str, ...] = ()) -> Path:
 
 
 def test_missing_config_json(tmp_path):
-    assert_clean_error(
-        cli_process("convert", str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path)
-    )
+    assert_clean_error(cli("convert", str(tmp_path)), ExitStatus.USAGE, "no config.json", str(tmp_path))
 
 
 def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
     assert_clean_error(
-        cli_process("convert", str(tmp_path)),
+        cli("convert", str(tmp_path)),
         ExitStatus.USAGE,
         "GPT2LMHeadModel",
         "LlamaForCausalLM",
@@ -56,7 +57,7 @@ def test_missing_tokenizer(tmp_path, tiny):
         tiny("llama"), tmp_path / "ckpt", skip=("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
     )
     assert_clean_error(
-        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer"
+        cli("convert", str(src), "-o", str(tmp_path / "out.gguf")), ExitStatus.USAGE, "no tokenizer"
     )
     assert not (tmp_path / "out.gguf").exists()
 
@@ -73,7 +74,7 @@ def test_corrupt_safetensors_header(tmp_path, tiny, header):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
     (src / "model.safetensors").write_bytes(header + b"\0" * 64)
     assert_clean_error(
-        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")),
+        cli("convert", str(src), "-o", str(tmp_path / "out.gguf")),
         ExitStatus.USAGE,
         "model.safetensors",
         "corrupt",
@@ -84,14 +85,14 @@ def test_pickle_only_checkpoint_is_refused_with_the_reason(tmp_path, tiny):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt", skip=("model.safetensors",))
     (src / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")  # a pickle; never loaded
     assert_clean_error(
-        cli_process("convert", str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors"
+        cli("convert", str(src)), ExitStatus.USAGE, "pickle", "run arbitrary code", "safetensors"
     )
 
 
 def test_output_folder_that_does_not_exist(tmp_path, tiny):
     out = tmp_path / "no" / "such" / "out.gguf"
     assert_clean_error(
-        cli_process("convert", str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o"
+        cli("convert", str(tiny("llama")), "-o", str(out)), ExitStatus.USAGE, "does not exist", "-o"
     )
 
 
@@ -99,7 +100,7 @@ def test_output_folder_that_is_a_file(tmp_path, tiny):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert_clean_error(
-        cli_process("convert", str(tiny("llama")), "-o", str(blocker / "out.gguf")),
+        cli("convert", str(tiny("llama")), "-o", str(blocker / "out.gguf")),
         ExitStatus.USAGE,
         "not a folder",
     )
@@ -188,7 +189,7 @@ def test_not_enough_free_space_is_refused_before_writing(tmp_path, tiny, monkeyp
 
 def test_unknown_outtype(tiny):
     assert_clean_error(
-        cli_process("convert", str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m"
+        cli("convert", str(tiny("llama")), "--outtype", "q3_xs"), ExitStatus.USAGE, "q3_xs", "q4_k_m"
     )
 
 
@@ -210,7 +211,7 @@ def test_unrecognised_pre_tokenizer_is_refused_not_guessed(tmp_path, tiny):
     (src / "tokenizer.json").write_text(json.dumps(tj), encoding="utf-8")
     # No known pre-tokenizer matches it exactly, and none splits text as it does: the check corpus shows it.
     assert_clean_error(
-        cli_process("convert", str(src), "-o", str(tmp_path / "out.gguf")),
+        cli("convert", str(src), "-o", str(tmp_path / "out.gguf")),
         ExitStatus.USAGE,
         "pre-tokenizer",
         "is not one llama.cpp reproduces",
@@ -244,14 +245,14 @@ def test_a_name_that_is_not_a_model_name_is_refused_before_anything_is_written(
     tmp_path, tiny, llmcli_home, name, words
 ):
     before = files_under(tmp_path)
-    assert_clean_error(cli_process("convert", str(tiny("llama")), "--name", name), ExitStatus.USAGE, words)
+    assert_clean_error(cli("convert", str(tiny("llama")), "--name", name), ExitStatus.USAGE, words)
     assert files_under(tmp_path) == before
     # pull checks --name before it reaches for the network
-    assert_clean_error(cli_process("pull", "Org/Model-GGUF", "--name", name), ExitStatus.USAGE, words)
+    assert_clean_error(cli("pull", "Org/Model-GGUF", "--name", name), ExitStatus.USAGE, words)
 
 
 def test_a_name_with_parts_is_one_file_in_blobs(tiny, llmcli_home):
-    proc = cli_process("convert", str(tiny("llama")), "--name", "me/tiny:f16", "-q", "f16")
+    proc = cli("convert", str(tiny("llama")), "--name", "me/tiny:f16", "-q", "f16")
     assert proc.exit_code == 0, proc.stderr
     name, path = proc.stdout.strip().split("\t")
     assert name == "me/tiny:f16" and Path(path) == (llmcli_home / "blobs" / "me--tiny-f16.gguf").resolve()
@@ -261,19 +262,17 @@ def test_a_name_with_parts_is_one_file_in_blobs(tiny, llmcli_home):
 def test_output_that_is_not_a_gguf_name_is_refused_and_the_source_kept(tmp_path, tiny, target):
     src = copy_checkpoint(tiny("llama"), tmp_path / "ckpt")
     before = {p: p.read_bytes() for p in files_under(src)}
-    assert_clean_error(
-        cli_process("convert", str(src), "-o", str(src / target)), ExitStatus.USAGE, "ending in .gguf"
-    )
+    assert_clean_error(cli("convert", str(src), "-o", str(src / target)), ExitStatus.USAGE, "ending in .gguf")
     assert {p: p.read_bytes() for p in files_under(src)} == before
 
 
 def test_output_onto_another_models_file_is_refused(tmp_path, tiny, llmcli_home):
-    first = cli_process("convert", str(tiny("llama")), "--name", "first", "-q", "f16")
+    first = cli("convert", str(tiny("llama")), "--name", "first", "-q", "f16")
     assert first.exit_code == 0, first.stderr
     path = Path(first.stdout.strip().split("\t")[1])
     kept = path.read_bytes()
     assert_clean_error(
-        cli_process("convert", str(tiny("llama")), "--name", "second", "-q", "q8_0", "-o", str(path)),
+        cli("convert", str(tiny("llama")), "--name", "second", "-q", "q8_0", "-o", str(path)),
         ExitStatus.USAGE,
         "the file of the model first",
     )
@@ -284,7 +283,7 @@ def test_a_file_where_the_store_keeps_its_blobs_is_named_with_the_fix(tiny, llmc
     llmcli_home.mkdir(parents=True, exist_ok=True)
     (llmcli_home / "blobs").write_text("not a folder")
     assert_clean_error(
-        cli_process("convert", str(tiny("llama")), "--name", "x"),
+        cli("convert", str(tiny("llama")), "--name", "x"),
         ExitStatus.USAGE,
         f"already exists: {llmcli_home / 'blobs'}; move it away",
     )

@@ -19,6 +19,7 @@ from tests.convert.conftest import hf_logits, llama, llama_logits, nmse
 from tests.convert.test_bad_inputs import assert_clean_error, copy_checkpoint
 from tests.convert.test_tokenizer import CORPUS
 from tests.support.cli import cli
+from tests.support.gguf_layout import f32_tensor, metadata, read_layout
 from tests.support.locks import shared_by_workers
 
 PROMPTS = [
@@ -86,26 +87,31 @@ def test_logits_match_transformers(gemma3_hf, gemma3_f32):
         assert (got.argmax(-1) == ref.argmax(-1)).all(), prompt
 
 
-@pytest.mark.parametrize("special", [False, True], ids=["text", "with-special-tokens"])
-def test_token_ids_match_hf(gemma3_hf, gemma3_f32, special):
+@pytest.fixture(scope="module")
+def gemma3_tokenizers(gemma3_hf, gemma3_f32):
+    """transformers' tokenizer and llama.cpp's on the converted file, each loaded once (262k tokens)."""
     from transformers import AutoTokenizer
 
-    hf = AutoTokenizer.from_pretrained(gemma3_hf)
-    llm = llama(gemma3_f32, vocab_only=True)
+    return AutoTokenizer.from_pretrained(gemma3_hf), llama(gemma3_f32, vocab_only=True)
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["text", "with-special-tokens"])
+def test_token_ids_match_hf(gemma3_tokenizers, special):
+    hf, llm = gemma3_tokenizers
     for text in CORPUS + MULTILINGUAL + PROMPTS:
         want = hf(text, split_special_tokens=not special).input_ids
         assert llm.tokenize(text.encode("utf-8"), add_bos=True, special=special) == want, repr(text)
 
 
 def test_gguf_keys_follow_the_config(gemma3_hf, gemma3_f32):
-    import gguf
     from safetensors import safe_open
 
     config = json.loads((gemma3_hf / "config.json").read_text())
-    reader = gguf.GGUFReader(str(gemma3_f32))
+    layout = read_layout(gemma3_f32)  # gguf-py's GGUFReader takes half a minute over 262k tokens
+    written = metadata(layout)
 
     def key(name):
-        return reader.fields[name].contents()
+        return written[name]
 
     assert key("general.architecture") == "gemma3"
     assert key("gemma3.attention.sliding_window") == config["sliding_window"]
@@ -116,17 +122,17 @@ def test_gguf_keys_follow_the_config(gemma3_hf, gemma3_f32):
     assert key("gemma3.rope.freq_base_swa") == config["rope_parameters"]["sliding_attention"]["rope_theta"]
     assert key("tokenizer.ggml.model") == "llama" and key("tokenizer.ggml.add_space_prefix") is False
     assert key("tokenizer.ggml.add_bos_token") is True
-    tensors = {t.name: t for t in reader.tensors}
-    assert "output.weight" not in tensors  # tied: llama.cpp reuses token_embd
+    tensors = {t.name for t in layout.tensors}
+    assert (
+        "token_embd.weight" in tensors and "output.weight" not in tensors
+    )  # tied: llama.cpp reuses token_embd
     with safe_open(str(gemma3_hf / "model.safetensors"), "np") as f:
         for hf_name, name in [
             ("model.norm.weight", "output_norm.weight"),
             ("model.layers.3.self_attn.q_norm.weight", "blk.3.attn_q_norm.weight"),
             ("model.layers.3.pre_feedforward_layernorm.weight", "blk.3.ffn_norm.weight"),
         ]:
-            np.testing.assert_array_equal(
-                np.asarray(tensors[name].data), f.get_tensor(hf_name) + 1, err_msg=name
-            )
+            np.testing.assert_array_equal(f32_tensor(layout, name), f.get_tensor(hf_name) + 1, err_msg=name)
 
 
 # -- the existing families in transformers 5's config form ---------------------------------------
@@ -135,14 +141,11 @@ def test_gguf_keys_follow_the_config(gemma3_hf, gemma3_f32):
 @pytest.mark.parametrize("family, theta", [("llama", 10000.0), ("qwen2", 1000000.0)])
 def test_transformers_5_rope_parameters_are_read(tiny, converted, family, theta):
     """The tiny fixtures are saved by transformers 5: rope_theta lives only inside rope_parameters."""
-    import gguf
-
     config = json.loads((tiny(family) / "config.json").read_text())
     assert "rope_theta" not in config and config["rope_parameters"]["rope_theta"] == theta
     if family == "qwen2":
         assert set(config["layer_types"]) == {"full_attention"}
-    reader = gguf.GGUFReader(str(converted(tiny(family), "f16")))
-    assert reader.fields[f"{family}.rope.freq_base"].contents() == theta
+    assert read_layout(converted(tiny(family), "f16")).values[f"{family}.rope.freq_base"] == theta
 
 
 # -- bad Gemma configs: one line, exit 2 ------------------------------------------------------------
@@ -317,8 +320,6 @@ def test_bad_gemma_tokenizer_json_is_one_line_exit_2(gemma_spm, tmp_path, case):
 def test_transformers_4_config_form_writes_the_same_keys(tiny, converted, tmp_path):
     """Gemma 3 configs on the Hub predate layer_types/rope_parameters: rope_theta, rope_local_base_freq,
     rope_scaling and sliding_window_pattern say the same, and must give the same GGUF."""
-    import gguf
-
     tf5 = tiny("gemma3")
     src = copy_checkpoint(tf5, tmp_path / "tf4_form")
     config = json.loads((src / "config.json").read_text())
@@ -332,8 +333,7 @@ def test_transformers_4_config_form_writes_the_same_keys(tiny, converted, tmp_pa
     (src / "config.json").write_text(json.dumps(config))
 
     def keys(path):
-        fields = gguf.GGUFReader(str(path)).fields
-        return {k: fields[k].contents() for k in fields if k.startswith("gemma3.")}
+        return {k: v for k, v in metadata(read_layout(path)).items() if k.startswith("gemma3.")}
 
     want = keys(converted(tf5, "f16"))
     assert want["gemma3.rope.scaling.factor"] == 8.0 and want["gemma3.rope.freq_base_swa"] == 1e4

@@ -56,7 +56,7 @@ def test_safetensors_pull_converts_registers_and_chats(st_hub: FakeHub) -> None:
     assert not list(cli_store().blobs_dir.glob("*.tmp*"))
     again = cli("pull", ST_REPO, "--outtype", "q8_0")
     assert again.exit_code == 0 and "up to date" in again.stderr
-    chat = cli_process("chat", entry.name, "Say hello.", "--temp", "0", "-n", "8", "--no-stats")
+    chat = cli_process("chat", entry.name, "Say hello.", "--temp", "0", "-n", "8", "-t", "1", "--no-stats")
     assert chat.exit_code == 0, chat.stderr
     assert chat.stdout.strip()
 

@@ -150,3 +150,40 @@ def _count(layout: Layout, key: str) -> int:
 def _u32_entry(key: str, value: int) -> bytes:
     name = key.encode()
     return struct.pack("<Q", len(name)) + name + struct.pack("<II", GGUFValueType.UINT32, value)
+
+
+def array_items(layout: Layout, key: str) -> list[Any]:
+    """The items of a fixed-width metadata array (a per-layer pattern, say), as Python values."""
+    entry = next(e for e in layout.entries if e.key == key)
+    assert entry.value_type == GGUFValueType.ARRAY, f"{key} is not an array"
+    items = _items_at(entry)
+    dtype = GGUFReader.gguf_scalar_to_np[_item_type(layout, entry)]
+    return np.frombuffer(layout.blob, dtype, entry.count, items).tolist()
+
+
+def metadata(layout: Layout) -> dict[str, Any]:
+    """Every key's value but the string arrays' (the vocabulary), which are only stepped over."""
+    arrays = {
+        e.key: array_items(layout, e.key)
+        for e in layout.entries
+        if e.value_type == GGUFValueType.ARRAY and _item_type(layout, e) in _WIDTHS
+    }
+    return {**layout.values, **arrays}
+
+
+def _items_at(entry: Entry) -> int:
+    # past the key (its length and bytes), the value type, and the array's item type and count
+    return entry.start + 8 + len(entry.key.encode()) + 4 + 12
+
+
+def _item_type(layout: Layout, entry: Entry) -> int:
+    return struct.unpack_from("<I", layout.blob, _items_at(entry) - 12)[0]
+
+
+def f32_tensor(layout: Layout, name: str) -> np.ndarray:
+    """An F32 tensor's values, in gguf-py's order (rows last)."""
+    tensor = next(t for t in layout.tensors if t.name == name)
+    assert tensor.ggml_type == GGMLQuantizationType.F32, f"{name} is {tensor.ggml_type.name}"
+    start = layout.data_start + tensor.offset
+    count = int(np.prod(tensor.shape, dtype=np.int64))
+    return np.frombuffer(layout.blob, np.float32, count, start).reshape(tuple(reversed(tensor.shape)))

@@ -163,12 +163,14 @@ def _write_gguf(plan: ConversionPlan, path: Path, progress: Progress | None) -> 
     import gguf
     import numpy as np
 
+    from llmcli.convert.gguf_write import GGUFWriter
+
     ftype = (
         plan.outtype.ftype
         if plan.outtype.qtype
         else ("MOSTLY_BF16" if plan.source_dtypes == ["BF16"] else "MOSTLY_F16")
     )
-    writer = gguf.GGUFWriter(path=None, arch=plan.arch)
+    writer = GGUFWriter(path=None, arch=plan.arch)
     try:
         writer.add_type(gguf.GGUFType.MODEL)
         writer.add_name(plan.src.name)

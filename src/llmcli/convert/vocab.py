@@ -144,16 +144,19 @@ def _merges(raw: Any, where: str) -> list[str]:
         return []
     if isinstance(raw, list) and all(isinstance(m, str) and " " in m[1:] for m in raw):
         return list(raw)
-    if not isinstance(raw, list) or not all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and x for x in p) for p in raw
-    ):
-        raise BadCheckpoint(
-            f'{where}: model.merges must be a list of "a b" strings or of [a, b] pairs; '
-            "download the tokenizer again"
-        )
     # transformers >= 4.45 writes pairs, whose parts may hold a space; llama.cpp reads the space as
-    # "Ġ" (its byte + 256), as GPT-2's byte-level alphabet writes it.
-    return [f"{a.replace(' ', SPACE_IN_MERGE)} {b.replace(' ', SPACE_IN_MERGE)}" for a, b in raw]
+    # "Ġ" (its byte + 256), as GPT-2's byte-level alphabet writes it. One pass checks and joins
+    # (a vocabulary has hundreds of thousands of merges).
+    merges: list[str] = []
+    for pair in raw if isinstance(raw, list) else [None]:
+        a, b = pair if isinstance(pair, list) and len(pair) == 2 else (None, None)
+        if not (isinstance(a, str) and isinstance(b, str) and a and b):
+            raise BadCheckpoint(
+                f'{where}: model.merges must be a list of "a b" strings or of [a, b] pairs; '
+                "download the tokenizer again"
+            )
+        merges.append(f"{a.replace(' ', SPACE_IN_MERGE)} {b.replace(' ', SPACE_IN_MERGE)}")
+    return merges
 
 
 # -- SentencePiece -------------------------------------------------------------------------------

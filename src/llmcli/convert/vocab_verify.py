@@ -95,7 +95,9 @@ def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader
     """A GGUF with the architecture's keys, the vocabulary and no tensors: what a vocab-only load reads."""
     import gguf
 
-    writer = gguf.GGUFWriter(path=str(path), arch=arch)
+    from llmcli.convert.gguf_write import GGUFWriter
+
+    writer = GGUFWriter(path=str(path), arch=arch)
     try:
         writer.add_type(gguf.GGUFType.MODEL)
         writer.add_name(name)  # llama.cpp keys some token attributes on the model's name
