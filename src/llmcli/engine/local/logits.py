@@ -91,6 +91,8 @@ class TopKFirst:
         )
         self._arr = ll.llama_token_data_array(self._cands.ctypes.data_as(ll.llama_token_data_p), 0, -1, False)
         self._ref = ctypes.byref(self._arr)
+        # The fields' views, made once: a structured array's field lookup builds a new view each time.
+        self._ids, self._logits, self._p = self._cands["id"], self._cands["logit"], self._cands["p"]
 
     def sample(self, chain, idx: int) -> int | None:
         row, k, start = self.rows.row(idx), self.k, self.delta
@@ -114,13 +116,12 @@ class TopKFirst:
         if (largest[1:] == largest[:-1]).any():
             self.full += 1
             return None
-        cands = self._cands
-        cands["id"][:n] = picked
-        cands["logit"][:n] = logits
-        cands["p"][:n] = 0.0
+        self._ids[:n] = picked
+        self._logits[:n] = logits
+        self._p[:n] = 0.0
         arr = self._arr
         arr.size, arr.selected, arr.sorted = n, -1, False
         self.ll.llama_sampler_apply(chain, self._ref)
-        token = int(cands["id"][arr.selected])
+        token = int(self._ids[arr.selected])
         self.ll.llama_sampler_accept(chain, token)
         return token
