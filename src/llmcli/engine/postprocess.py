@@ -141,9 +141,8 @@ class Postprocessor:
         self.filter = word_filter or WordFilter([])
         # No stop strings and no words to mask: only UTF-8 reassembly, on every token of the loop,
         # where feed is the decoder's own (one Python call a token, not two).
-        self._decode = self.utf8.feed if not self.stop.stops and not self.filter.words else None
-        if self._decode is not None:
-            self.feed = self._decode  # type: ignore[method-assign]
+        if self.plain:
+            self.feed = self.utf8.feed  # type: ignore[method-assign]
 
     @property
     def stopped(self) -> bool:
@@ -152,11 +151,9 @@ class Postprocessor:
     @property
     def plain(self) -> bool:
         """Only UTF-8 reassembly: no stop string can end the reply and no word is held back."""
-        return self._decode is not None
+        return not self.stop.stops and not self.filter.words
 
     def feed(self, data: bytes) -> str:
-        if self._decode is not None:
-            return self._decode(data)
         if self.stop.stopped:
             return ""
         return self.filter.feed(self.stop.feed(self.utf8.feed(data)))
