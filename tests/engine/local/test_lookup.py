@@ -199,19 +199,24 @@ class RecordingDrafter(LookupDrafter):
         return draft
 
 
-@pytest.fixture
-def eager(monkeypatch) -> list[RecordingDrafter]:
-    """Every lookup decoder of the test drafts eagerly; the list holds their drafters, in order."""
+def _drafters_made_by(monkeypatch, kind):
+    """The drafters the test's lookup decoders make (of `kind` instead of LookupDrafter), in order."""
     from llmcli.engine.local import speculative
 
-    made: list[RecordingDrafter] = []
+    made = []
 
-    def make() -> RecordingDrafter:
-        made.append(RecordingDrafter())
+    def make():
+        made.append(kind())
         return made[-1]
 
     monkeypatch.setattr(speculative, "LookupDrafter", make)
     return made
+
+
+@pytest.fixture
+def eager(monkeypatch) -> list[RecordingDrafter]:
+    """Every lookup decoder of the test drafts eagerly; the list holds their drafters, in order."""
+    return _drafters_made_by(monkeypatch, RecordingDrafter)
 
 
 def run(rt, prompt: str, draft: str, params: SamplingParams, **kwargs) -> tuple[str, Stats, ChatSession]:
@@ -274,16 +279,7 @@ def test_a_free_form_prompt_is_identical(rt):
 @pytest.fixture
 def drafters(monkeypatch) -> list[LookupDrafter]:
     """The drafters (default configuration) of the test's lookup decoders, in order."""
-    from llmcli.engine.local import speculative
-
-    made: list[LookupDrafter] = []
-
-    def make() -> LookupDrafter:
-        made.append(LookupDrafter())
-        return made[-1]
-
-    monkeypatch.setattr(speculative, "LookupDrafter", make)
-    return made
+    return _drafters_made_by(monkeypatch, LookupDrafter)
 
 
 def test_a_reply_that_does_not_copy_is_soon_decoded_plainly(rt, drafters):
