@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
 import pytest
 
 from llmcli.engine.local.batch import TokenBatch
+from llmcli.engine.local.logits import TopKFirst
 from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 from llmcli.engine.local.sampler import Sampler
 from llmcli.engine.sampling import SamplingParams
@@ -112,3 +114,81 @@ def test_a_chain_run_over_the_top_k_candidates_draws_what_the_full_chain_draws(s
     finally:
         fast.close()
         full.close()
+
+
+class HeldRows:
+    """Logits rows held in numpy, read as TopKFirst reads llama.cpp's (`row(idx)`)."""
+
+    def __init__(self, rows: list) -> None:
+        self.rows = rows
+
+    def row(self, idx: int):
+        return self.rows[idx]
+
+
+def full_way(ll, chain, row) -> int:
+    """What llama_sampler_sample does with a row: every logit a candidate, the chain applied, the
+    token accepted."""
+    cands = np.zeros(len(row), dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
+    cands["id"], cands["logit"] = np.arange(len(row)), row
+    arr = ll.llama_token_data_array(cands.ctypes.data_as(ll.llama_token_data_p), len(row), -1, False)
+    ll.llama_sampler_apply(chain, ctypes.byref(arr))
+    token = int(cands["id"][arr.selected])
+    ll.llama_sampler_accept(chain, token)
+    return token
+
+
+def real_rows(rt: Runtime, n_rows: int) -> list:
+    return [
+        np.ctypeslib.as_array(rt.ll.llama_get_logits_ith(rt.ctx_ptr, i), shape=(rt.n_vocab,)).copy()
+        for i in range(n_rows)
+    ]
+
+
+def test_a_vocabulary_that_does_not_divide_into_the_grid_keeps_its_last_logits(scored):
+    """GPT-2's 50,257 tokens leave 1 logit past a grid of 16 rows, 17 tokens more leave 2: the model's
+    real rows, lengthened so, with the best logit moved into those last ones on every third row."""
+    rt, n_rows = scored
+    params = SamplingParams(seed=5)
+    fast, full = Sampler(rt, params), Sampler(rt, params)
+    try:
+        for extra in (50_257 - rt.n_vocab, 17):
+            rows = []
+            for i, row in enumerate(real_rows(rt, n_rows)):
+                # Real logits again, a step up so that none ties with its original.
+                longer = np.concatenate((row, np.nextafter(row[1000 : 1000 + extra], np.float32(np.inf))))
+                if i % 3 == 0:
+                    best = int(row.argmax())
+                    longer[-1], longer[best] = longer[best], longer[-1]
+                rows.append(longer)
+            top_k = TopKFirst(rt.ll, HeldRows(rows), params.top_k, len(rows[0]))
+            assert len(top_k._tail) == len(rows[0]) % TopKFirst.ROWS > 0
+            # A row with a tie among its best goes the full way, as in Sampler.sample.
+            picks = []
+            for i, row in enumerate(rows):
+                pick = top_k.sample(fast._chain, i)
+                picks.append(full_way(rt.ll, fast._chain, row) if pick is None else pick)
+            assert top_k.full < n_rows // 10
+            assert picks == [full_way(rt.ll, full._chain, row) for row in rows]
+            assert sum(pick >= rt.n_vocab for pick in picks) >= n_rows // 10  # the last logits were drawn
+    finally:
+        fast.close()
+        full.close()
+
+
+@pytest.mark.parametrize("where", ["grid", "last"])
+def test_a_row_with_a_nan_or_a_flat_row_goes_the_full_way(scored, where):
+    rt, n_rows = scored
+    row = np.concatenate((real_rows(rt, 1)[0], np.zeros(3, dtype=np.float32)))
+    nan = row.copy()
+    nan[5 if where == "grid" else -2] = np.nan
+    flat = np.full_like(row, 1.5)
+    sampler = Sampler(rt, SamplingParams(seed=1))
+    try:
+        top_k = TopKFirst(rt.ll, HeldRows([row, nan, flat]), 40, len(row))
+        assert top_k.sample(sampler._chain, 0) is not None
+        assert top_k.sample(sampler._chain, 1) is None
+        assert top_k.sample(sampler._chain, 2) is None
+        assert top_k.full == 2
+    finally:
+        sampler.close()

@@ -72,51 +72,97 @@ class TopKFirst:
     """llama.cpp's sampler chain, when it starts with top-k, run over the few candidates top-k keeps.
 
     `llama_sampler_sample` copies all n_vocab logits into candidates and partial-sorts them for
-    top-k: 0.7 M instructions a token for a 49k vocabulary. Every logit within `delta` of the row's
-    maximum is picked here instead (delta widens until at least k are), and the chain runs over
-    those: top-k keeps the same k tokens in the same order, and the later samplers and the seeded
-    draw see the very array they would have seen. Only an exact tie among the k+1 largest logits
-    could be ordered otherwise by the two sorts; such a row returns None (the caller samples it
-    the full way), as does a row with a NaN.
+    top-k: 0.7 M instructions a token for a 49k vocabulary. Here the chain runs over the logits at
+    or above a threshold t instead, chosen so that at least k+1 of them are: top-k keeps the same k
+    tokens in the same order, and the later samplers and the seeded draw see the very array they
+    would have seen. Only an exact tie among the k+1 largest logits could be ordered otherwise by
+    the two sorts; such a row returns None (the caller samples it the full way), as does a row with
+    a NaN.
+
+    t is found without a pass over the whole row for each try. The row is read as a grid of ROWS
+    rows of n_vocab/ROWS columns, and one pass takes each column's maximum (elementwise maxima of
+    long slices: where numpy is quickest). t is searched among those maxima: at least k+1 columns
+    must reach it, and every logit at or above it lies in one of them, so the candidates are only
+    those columns' logits, read again. A search over the row itself took a pass over all of it per
+    try, and its candidates ran to hundreds where these are k plus a few.
     """
 
-    CAP = 1024  # candidates at most; a flatter row goes the full way
+    ROWS = 16
+    MAX_K = 256  # a larger top-k goes the full way
 
-    def __init__(self, ll, rows: LogitRows, k: int) -> None:
+    @classmethod
+    def fits(cls, k: int, n_vocab: int) -> bool:
+        """Whether a grid of this vocabulary has the columns for the search (4k of them)."""
+        return 0 < k <= cls.MAX_K and 4 * k <= n_vocab // cls.ROWS
+
+    def __init__(self, ll, rows: LogitRows, k: int, n_vocab: int) -> None:
         self.ll, self.rows, self.k = ll, rows, k
-        self.delta = 8.0  # in logits; adapted to the rows seen
+        self.delta = 8.0  # t below the highest column maximum, in logits; adapted to the rows seen
         self.full = 0  # rows left to the full way (a tie, a NaN, a flat row)
-        self._cands = np.zeros(
-            self.CAP, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
-        )
+        self.most = 4 * k  # columns read again at most
+        columns = self.columns = n_vocab // self.ROWS
+        self.body = self.ROWS * columns
+        # The flat index of each grid row's first logit, to add to the columns' indices.
+        self._starts = (np.arange(self.ROWS, dtype=np.intp) * columns)[:, None]
+        # A vocabulary that does not divide into ROWS leaves a few last logits: always candidates.
+        self._tail = np.arange(self.body, n_vocab, dtype=np.intp)
+        self._maxima = np.empty(columns, dtype=np.float32)
+        self._grids: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(row) -> (row, its grid)
+        size = self.ROWS * self.most + len(self._tail)
+        fields = [("id", np.int32), ("logit", np.float32), ("p", np.float32)]  # llama_token_data
+        self._cands = np.zeros(size, dtype=np.dtype(fields))
         self._arr = ll.llama_token_data_array(self._cands.ctypes.data_as(ll.llama_token_data_p), 0, -1, False)
         self._ref = ctypes.byref(self._arr)
         # The fields' views, made once: a structured array's field lookup builds a new view each time.
         self._ids, self._logits, self._p = self._cands["id"], self._cands["logit"], self._cands["p"]
 
+    def _grid(self, row: np.ndarray) -> np.ndarray:
+        # LogitRows hands out the same view for the same row, so its grid is made once; the row is
+        # kept beside it, so that its id cannot be another array's while the entry lives.
+        entry = self._grids.get(id(row))
+        if entry is not None and entry[0] is row:
+            return entry[1]
+        if len(self._grids) >= MAX_VIEWS:
+            self._grids.clear()
+        grid = row[: self.body].reshape(self.ROWS, self.columns)
+        self._grids[id(row)] = (row, grid)
+        return grid
+
     def sample(self, chain, idx: int) -> int | None:
-        row, k, start = self.rows.row(idx), self.k, self.delta
-        top = row.max()
-        for _ in range(12):  # one pass over the row, usually: delta follows the rows
-            picked = np.flatnonzero(row >= top - self.delta)
-            n = len(picked)
-            if n < k:
-                self.delta *= 2
-            elif n > self.CAP:
-                self.delta *= 0.6
+        row, k = self.rows.row(idx), self.k
+        grid, maxima = self._grid(row), self._maxima
+        grid.max(axis=0, out=maxima)
+        top, delta, low, high = maxima.max(), self.delta, 0.0, 0.0
+        for _ in range(16):  # each try counts over the column maxima only
+            t = top - delta
+            reach = maxima >= t
+            n_hot = np.count_nonzero(reach)
+            if n_hot <= k:  # too few: widen, halfway to a width known to be too wide
+                low, delta = delta, (delta + high) / 2 if high else delta * 2
+            elif n_hot > self.most:
+                high, delta = delta, (delta + low) / 2 if low else delta * 0.6
             else:
                 break
-        else:  # a flat row, or a NaN in it
-            self.full, self.delta = self.full + 1, start
+        else:  # a flat row, or a NaN in it (the maximum is NaN then, and no column reaches t)
+            self.full += 1
             return None
-        if n > 4 * k:
-            self.delta *= 0.8  # fewer candidates next time
-        logits = row[picked]
+        self.delta = delta * 0.8 if n_hot > 3 * k else delta  # fewer columns next time
+        hot = reach.nonzero()[0]
+        ids = (hot + self._starts).ravel()
+        if len(self._tail):
+            ids = np.concatenate((ids, self._tail))
+        logits = row[ids]
+        kept = (logits >= t).nonzero()[0]
+        if len(self._tail) and np.isnan(logits[-len(self._tail) :]).any():
+            self.full += 1
+            return None
+        ids, logits = ids[kept], logits[kept]
+        n = len(ids)
         largest = np.sort(logits)[-(k + 1) :]
         if (largest[1:] == largest[:-1]).any():
             self.full += 1
             return None
-        self._ids[:n] = picked
+        self._ids[:n] = ids
         self._logits[:n] = logits
         self._p[:n] = 0.0
         arr = self._arr

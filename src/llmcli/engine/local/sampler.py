@@ -54,8 +54,9 @@ class Sampler:
         self._argmax = params.temperature <= 0 and not self._stateful
         self._rows = LogitRows(ll, self._ctx, runtime.n_vocab)
         # A chain that starts with top-k runs over the candidates top-k can keep (logits.py).
-        plain_top_k = params.temperature > 0 and 0 < params.top_k <= TopKFirst.CAP // 4 and not self._stateful
-        self._top_k = TopKFirst(ll, self._rows, params.top_k) if plain_top_k else None
+        plain_top_k = params.temperature > 0 and not self._stateful
+        plain_top_k = plain_top_k and TopKFirst.fits(params.top_k, runtime.n_vocab)
+        self._top_k = TopKFirst(ll, self._rows, params.top_k, runtime.n_vocab) if plain_top_k else None
 
     @property
     def greedy(self) -> bool:
