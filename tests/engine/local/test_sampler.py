@@ -192,3 +192,25 @@ def test_a_row_with_a_nan_or_a_flat_row_goes_the_full_way(scored, where):
         assert top_k.full == 2
     finally:
         sampler.close()
+
+
+@pytest.mark.parametrize("scales", [(1e4,), (1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5)])
+def test_a_width_adapted_to_rows_unlike_the_next_ones_starts_afresh(scored, scales):
+    """Real rows scaled up (or down, step by step) widen (or narrow) the search beyond what 16 tries
+    can bring back for the real rows after them: one row goes the full way, and the next start again."""
+    rt, n_rows = scored
+    real = real_rows(rt, n_rows)
+    rows = [(real[10] * np.float32(scale)).astype(np.float32) for scale in scales] + real
+    params = SamplingParams(seed=7)
+    fast, full = Sampler(rt, params), Sampler(rt, params)
+    try:
+        top_k = TopKFirst(rt.ll, HeldRows(rows), params.top_k, rt.n_vocab)
+        picks = []
+        for i, row in enumerate(rows):
+            pick = top_k.sample(fast._chain, i)
+            picks.append(full_way(rt.ll, fast._chain, row) if pick is None else pick)
+        assert top_k.full <= 2
+        assert picks == [full_way(rt.ll, full._chain, row) for row in rows]
+    finally:
+        fast.close()
+        full.close()

@@ -76,19 +76,22 @@ class TopKFirst:
     or above a threshold t instead, chosen so that at least k+1 of them are: top-k keeps the same k
     tokens in the same order, and the later samplers and the seeded draw see the very array they
     would have seen. Only an exact tie among the k+1 largest logits could be ordered otherwise by
-    the two sorts; such a row returns None (the caller samples it the full way), as does a row with
-    a NaN.
+    the two sorts; such a row returns None (the caller samples it the full way), as do a row with a
+    NaN or +inf and one whose logits bunch so that no t is reached by between k+1 and 4k columns
+    (below): all sampled the full way, the same draw, only slower.
 
     t is found without a pass over the whole row for each try. The row is read as a grid of ROWS
     rows of n_vocab/ROWS columns, and one pass takes each column's maximum (elementwise maxima of
     long slices: where numpy is quickest). t is searched among those maxima: at least k+1 columns
-    must reach it, and every logit at or above it lies in one of them, so the candidates are only
-    those columns' logits, read again. A search over the row itself took a pass over all of it per
-    try, and its candidates ran to hundreds where these are k plus a few.
+    must reach it, and every logit at or above it lies in one of them (a column's maximum is at
+    least each of its logits), so the candidates are only those columns' logits, read again. A
+    search over the row itself took a pass over all of it per try, and its candidates ran to
+    hundreds; these are about 2k on the model's rows.
     """
 
     ROWS = 16
     MAX_K = 256  # a larger top-k goes the full way
+    START = 8.0  # the first width searched, in logits
 
     @classmethod
     def fits(cls, k: int, n_vocab: int) -> bool:
@@ -97,7 +100,7 @@ class TopKFirst:
 
     def __init__(self, ll, rows: LogitRows, k: int, n_vocab: int) -> None:
         self.ll, self.rows, self.k = ll, rows, k
-        self.delta = 8.0  # t below the highest column maximum, in logits; adapted to the rows seen
+        self.delta = self.START  # t below the highest column maximum, in logits; adapted to the rows
         self.full = 0  # rows left to the full way (a tie, a NaN, a flat row)
         self.most = 4 * k  # columns read again at most
         columns = self.columns = n_vocab // self.ROWS
@@ -107,7 +110,9 @@ class TopKFirst:
         # A vocabulary that does not divide into ROWS leaves a few last logits: always candidates.
         self._tail = np.arange(self.body, n_vocab, dtype=np.intp)
         self._maxima = np.empty(columns, dtype=np.float32)
-        self._grids: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(row) -> (row, its grid)
+        # id(row) -> (row, its grid). The rows are LogitRows' views of llama.cpp's own buffer, so
+        # an entry holds no memory of its own.
+        self._grids: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         size = self.ROWS * self.most + len(self._tail)
         fields = [("id", np.int32), ("logit", np.float32), ("p", np.float32)]  # llama_token_data
         self._cands = np.zeros(size, dtype=np.dtype(fields))
@@ -143,8 +148,9 @@ class TopKFirst:
                 high, delta = delta, (delta + low) / 2 if low else delta * 0.6
             else:
                 break
-        else:  # a flat row, or a NaN in it (the maximum is NaN then, and no column reaches t)
-            self.full += 1
+        else:  # a flat row, a NaN (then the maximum is NaN, and no column reaches t) or +inf
+            # A width adapted to rows unlike the next ones could keep failing: start afresh.
+            self.full, self.delta = self.full + 1, self.START
             return None
         self.delta = delta * 0.8 if n_hot > 3 * k else delta  # fewer columns next time
         hot = reach.nonzero()[0]
