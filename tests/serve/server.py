@@ -67,7 +67,7 @@ class ServeProcess(ServerProcess):
         given = bool(args) and not args[0].startswith("-")
         first = [model] if model is not None and not given else []
         super().__init__("llmcli serve", [*LLMCLI, "serve", *first, *BASE, *args], 0, "/health", env)
-        self.open_files = open_files
+        self.home, self.open_files = home, open_files
         self.stderr_lines: list[str] = []
         self.proc = self.launch()
         self._url = self._read_url()

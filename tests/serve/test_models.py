@@ -246,3 +246,29 @@ def test_with_max_models_1_a_request_waits_while_the_other_model_is_in_use(one_m
     assert isinstance(b, httpx.Response) and b.status_code == 200, b
     assert b.json()["response"] == alone.json()["response"]
     assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{GEMMA}:latest"]
+
+
+def test_a_name_pulled_again_answers_from_its_new_file_as_in_ollama(
+    ollama, store_server, embedded_path, gemma3_path
+):
+    """A model loaded under a name whose file then changes (pulled or converted again) is unloaded once
+    its request has ended, and the name's next request loads the new file: here the name moves from
+    the embedded model's GGUF to Gemma's, and its greedy reply becomes Gemma's."""
+    store, name = Store(store_server.home), "swap"
+    greedy = {"num_predict": TOKENS, "temperature": 0}
+
+    def reply(model: str) -> str:
+        return ollama.chat(model=model, messages=HI, options=greedy)["message"]["content"]
+
+    store.register(ModelEntry(name=name, path=embedded_path, files=[embedded_path], source="test"))
+    before = reply(name)
+    assert before == reply(EMBEDDED_NAME)
+    labels = f'{{model_name="{name}"}}'
+    assert store_server.metric(f"llmcli:model_loads_total{labels}", AUTH) == 1
+    assert reply(name) == before  # the same file: no reload
+    store.register(ModelEntry(name=name, path=gemma3_path, files=[gemma3_path], source="test"))
+    after = reply(name)
+    assert after == reply(GEMMA) != before
+    assert store_server.metric(f"llmcli:model_loads_total{labels}", AUTH) == 2
+    assert store_server.metric(f"llmcli:model_unloads_total{labels}", AUTH) == 1
+    assert ollama.generate(model=name, keep_alive=0)["done_reason"] == "unload"

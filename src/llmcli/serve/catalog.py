@@ -34,6 +34,9 @@ class Served:
 
     name: str  # the store's name: the pool's key, /api/ps's name and the metrics' model label
     path: Path  # the GGUF llama.cpp opens
+    # The file's size and modification time when the request named it: a model pulled or converted
+    # again under the same name changes it, and the pool loads the new file (as Ollama reloads).
+    stamp: tuple[int, int] = (0, 0)
 
 
 class UnknownModel(Exception):
@@ -106,7 +109,7 @@ class Catalog:
         if entry.missing:
             shown = printable(entry.name, SHOWN)
             raise UnknownModel(f"the file of model '{shown}' is gone; pull it again, or delete it")
-        return Served(entry.name, Path(entry.path))
+        return served(entry)
 
     def entries(self) -> list[ModelEntry]:
         """The store's entries (a broken manifest is the store's UsageError: the server's 500)."""
@@ -116,4 +119,13 @@ class Catalog:
     def all(self) -> list[Served]:
         if self.one is not None:
             return [self.one]
-        return [Served(m.name, Path(m.path)) for m in self.entries() if not m.missing]
+        return [served(m) for m in self.entries() if not m.missing]
+
+
+def served(entry: ModelEntry) -> Served:
+    path = Path(entry.path)
+    try:
+        stat = path.stat()
+    except OSError:  # gone since the store was read: the load will say so
+        return Served(entry.name, path)
+    return Served(entry.name, path, (stat.st_size, stat.st_mtime_ns))

@@ -16,6 +16,7 @@ import math
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from llmcli.serve.budget import FOREVER, default_budget, estimate, gb
@@ -81,7 +82,8 @@ class Pool:
         self.waiting = 0  # requests waiting for room
         self.error: BaseException | None = None  # the one model's load failed (the server stops)
         self._changed = asyncio.Event()
-        self._sizes: dict[str, int] = {}
+        self._sizes: dict[tuple[Path, tuple[int, int]], int] = {}
+        self._retiring: set[asyncio.Future] = set()  # unloads of models whose file changed
         self.loader = ThreadPoolExecutor(1, thread_name_prefix="llmcli-loader")
         self.renderer: Executor | None = None  # the server's render thread (Server.make sets it)
 
@@ -96,6 +98,13 @@ class Pool:
             slot = self.slots.get(served.name)
             if slot is not None and slot.closing:
                 await self._wait(slot.closed.wait(), deadline)
+                continue
+            if slot is not None and slot.served != served and not self.one:
+                # The name's file changed since it was loaded (pulled or converted again): the old
+                # model goes once its requests have ended, and this request loads the new file.
+                slot.closing = True
+                self._retiring.add(task := asyncio.ensure_future(self.unload(served.name)))
+                task.add_done_callback(self._retiring.discard)
                 continue
             if slot is not None:
                 slot.leases += 1
@@ -191,10 +200,11 @@ class Pool:
         self.loader.shutdown(wait=False, cancel_futures=True)
 
     async def _estimate(self, served: Served) -> int:
-        key = served.path.as_posix()
+        key = (served.path, served.stamp)  # a file replaced under the same path is estimated again
         if key not in self._sizes:
             loop = asyncio.get_running_loop()
-            self._sizes[key] = await loop.run_in_executor(None, estimate, key, self.config.ctx)
+            path = served.path.as_posix()
+            self._sizes[key] = await loop.run_in_executor(None, estimate, path, self.config.ctx)
         return self._sizes[key]
 
     def _make_room(self, size: int) -> bool:
