@@ -18,9 +18,22 @@ from llmcli.chatlog import (
 )
 from llmcli.chatlog.schema import MIGRATIONS, SCHEMA_VERSION
 
+_opened: list[ChatLog] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_logs():
+    """Each test's logs closed as it ends: a connection left to the collector checkpoints its WAL
+    into logs.db whenever that runs, in the middle of another test that watches the temporary tree."""
+    yield
+    while _opened:
+        _opened.pop().close()
+
 
 def _log(tmp_path, **kw) -> ChatLog:
-    return ChatLog(tmp_path / "logs.db", **kw)
+    log = ChatLog(tmp_path / "logs.db", **kw)
+    _opened.append(log)
+    return log
 
 
 def _add(log: ChatLog, prompt: str, reply: str = "ok", cid: str = "", **kw) -> Exchange:

@@ -12,6 +12,7 @@ Default: 15 cases per seed. LLMCLI_FUZZ_LONG=1: 1000 cases (seeds: tests/fuzz/__
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import random
@@ -386,6 +387,10 @@ def test_fuzzed_gguf_headers_end_cleanly(tmp_path_factory, seed):
         real_home / ".cache/huggingface",
         root.parent,
     ]
+    # Another test's object not yet collected may write under root.parent when it is: an unclosed
+    # sqlite connection checkpoints its WAL into the database as it closes. Collected now, before
+    # the snapshot, its write cannot land between the two.
+    gc.collect()
     before = snapshot(*watched)
     outcomes: Counter[str] = Counter()
     errors: Counter[str] = Counter()
