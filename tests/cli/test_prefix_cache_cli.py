@@ -25,7 +25,8 @@ DOC = (
     + "\n"
 )
 # One thread: two test workers share two cores, and llama.cpp's threads spin waiting for each other.
-ARGS = ("chat", "-t", "1", "--temp", "0", "-n", "12", "--json")
+CHAT = ("chat", "-t", "1", "--temp", "0", "-n", "12")
+ARGS = (*CHAT, "--json")
 
 
 def ask(question: str, *extra: str, doc: str = DOC, vars: dict | None = None) -> dict:
@@ -72,12 +73,12 @@ def test_a_truncated_entry_falls_back_with_one_note_under_stats():
     (entry,) = entries()
     with open(entry, "r+b") as fh:
         fh.truncate(entry.stat().st_size // 2)
-    result = cli("chat", "-t", "1", "--temp", "0", "-n", "12", "--stats", "List the days.", input=DOC)
+    result = cli(*CHAT, "--stats", "List the days.", input=DOC)
     assert result.exit_code == 0, result.stderr
     assert result.stdout.rstrip("\n") == reference["text"]
     notes = [line for line in result.stderr.splitlines() if "cache:" in line]
     assert len(notes) == 1 and "damaged prefix-cache entry" in notes[0], result.stderr
-    quiet = cli("chat", "-t", "1", "--temp", "0", "-n", "12", "--no-stats", "List the days.", input=DOC)
+    quiet = cli(*CHAT, "--no-stats", "List the days.", input=DOC)
     assert quiet.exit_code == 0 and quiet.stderr == ""  # the second entry is whole: nothing to say
 
 
@@ -122,13 +123,7 @@ def test_the_cap_evicts_the_least_recently_used_entry():
 
 def test_a_full_disk_still_prints_the_reply_then_one_warning_and_leaves_nothing_half_written():
     r = cli_process(
-        "chat",
-        "-t",
-        "1",
-        "--temp",
-        "0",
-        "-n",
-        "12",
+        *CHAT,
         "Which day shipped the most apples?",
         input=DOC,
         timeout=600,
@@ -197,13 +192,7 @@ def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_t
     (kept,) = entries()
     small = {"LLMCLI_CACHE_MAX": "1M"}
     r = cli(
-        "chat",
-        "-t",
-        "1",
-        "--temp",
-        "0",
-        "-n",
-        "12",
+        *CHAT,
         "--stats",
         "--no-cache",
         "List the days.",
@@ -211,13 +200,11 @@ def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_t
         vars=small,
     )
     assert r.exit_code == 0 and entries() == [kept]  # --no-cache: the cache is not touched
-    r = cli("chat", "-t", "1", "--temp", "0", "-n", "12", "--stats", "List the days.", input=DOC, vars=small)
+    r = cli(*CHAT, "--stats", "List the days.", input=DOC, vars=small)
     assert r.exit_code == 0, r.stderr
     assert entries() == []  # the old entry is over the cap: evicted as the session starts
     notes = [line for line in r.stderr.splitlines() if "cache:" in line]
     assert len(notes) == 1 and "is larger than LLMCLI_CACHE_MAX (1.0" in notes[0], r.stderr
     assert "MB); not saved" in r.stderr  # the panel wraps the note
-    quiet = cli(
-        "chat", "-t", "1", "--temp", "0", "-n", "12", "--no-stats", "List the days.", input=DOC, vars=small
-    )
+    quiet = cli(*CHAT, "--no-stats", "List the days.", input=DOC, vars=small)
     assert quiet.exit_code == 0 and quiet.stderr == ""  # a note, not a warning
