@@ -60,6 +60,12 @@ class ApiError(Exception):
         }
 
 
+def unknown_model(message: str) -> ApiError:
+    """A 404 for a model the request named: OpenAI's error object with code model_not_found, or
+    Ollama's {"error": message}."""
+    return ApiError(404, message, "model", code="model_not_found")
+
+
 def bad(param: str | None, message: str) -> ApiError:
     return ApiError(400, message, param)
 

@@ -22,7 +22,7 @@ from typing import Any
 from llmcli.serve.budget import FOREVER, default_budget, estimate, gb
 from llmcli.serve.catalog import Served, not_found
 from llmcli.serve.config import ServeConfig
-from llmcli.serve.errors import ApiError
+from llmcli.serve.errors import ApiError, unknown_model
 from llmcli.serve.models import Model
 
 
@@ -99,7 +99,7 @@ class Pool:
         keep = self.keep_alive if keep_alive is None or self.one else keep_alive
         while True:
             if served.name in self.deleting:  # found before the delete began: gone once it ends
-                raise ApiError(404, not_found(served.name).message, "model", code="model_not_found")
+                raise unknown_model(not_found(served.name).message)
             slot = self.slots.get(served.name)
             if slot is not None and slot.closing:
                 await self._wait(slot.closed.wait(), deadline)

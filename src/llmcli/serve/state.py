@@ -17,7 +17,7 @@ from llmcli.serve.budget import parse_keep_alive
 from llmcli.serve.catalog import Catalog, Served, UnknownModel
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
-from llmcli.serve.errors import ApiError
+from llmcli.serve.errors import ApiError, unknown_model
 from llmcli.serve.mailbox import Mailbox
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
@@ -82,12 +82,12 @@ class Server:
         form = detect(model.template_source)  # a few substring tests of the template
         return Defaults(self.config.params, self.config.system, model.n_ctx_seq, form)
 
-    def find(self, name: str | None, ollama: bool) -> Served:
-        """The model a request names, or a 404 in the route's shape."""
+    def find(self, name: str | None) -> Served:
+        """The model a request names, or a 404 (in the route's shape, as every ApiError)."""
         try:
             return self.catalog.find(name)
         except UnknownModel as exc:
-            raise ApiError(404, exc.message, "model", code=None if ollama else "model_not_found") from None
+            raise unknown_model(exc.message) from None
 
     async def lease(
         self, served: Served, keep_alive: Any, t_arrival: float, where: str = "keep_alive"

@@ -141,7 +141,7 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, kind)
-    served = server.find(body.model, ollama=True)
+    served = server.find(body.model)
     shape = Shape(kind is ChatRequest, tagged(served.name))
     if body.loads_only and body.unloads:
         if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
@@ -229,7 +229,7 @@ async def show(request: Request):
     server.ready_or_503()  # `llmcli serve MODEL` answers once its model is loaded
     body = await server.read(request, ShowRequest)
     _served(server, body.named)  # `llmcli serve MODEL` names its one model
-    served = server.find(body.named, ollama=True)
+    served = server.find(body.named)
     try:
         facts = await asyncio.to_thread(library.facts, served)
     except (OSError, LlmcliError) as exc:

@@ -225,14 +225,14 @@ async def model(request: Request, model_id: str):
         raise ApiError(
             404, f"The model '{model_id[:200]}' does not exist; this server serves '{one.name}'", "model"
         )
-    return _model(server.find(model_id, ollama=False))
+    return _model(server.find(model_id))
 
 
 async def _generate(request: Request, kind: type[ChatCompletionRequest]):
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, kind)
-    served = server.find(body.model, ollama=False)
+    served = server.find(body.model)
     # keep_alive as Ollama's: a body field, or the X-Keep-Alive header
     sent, where = (
         (body.keep_alive, "keep_alive")
