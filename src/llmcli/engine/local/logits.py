@@ -158,10 +158,10 @@ class TopKFirst:
         if len(self._tail):
             ids = np.concatenate((ids, self._tail))
         logits = row[ids]
-        kept = (logits >= t).nonzero()[0]
-        if len(self._tail) and np.isnan(logits[-len(self._tail) :]).any():
+        if len(self._tail) and np.isnan(logits[-len(self._tail) :]).any():  # the grid's maxima miss it
             self.full += 1
             return None
+        kept = (logits >= t).nonzero()[0]
         ids, logits = ids[kept], logits[kept]
         n = len(ids)
         largest = np.sort(logits)[-(k + 1) :]
