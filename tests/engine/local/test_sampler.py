@@ -138,6 +138,16 @@ def full_way(ll, chain, row) -> int:
     return token
 
 
+def draws(ll, top_k: TopKFirst, chain, rows: list) -> list[int]:
+    """Each row's token as Sampler.sample draws it: a row TopKFirst leaves (a tie among its best, a
+    NaN) goes the full way, on the same chain."""
+    picks = []
+    for i, row in enumerate(rows):
+        pick = top_k.sample(chain, i)
+        picks.append(full_way(ll, chain, row) if pick is None else pick)
+    return picks
+
+
 def real_rows(rt: Runtime, n_rows: int) -> list:
     return [
         np.ctypeslib.as_array(rt.ll.llama_get_logits_ith(rt.ctx_ptr, i), shape=(rt.n_vocab,)).copy()
@@ -163,11 +173,7 @@ def test_a_vocabulary_that_does_not_divide_into_the_grid_keeps_its_last_logits(s
                 rows.append(longer)
             top_k = TopKFirst(rt.ll, HeldRows(rows), params.top_k, len(rows[0]))
             assert len(top_k._tail) == len(rows[0]) % TopKFirst.ROWS > 0
-            # A row with a tie among its best goes the full way, as in Sampler.sample.
-            picks = []
-            for i, row in enumerate(rows):
-                pick = top_k.sample(fast._chain, i)
-                picks.append(full_way(rt.ll, fast._chain, row) if pick is None else pick)
+            picks = draws(rt.ll, top_k, fast._chain, rows)
             assert top_k.full < n_rows // 10
             assert picks == [full_way(rt.ll, full._chain, row) for row in rows]
             assert sum(pick >= rt.n_vocab for pick in picks) >= n_rows // 10  # the last logits were drawn
@@ -205,10 +211,7 @@ def test_a_width_adapted_to_rows_unlike_the_next_ones_starts_afresh(scored, scal
     fast, full = Sampler(rt, params), Sampler(rt, params)
     try:
         top_k = TopKFirst(rt.ll, HeldRows(rows), params.top_k, rt.n_vocab)
-        picks = []
-        for i, row in enumerate(rows):
-            pick = top_k.sample(fast._chain, i)
-            picks.append(full_way(rt.ll, fast._chain, row) if pick is None else pick)
+        picks = draws(rt.ll, top_k, fast._chain, rows)
         assert top_k.full <= 2
         assert picks == [full_way(rt.ll, full._chain, row) for row in rows]
     finally:
