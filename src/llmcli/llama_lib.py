@@ -29,7 +29,7 @@ def share_cxx_runtime() -> None:
     numpy's C++ extensions load libstdc++ privately (RTLD_LOCAL, as Python loads extensions). A CUDA
     build of llama.cpp loaded after that crashed in llama_model_load_from_file (SIGSEGV, seen on an
     H200); made global first, the same libstdc++ serves both, and the load works, as it does when
-    llama.cpp comes first or libstdc++ is LD_PRELOADed (docs/gpu.md). Where there is no libstdc++.so.6
+    llama.cpp comes first or libstdc++ is LD_PRELOADed (docs/build.md). Where there is no libstdc++.so.6
     (macOS, Windows) there is nothing to do."""
     if sys.platform.startswith("linux"):
         try:

@@ -98,4 +98,4 @@ def _offload_text(offload: dict) -> str:
     if offload["targets"]:
         where = ", ".join(offload["targets"])
         return f"{done} on {where} (--gpu-layers {offload['gpu_layers']}), KV cache with them"
-    return f"{done}: llama.cpp found no GPU (a CPU-only build? docs/gpu.md)"
+    return f"{done}: llama.cpp found no GPU (a CPU-only build? docs/build.md)"
