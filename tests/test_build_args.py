@@ -53,7 +53,9 @@ def test_the_users_arguments_come_last_and_stick():
     vulkan = decide("-DGGML_VULKAN=on", cuda.args + "\n", XEON)
     assert vulkan.args.endswith("-DGGML_VULKAN=on") and "CUDA" not in vulkan.args
     # An older Makefile's record held the user's arguments alone.
-    assert decide(None, "-DGGML_CUDA=on\n", EPYC) == build_args.Decision("-DLLAVA_BUILD=OFF -DGGML_CUDA=on", None)
+    assert decide(None, "-DGGML_CUDA=on\n", EPYC) == build_args.Decision(
+        "-DLLAVA_BUILD=OFF -DGGML_CUDA=on", None
+    )
     assert decide(None, "-DGGML_CUDA=on\n", XEON).args == cuda.args
 
 

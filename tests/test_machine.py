@@ -59,7 +59,15 @@ def test_system_info_is_parsed_per_backend():
         (m.NATIVE_AVX2, LAPTOP, False),
         (m.NATIVE_GRAVITON3, GRAVITON, False),
     ],
-    ids=["amx-kernels-amx-cpu", "cuda-build-amx-cpu", "no-amx-kernels", "amx-kernels-epyc", "epyc", "avx2", "arm"],
+    ids=[
+        "amx-kernels-amx-cpu",
+        "cuda-build-amx-cpu",
+        "no-amx-kernels",
+        "amx-kernels-epyc",
+        "epyc",
+        "avx2",
+        "arm",
+    ],
 )
 def test_extra_buffer_types_are_turned_off_only_for_amx_kernels_on_an_amx_cpu(info, cpu, guarded):
     assert guard_extra_bufts(parse_system_info(info), cpu) is guarded

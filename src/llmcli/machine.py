@@ -178,7 +178,7 @@ class Fit:
 
 
 def fit(build: Build, cpu: Cpu) -> Fit:
-    missing = ()
+    missing: tuple[str, ...] = ()
     if cpu.is_x86 and cpu.flags:  # no flags: nothing to compare against (not Linux)
         missing = tuple(f for f, flag in X86_FEATURE_FLAGS.items() if build.has(f) and flag not in cpu.flags)
     return Fit(missing=missing, amx_guarded=guard_extra_bufts(build, cpu))

@@ -33,16 +33,9 @@ class LlamaTarget:
 
 def cpu_info() -> str:
     """The CPU's model name, as llama-bench's cpu_info field reports it."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
+    from llmcli.machine import this_cpu
 
-    return platform.processor() or platform.machine()
+    return this_cpu().model
 
 
 class _Runner:

@@ -7,6 +7,7 @@ import collections
 import ctypes
 
 from llmcli.engine.local.placement import PREFIXES, Device, PlacementLog, list_devices
+from llmcli.machine import Build, guard_extra_bufts, parse_system_info, this_cpu
 
 # llama.cpp's log lines go here instead of to stderr (stdout/stderr carry only what we mean to say);
 # `LLMCLI_DEBUG=1` replays them on failure.
@@ -14,6 +15,7 @@ LOG_LINES: collections.deque[str] = collections.deque(maxlen=200)
 PLACEMENT_LOG = PlacementLog()  # the lines that say where a load put each layer (placement.py)
 _log_callback = None  # keeps the ctypes callback alive for the life of the process
 _devices: list[Device] = []
+_build: list[Build] = []  # llama.cpp's system info, parsed once
 
 
 def llama():
@@ -62,3 +64,18 @@ def init_backends() -> list[Device]:
 def devices() -> list[Device]:
     """The devices init_backends found (empty before it ran)."""
     return list(_devices)
+
+
+def build() -> Build:
+    """llama.cpp's build, as its system-info line states it (read once, after init_backends, so a GPU
+    backend loaded as a module is in it)."""
+    if not _build:
+        ll = llama()
+        _build.append(parse_system_info(ll.llama_print_system_info().decode("utf-8", "replace")))
+    return _build[0]
+
+
+def extra_bufts_allowed() -> bool:
+    """Whether a load may use llama.cpp's extra buffer types (weight repacking): not where its AMX
+    kernels are compiled in and this CPU has AMX, where they crash (llmcli.machine, docs/build.md)."""
+    return not guard_extra_bufts(build(), this_cpu())

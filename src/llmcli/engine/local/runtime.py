@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmcli.engine.local.backend import LOG_LINES, PLACEMENT_LOG, devices
+from llmcli.engine.local.backend import LOG_LINES, PLACEMENT_LOG, devices, extra_bufts_allowed
 from llmcli.engine.local.backend import llama as _llama
 from llmcli.engine.local.placement import Placement
 from llmcli.errors import BadModelFile, RuntimeFailure
@@ -67,6 +67,9 @@ class Runtime:
         check_context(self.config.n_ctx or DEFAULT_CTX, _kv_bytes_per_token(header), header.file_size)
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = self.config.gpu_layers.n_gpu_layers
+        # AMX kernels compiled in, on an AMX CPU, crash at the first matmul: keep the weights out of
+        # their buffer type (llama-bench's --repack 0). Only there: elsewhere repacking is a speed-up.
+        mparams.use_extra_bufts = bool(mparams.use_extra_bufts) and extra_bufts_allowed()
         self.model_params = mparams  # as handed to llama.cpp (tests read n_gpu_layers back)
         PLACEMENT_LOG.clear()
         self._model = ll.llama_model_load_from_file(self.path.encode(), mparams)
