@@ -27,6 +27,7 @@ from llmcli.commands import (
     chat,
     completion,
     convert,
+    doctor,
     logs,
     ps,
     pull,
@@ -117,6 +118,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "ps": ps.ps,
     "cache": cache.cache,
     "completion": completion.completion,
+    "doctor": doctor.doctor,
 }
 for _name, _function in COMMANDS.items():
     app.command(_name, cls=Command)(_function)

@@ -8,7 +8,7 @@ is not (an AMX Xeon, an AVX2-only laptop, an ARM server):
 - guard_extra_bufts: a load must keep llama.cpp's extra buffer types off, because llama.cpp's AMX
   kernels are compiled in and this CPU would run them. On Sapphire Rapids and later, ggml's AMX
   matmul crashes (SIGILL then SIGSEGV at `tilezero`: GCC 12 drops the stores that fill the tile
-  config, llama.cpp PR #26954, ollama#17006); without the extra buffer types the weights stay in
+  config, an upstream bug Ollama's users hit too); without the extra buffer types the weights stay in
   plain CPU buffers and the AMX path is never taken (llama-bench's `--repack 0`).
 - cpu_cmake_args: what `make install` adds to CMAKE_ARGS on this CPU (scripts/build_args.py):
   `-march=native` with AMX turned off on an AMX CPU, nothing elsewhere (docs/build.md says why).
