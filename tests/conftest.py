@@ -49,6 +49,31 @@ def pytest_sessionstart(session):
     worker = hasattr(session.config, "workerinput")  # pytest-xdist: the controller has checked
     if strict() and not worker and (missing := missing_extras()):
         pytest.exit("\n".join(missing), returncode=pytest.ExitCode.USAGE_ERROR)
+    if not worker and (problem := preflight()) is not None:
+        pytest.exit(problem, returncode=pytest.ExitCode.TESTS_FAILED)
+
+
+# A command that stands in for the preflight's child (shell words): tests/cli/test_doctor.py makes it
+# crash, to see the run stop.
+PREFLIGHT_VAR = "LLMCLI_TEST_PREFLIGHT_COMMAND"
+
+
+def preflight() -> str | None:
+    """One token of the embedded model decoded in a child process, before any worker starts: a
+    llama.cpp that crashes on this CPU (an AMX build on a Xeon) stops the run with one line naming the
+    cause and the fix, instead of failing every test that loads a model (docs/build.md). None: it
+    decodes, or there is no embedded model (the tests that need it say so)."""
+    import shlex
+
+    from llmcli.store import embedded_model_path
+    from llmcli.usecases.doctor import decode_check
+
+    model = embedded_model_path()
+    if model is None:
+        return None
+    command = shlex.split(os.environ[PREFLIGHT_VAR]) if os.environ.get(PREFLIGHT_VAR) else None
+    check = decode_check(str(model), command)
+    return None if check.ok else f"preflight: {check.line()}"
 
 
 def skips(config) -> list[tuple[str, str]]:
