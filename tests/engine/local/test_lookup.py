@@ -287,11 +287,17 @@ def test_a_reply_that_does_not_copy_is_soon_decoded_plainly(rt, drafters):
     prompt = "Explain how a refrigerator works, in two paragraphs."
     (text, _, _), (d_text, d_stats, _) = both(rt, prompt, params)
     assert d_text == text
-    drafter, n = drafters[-1], d_stats.completion_tokens
+    drafter, n, draft = drafters[-1], d_stats.completion_tokens, d_stats.draft
     # After a few steps the drafter sleeps: most of the reply never reaches it (plain steps, as with
-    # --draft none), and it drafts (almost) nothing.
-    assert n > 100 and drafter.sleeps >= 2 and drafter.learnt <= 3 * LookupConfig().patience < n / 2
-    assert drafter.skipped > 0 and d_stats.draft.drafted <= 2
+    # --draft none), and it drafts (almost) nothing. What the code bounds is how long it stays awake:
+    # `patience` plain steps at most between a wake (or a pass that paid) and the next sleep, plus
+    # the tokens of its passes; the count itself follows the greedy reply, which moves with the
+    # build's rounding (48 tokens learnt on one build, 58 on another).
+    stretches = drafter.sleeps + 1 + draft.passes  # awake spans: a sleep ends one, a paid pass restarts one
+    assert n > 100 and drafter.sleeps >= 2 and drafter.skipped > 0
+    assert drafter.learnt <= LookupConfig().patience * stretches + draft.accepted + draft.passes
+    # Awake 16, asleep 16, awake 16, asleep 32, ...: past 100 tokens, under half of them were learnt.
+    assert drafter.learnt < n / 2 and drafter.learnt + drafter.skipped <= n and draft.drafted <= 2
 
 
 def test_stop_string_with_drafting(rt):
