@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.support.cli import cli
-from tests.support.servers import free_port
+from tests.support.servers import refused_port
 
 GIB = 1 << 30
 
@@ -121,8 +121,9 @@ def test_ps_of_a_server_that_cannot_say_is_one_line(status: int, body: bytes, co
 
 
 def test_ps_with_no_server_there_names_the_fix_and_exits_1() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    r = cli("ps", "--endpoint", url)
+    with refused_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        r = cli("ps", "--endpoint", url)
     assert r.exit_code == 1 and r.stdout == "" and r.stderr.count("\n") == 1
     assert r.stderr.startswith(f"llmcli: error: cannot connect to {url}: connection refused; is the server")
     assert "(check --endpoint or LLMCLI_ENDPOINT)" in r.stderr

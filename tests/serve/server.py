@@ -15,7 +15,7 @@ import httpx
 
 from llmcli.model_ref import EMBEDDED_NAME
 from tests.support.cli import LLMCLI
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, die_with_parent
 
 # Few threads and a small pool: the tests ask for a handful of tokens and run beside other workers.
 CTX = 1024  # KV cells, shared by every sequence (the denominator of /metrics' kv_cache_*_perc)
@@ -60,6 +60,7 @@ class ServeProcess(ServerProcess):
         wait: bool = True,
         open_files: int | None = None,
         model: str | None = EMBEDDED_NAME,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         """MODEL: the first of `args` when it is not a flag, else `model` (None: the store's server)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLMCLI_")}
@@ -67,7 +68,7 @@ class ServeProcess(ServerProcess):
         given = bool(args) and not args[0].startswith("-")
         first = [model] if model is not None and not given else []
         super().__init__("llmcli serve", [*LLMCLI, "serve", *first, *BASE, *args], 0, "/health", env)
-        self.home, self.open_files = home, open_files
+        self.home, self.open_files, self.pass_fds = home, open_files, pass_fds
         self.stderr_lines: list[str] = []
         self.proc = self.launch()
         self._url = self._read_url()
@@ -88,7 +89,8 @@ class ServeProcess(ServerProcess):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=self.env,
-            preexec_fn=limit_open_files(limit) if limit is not None else None,
+            preexec_fn=die_with_parent(limit_open_files(limit) if limit is not None else None),
+            pass_fds=self.pass_fds,
         )
 
     def output_tail(self) -> str:

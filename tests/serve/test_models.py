@@ -118,7 +118,10 @@ def test_llmcli_ps_lists_what_the_server_has_loaded(ollama, store_server):
     assert f"{EMBEDDED_NAME}:latest" in table.stdout and "100% CPU" in table.stdout
     assert "59 minutes from now" in table.stdout or "1 hour from now" in table.stdout
     refused = cli("ps", "--endpoint", store_server.url, time_limit=HANG_GUARD_S)
-    assert refused.exit_code != 0 and refused.stdout == "" and "401" in refused.stderr + "key"
+    assert refused.exit_code == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1
+    assert (
+        "failed with 401" in refused.stderr and "wants an API key; give it with --api-key" in refused.stderr
+    )
 
 
 def test_an_unknown_model_is_a_404_in_each_api_shape(ollama, openai, ollama_module, openai_module):
@@ -238,8 +241,9 @@ def test_with_max_models_1_a_request_waits_while_the_other_model_is_in_use(one_m
         # B is counted as waiting while it waits for room
         assert srv.metric_when("llmcli:num_requests_waiting", lambda waiting: waiting >= 1) == 1
         assert [m["name"] for m in client.get("/api/ps").json()["models"]] == [f"{EMBEDDED_NAME}:latest"]
+        # A ends whole (its lease kept its model loaded while B waited): how soon B then runs, or
+        # whether it has ended by the time this line is read, is a matter of the machine's speed.
         rest = list(lines)
-        assert asker.is_alive()  # A's stream ended before B could start
     asker.join(HANG_GUARD_S)
     assert '"done":true' in rest[-1].replace(" ", "")
     b = got["b"]

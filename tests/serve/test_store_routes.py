@@ -408,7 +408,7 @@ def test_a_request_while_a_delete_waits_is_a_404_and_never_loads_the_model_again
         http.stream(
             "POST",
             store_server.url + "/api/chat",
-            json={**ask, "options": {"num_predict": 300}},
+            json={**ask, "options": {"num_predict": 500}},  # long: the delete comes while it runs
             headers=AUTH,
         ) as running,
         ThreadPoolExecutor(1) as pool,
@@ -422,8 +422,10 @@ def test_a_request_while_a_delete_waits_is_a_404_and_never_loads_the_model_again
             time.sleep(0.05)
         r = post(store_server, "/api/chat", {**ask, "options": {"num_predict": 2}})
         assert r.status_code == 404 and r.json() == {"error": f"model 'doomed' {NOT_FOUND}"}
-        assert not deleting.done()  # it waits for the running reply
-        assert json.loads(list(lines)[-1])["done"]
+        # The delete waited for the running reply: the reply ends whole, not cut off by the unload.
+        # (Whether the delete is still pending at this line is the machine's speed: not asserted.)
+        last = json.loads(list(lines)[-1])
+        assert last["done"] and last.get("done_reason") in ("stop", "length") and "error" not in last, last
         assert deleting.result().status_code == 200
     assert "doomed" not in loaded()
     assert not any(name.removesuffix(":latest") == "doomed" for name in listed(client))

@@ -11,7 +11,7 @@ import pytest
 from tests.engine.openai.conftest import API_KEY, no_key_anywhere
 from tests.engine.openai.fake_server import REPLY
 from tests.support.cli import cli
-from tests.support.servers import free_port
+from tests.support.servers import refused_port
 
 HANG_GUARD_S = 30  # a hang guard, not a speed test: the slowest case (a 1 s stall) ends in about 2 s
 
@@ -57,7 +57,8 @@ def test_text_before_a_failure_is_already_on_stdout(fake_server):
 
 
 def test_connection_refused_and_bad_urls():
-    refused = cli("chat", "--endpoint", f"http://127.0.0.1:{free_port()}/v1", "hi")
+    with refused_port() as port:
+        refused = cli("chat", "--endpoint", f"http://127.0.0.1:{port}/v1", "hi")
     assert refused.exit_code == 1
     assert "connection refused; is the server running there?" in refused.stderr
     for bad in ("localhost:8000", "ftp://host/v1", "http://host:port/v1"):
