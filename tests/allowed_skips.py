@@ -18,9 +18,21 @@ class AllowedSkip:
     why: str
 
 
-# None today. The corpus's four tool-use templates (Command R+'s, Hermes 2 Pro's and 3's, firefunction
-# v2's), which transformers cannot render without tools, render its tool conversations now.
-ALLOWED_SKIPS: list[AllowedSkip] = []
+# The corpus's four tool-use templates (Command R+'s, Hermes 2 Pro's and 3's, firefunction v2's), which
+# transformers cannot render without tools, render its tool conversations now.
+ALLOWED_SKIPS: list[AllowedSkip] = [
+    AllowedSkip(
+        r"tests/test_build_args\.py::test_the_no_amx_flags_beat_an_amx_cpus_march_in_either_order",
+        r"no gcc|this gcc does not know",
+        "the -mno-amx-* flags are for a compiler that targets x86; one that cannot (Apple's clang on "
+        "arm64, a GCC older than 11) never builds llama.cpp for an AMX CPU",
+    ),
+    AllowedSkip(
+        r"tests/test_support_servers\.py::test_a_server_dies_with_the_process_that_started_it",
+        r"PR_SET_PDEATHSIG is Linux's",
+        "elsewhere there is no such kernel call: a server is stopped by its fixture only",
+    ),
+]
 
 
 def is_allowed(test: str, reason: str, rows: list[AllowedSkip] = ALLOWED_SKIPS) -> bool:

@@ -104,7 +104,6 @@ def make_install(checkout: Path, system_info: str, **env: str) -> list[str]:
     return [line for line in lines if "-e .[test]" in line or "llama-cpp-python==" in line]
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_make_install_on_an_amx_cpu_rebuilds_an_amx_build_once_without_the_wheel_cache(checkout):
     first = make_install(checkout, "")  # a fresh venv
     assert first == [f"pip CMAKE_ARGS=[-DLLAVA_BUILD=OFF {NO_AMX}] install -q --no-cache-dir -e .[test]"]
@@ -118,7 +117,6 @@ def test_make_install_on_an_amx_cpu_rebuilds_an_amx_build_once_without_the_wheel
     assert make_install(checkout, m.NATIVE_SAPPHIRE_RAPIDS) == []  # still AMX (own flags?): not again
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_make_install_after_an_older_makefiles_amx_build_rebuilds_it(checkout):
     (checkout / "cpuinfo").write_text(m.EPYC)
     make_install(checkout, "")
@@ -131,3 +129,22 @@ def test_make_install_after_an_older_makefiles_amx_build_rebuilds_it(checkout):
     cuda = make_install(checkout, m.NO_AMX_SAPPHIRE_RAPIDS, CMAKE_ARGS="-DGGML_CUDA=on")
     assert cuda[-1].startswith(f"pip CMAKE_ARGS=[-DLLAVA_BUILD=OFF {NO_AMX} -DGGML_CUDA=on]")
     assert make_install(checkout, m.NO_AMX_SAPPHIRE_RAPIDS) == []  # the GPU build stays
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
+def test_the_no_amx_flags_beat_an_amx_cpus_march_in_either_order():
+    """ggml's CMake puts CMAKE_C_FLAGS before its -march=native, and compiles its AMX kernels only
+    where __AMX_INT8__ is defined: this compiler must leave it undefined for an AMX CPU's -march."""
+    from llmcli.machine import NO_AMX
+
+    def defines(*flags: str) -> str:
+        done = subprocess.run(["gcc", *flags, "-dM", "-E", "-"], input="", capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"this gcc does not know {flags}: {done.stderr.strip()[:100]}")
+        return done.stdout
+
+    assert "__AMX_INT8__ " in defines("-march=sapphirerapids")
+    for flags in ((*NO_AMX, "-march=sapphirerapids"), ("-march=sapphirerapids", *NO_AMX)):
+        found = defines(*flags)
+        assert "__AMX_INT8__ " not in found and "__AMX_TILE__ " not in found
+        assert "__AVX512VNNI__ " in found and "__AVX512BF16__ " in found  # the rest of the CPU stays

@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from llmcli.engine.local.backend import build, init_backends
 from llmcli.machine import this_cpu
 from llmcli.usecases import doctor as doctor_module
@@ -91,7 +89,6 @@ def test_doctor_on_an_amx_build_that_dies_says_guarded_and_the_crash(monkeypatch
         assert "AMX_INT8" in report["fits"]["missing"]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="signals")
 def test_a_test_run_whose_preflight_crashes_stops_at_once_with_one_line():
     env = {**os.environ, "LLMCLI_TEST_PREFLIGHT_COMMAND": shlex.join(SEGV)}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
