@@ -85,8 +85,10 @@ def test_doctor_on_an_amx_build_that_dies_says_guarded_and_the_crash(monkeypatch
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     report = json.loads(result.stdout)
     assert report["decode"]["signal"] == "SIGILL" and report["ok"] is False
-    if not this_cpu().has_amx:  # this machine: an AMX Xeon's build asks for instructions it lacks
-        assert "AMX_INT8" in report["fits"]["missing"]
+    if not this_cpu().has_amx:  # this machine: an AMX Xeon's build asks for instructions it lacks,
+        assert "AMX_INT8" in report["fits"]["missing"]  # and that is the cause the line names
+        assert result.stderr.startswith("llmcli: error: llama.cpp's build does not fit this CPU: built for ")
+        assert "AMX_INT8, which this CPU lacks; run `make install` again on this machine" in result.stderr
 
 
 def test_a_test_run_whose_preflight_crashes_stops_at_once_with_one_line():

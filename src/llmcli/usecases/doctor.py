@@ -101,7 +101,7 @@ class Report:
     version: str  # llama-cpp-python's
     cpu: Cpu
     check: DecodeCheck
-    model: str | None  # the GGUF decoded; None: no model to decode
+    model: str  # the GGUF decoded
 
     @property
     def system_info(self) -> str | None:
@@ -124,13 +124,12 @@ class Report:
         return self.check.ok and verdict is not None and verdict.ok
 
     def problem(self) -> str | None:
-        """The one line naming what is wrong and the fix; None when all is well."""
-        if not self.check.ok:
-            return self.check.line()
+        """The one line naming what is wrong and the fix; None when all is well. A build for
+        instructions the CPU lacks is named first: it says why the decode died."""
         verdict = self.fit
         if verdict is not None and not verdict.ok:
             return f"llama.cpp's build does not fit this CPU: {verdict.text().removeprefix('no: ')}"
-        return None
+        return None if self.check.ok else self.check.line()
 
     def as_json(self) -> dict:
         verdict = self.fit
