@@ -12,7 +12,7 @@ ARGS    := $(VENV)/.cmake-args
 # alone would change nothing: with one, pip builds llama-cpp-python afresh.
 FRESH   := $(if $(strip $(CMAKE_ARGS)),--no-cache-dir,)
 
-.PHONY: install demo test fuzz bench lint docs clean FORCE
+.PHONY: install browser demo test fuzz bench lint docs clean FORCE
 
 install: $(STAMP)
 
@@ -43,12 +43,21 @@ $(ARGS): FORCE
 	@if [ -n "$$CMAKE_ARGS" ]; then printf '%s\n' "$$CMAKE_ARGS" | cmp -s - $@ || printf '%s\n' "$$CMAKE_ARGS" >$@; \
 	elif [ ! -f $@ ]; then : >$@; touch -t 197001010000 $@; fi
 
+# The chat page's tests drive Debian's chromium through Playwright (`playwright install` downloads from a
+# CDN these machines cannot reach): installed here when it is missing and we may (root, apt). Otherwise the
+# tests say what is missing (and fail a strict run).
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } || \
+	  echo "make: no chromium here and no root to install it (apt-get install chromium)"
+
 demo: install
 	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."
 
 # Strict: a missing test extra or test model fails the run instead of skipping, and so does any skip
 # that tests/allowed_skips.py does not list (tests/support/deps.py, tests/conftest.py).
-test: install
+test: install browser
 	LLMCLI_TEST_STRICT=1 $(BIN)/python -m pytest -q -n 2 --durations=20
 
 # The fuzzers alone, in their long mode, on a seed from the UTC date and hour (new cases each hour;
