@@ -58,7 +58,7 @@ def load(browser, url: str, ready: str | None) -> dict:
     page = context.new_page()
     page.goto(url, wait_until="load")
     if ready is not None:
-        page.wait_for_selector(ready)
+        page.wait_for_selector(ready, state="attached")
     out = {
         "fcp": page.evaluate(FIRST_PAINT),
         "dcl": page.evaluate(DCL),
@@ -73,7 +73,7 @@ def screenshot(browser, url: str, path: Path) -> None:
     context = browser.new_context(viewport={"width": 1100, "height": 720}, device_scale_factor=1)
     page = context.new_page()
     page.goto(url + "/ui")
-    page.wait_for_selector("#model option")
+    page.wait_for_selector("#model option", state="attached")
     page.fill("#prompt", "In two sentences: what is a KV cache?")
     page.press("#prompt", "Enter")
     page.wait_for_selector("section.assistant .stagebar", timeout=120_000)

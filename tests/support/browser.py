@@ -36,7 +36,9 @@ def chromium() -> str:
         if (path := _found()) is None:
             env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
             for step in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
-                done = subprocess.run(step, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+                done = subprocess.run(
+                    step, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
+                )
                 if done.returncode != 0:
                     raise unavailable(f"{' '.join(step)} failed: {done.stderr.strip()[-300:]}")
             path = _found()
