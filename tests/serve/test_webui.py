@@ -71,6 +71,9 @@ class Tab:
         self.requests: list[str] = []
         self.outside: list[str] = []
         self.context.on("request", lambda request: self.requests.append(request.url))
+        self.posted: list[dict] = []  # the chat requests' bodies
+        self.context.on("request", self._posted)
+        self.faults: list[str] = []  # the page's own errors, and anything its CSP refused
         self.context.route("**/*", self._only_the_server)
         # A copy of each chat reply's stream as the page receives it (DevTools keeps no body of a
         # streamed fetch): the page's own fetch, teed.
@@ -79,8 +82,18 @@ class Tab:
             self.context.add_init_script(f"sessionStorage.setItem('llmcli.key', {json.dumps(key)})")
         self.server = server
         self.page = self.context.new_page()
+        self.page.on("pageerror", lambda error: self.faults.append(str(error)))
+        self.page.on("console", self._console)
         self.page.set_default_timeout(HANG_GUARD_S * 1000)
         self.response = self.page.goto(server.url + "/ui")
+
+    def _posted(self, request) -> None:
+        if request.url.endswith("/v1/chat/completions"):
+            self.posted.append(json.loads(request.post_data or "{}"))
+
+    def _console(self, message) -> None:
+        if "Content Security Policy" in message.text:
+            self.faults.append(message.text)
 
     def _only_the_server(self, route) -> None:
         if route.request.url.startswith(self.server.url + "/"):
@@ -144,6 +157,7 @@ def tab(browser, server):
     yield opened
     opened.close()
     assert not opened.outside, f"requests outside the server: {opened.outside}"
+    assert not opened.faults, opened.faults
 
 
 def test_the_page_loads_without_the_key_and_fetches_nothing_elsewhere(browser, server):
@@ -163,7 +177,7 @@ def test_the_page_loads_without_the_key_and_fetches_nothing_elsewhere(browser, s
             )
     finally:
         anonymous.close()
-    assert anonymous.outside == []
+    assert anonymous.outside == [] and anonymous.faults == []
     assert all(url.startswith(server.url + "/") for url in anonymous.requests)
 
 
@@ -233,6 +247,71 @@ def test_each_model_streams_a_reply_and_its_stage_bar_is_its_timings(tab, model)
     assert bar.locator("[data-total=cached]").text_content() == str(timings["cache_n"])
     # The model just used is marked loaded (from /api/ps) once the reply is in.
     page.wait_for_selector(f"#model option[value='{model}'][data-loaded=yes]", state="attached")
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def test_a_tool_call_is_shown_as_a_call(tab):
+    page = tab.page
+    tab.models()
+    page.click("#settings summary")
+    page.fill("#tools", json.dumps([WEATHER]))
+    page.select_option("#tool-choice", "required")  # the grammar holds the reply to a call
+    page.fill("#param-max_tokens", "64")
+    tab.send("What is the weather in Paris?", EMBEDDED_NAME)
+    call = page.text_content("section.assistant .tool-call")
+    assert call.startswith("call get_weather(") and call.endswith(")")
+    assert isinstance(json.loads(call.removeprefix("call get_weather(")[:-1])["city"], str)
+
+
+def test_copy_copies_the_reply_and_new_chat_starts_afresh(tab):
+    page = tab.page
+    tab.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=tab.server.url)
+    tab.models()
+    reply = tab.send("Name a fruit.", EMBEDDED_NAME)
+    page.click("section.assistant .actions button")
+    assert page.evaluate("navigator.clipboard.readText()") == "".join(reply["deltas"])
+    tab.send("And a vegetable?", EMBEDDED_NAME)
+    assert [m["role"] for m in tab.posted[-1]["messages"]] == ["user", "assistant", "user"]
+    page.click("#new-chat")
+    assert page.locator("section.msg").count() == 0
+    tab.send("Name a city.", EMBEDDED_NAME)
+    assert tab.posted[-1]["messages"] == [{"role": "user", "content": "Name a city."}]
+
+
+def test_markdown_blocks_become_elements(tab):
+    text = "\n\n".join(
+        [
+            "# Head",
+            "**b** *i* `c` [l](https://example.org/a)",
+            "- x\n- y",
+            "1. z",
+            "> q",
+            "```py\nprint(1)\n```",
+        ]
+    )
+    made = tab.page.evaluate(
+        """async (text) => {
+        const { render } = await import('/ui/markdown.js');
+        const box = document.createElement('div');
+        box.append(render(text));
+        const name = (e) => e.tagName.toLowerCase() + (e.href ? ` ${e.href}` : '');
+        return [...box.querySelectorAll('*')].map(name);
+        }""",
+        text,
+    )
+    assert made == [
+        "h3", "p", "strong", "em", "code", "a https://example.org/a",
+        "ul", "li", "li", "ol", "li", "blockquote", "p", "pre", "code",
+    ]  # fmt: skip
 
 
 def test_stop_ends_the_reply_and_the_server_cancels_it(tab, server):

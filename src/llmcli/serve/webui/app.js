@@ -109,6 +109,7 @@ function settings() {
     }
     if (!Array.isArray(parsed)) throw new Error("tools must be a JSON array of OpenAI tools");
     fields.tools = parsed;
+    fields.tool_choice = $("tool-choice").value;
   }
   return fields;
 }
