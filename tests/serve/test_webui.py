@@ -369,3 +369,16 @@ def test_no_ui_turns_the_page_off_and_the_start_line_names_it(server, tmp_path):
         assert not any("/ui" in line for line in off.stderr_lines)
     finally:
         assert off.stop() == 0
+
+
+def test_a_one_model_server_page_waits_for_its_model(browser, tmp_path):
+    """`llmcli serve MODEL`: the page may load before the model (its routes answer 503 until then)."""
+    one = ServeProcess(tmp_path, "--api-key", KEY, wait=False)
+    opened = Tab(browser, one, KEY)
+    try:
+        assert opened.models() == [EMBEDDED_NAME]
+        until(opened.page, "document.querySelector('#status').textContent === ''")
+    finally:
+        opened.close()
+        assert one.stop() == 0
+    assert opened.outside == [] and opened.faults == []

@@ -116,6 +116,12 @@ function settings() {
 
 async function loadModels() {
   const [models, ps] = await Promise.all([api("/v1/models"), api("/api/ps")]);
+  if (models.status === 503) {
+    // `llmcli serve MODEL` loading its model: the routes answer 503 with Retry-After until it is in
+    status("the model is loading…");
+    setTimeout(() => loadModels().catch((error) => status(error.message, true)), 1000);
+    return;
+  }
   if (!models.ok) return status(await errorText(models), true);
   const loaded = new Set();
   if (ps.ok) for (const m of (await ps.json()).models) loaded.add(m.name.replace(/:latest$/, ""));
