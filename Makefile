@@ -11,7 +11,7 @@ export LLMCLI_HOME ?= $(CURDIR)/models
 # scripts/build_args.py decides them and records them; this file's first line is what pip gets.
 ARGS    := $(VENV)/.cmake-args
 
-.PHONY: install demo test fuzz bench lint docs clean FORCE
+.PHONY: install browser demo test fuzz bench lint docs clean FORCE
 
 install: $(STAMP)
 
@@ -44,12 +44,21 @@ $(ARGS): FORCE
 	@mkdir -p $(VENV)
 	@$(PY) scripts/build_args.py $@ $(BIN)/python
 
+# The chat page's tests drive Debian's chromium through Playwright (`playwright install` downloads from a
+# CDN these machines cannot reach): installed here when it is missing and we may (root, apt). Otherwise the
+# tests say what is missing (and fail a strict run).
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } || \
+	  echo "make: no chromium here and no root to install it (apt-get install chromium)"
+
 demo: install
 	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."
 
 # Strict: a missing test extra or test model fails the run instead of skipping, and so does any skip
 # that tests/allowed_skips.py does not list (tests/support/deps.py, tests/conftest.py).
-test: install
+test: install browser
 	LLMCLI_TEST_STRICT=1 $(BIN)/python -m pytest -q -n 2 --durations=20
 
 # The fuzzers alone, in their long mode, on a seed from the UTC date and hour (new cases each hour;

@@ -41,6 +41,7 @@ TEST_EXTRAS: dict[str, str] = {
     "langchain-openai": "langchain_openai",
     "pydantic-ai-slim[openai]": "pydantic_ai",  # its openai extra is openai and tiktoken, both here anyway
     "openai-agents": "agents",
+    "playwright": "playwright",
 }
 EXTRA_OF = {module: requirement for requirement, module in TEST_EXTRAS.items()}
 INSTALL = "pip install -e '.[test]'"

@@ -39,7 +39,8 @@ decoded together.
 \b
 Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
 /api/tags, /api/show, /api/ps, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health
-and /metrics (Prometheus). With no MODEL, /api/tags and /v1/models list the whole store.
+and /metrics (Prometheus); /ui, a chat page (--no-ui: none). With no MODEL, /api/tags and
+/v1/models list the whole store.
 SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
 With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
@@ -209,6 +210,9 @@ def serve(
             "--read-only", help="Refuse /api/pull, /api/delete and /api/copy (403): the store stays as it is."
         ),
     ] = False,
+    no_ui: Annotated[
+        bool, typer.Option("--no-ui", help="No chat page at /ui (docs/serve.md#the-chat-page).")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     # First, before anything can load llama.cpp: OpenMP reads its settings once, when it loads.
@@ -260,6 +264,7 @@ def serve(
         grace=grace,
         cors_origins=cors_origin or [],
         read_only=read_only,
+        ui=not no_ui,
         keep_alive=parse_duration_option(keep_alive, "--keep-alive"),
         max_models=max_models,
         max_memory=parse_size_option(max_memory, "--max-memory") if max_memory is not None else None,
@@ -285,7 +290,9 @@ def serve(
             if name
             else (f"the store's models on {url} (each loads on its first request)")
         )
-        env.stderr.write(f"llmcli: serving {what}\n")
+        # One line (scripts and tests read the address from it): the chat page's URL at its end.
+        page = "" if no_ui else f"; chat in a browser at {url}/ui"
+        env.stderr.write(f"llmcli: serving {what}{page}\n")
         env.stderr.flush()
 
     def status(now) -> None:  # one line, rewritten in place

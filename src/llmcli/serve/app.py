@@ -12,8 +12,11 @@ from typing import Any
 from llmcli.serve.errors import ApiError
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.state import Server, report_status, too_large
+from llmcli.serve.webui import PATHS as PAGE_PATHS
 
-PUBLIC = ("/", "/health")  # answered without a key: a load balancer's probe, a client's "is it up?"
+# Answered without a key: a load balancer's probe, a client's "is it up?", and the chat page's static
+# files (a browser sends no key when it navigates; the page asks for one on its API calls' 401).
+PUBLIC = ("/", "/health", *PAGE_PATHS)
 UNCOUNTED = ("/", "/health", "/metrics")  # a scraper's polls do not use up a key's rate limit
 
 
@@ -181,6 +184,10 @@ def create_app(server: Server):
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
     app.include_router(ollama_router)
     app.include_router(manage_router)
+    if server.config.ui:
+        from llmcli.serve import webui
+
+        app.include_router(webui.router())
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
     if server.config.cors_origins:

@@ -59,6 +59,7 @@ class ServeConfig:
     grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
     cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
     read_only: bool = False  # no pull, delete or copy over the API
+    ui: bool = True  # the chat page at /ui (--no-ui: off)
     keep_alive: float = 300.0  # seconds an idle model stays loaded (math.inf: for ever)
     max_models: int | None = None  # models loaded at once (None: as many as --max-memory holds)
     max_memory: int | None = None  # bytes the loaded models may take (None: what is free at start, less 10%)
