@@ -42,3 +42,18 @@ def depth_message(where: str) -> str:
     """The one line for a value nested past the limit, naming where."""
     most = limit("json_depth")
     return f"{where} nests more than {most} levels deep, the limit for any JSON handed in; flatten it"
+
+
+def text_too_deep(raw: str) -> bool:
+    """Whether a JSON text nests past the limit (a text json cannot read for its depth does too);
+    a text that is not JSON is not, here: its reader says what is wrong with it."""
+    import json
+
+    if not may_nest_past(raw):
+        return False
+    try:
+        return too_deep(json.loads(raw)) is not None
+    except RecursionError:
+        return True
+    except ValueError:
+        return False

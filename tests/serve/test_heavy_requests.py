@@ -165,3 +165,94 @@ def test_a_4mb_body_of_empty_messages_is_refused_off_the_loop(server) -> None:
     during = [t for t in stream.times if sent < t < heavy.done]
     assert during or stream.times[-1] < sent
     stream.join(HANG_GUARD_S)
+
+
+# -- one nesting limit for every JSON in a request ---------------------------------------------------
+DEEP = "nests more than 64 levels deep, the limit for any JSON handed in; flatten it"
+
+
+def nested_schema(levels: int) -> str:
+    return '{"type": "object", "properties": {"a": ' * levels + '{"type": "object"}' + "}}" * levels
+
+
+def deep_list(levels: int) -> str:
+    return "[" * levels + "1" + "]" * levels
+
+
+def tool_text(levels: int) -> str:
+    return '[{"type": "function", "function": {"name": "f", "parameters": ' + nested_schema(levels) + "}}]"
+
+
+def calling(arguments: str, path: str) -> str:
+    """A conversation whose assistant called a tool with `arguments` (JSON text), on either route."""
+    if path == "/api/chat":  # Ollama's arguments are an object
+        call = '{"function": {"name": "f", "arguments": ' + arguments + "}}"
+    else:  # OpenAI's are a string of JSON
+        call = (
+            '{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '
+            + json.dumps(arguments)
+            + "}}"
+        )
+    return (
+        '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": ['
+        + call
+        + "]},"
+        ' {"role": "tool", "content": "ok", "tool_call_id": "c1"}]'
+    )
+
+
+def raw_post(server, path: str, text: str) -> httpx.Response:
+    headers = {**AUTH, "Content-Type": "application/json"}
+    return httpx.post(server.url + path, content=text.encode(), headers=headers, timeout=HANG_GUARD_S)
+
+
+def refused(r: httpx.Response, path: str, field: str, says: str) -> None:
+    assert r.status_code == 400, r.text
+    if path.startswith("/api/"):
+        message = r.json()["error"]
+    else:
+        message, param = r.json()["error"]["message"], r.json()["error"]["param"]
+        assert param == field, r.text
+    assert says in message, message
+
+
+ROUTES = ["/v1/chat/completions", "/api/chat"]
+
+
+@pytest.mark.parametrize("levels", [40, 225, 450])  # two JSON levels each
+@pytest.mark.parametrize("path", ROUTES)
+def test_a_tool_nested_past_the_limit_is_a_400_naming_tools(server, path, levels) -> None:
+    body = '{"messages": [{"role": "user", "content": "hi"}], "tools": ' + tool_text(levels) + "}"
+    r = raw_post(server, path, body)
+    refused(r, path, "tools", "tools[0].function.parameters.properties.a.properties.a")
+    refused(r, path, "tools", DEEP)
+    assert httpx.get(server.url + "/health", timeout=HANG_GUARD_S).status_code == 200
+
+
+@pytest.mark.parametrize("levels", [100, 450, 900])
+@pytest.mark.parametrize("path", ROUTES)
+def test_arguments_nested_past_the_limit_are_a_400(server, path, levels) -> None:
+    body = '{"messages": ' + calling('{"city": ' + deep_list(levels) + "}", path) + ', "max_tokens": 1}'
+    r = raw_post(server, path, body)
+    assert r.status_code == 400, r.text
+    if path == "/api/chat":  # the body's own depth
+        refused(
+            r, path, "messages", "messages[1].tool_calls[0].function.arguments.city" if levels < 900 else ""
+        )
+    else:
+        refused(r, path, "messages[1].tool_calls", f"messages[1].tool_calls[0].function.arguments {DEEP}")
+    assert httpx.get(server.url + "/health", timeout=HANG_GUARD_S).status_code == 200
+
+
+def test_a_lone_surrogate_inside_string_arguments_is_a_400_not_a_crash(server) -> None:
+    """The outer body holds the escape escaped (valid text); decoding the arguments makes it a lone
+    surrogate, which crashed the tokenizer with a bare 500."""
+    body = '{"messages": ' + calling('{"city": "\\ud800"}', "/v1/chat/completions") + ', "max_tokens": 1}'
+    r = raw_post(server, "/v1/chat/completions", body)
+    refused(
+        r,
+        "/v1/chat/completions",
+        "messages[1].tool_calls",
+        "messages[1].tool_calls[0].function.arguments holds a lone surrogate escape (\\ud800-\\udfff), which is not text",
+    )
+    assert httpx.get(server.url + "/health", timeout=HANG_GUARD_S).status_code == 200

@@ -173,7 +173,9 @@ class Gate:
                 f"the server is busy ({self.in_flight} requests in flight, the queue is full); try again",
                 retry_after=1,
             )
-        return None if self._tokens is None else self._tokens.reserve(who, need.total, now)
+        if self._tokens is None:
+            return None
+        return self._tokens.reserve(who, min(need.total, self._tokens.limit), now)
 
     def resize(self, reservation: Reservation | None, need: Need) -> ApiError | None:
         """The exact reservation, once the prompt is tokenized: the 429 to answer if it no longer fits
@@ -208,6 +210,10 @@ class Gate:
         assert self._tokens is not None
         limit = self._tokens.limit
         if need.total > limit:  # waiting would not help: no Retry-After
+            if not need.exact:
+                # The tokenized prompt decides (resize): a hint from the estimate was refused again
+                # once the template's tokens were counted.
+                return
             room = (limit - need.prompt) // need.choices
             fix = f"send max_tokens of at most {room}" if room > 0 else "send a shorter prompt"
             raise ApiError(

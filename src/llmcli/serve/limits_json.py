@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from llmcli.json_depth import depth_message, may_nest_past, too_deep
+from llmcli.json_depth import depth_message, may_nest_past, text_too_deep, too_deep
 from llmcli.serve.errors import bad
 from llmcli.serve.protocol import refuse
 
@@ -31,15 +31,8 @@ def call_arguments(raw: Any, i: int) -> dict | None:
     where = f"[{i}].function.arguments"
     if not isinstance(raw, str):
         return arguments_of(raw)
-    if may_nest_past(raw):
-        try:
-            deep = too_deep(json.loads(raw)) is not None
-        except RecursionError:
-            deep = True
-        except ValueError:
-            return None
-        if deep:
-            raise refuse(depth_message(where))
+    if text_too_deep(raw):
+        raise refuse(depth_message(where))
     value = arguments_of(raw)
     if value is not None and not _is_text(value):
         raise refuse(

@@ -114,13 +114,21 @@ def parse_messages(text: str, source: str) -> list[Message]:
 
 
 def _refuse_deep(data: object, source: str) -> None:
-    """One nesting limit for every JSON handed in (json_depth.py): the checks and the template after
-    this recurse per level."""
-    from llmcli.json_depth import depth_message, too_deep
+    """One nesting limit for every JSON handed in (json_depth.py), a call's string of arguments
+    included: the checks and the template after this recurse per level."""
+    from llmcli.json_depth import depth_message, text_too_deep, too_deep
 
     where = too_deep(data)
     if where is not None:
         raise UsageError(f"{source}: {depth_message(where or 'the file')}")
+    for i, item in enumerate(data if isinstance(data, list) else ()):
+        calls = item.get("tool_calls") if isinstance(item, dict) else None
+        for j, call in enumerate(calls if isinstance(calls, list) else ()):
+            function = call.get("function") if isinstance(call, dict) else None
+            raw = function.get("arguments") if isinstance(function, dict) else None
+            if isinstance(raw, str) and text_too_deep(raw):
+                where = f"[{i}].tool_calls[{j}].function.arguments"
+                raise UsageError(f"{source}: {depth_message(where)}")
 
 
 def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 1) -> RenderedView:
