@@ -253,6 +253,7 @@ def test_a_lone_surrogate_inside_string_arguments_is_a_400_not_a_crash(server) -
         r,
         "/v1/chat/completions",
         "messages[1].tool_calls",
-        "messages[1].tool_calls[0].function.arguments holds a lone surrogate escape (\\ud800-\\udfff), which is not text",
+        "messages[1].tool_calls[0].function.arguments holds a lone surrogate escape (\\ud800-\\udfff), "
+        "which is not text",
     )
     assert httpx.get(server.url + "/health", timeout=HANG_GUARD_S).status_code == 200

@@ -165,3 +165,30 @@ def test_copy_to_name_latest_is_the_same_name(server) -> None:
     r = call(server, "DELETE", "/api/delete", {"model": "mine:latest"})
     assert r.status_code == 200, r.text
     assert "mine:latest" not in [m["name"] for m in call(server, "GET", "/api/tags", None).json()["models"]]
+
+
+def test_ps_lists_a_loaded_model_whose_file_is_gone(server, tmp_path, embedded_path) -> None:
+    """After `llmcli rm` of a loaded model, /api/ps answered 500 and `llmcli ps` exited 1."""
+    import shutil
+
+    from llmcli.store import ModelEntry, Store
+    from tests.support.cli import cli_process
+
+    copy = tmp_path / "doomed.gguf"
+    shutil.copyfile(embedded_path, copy)
+    Store(server.home).register(ModelEntry(name="doomed", path=str(copy), files=[str(copy)], source="test"))
+    ask = {
+        "model": "doomed",
+        "prompt": "Hi",
+        "stream": False,
+        "options": {"num_predict": 1},
+        "keep_alive": "5m",
+    }
+    assert call(server, "POST", "/api/generate", ask).status_code == 200
+    copy.unlink()
+    r = call(server, "GET", "/api/ps", None)
+    assert r.status_code == 200, r.text
+    assert [m["name"] for m in r.json()["models"]] == ["doomed:latest"]
+    result = cli_process("ps", "--endpoint", server.url, timeout=HANG_GUARD_S)
+    assert result.exit_code == 0 and "doomed" in result.stdout, result.stderr
+    still_serving(server)

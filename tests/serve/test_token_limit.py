@@ -135,7 +135,7 @@ def test_a_chat_without_max_tokens_reserves_the_server_cap_and_is_told_to_send_o
     r = httpx.post(server.url + "/v1/chat/completions", json=body, headers=auth(KEYS[5]), timeout=60)
     assert r.status_code == 429 and "retry-after" not in r.headers
     message = r.json()["error"]["message"]
-    assert "the server's --max-tokens (1024)" in message and "send max_tokens of at most" in message
+    assert "the server's --max-tokens (" in message and "send max_tokens of at most" in message
     body["max_tokens"] = 4
     r = httpx.post(server.url + "/v1/chat/completions", json=body, headers=auth(KEYS[5]), timeout=60)
     assert r.status_code == 200, r.text
