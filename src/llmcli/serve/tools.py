@@ -56,6 +56,8 @@ def _grammar(
 
 @lru_cache(maxsize=32)
 def _checked_tools(text: str, field: str) -> list[dict] | Refusal:
+    """check_tools over the tools' JSON text. The list is shared by the requests that send these
+    tools: nothing changes it (the template's sandbox is immutable)."""
     try:
         return check_tools(json.loads(text), field)
     except BadTool as exc:
