@@ -107,7 +107,7 @@ def test_a_stall_ends_the_pull_at_the_timeout_and_keeps_the_bytes(server, hub, t
     still_serving(server)
 
 
-def test_delete_and_copy_wait_for_a_trickling_pull_only_until_the_timeout(server, hub) -> None:
+def test_delete_copy_and_pull_wait_for_a_trickling_pull_only_until_the_timeout(server, hub) -> None:
     assert (
         call(server, "POST", "/api/copy", {"source": EMBEDDED_NAME, "destination": "mine"}).status_code == 200
     )
@@ -118,6 +118,7 @@ def test_delete_and_copy_wait_for_a_trickling_pull_only_until_the_timeout(server
     for method, path, body in (
         ("POST", "/api/copy", {"source": EMBEDDED_NAME, "destination": "other"}),
         ("DELETE", "/api/delete", {"model": "mine"}),
+        ("POST", "/api/pull", {"model": f"{REPO}:Q8_0", "stream": False}),
     ):
         t0 = time.monotonic()
         r = call(server, method, path, body)

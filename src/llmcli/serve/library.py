@@ -233,6 +233,8 @@ class PullFailed(Exception):
 def pull_error(exc: BaseException) -> ApiError:
     """A failed pull as an answer: the use-case's own line (a bad repo is the client's, 400; no such
     repo, 404; the hub's or the disk's failure, 500)."""
+    if isinstance(exc, ApiError):  # waited out another change (409)
+        return exc
     if isinstance(exc, PullStopped):
         return ApiError(503, str(exc))
     if isinstance(exc, ModelNotFound):
@@ -306,14 +308,14 @@ async def pull(server: Server, text: str) -> AsyncIterator[dict]:
             loop.call_soon_threadsafe(queue.put_nowait, line)
 
     async def run() -> None:
-        async with _lock(server):
-            try:
+        try:
+            async with _Changing(server, "pull"):
                 await _until_done(
                     server, _in_daemon(usecase.pull, ref, store, progress=report, config=config)
                 )
-            except BaseException as exc:  # noqa: BLE001 (every failure is the client's answer)
-                queue.put_nowait(exc)
-                return
+        except BaseException as exc:  # noqa: BLE001 (every failure is the client's answer)
+            queue.put_nowait(exc)
+            return
         queue.put_nowait(None)
 
     task = asyncio.create_task(run())
