@@ -19,7 +19,7 @@ LIMIT = 50  # prompt + reply tokens a minute, per key
 # One a test: each key has its own minute. The first is the one a byte order mark would hide.
 KEYS = (
     "sk-first", "sk-crowd", "sk-stream", "sk-over", "sk-never", "sk-default", "sk-bystander", "sk-choices",
-    "sk-hint", "sk-hint3",
+    "sk-hint", "sk-hint3", "sk-hint-ollama",
 )  # fmt: skip
 COUNT = "1, 2, 3,"  # a completion prompt the model goes on counting from, for as long as it is let
 SETTLED = "llmcli:token_limit_settled_total"
@@ -174,3 +174,15 @@ def test_the_max_tokens_a_429_hints_at_is_accepted(server, n, key):
     r = post()
     assert r.status_code == 200, r.text
     assert r.json()["usage"]["total_tokens"] <= LIMIT
+
+
+def test_the_hint_on_ollamas_route_names_its_field_and_is_accepted(server):
+    body = {"model": "m", "prompt": "Say hello.", "stream": False, "options": {"num_predict": LIMIT}}
+    post = lambda: httpx.post(server.url + "/api/generate", json=body, headers=auth(KEYS[10]), timeout=60)  # noqa: E731
+    r = post()
+    assert r.status_code == 429, r.text
+    error = r.json()["error"]
+    assert f"its options.num_predict ({LIMIT})" in error, error
+    hint = int(re.search(r"send options.num_predict of at most (\d+)$", error)[1])
+    body["options"]["num_predict"] = hint
+    assert post().status_code == 200
