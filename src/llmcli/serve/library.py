@@ -243,7 +243,10 @@ def pull_error(exc: BaseException) -> ApiError:
         return ApiError(400, str(exc))
     if isinstance(exc, LlmcliError):
         return ApiError(500, str(exc))
-    return ApiError(500, f"the pull failed: {type(exc).__name__}; see the server's log")
+    # Nothing else logs it: the answer says what it was (a hub's body longer than announced was an
+    # OSError answered "see the server's log", and the log held nothing).
+    detail = " ".join(str(exc).split())[:200] or "no detail"
+    return ApiError(500, f"the pull failed ({type(exc).__name__}: {detail}); pull again to resume it")
 
 
 def _in_daemon(fn, *args, **kwargs) -> asyncio.Future:
