@@ -193,3 +193,14 @@ def test_ps_lists_a_loaded_model_whose_file_is_gone(server, tmp_path, embedded_p
     result = cli_process("ps", "--endpoint", server.url, timeout=HANG_GUARD_S)
     assert result.exit_code == 0 and "doomed" in result.stdout, result.stderr
     still_serving(server)
+
+
+def test_an_unexpected_pull_failure_says_what_it_was() -> None:
+    """It said "see the server's log", and the log held nothing."""
+    from llmcli.serve.library import pull_error
+
+    error = pull_error(OSError("Consistency check failed:\nfile should be of size 1"))
+    assert error.status == 500
+    assert error.message == (
+        "the pull failed (OSError: Consistency check failed: file should be of size 1); pull again to resume it"
+    )
