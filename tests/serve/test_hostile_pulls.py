@@ -202,5 +202,6 @@ def test_an_unexpected_pull_failure_says_what_it_was() -> None:
     error = pull_error(OSError("Consistency check failed:\nfile should be of size 1"))
     assert error.status == 500
     assert error.message == (
-        "the pull failed (OSError: Consistency check failed: file should be of size 1); pull again to resume it"
+        "the pull failed (OSError: Consistency check failed: file should be of size 1); "
+        "pull again to resume it"
     )
