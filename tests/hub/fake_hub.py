@@ -12,7 +12,9 @@ Errors carry X-Error-Code as the real hub's do (RepoNotFound, GatedRepo, Revisio
 because huggingface_hub maps them to its exception types by that header.
 
 Faults, set per test on `hub.faults`: drop the connection after N body bytes, throttle, flip a byte,
-answer a fixed status on paths that match a substring, or redirect them to themselves forever.
+answer a fixed status on paths that match a substring, or redirect them to themselves forever; and a
+body that lies about the size the listing declares: without end, announced longer (or shorter),
+stalled after N bytes, or trickled a byte at a time.
 Hostile repos (`hostile()`): a commit sha, file names or object ids that are paths out of the cache.
 Every request is logged in `hub.log`, with the start of its Range, so tests can prove where a resumed
 download began.
