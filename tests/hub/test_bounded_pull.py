@@ -103,3 +103,14 @@ def test_a_stall_ends_the_pull_and_keeps_the_bytes_for_a_resume(
     assert [e.range_start for e in lying.requests("GET", "/cdn/")[before:]] == [300_000], r.stderr
     assert partials() == []
     assert any(p.stat().st_size == SIZE for p in (hf_repo_dir(LYING_REPO) / "blobs").iterdir())
+
+
+@pytest.mark.parametrize("value", ["-5", "0"])
+def test_a_download_timeout_of_none_or_less_is_the_default(
+    lying: FakeHub, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from llmcli.hub.remote import HubConfig
+
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", value)
+    fresh_hf_constants()
+    assert HubConfig.from_hf_constants().stall_s == 10.0

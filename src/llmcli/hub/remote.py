@@ -43,12 +43,13 @@ class HubConfig:
         """The settings huggingface_hub itself uses in this process (it reads the environment on import)."""
         from huggingface_hub import constants, get_token
 
+        stall = constants.HF_HUB_DOWNLOAD_TIMEOUT  # any integer: none or less would fail every read
         return cls(
             endpoint=constants.ENDPOINT.rstrip("/"),
             cache_dir=Path(constants.HF_HUB_CACHE),
             offline=bool(constants.HF_HUB_OFFLINE),
             token_set=get_token() is not None,
-            stall_s=float(constants.HF_HUB_DOWNLOAD_TIMEOUT),
+            stall_s=float(stall) if stall > 0 else cls.stall_s,
         )
 
     def repo_dir(self, repo_id: str) -> Path:
