@@ -46,6 +46,8 @@ ENVIRONMENT = {
     "HF_TOKEN": "A Hugging Face token, for gated and private repos.",
     "HF_ENDPOINT": "Another hub than huggingface.co (a mirror).",
     "HF_HUB_OFFLINE": "`1`: `pull` uses only what is in the cache.",
+    "HF_HUB_DOWNLOAD_TIMEOUT": "Seconds without a byte after which `pull` stops a download (default 10; "
+    "what arrived is kept for a resume). `serve` uses its `--timeout` instead.",
 }
 
 # ExitStatus member -> what it means (src/llmcli/errors.py).

@@ -48,9 +48,12 @@ _ROWS = (
     Limit("schema_any_of", 128, "branches", "an anyOf's or oneOf's branches"),
     Limit("schema_properties", 256, "properties", "an object's properties"),
     Limit("schema_string", 4_096, "characters", "an enum or const string, a property name, a pattern"),
+    # Any JSON a client or a file hands in (a body, its tools and arguments, --tools, --messages):
+    # the readers after it recurse per level, and Python's stack ends near 1,000 frames.
+    Limit("json_depth", 64, "levels", "nested objects and lists in any JSON a client or a file hands in"),
     # render's messages, as chat's.
     Limit("messages", 16_384, "messages", "one --messages list"),
-    Limit("tools_bytes", 1 << 20, "bytes", "one --tools file"),
+    Limit("tools_bytes", 1 << 20, "bytes", "one --tools file, or a request's tools as JSON"),
     Limit("tools", 128, "tools", "one --tools list or request's tools (OpenAI's cap)"),
     # Chat templates: a width-like argument (indent, center, ljust, a format width) times its lines.
     Limit("template_width", 10_000, "characters", "a width a template pads or indents to (real ones: 2-4)"),

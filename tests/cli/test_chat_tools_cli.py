@@ -250,3 +250,25 @@ def test_a_bad_messages_file_is_one_line_and_exit_2(tmp_path, embedded_path, con
     assert r.exit_code == 2 and r.stdout == "", (r.exit_code, r.stderr)
     assert r.stderr.startswith("llmcli: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert message in r.stderr, r.stderr
+
+
+DEEP = "nests more than 64 levels deep, the limit for any JSON handed in; flatten it"
+
+
+def test_a_deeply_nested_tools_or_messages_file_is_one_line_and_exit_2(tmp_path, embedded_path):
+    """chat with a --tools or --messages file nested 450 levels exited 1 with "internal error:
+    RecursionError"; now the one nesting limit refuses it before any model loads."""
+    schema = '{"type": "object", "properties": {"a": ' * 225 + '{"type": "object"}' + "}}" * 225
+    r = chat(
+        tmp_path,
+        embedded_path,
+        "Hi",
+        tools='[{"type": "function", "function": {"name": "f", "parameters": ' + schema + "}}]",
+    )
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert DEEP in r.stderr and "[0].function.parameters.properties.a" in r.stderr
+    history = tmp_path / "messages.json"
+    history.write_text('[{"role": "user", "content": ' + "[" * 450 + "]" * 450 + "}]")
+    r = cli("chat", embedded_path, "--messages", str(history), *FAST)
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert f"{history}: [0].content" in r.stderr and DEEP in r.stderr

@@ -96,6 +96,15 @@ NOT_A_LIST = [
     ("[" * 100_000, " is not a list of tools (its JSON nests too deeply to read)", SHAPE),
     (json.dumps(WEATHER), ': tools must be a list of tools: [{"type": "function"', ""),
 ]
+
+
+def nested(levels: int) -> str:
+    """The JSON text of a Schema of an object whose one property is such an object, `levels` deep
+    (written out: json.dumps would recurse too deep to write it)."""
+    return '{"type": "object", "properties": {"a": ' * levels + '{"type": "object"}' + "}}" * levels
+
+
+DEEP = "nests more than 64 levels deep, the limit for any JSON handed in; flatten it"
 # What serve answers with a 400 naming the field (tests/serve/test_tools.py), render and chat refuse
 # in one line naming the same field: one check (engine/tools/definitions.py).
 NOT_A_TOOL = [
@@ -133,6 +142,26 @@ def test_a_tools_file_that_is_not_a_list_of_named_functions_is_refused(
 ):
     r = render(tmp_path, embedded_path, tools, messages())
     assert_refused(r, f"{tmp_path / 'tools.json'}{why}", fix)
+
+
+@pytest.mark.parametrize("levels", [40, 225, 450])  # two JSON levels each
+def test_a_tools_file_nested_past_the_limit_is_one_line_and_exit_2(tmp_path, embedded_path, levels):
+    """450-900 levels read as JSON, then crashed the checks with a RecursionError (exit 1)."""
+    tools = '[{"type": "function", "function": {"name": "f", "parameters": ' + nested(levels) + "}}]"
+    r = render(tmp_path, embedded_path, tools, messages())
+    assert_refused(r, f"{tmp_path / 'tools.json'}: [0].function.parameters.properties.a", DEEP)
+
+
+@pytest.mark.parametrize("levels", [100, 450, 900])
+def test_arguments_nested_past_the_limit_in_a_messages_file_are_one_line_and_exit_2(
+    tmp_path, embedded_path, levels
+):
+    conversation = messages()
+    # The string of JSON a client sends, too deep for json.dumps to have written it
+    arguments = '{"city": ' + "[" * levels + "1" + "]" * levels + "}"
+    conversation[1]["tool_calls"][0]["function"]["arguments"] = arguments
+    r = render(tmp_path, embedded_path, json.dumps([WEATHER]), conversation)
+    assert_refused(r, ": [1].tool_calls[0].function.arguments", DEEP)
 
 
 def test_a_tools_file_over_its_limits_or_not_a_regular_file_is_refused(tmp_path, embedded_path):

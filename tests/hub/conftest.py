@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,9 +141,9 @@ def st_hub(hub: FakeHub, st_repo: FakeRepo) -> FakeHub:
     return hub
 
 
-@pytest.fixture
-def hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHub:
-    """A fresh loopback hub per test (clean faults and log), with HF and llmcli pointed at temp dirs."""
+@contextmanager
+def loopback_hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A loopback hub serving `repos`, with HF and llmcli pointed at temp dirs while it runs."""
     with FakeHub(repos) as fake:
         monkeypatch.setenv("HF_ENDPOINT", fake.url)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -153,6 +155,13 @@ def hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         yield fake
     monkeypatch.undo()
     fresh_hf_constants()  # later tests see the environment they set, not this hub's
+
+
+@pytest.fixture
+def hub(repos: list[FakeRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """A fresh loopback hub per test (clean faults and log), with HF and llmcli pointed at temp dirs."""
+    with loopback_hub(repos, tmp_path, monkeypatch) as fake:
+        yield fake
 
 
 def hf_repo_dir(repo_id: str) -> Path:

@@ -12,7 +12,9 @@ Errors carry X-Error-Code as the real hub's do (RepoNotFound, GatedRepo, Revisio
 because huggingface_hub maps them to its exception types by that header.
 
 Faults, set per test on `hub.faults`: drop the connection after N body bytes, throttle, flip a byte,
-answer a fixed status on paths that match a substring, or redirect them to themselves forever.
+answer a fixed status on paths that match a substring, or redirect them to themselves forever; and a
+body that lies about the size the listing declares: without end, announced longer (or shorter),
+stalled after N bytes, or trickled a byte at a time.
 Hostile repos (`hostile()`): a commit sha, file names or object ids that are paths out of the cache.
 Every request is logged in `hub.log`, with the start of its Range, so tests can prove where a resumed
 download began.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import socket
 import threading
@@ -133,6 +136,11 @@ class Faults:
     corrupt_at: int | None = None  # flip the byte at this offset of every file body served
     status: dict[str, int] = field(default_factory=dict)  # path substring -> status to answer instead
     redirect_loop: str | None = None  # paths with this substring answer 302 to themselves, forever
+    # Hubs that lie about a file body (the listing still declares the real size):
+    endless: bool = False  # no Content-Length, and zeros after the file's bytes until the client leaves
+    advertise: int | None = None  # this Content-Length, and as many bytes (zeros past the file's end)
+    stall_after: int | None = None  # send this many body bytes, then nothing until the client leaves
+    trickle_s: float | None = None  # one byte every this many seconds
 
 
 @dataclass
@@ -157,6 +165,7 @@ class FakeHub:
         self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.closed = threading.Event()  # ends the bodies that would never end
 
     def add(self, repo: FakeRepo) -> None:
         self.repos[repo.repo_id.lower()] = repo
@@ -167,6 +176,7 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -391,14 +401,22 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             for k, v in headers.items():
                 self.send_header(k, v)
-            self.send_header("Content-Length", str(end - start + 1))
+            faults = hub.faults
+            lying = faults.endless or faults.advertise is not None
+            if faults.advertise is not None:
+                end = start + faults.advertise - 1
+            if faults.endless:
+                self.close_connection = True  # the body ends when the connection does
+            else:
+                self.send_header("Content-Length", str(end - start + 1))
             self.send_header("Content-Type", "application/octet-stream")
             self.end_headers()
             if self.command == "HEAD":
                 return
+            if lying or faults.stall_after is not None or faults.trickle_s is not None:
+                return self._lie(f, start, end)
             drop = hub.take_drop()
             sent = 0
-            faults = hub.faults
             with open(f.path, "rb") as fh:
                 fh.seek(start)
                 pos = start
@@ -419,4 +437,39 @@ def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                     if faults.throttle_bps:
                         time.sleep(len(chunk) / faults.throttle_bps)
 
+        def _lie(self, f: FakeFile, start: int, end: int) -> None:
+            """The body of a hub that lies: the file's bytes then zeros (to `end`, or forever), one byte
+            at a time when trickling, nothing more after `stall_after`; until the client leaves."""
+            faults = hub.faults
+            data = f.path.read_bytes()[start:]
+            pos, sent = start, 0
+            try:
+                while (faults.endless or pos <= end) and not hub.closed.is_set():
+                    if faults.stall_after is not None and sent >= faults.stall_after:
+                        hub.closed.wait(0.1)
+                        continue
+                    step = 1 if faults.trickle_s is not None else CHUNK
+                    if faults.stall_after is not None:
+                        step = min(step, faults.stall_after - sent)
+                    if not faults.endless:
+                        step = min(step, end - pos + 1)
+                    chunk = data[sent : sent + step]
+                    chunk += bytes(step - len(chunk))
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    sent += step
+                    pos += step
+                    if faults.trickle_s is not None:
+                        hub.closed.wait(faults.trickle_s)
+            except OSError:  # the client left: what a lying hub's body ends on
+                self.close_connection = True
+
     return Handler
+
+
+def one_file_repo(repo_id: str, name: str, size: int, folder: Path) -> FakeRepo:
+    """A repo of one LFS file of `size` random bytes (GGUF's magic first): what a lying hub declares
+    before it misbehaves, when the test never needs a model that loads."""
+    path = folder / name
+    path.write_bytes(b"GGUF" + os.urandom(size - 4))
+    return FakeRepo(repo_id, {name: FakeFile.from_path(name, path, lfs=True)})

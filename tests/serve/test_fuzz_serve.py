@@ -2,7 +2,8 @@
 
 Each case starts from a valid request to one of the generation routes (OpenAI's or Ollama's) and
 breaks it: a field dropped or given a value of the wrong type or range (NaN, huge, negative,
-nested), the JSON cut short or nested thousands deep, bytes that are not UTF-8, a body past
+nested), the JSON cut short or nested thousands deep, any field (or a call's string of arguments)
+nested near or past the one depth limit, bytes that are not UTF-8, a body past
 --max-body, a key given twice, numbers of hundreds of digits, content parts of the wrong kinds,
 unknown roles, many empty messages, hostile tools, tool choices and tool calls, a missing, wrong or
 mangled key. The server must answer each
@@ -60,6 +61,7 @@ BODIES += [
     "many",
     "digits",
     "tools",
+    "nested",
 ]  # hostile shapes: typed requests refuse them
 ROLES = ["developer", "system", "tool", "robot", "", "USER", None, 3]
 HEADERS = ["good"] * 6 + ["none", "wrong", "scheme", "mangled", "x-key"]
@@ -116,6 +118,24 @@ def mutate_body(rng: random.Random, body: dict, kind: str) -> bytes:
     if kind == "deep":
         depth = rng.choice([50, 5000, 50000])
         return b"[" * depth + b"]" * depth if rng.random() < 0.5 else b'{"a":' * depth + b"1" + b"}" * depth
+    if kind == "nested":  # one field, or a call's string of arguments, nested near or past the limit
+        depth = rng.choice([60, 70, 450, 900])
+        deep = "[" * depth + "1" + "]" * depth
+        messages = body.get("messages")
+        if messages is not None and rng.random() < 0.4:
+            call = {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "f", "arguments": '{"a": ' + deep + "}"},
+            }
+            messages += [
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "user", "content": "Hi."},
+            ]
+            return json.dumps(body).encode()
+        container, key = rng.choice(list(paths(body)))
+        container[key] = "__DEEP__"
+        return json.dumps(body).replace('"__DEEP__"', deep).encode()
     if kind == "bytes":
         return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
     if kind == "repeated":  # a key given twice: which one counts would be a parser's whim

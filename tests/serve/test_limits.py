@@ -131,6 +131,30 @@ def test_listening_beyond_loopback_without_a_key_is_refused():
     assert result.stderr.count("\n") == 1 and "--api-key" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("origin", "words"),
+    [
+        ("https://*.example.com", "holds a wildcard, which matches no Origin"),
+        ("*.example.com", "holds a wildcard, which matches no Origin"),
+        ("https://App.Example.com", "has capitals, which match no Origin"),
+        ("HTTPS://app.example.com:8080", "has capitals, which match no Origin"),
+        ("https://app.example.com/", "is not an origin"),
+        ("app.example.com", "is not an origin"),
+    ],
+)
+def test_a_cors_origin_no_browser_sends_is_refused_naming_the_rule(origin, words):
+    """The CORS middleware compares the Origin header as a string: these never matched any browser."""
+    result = cli("serve", "--cors-origin", origin, time_limit=HANG_GUARD_S)
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert words in result.stderr and "scheme://host[:port], in lower case" in result.stderr
+    if "capitals" in words:  # the value it gives is one that is accepted
+        given = result.stderr.rstrip().rsplit("give ", 1)[1]
+        assert given == origin.lower()
+        from llmcli.serve.config import origin_refusal
+
+        assert origin_refusal(given) is None
+
+
 @pytest.mark.parametrize("key", ["", "  "])
 def test_an_empty_api_key_is_refused(key):
     result = cli("serve", "--host", "0.0.0.0", "--api-key", key, time_limit=HANG_GUARD_S)

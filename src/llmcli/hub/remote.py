@@ -34,17 +34,22 @@ class HubConfig:
     cache_dir: Path  # huggingface_hub's hub cache: models--org--name/{blobs,snapshots,refs}
     offline: bool
     token_set: bool  # a token will be sent (HF_TOKEN, or one saved by `hf auth login`)
+    # A download that gets no byte for this long stops: HF_HUB_DOWNLOAD_TIMEOUT (huggingface_hub's
+    # own), or serve's --timeout for a pull over the API.
+    stall_s: float = 10.0
 
     @classmethod
     def from_hf_constants(cls) -> HubConfig:
         """The settings huggingface_hub itself uses in this process (it reads the environment on import)."""
         from huggingface_hub import constants, get_token
 
+        stall = constants.HF_HUB_DOWNLOAD_TIMEOUT  # any integer: none or less would fail every read
         return cls(
             endpoint=constants.ENDPOINT.rstrip("/"),
             cache_dir=Path(constants.HF_HUB_CACHE),
             offline=bool(constants.HF_HUB_OFFLINE),
             token_set=get_token() is not None,
+            stall_s=float(stall) if stall > 0 else cls.stall_s,
         )
 
     def repo_dir(self, repo_id: str) -> Path:

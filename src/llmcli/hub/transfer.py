@@ -6,13 +6,13 @@ import hashlib
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
-from llmcli.errors import RuntimeFailure
+from llmcli.errors import LlmcliError, RuntimeFailure
 from llmcli.fsutil import chmod_like_new_file, replace_atomic, space_shortfalls
+from llmcli.hub.bounded import Target, download
 from llmcli.hub.choose import RemoteFile
 from llmcli.hub.errors import HubUnavailable, IntegrityError, NotEnoughSpace, OfflineMissing
-from llmcli.hub.events import FileDone, FileProgress, FileStarted, FileVerifying, Progress, quiet
+from llmcli.hub.events import FileDone, FileProgress, FileStarted, FileVerifying, Note, Progress, quiet
 from llmcli.hub.plan import PlannedFile, PullPlan, inside_cache, partial_path
 from llmcli.hub.remote import HubConfig, translate
 from llmcli.hub.spec import SHA_RE, repo_folder
@@ -83,10 +83,6 @@ def _fetch_one(config: HubConfig, storage: Path, plan: PullPlan, pf: PlannedFile
 
 
 def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path, progress: Progress) -> None:
-    from huggingface_hub import hf_hub_url
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
-
     partial = partial_path(blob)
     have = partial.stat().st_size if partial.exists() else 0
     if have > f.size:  # not a prefix of this file: start over
@@ -94,32 +90,38 @@ def _download_blob(config: HubConfig, plan: PullPlan, f: RemoteFile, blob: Path,
         have = 0
     progress(FileStarted(f.name, f.size, resumed_from=have, sha256=f.sha256))
     if have < f.size:
-        url = hf_hub_url(plan.repo_id, f.name, revision=plan.sha, endpoint=config.endpoint)
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers
+
         headers = build_hf_headers()
         headers["Accept-Encoding"] = "identity"  # byte offsets must be offsets into the file itself
-        # Append mode: bytes land after those already on disk; on a kill they stay for the next run.
-        with open(partial, "ab") as fh:
-            try:
-                http_get(
-                    url,
-                    fh,
-                    resume_size=have,
-                    headers=headers,
-                    expected_size=f.size,
-                    displayed_filename=f.name,
-                    tqdm_class=_progress_bar_class(progress, f.name, f.size),
+        target = Target(
+            hf_hub_url(plan.repo_id, f.name, revision=plan.sha, endpoint=config.endpoint),
+            f.name,
+            f.size,
+            headers,
+        )
+        try:
+            download(
+                target,
+                partial,
+                lambda done: progress(FileProgress(f.name, done, f.size)),
+                stall_s=config.stall_s,
+                note=lambda text: progress(Note(text)),
+            )
+        except LlmcliError:
+            raise
+        except Exception as exc:
+            mapped = translate(exc, config, plan.repo_id, plan.revision, f.name)
+            if isinstance(mapped, HubUnavailable):
+                # Dropped connections were retried while bytes kept coming; what arrived stays on disk.
+                mapped = HubUnavailable(
+                    f"the download of {f.name} from {config.endpoint} failed ({mapped}); "
+                    "run the pull again to resume it"
                 )
-            except Exception as exc:
-                mapped = translate(exc, config, plan.repo_id, plan.revision, f.name)
-                if isinstance(mapped, HubUnavailable):
-                    # huggingface_hub already retried while bytes kept coming; what arrived stays on disk.
-                    mapped = HubUnavailable(
-                        f"the download of {f.name} from {config.endpoint} failed ({mapped}); "
-                        "run the pull again to resume it"
-                    )
-                if mapped is None:
-                    raise
-                raise mapped from exc
+            if mapped is None:
+                raise
+            raise mapped from exc
     progress(FileVerifying(f.name, f.size))
     _verify(partial, f)
     chmod_like_new_file(partial, 0o644)
@@ -159,23 +161,3 @@ def _link(blob: Path, pointer: Path) -> None:
         os.symlink(os.path.relpath(blob, pointer.parent), pointer)
     except OSError:  # no symlinks here (some Windows setups): a copy costs space but works
         shutil.copyfile(blob, pointer)
-
-
-def _progress_bar_class(progress: Progress, filename: str, total: int) -> type:
-    """A stand-in for tqdm that huggingface_hub's http_get drives; it forwards byte counts to `progress`."""
-
-    class _Bar:
-        def __init__(self, *, initial: int = 0, **_kwargs: Any) -> None:
-            self.n = initial
-
-        def __enter__(self) -> _Bar:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-        def update(self, n: int = 1) -> None:
-            self.n += n
-            progress(FileProgress(filename, self.n, total))
-
-    return _Bar

@@ -10,6 +10,7 @@ requests can spend in a minute is then at most --token-limit, however many run a
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import math
 import time
@@ -33,6 +34,7 @@ WINDOW_S = 60.0  # --token-limit counts the tokens of the last minute (a moving 
 # prompt meanwhile and refuses a key that is plainly over before the engine tokenizes for it; it
 # is low rather than high (a chat's template adds tokens) so that admission seldom refuses what fits.
 CHARS_PER_TOKEN = 4
+REPLY_FIELDS = {"ollama": "options.num_predict"}  # dialect -> the field a hint names (else max_tokens)
 INT_MAX = 2**31 - 1
 
 
@@ -45,13 +47,14 @@ class Need:
     asked: bool  # the request gave max_tokens
     exact: bool  # the prompt is tokenized (else estimated)
     choices: int = 1  # OpenAI's n: each choice may use max_tokens, the prompt is shared
+    field: str = "max_tokens"  # the request's word for it (Ollama's options.num_predict)
 
     @property
     def total(self) -> int:
         return self.prompt + self.reply * self.choices
 
     def words(self) -> str:
-        reply = "its max_tokens" if self.asked else "the server's --max-tokens"
+        reply = f"its {self.field}" if self.asked else "the server's --max-tokens"
         times = f" x {self.choices} choices" if self.choices > 1 else ""
         return f"its prompt ({'' if self.exact else 'about '}{self.prompt}) and {reply} ({self.reply}){times}"
 
@@ -60,7 +63,8 @@ class Need:
         """At admission; n_ctx: the pool, which a reply without its own max_tokens never outgrows."""
         chars = len(gen.prompt or "") + sum(len(m.content) for m in gen.messages or ())
         reply = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, n_ctx or INT_MAX)
-        return Need(chars // CHARS_PER_TOKEN, reply, gen.max_tokens is not None, exact=False, choices=gen.n)
+        field = REPLY_FIELDS.get(gen.dialect, "max_tokens")
+        return Need(chars // CHARS_PER_TOKEN, reply, gen.max_tokens is not None, False, gen.n, field)
 
 
 @dataclass(eq=False)
@@ -72,6 +76,7 @@ class Reservation:
     t: float  # time.monotonic() at admission: it counts until t + WINDOW_S
     tokens: int
     final: bool = False
+    field: str = "max_tokens"  # the request's word for its reply's cap, for the hint a 429 gives
 
 
 class TokenLedger:
@@ -173,7 +178,11 @@ class Gate:
                 f"the server is busy ({self.in_flight} requests in flight, the queue is full); try again",
                 retry_after=1,
             )
-        return None if self._tokens is None else self._tokens.reserve(who, need.total, now)
+        if self._tokens is None:
+            return None
+        reservation = self._tokens.reserve(who, min(need.total, self._tokens.limit), now)
+        reservation.field = need.field
+        return reservation
 
     def resize(self, reservation: Reservation | None, need: Need) -> ApiError | None:
         """The exact reservation, once the prompt is tokenized: the 429 to answer if it no longer fits
@@ -181,7 +190,8 @@ class Gate:
         if reservation is None or reservation.final:
             return None
         try:
-            self._check_fits(reservation.who, need, time.monotonic(), reservation)
+            named = dataclasses.replace(need, field=reservation.field)
+            self._check_fits(reservation.who, named, time.monotonic(), reservation)
         except ApiError as refused:
             self.settle(reservation, 0)
             return refused
@@ -208,13 +218,17 @@ class Gate:
         assert self._tokens is not None
         limit = self._tokens.limit
         if need.total > limit:  # waiting would not help: no Retry-After
+            if not need.exact:
+                # The tokenized prompt decides (resize): a hint from the estimate was refused again
+                # once the template's tokens were counted.
+                return
             room = (limit - need.prompt) // need.choices
-            fix = f"send max_tokens of at most {room}" if room > 0 else "send a shorter prompt"
+            fix = f"send {need.field} of at most {room}" if room > 0 else "send a shorter prompt"
             raise ApiError(
                 429,
                 f"this request could use {need.total} tokens, {need.words()}, over this key's {limit} "
                 f"tokens a minute; {fix}",
-                "max_tokens" if room > 0 else None,
+                need.field if room > 0 else None,
             )
         free = self._tokens.free(who, now, besides)
         if need.total > free:

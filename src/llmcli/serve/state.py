@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmcli.serve import heavy
 from llmcli.serve.access import Gate
 from llmcli.serve.budget import parse_keep_alive
 from llmcli.serve.catalog import Catalog, Served, UnknownModel
@@ -22,7 +23,7 @@ from llmcli.serve.mailbox import Mailbox
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
 from llmcli.serve.pool import Lease, Pool
-from llmcli.serve.protocol import Defaults, Generation, read_body, validate
+from llmcli.serve.protocol import Defaults, Generation
 
 
 @dataclass
@@ -104,7 +105,7 @@ class Server:
 
         lease = await self.lease(served, keep_alive, request.state.t_arrival, where)
         try:
-            gen = body.generation(self.defaults(lease.model))
+            gen = await heavy.generation(body, self.defaults(lease.model))
             call = Call(self, gen, request.state.who, request.state.t_arrival, lease)
             await call.start()
         except BaseException:
@@ -165,7 +166,7 @@ class Server:
             raise ClientLeft() from None
         finally:
             timer.cancel()
-        return validate(model, read_body(data))
+        return await heavy.validated(model, data)
 
     async def prompt(self, gen: Generation, model: Model) -> Any:
         """The request's prompt as token ids (serve.prompt.Prompt), made in the render thread."""

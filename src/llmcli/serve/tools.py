@@ -33,23 +33,51 @@ CHOICE_SHAPE = '"none", "auto", "required" or {"type": "function", "function": {
 
 
 # -- the tools -------------------------------------------------------------------------------------
-# An agent sends the same tools with every turn: their grammar is remembered by their JSON text, so
-# that a request pays for it once, not on the event loop at every turn.
+# An agent sends the same tools with every turn: their checks and their grammar are remembered by
+# their JSON text, refusals too, so that a request pays for them once (in a worker, serve/heavy.py).
+Refusal = tuple[str, str]  # (field, message): a 400 to raise again
+
+
 @lru_cache(maxsize=32)
-def _grammar(tools: str, form: str, mode: str, name: str | None, parallel: bool) -> OutputConstraint | None:
-    """tool_constraint over the tools' JSON text, once llama.cpp parses it (a refusal is not
-    remembered)."""
+def _grammar(
+    tools: str, form: str, mode: str, name: str | None, parallel: bool
+) -> OutputConstraint | Refusal | None:
+    """tool_constraint over the tools' JSON text, once llama.cpp parses it; a refusal as its Refusal."""
     from llmcli.usecases import constraint as constraints
 
-    grammar = tool_constraint(json.loads(tools), FORMATS[form], ToolChoice(mode, name), parallel=parallel)
-    return None if grammar is None else constraints.checked(grammar)
+    try:
+        grammar = tool_constraint(json.loads(tools), FORMATS[form], ToolChoice(mode, name), parallel=parallel)
+        return None if grammar is None else constraints.checked(grammar)
+    except BadTool as exc:
+        return (exc.field or "tools", str(exc))
+    except UsageError as exc:  # llama.cpp refused the grammar
+        return ("tools", one_line(str(exc)))
+
+
+@lru_cache(maxsize=32)
+def _checked_tools(text: str, field: str) -> list[dict] | Refusal:
+    """check_tools over the tools' JSON text. The list is shared by the requests that send these
+    tools: nothing changes it (the template's sandbox is immutable)."""
+    try:
+        return check_tools(json.loads(text), field)
+    except BadTool as exc:
+        return (exc.field or field, str(exc))
 
 
 def _tools(value: Any, field: str) -> list[dict]:
-    try:
-        return check_tools(value, field)
-    except BadTool as exc:
-        raise bad(exc.field or field, str(exc)) from None
+    from llmcli.limits import limit
+
+    text = json.dumps(value)  # the cache's key, and the size the cap counts
+    cap = limit("tools_bytes")
+    if len(text) > cap:
+        raise bad(
+            field,
+            f"{field} is {len(text):,} bytes of JSON, over the limit of {cap:,}; send fewer or smaller tools",
+        )
+    found = _checked_tools(text, field)
+    if isinstance(found, tuple):
+        raise bad(*found)
+    return found
 
 
 def _choice(value: Any, names: list[str]) -> ToolChoice:
@@ -97,20 +125,18 @@ def with_tools(gen: Generation, use: ToolUse | None) -> Generation:
             f'{field} and tools each constrain the reply; give only one (or tool_choice "none", '
             "which renders the tools and lets the reply follow the format)",
         )
-    try:
-        text = json.dumps(use.tools)  # in order: the order of properties is the order written
-        gen.constraint = _grammar(text, use.form.name, use.choice.mode, use.choice.name, use.parallel)
-    except BadTool as exc:
-        raise bad(exc.field or "tools", str(exc)) from None
-    except UsageError as exc:  # llama.cpp refused the grammar
-        raise bad("tools", one_line(str(exc))) from None
+    text = json.dumps(use.tools)  # in order: the order of properties is the order written
+    made = _grammar(text, use.form.name, use.choice.mode, use.choice.name, use.parallel)
+    if isinstance(made, tuple):
+        raise bad(*made)
+    gen.constraint = made
     return gen
 
 
 # -- the tool fields of messages -------------------------------------------------------------------
 def _calls(value: Any) -> list[ToolCall] | None:
     """An assistant's `tool_calls`: OpenAI's arguments are a string of JSON, Ollama's an object."""
-    from llmcli.engine.tools.calls import arguments_of
+    from llmcli.serve.limits_json import call_arguments
 
     if not isinstance(value, list):
         raise refuse('must be a list of calls ({"function": {"name": ..., "arguments": ...}})')
@@ -125,7 +151,7 @@ def _calls(value: Any) -> list[ToolCall] | None:
         if call_id is not None and not isinstance(call_id, str):
             raise refuse(f"[{i}].id must be a string")
         raw = function.get("arguments")
-        arguments = {} if raw in (None, "") else arguments_of(raw)
+        arguments = {} if raw in (None, "") else call_arguments(raw, i)
         if arguments is None:
             raise refuse(f"[{i}].function.arguments must be a JSON object (or a string of one)")
         calls.append(ToolCall(name, arguments, call_id))

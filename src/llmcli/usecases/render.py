@@ -77,6 +77,7 @@ def parse_tools(text: str, source: str) -> list[dict]:
         raise UsageError(f"{bad} (not JSON: {exc.msg} at line {exc.lineno}); {fix}") from None
     except RecursionError:  # a schema nests a few levels; thousands are not a tool
         raise UsageError(f"{bad} (its JSON nests too deeply to read); {fix}") from None
+    _refuse_deep(data, source)
     try:
         return check_tools(data)
     except BadTool as exc:
@@ -96,6 +97,7 @@ def parse_messages(text: str, source: str) -> list[Message]:
         raise UsageError(
             f'{bad} (its JSON nests too deeply to read); give [{{"role": "user", "content": "..."}}]'
         ) from None
+    _refuse_deep(data, source)
     if not isinstance(data, list) or not data:
         raise UsageError(f'{bad} (want a non-empty JSON list); give [{{"role": "user", "content": "..."}}]')
     from llmcli.engine.messages import BadMessage, check_message
@@ -109,6 +111,24 @@ def parse_messages(text: str, source: str) -> list[Message]:
             raise UsageError(f"{bad} ({exc})") from None
         messages.append(replace(checked, cancelled=False))  # a messages file marks nothing cancelled
     return messages
+
+
+def _refuse_deep(data: object, source: str) -> None:
+    """One nesting limit for every JSON handed in (json_depth.py), a call's string of arguments
+    included: the checks and the template after this recurse per level."""
+    from llmcli.json_depth import depth_message, text_too_deep, too_deep
+
+    where = too_deep(data)
+    if where is not None:
+        raise UsageError(f"{source}: {depth_message(where or 'the file')}")
+    for i, item in enumerate(data if isinstance(data, list) else ()):
+        calls = item.get("tool_calls") if isinstance(item, dict) else None
+        for j, call in enumerate(calls if isinstance(calls, list) else ()):
+            function = call.get("function") if isinstance(call, dict) else None
+            raw = function.get("arguments") if isinstance(function, dict) else None
+            if isinstance(raw, str) and text_too_deep(raw):
+                where = f"[{i}].tool_calls[{j}].function.arguments"
+                raise UsageError(f"{source}: {depth_message(where)}")
 
 
 def render_prompt(store: Store, opts: RenderOptions, *, n_threads: int | None = 1) -> RenderedView:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -27,11 +28,16 @@ if TYPE_CHECKING:
 
 
 # -- GBNF: parsed by llama.cpp before the model loads -------------------------------------------
+_FD2 = threading.RLock()
+
+
 @contextmanager
 def _stderr_captured() -> Iterator[list[str]]:
-    """llama.cpp's grammar parser writes its error to fd 2 itself; keep it off the user's stderr."""
+    """llama.cpp's grammar parser writes its error to fd 2 itself; keep it off the user's stderr.
+    fd 2 is the process's: one capture at a time (serve checks tools' grammars in worker threads
+    while its engine thread builds others), or one's restore would leave fd 2 on another's sink."""
     lines: list[str] = []
-    with tempfile.TemporaryFile() as sink:
+    with _FD2, tempfile.TemporaryFile() as sink:
         saved = os.dup(2)
         os.dup2(sink.fileno(), 2)
         try:

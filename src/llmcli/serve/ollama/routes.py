@@ -266,10 +266,9 @@ async def ps(request: Request):
     server: Server = request.app.state.server
     models = []
     for each in server.pool.loaded():
-        stat = Path(each.path).stat()
         # Ollama's digest is its manifest's; here, an identity of the file (its name, size and time),
         # as hashing gigabytes on each call would be too slow.
-        digest = hashlib.sha256(f"{each.path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
+        digest = hashlib.sha256(library.file_identity(each.path).encode()).hexdigest()
         models.append(
             {
                 "name": tagged(each.name),
