@@ -81,11 +81,11 @@ class Shape:
         body = self.piece(text, thinking, True, calls)
         if tools is not None and tools.malformed is not None:
             body["malformed_tool_call"] = tools.malformed  # llmcli's word on a dropped call
-        total = (time.perf_counter() - call.job.t_arrival) * 1000
+        total = (time.perf_counter() - call.t_arrival) * 1000
         body.update(
             done_reason="length" if outcome.finish_reason == "length" else "stop",
             total_duration=_ns(total),
-            load_duration=0,
+            load_duration=_ns(outcome.load_ms),
             prompt_eval_count=outcome.prompt_tokens,
             prompt_eval_duration=_ns(outcome.prefill_ms),
             eval_count=outcome.completion_tokens,
