@@ -114,9 +114,13 @@ def test_a_first_requests_load_is_timed_as_load_never_as_tokenize(ollama, store_
     """Store mode: the request that loads its model reports the load as load_ms and Ollama's
     load_duration, beside (not inside) ① tokenize; the next request's lease costs next to nothing."""
     ollama.generate(model=GEMMA, keep_alive=0)  # unloaded, whatever ran before
-    options = {"num_predict": 1}
-    first = ollama.chat(model=GEMMA, messages=HI, options=options)
-    second = ollama.chat(model=GEMMA, messages=HI, options=options)
+
+    def chat() -> dict:  # the ollama package drops `timings`, llmcli's own field
+        body = {"model": GEMMA, "messages": HI, "options": {"num_predict": 1}, "stream": False}
+        url = store_server.url + "/api/chat"
+        return httpx.post(url, json=body, headers=AUTH, timeout=HANG_GUARD_S).json()
+
+    first, second = chat(), chat()
     cold, warm = first["timings"], second["timings"]
     assert cold["load_ms"] > 20 * stage_ms(cold, "tokenize"), cold  # a real model load: tens of ms
     assert first["load_duration"] == pytest.approx(cold["load_ms"] * 1e6, rel=0.01)

@@ -14,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
-from llmcli.engine.tools import CallDelta
 from llmcli.serve.access import Gate, Need, Reservation
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started, combined
 from llmcli.serve.protocol import Generation
+from llmcli.serve.reply import Ending, Piece, Reply
 from llmcli.serve.tool_calls import reader
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class Inbox(Protocol):
 
     def cancel(self, call: Call) -> None: ...
 
+
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
 
@@ -51,27 +52,6 @@ def _wake(waiter: asyncio.Future | None) -> None:
 
 class ClientLeft(Exception):
     """The client closed the connection before its answer was ready."""
-
-
-class Piece(NamedTuple):
-    """Some text of one choice's reply: the answer's, or the reasoning's (kind REASONING); or, of
-    kind CALL, a piece of one of its tool calls."""
-
-    kind: str
-    text: str
-    choice: int = 0
-    call: CallDelta | None = None  # kind CALL
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A choice collected whole: the answer, the reasoning apart, how it ended, and its tokens'
-    log-probabilities when asked."""
-
-    text: str
-    reasoning: str
-    outcome: Outcome
-    logprobs: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -202,6 +182,14 @@ class Call:
         self.splitters = [ReasoningSplitter(parses, event.opens_thinking) for _ in range(self.gen.n)]
         return event
 
+    def ending(self, index: int) -> Ending:
+        """How choice `index` ended (once its Outcome has come): the engine's outcome and its calls."""
+        outcome, tools = self.outcomes[index], self.tools[index]
+        assert outcome is not None
+        if tools is None:
+            return Ending(outcome)
+        return Ending(outcome, tools.calls(), tools.malformed, read_calls=True)
+
     def take_logprobs(self, index: int) -> list[Any]:
         """The TokenLogprobs of choice `index` that arrived since the last take (a stream's chunk)."""
         entries = self.logprobs[index][self._logprobs_taken[index] :]
@@ -260,9 +248,8 @@ class Call:
             self.close()
         assert self.outcome is not None  # the last item events yields
         return [
-            Reply("".join(p["answer"]), "".join(p[REASONING]), outcome, self.logprobs[i])
-            for i, (p, outcome) in enumerate(zip(parts, self.outcomes, strict=True))
-            if outcome is not None
+            Reply("".join(p["answer"]), "".join(p[REASONING]), self.ending(i), self.logprobs[i])
+            for i, p in enumerate(parts)
         ]
 
     async def streamed(
@@ -333,8 +320,8 @@ class Call:
         the route's shape) for a whole answer, the last event of a stream, never a cut-off reply."""
         return ApiError(
             503,
-            f"the server is shutting down and the {self.services.deadlines.grace:g} s grace period (--grace) ran "
-            "out before the reply was done; send the request again",
+            f"the server is shutting down and the {self.services.deadlines.grace:g} s grace period "
+            "(--grace) ran out before the reply was done; send the request again",
             retry_after=1,
         )
 

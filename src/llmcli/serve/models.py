@@ -169,7 +169,9 @@ class Model:
                 continue
             call, index = entry
             stats = seq.stats
-            if index == 0 and stats.completion_tokens > call.n_seen:  # a new token (the last: with the finish)
+            if (
+                index == 0 and stats.completion_tokens > call.n_seen
+            ):  # a new token (the last: with the finish)
                 if call.n_seen == 0 and stats.t_first is not None:
                     metrics.ttft.labels(model_name=self.name).observe(stats.t_first - call.t_arrival)
                     metrics.queue_time.observe((stats.queue_ms or 0.0) / 1000)
@@ -191,7 +193,9 @@ class Model:
             self._refuse_unplaceable()
         self._publish()
 
-    def _outcome(self, metrics: ServeMetrics, call: Call, seq, reason: str, now: float, index: int) -> Outcome:
+    def _outcome(
+        self, metrics: ServeMetrics, call: Call, seq, reason: str, now: float, index: int
+    ) -> Outcome:
         s, name = seq.stats, self.name
         if index == 0:  # the choices share one prompt, prefilled once
             metrics.prompt_tokens.labels(model_name=name).inc(s.prompt_tokens)

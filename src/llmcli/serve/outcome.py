@@ -120,13 +120,3 @@ def timings(o: Outcome, postprocess_ms: float, return_ms: float) -> dict:
         "ttft_ms": _r(o.ttft_ms),
         "stages": [StageRecord(s.key, ms[s.key], "local", details[s.key]).as_dict() for s in STAGES],
     }
-
-
-def usage(o: Outcome) -> dict:
-    """OpenAI's usage object (with the cached prompt tokens where OpenAI reports them)."""
-    return {
-        "prompt_tokens": o.prompt_tokens,
-        "completion_tokens": o.completion_tokens,
-        "total_tokens": o.prompt_tokens + o.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": o.cached_tokens},
-    }

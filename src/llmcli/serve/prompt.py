@@ -56,7 +56,9 @@ class PromptMaker:
             else:
                 prompt = self.raw(gen.prompt or "")
         except PromptTooLong as exc:
-            raise too_long(gen.dialect, self.room, f"at least {exc.at_least}", f"in the {what}", what) from None
+            raise too_long(
+                gen.dialect, self.room, f"at least {exc.at_least}", f"in the {what}", what
+            ) from None
         except (TemplateError, UsageError) as exc:
             raise ApiError(400, str(exc), what) from None
         prompt.max_tokens = self._fit(gen, len(prompt.tokens), what)

@@ -1,5 +1,5 @@
-"""A reply's tool calls, read with the served model's form (engine/tools) after the reasoning split,
-and worded as each dialect wants them.
+"""A reply's tool calls, read with the served model's form (engine/tools) after the reasoning split;
+each dialect's wire module words them.
 
 The answer's text goes through a ToolCallStream as it streams: text outside the markup stays the
 answer, each call comes out as OpenAI's deltas (index, id and name first, then its arguments), and a
@@ -14,18 +14,18 @@ import json
 from llmcli.engine.templates.thinking import ANSWER
 from llmcli.engine.tools import CallDelta, ContentDelta, MalformedDelta, ToolCallStream
 from llmcli.engine.tools.use import ToolUse
+from llmcli.serve.reply import CALL, MadeCall
 
-CALL = "call"  # a piece of a tool call (beside the splitter's reasoning and answer pieces)
 Read = tuple[str, str, CallDelta | None]  # kind, text, the call's piece for kind CALL
 
 
-class ToolReader:
+class CallReader:
     """One reply's calls: pieces in, pieces out, and what it made (for the whole reply and its end)."""
 
     def __init__(self, use: ToolUse) -> None:
         self.stream = ToolCallStream(use.form, use.names)
         self.made: dict[int, tuple[str, str, list[str]]] = {}  # index -> id, name, argument fragments
-        self.sent: set[int] = set()  # calls whose whole Ollama line went out
+        self.sent: set[int] = set()  # calls given whole (whole_call) already
         self.malformed: str | None = None  # why the first malformed call was dropped
 
     def read(self, pieces: list[tuple[str, str]], end: bool = False) -> list[Read]:
@@ -55,53 +55,27 @@ class ToolReader:
                 out.append((CALL, "", delta))
         return out
 
-    @property
-    def calls(self) -> int:
-        return len(self.made)
+    def calls(self) -> tuple[MadeCall, ...]:
+        """The calls made so far, in order."""
+        return tuple(
+            MadeCall(i, name, "".join(parts)) for i, name, parts in (self.made[k] for k in sorted(self.made))
+        )
 
-    def finish_reason(self, engine_reason: str) -> str:
-        """OpenAI's: a reply cut off is "length" (a call in it too); one that made calls "tool_calls"."""
-        if engine_reason == "length":
-            return "length"
-        return "tool_calls" if self.made else "stop"
-
-    # -- OpenAI ------------------------------------------------------------------------------------
-    def openai_calls(self) -> list[dict]:
-        """The whole reply's calls: arguments as a string of JSON."""
-        return [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "".join(parts)}}
-            for call_id, name, parts in (self.made[i] for i in sorted(self.made))
-        ]
-
-    # -- Ollama ------------------------------------------------------------------------------------
-    def ollama_calls(self) -> list[dict]:
-        """The whole reply's calls: arguments as an object."""
-        return [
-            {"function": {"name": name, "arguments": json.loads("".join(parts))}}
-            for _, name, parts in (self.made[i] for i in sorted(self.made))
-        ]
-
-    def ollama_ready(self, delta: CallDelta) -> dict | None:
-        """A streamed call once its arguments are whole (Ollama streams a call in one line), once."""
-        _, name, parts = self.made[delta.index]
-        if delta.index in self.sent:
+    def whole_call(self, index: int) -> MadeCall | None:
+        """Call `index` once its arguments are whole (a JSON object's text parses only then), and only
+        the first time: Ollama streams a call in one line."""
+        call_id, name, parts = self.made[index]
+        if index in self.sent:
             return None
+        arguments = "".join(parts)
         try:
-            arguments = json.loads("".join(parts))
-        except ValueError:  # fragments so far: a JSON object's text parses only once it is whole
+            json.loads(arguments)
+        except ValueError:
             return None
-        self.sent.add(delta.index)
-        return {"function": {"name": name, "arguments": arguments}}
+        self.sent.add(index)
+        return MadeCall(call_id, name, arguments)
 
 
-def reader(use: ToolUse | None) -> ToolReader | None:
+def reader(use: ToolUse | None) -> CallReader | None:
     """A reader for a request that reads its reply for calls (tools given, tool_choice not "none")."""
-    return ToolReader(use) if use is not None and use.reads_calls else None
-
-
-def openai_call_delta(delta: CallDelta) -> dict:
-    """One streamed piece of a call, in OpenAI's `delta.tool_calls` shape."""
-    if delta.name is not None:
-        function = {"name": delta.name, "arguments": delta.arguments}
-        return {"index": delta.index, "id": delta.id, "type": "function", "function": function}
-    return {"index": delta.index, "function": {"arguments": delta.arguments}}
+    return CallReader(use) if use is not None and use.reads_calls else None
