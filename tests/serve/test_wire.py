@@ -9,15 +9,15 @@ import pytest
 from sse_starlette import ServerSentEvent
 
 from llmcli.engine.templates.thinking import ANSWER, REASONING
-from llmcli.engine.tools import CallDelta
+from llmcli.engine.tools import CallDelta, ToolCall
 from llmcli.serve.errors import ApiError
 from llmcli.serve.ollama import wire as ollama
 from llmcli.serve.openai import wire as openai
 from llmcli.serve.outcome import Outcome
-from llmcli.serve.reply import CALL, Ending, MadeCall, Piece, Reply
+from llmcli.serve.reply import CALL, Ending, Piece, Reply
 
 TEXTS = ["Hello", ' "quoted" \\ back', "naïve 日本 😀", "\x00\x1f", "", "\n\t", '"}]}']
-WEATHER = MadeCall("call_1", "get_weather", '{"city": "Paris"}')
+WEATHER = ToolCall("get_weather", {"city": "Paris"}, "call_1")
 
 
 def outcome(reason: str = "stop", **ms: float) -> Outcome:

@@ -315,7 +315,7 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
 
             session, prompt = opened.session, opened.prompt
             view = AnswerView(env, opts, opened.model_name, opened.tools)
-            answer = ask_once(session, prompt, opts.constraint, view.hooks())
+            answer = ask_once(session, prompt, opts.constraint, view.hooks(), opened.tools)
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
         chat_log.close()

@@ -19,12 +19,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
+from llmcli.engine.tools.reader import ReplyReader
 from llmcli.serve.access import Gate, Need, Reservation
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started, combined
 from llmcli.serve.protocol import Generation
 from llmcli.serve.reply import Ending, Piece, Reply
-from llmcli.serve.tool_calls import reader
 
 if TYPE_CHECKING:
     from llmcli.serve.metrics import ServeMetrics
@@ -103,8 +103,7 @@ class Call:
         self.outcomes: list[Outcome | None] = [None] * gen.n  # each choice's
         self.logprobs: list[list[Any]] = [[] for _ in range(gen.n)]  # each choice's TokenLogprobs
         self._logprobs_taken = [0] * gen.n
-        self.splitters: list[ReasoningSplitter] = []
-        self.tools = [reader(gen.tools) for _ in range(gen.n)]  # each choice's answer read for calls
+        self.readers: list[ReplyReader] = []  # each choice's (once started): reasoning, answer, calls
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
@@ -178,17 +177,20 @@ class Call:
             self.close()
             raise event
         assert isinstance(event, Started)
-        parses = self.model.prompts.thinking.parses
-        self.splitters = [ReasoningSplitter(parses, event.opens_thinking) for _ in range(self.gen.n)]
+        parses, tools = self.model.prompts.thinking.parses, self.gen.tools
+        self.readers = [
+            ReplyReader(tools, ReasoningSplitter(parses, event.opens_thinking)) for _ in range(self.gen.n)
+        ]
         return event
 
     def ending(self, index: int) -> Ending:
         """How choice `index` ended (once its Outcome has come): the engine's outcome and its calls."""
-        outcome, tools = self.outcomes[index], self.tools[index]
+        outcome, reader = self.outcomes[index], self.readers[index]
         assert outcome is not None
-        if tools is None:
+        if not reader.reads_calls:
             return Ending(outcome)
-        return Ending(outcome, tools.calls(), tools.malformed, read_calls=True)
+        parsed = reader.parsed()
+        return Ending(outcome, tuple(parsed.calls), parsed.malformed, read_calls=True)
 
     def take_logprobs(self, index: int) -> list[Any]:
         """The TokenLogprobs of choice `index` that arrived since the last take (a stream's chunk)."""
@@ -203,7 +205,7 @@ class Call:
         self.outcomes); a choice read for tool calls gives its calls as Pieces of kind CALL.
         `disconnected`: polled while waiting (a streamed response learns of a client that left from
         its own send instead)."""
-        assert self.splitters
+        assert self.readers
         left = self.gen.n
         try:
             while True:
@@ -213,15 +215,11 @@ class Call:
                     raise ApiError(event.status, event.message, event.param)
                 if isinstance(event, Delta):
                     self.logprobs[event.index] += event.logprobs
-                    pieces = self.splitters[event.index].feed(event.text)
-                    end = False
+                    read = self.readers[event.index].feed(event.text)
                 else:
                     assert isinstance(event, Outcome)
-                    pieces = self.splitters[event.index].flush()
+                    read = self.readers[event.index].finish()
                     left -= 1
-                    end = True
-                reading = self.tools[event.index]
-                read = reading.read(pieces, end) if reading else [(k, t, None) for k, t in pieces]
                 self.postprocess_s += time.perf_counter() - t0
                 for kind, text, call in read:
                     yield Piece(kind, text, event.index, call)
@@ -242,7 +240,7 @@ class Call:
         parts: list[dict[str, list[str]]] = [{REASONING: [], "answer": []} for _ in range(self.gen.n)]
         try:
             async for item in self.events(disconnected):
-                if isinstance(item, Piece) and item.call is None:  # calls are collected by self.tools
+                if isinstance(item, Piece) and item.call is None:  # calls are collected by the readers
                     parts[item.choice][item.kind if item.kind == REASONING else "answer"].append(item.text)
         finally:
             self.close()

@@ -3,7 +3,7 @@ engine thread does with its requests (submit, cancel, one step, their outcomes).
 
 `load` runs in the pool's loader thread (never the event loop, never the engine thread, one load at
 a time); the engine thread then owns the Model: it alone steps it, and it alone closes it. The event
-loop reads `prompts` (through the render thread), `facts`, `template_source` and `snapshot`.
+loop reads `prompts` (through the render thread; its template, thinking and tool forms) and `snapshot`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmcli.errors import UsageError
 from llmcli.serve.config import ServeConfig
@@ -69,16 +69,6 @@ class Model:
         except BaseException:
             self.rt.close()
             raise
-        self.template_source = self.prompts.source
-        self.load_ms = self.rt.load_ms
-        self.facts: dict[str, Any] = {
-            "arch": self.rt.arch,
-            "description": self.rt.description,
-            "n_params": self.rt.n_params,
-            "size": self.rt.model_size,
-            "n_ctx": self.rt.n_ctx,
-            "n_ctx_train": self.rt.n_ctx_train,
-        }
         placement = self.rt.placement
         self.on_device = placement.offloaded / placement.layers if placement.layers else 0.0
         self.snapshot = Snapshot(n_ctx=self.sched.n_ctx, ready=True)

@@ -37,6 +37,7 @@ class PromptMaker:
         self.room = room  # tokens a sequence holds
         chosen = model_template(runtime)
         self.template, self.source, self.thinking = chosen.template, chosen.choice.source, chosen.thinking
+        self.tool_form = chosen.tool_form  # how the model writes tool calls: read once, at load
         # No token covers more bytes than this, so a text of more characters than room * this cannot fit.
         self.longest_piece = max(len(runtime.piece(t, special=False)) for t in range(runtime.n_vocab)) or 1
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from llmcli.engine.tools import CallDelta
+from llmcli.engine.tools import CallDelta, ToolCall
+from llmcli.engine.tools.reader import CALL
 from llmcli.serve.outcome import Outcome
 
-CALL = "call"  # a piece of a tool call (beside the splitter's reasoning and answer pieces)
+__all__ = ["CALL", "Ending", "Piece", "Reply"]
 
 
 class Piece(NamedTuple):
@@ -29,22 +30,12 @@ class Piece(NamedTuple):
 
 
 @dataclass(frozen=True)
-class MadeCall:
-    """A tool call the reply made, whole: its arguments as the model wrote them (a JSON object's
-    text, checked by the reader)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
 class Ending:
     """How one choice ended: the engine's Outcome, the calls its reply made (in order) and why the
     first malformed call was dropped (docs/tools.md), when the reply was read for calls."""
 
     outcome: Outcome
-    calls: tuple[MadeCall, ...] = ()
+    calls: tuple[ToolCall, ...] = ()
     malformed: str | None = None
     read_calls: bool = False  # the request gave tools (and tool_choice was not "none")
 

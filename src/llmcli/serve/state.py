@@ -89,10 +89,8 @@ class Server:
             self._mailbox = None
 
     def defaults(self, model: Model) -> Defaults:
-        from llmcli.engine.tools import detect
-
-        form = detect(model.template_source)  # a few substring tests of the template
-        return Defaults(self.config.params, self.config.system, model.n_ctx_seq, form)
+        prompts = model.prompts
+        return Defaults(self.config.params, self.config.system, model.n_ctx_seq, prompts.tool_form)
 
     def find(self, name: str | None) -> Served:
         """The model a request names, or a 404 (in the route's shape, as every ApiError)."""

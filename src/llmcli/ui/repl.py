@@ -190,8 +190,10 @@ class Repl:
         thinking.end()  # a reply cut inside its thinking has no answer to end the reasoning's line
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
-        if tools and not (reply.stats and reply.stats.finish_reason == "cancelled"):
-            tools.show(tools.read(reply))
+        finish_reason = reply.stats.finish_reason if reply.stats else None
+        parsed = tools.calls(finish_reason) if tools else None
+        if tools and parsed is not None:
+            tools.show(parsed)
         return reply
 
     def _write(self, text: str) -> None:

@@ -102,17 +102,13 @@ def with_logprobs(call: Call, body: dict) -> dict:
 
 
 async def lines(call: Call, head: wire.Head):
-    reader = call.tools[0]  # Ollama asks for one reply
-
     def render(piece: Piece) -> str | None:
         if piece.call is None:
             body = wire.line(head, piece.kind, piece.text)
+        elif piece.call.name is not None:
+            return None  # a call's id and name: its arguments follow at once, and Ollama's line holds both
         else:
-            assert reader is not None
-            made = reader.whole_call(piece.call.index)
-            if made is None:
-                return None
-            body = wire.call_line(head, made)
+            body = wire.call_line(head, call.readers[piece.choice].made()[piece.call.index])
         return json.dumps(with_logprobs(call, body)) + "\n"
 
     async for line in call.streamed(render, lambda exc: json.dumps(wire.failed(exc)) + "\n"):

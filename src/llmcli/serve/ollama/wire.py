@@ -8,13 +8,13 @@ hands in the pieces and sends what comes back (tests/serve/test_wire.py runs the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from llmcli.engine.templates.thinking import REASONING
+from llmcli.engine.tools import ToolCall
 from llmcli.serve.errors import ApiError
-from llmcli.serve.reply import Ending, MadeCall
+from llmcli.serve.reply import Ending
 
 NS = 1_000_000  # ns a millisecond
 
@@ -40,9 +40,9 @@ class Head:
     model: str
 
 
-def calls(made: tuple[MadeCall, ...] | list[MadeCall]) -> list[dict]:
+def calls(made: tuple[ToolCall, ...] | list[ToolCall]) -> list[dict]:
     """Calls as Ollama writes them: arguments as an object."""
-    return [{"function": {"name": call.name, "arguments": json.loads(call.arguments)}} for call in made]
+    return [{"function": {"name": call.name, "arguments": call.arguments}} for call in made]
 
 
 def body(head: Head, text: str, thinking: str, done: bool, made: list[dict] | None = None) -> dict:
@@ -69,7 +69,7 @@ def line(head: Head, kind: str, text: str) -> dict:
     return body(head, "" if reasoning else text, text if reasoning else "", False)
 
 
-def call_line(head: Head, made: MadeCall) -> dict:
+def call_line(head: Head, made: ToolCall) -> dict:
     """A streamed tool call, in one line once its arguments are whole, as Ollama streams it."""
     return body(head, "", "", False, calls([made]))
 

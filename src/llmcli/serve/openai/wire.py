@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmcli.engine.templates.thinking import REASONING
-from llmcli.engine.tools import CallDelta
+from llmcli.engine.tools import CallDelta, ToolCall
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Outcome
-from llmcli.serve.reply import Ending, MadeCall, Piece, Reply
+from llmcli.serve.reply import Ending, Piece, Reply
 
 Frames = dict[tuple[int, str], tuple[str, str]]  # (choice, kind) -> a plain chunk's words around its text
 
@@ -110,10 +110,14 @@ def last_choice(head: Head, index: int, ending: Ending, logprobs: dict | None) -
     return {"index": index, "text": "", "logprobs": logprobs, "finish_reason": ending.finish_reason}
 
 
-def calls(made: tuple[MadeCall, ...]) -> list[dict]:
-    """A whole reply's calls: arguments as a string of JSON."""
+def calls(made: tuple[ToolCall, ...]) -> list[dict]:
+    """A whole reply's calls: arguments as a string of JSON (as they streamed)."""
     return [
-        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+        }
         for call in made
     ]
 
