@@ -57,9 +57,7 @@ class AnswerView:
         text, calls = answer.text, {}
         parsed = answer.parsed
         if parsed is not None:
-            from llmcli.usecases.tools import call_json
-
-            text, calls = parsed.content, {"tool_calls": [call_json(call) for call in parsed.calls]}
+            text, calls = parsed.content, {"tool_calls": [call.as_wire() for call in parsed.calls]}
         if opts.json_out:
             if parsed is not None and self.tools is not None:
                 self.tools.warn_malformed(parsed)

@@ -5,13 +5,14 @@ only writes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llmcli.ui.output import Output
 
 if TYPE_CHECKING:
-    from llmcli.engine.tools import ParsedReply
+    from llmcli.engine.tools import ParsedReply, ToolCall
     from llmcli.engine.tools.reader import ReplyReader
     from llmcli.usecases.tools import ToolReader
 
@@ -56,8 +57,14 @@ class ToolCallView:
 
     def show(self, parsed: ParsedReply) -> None:
         """The calls as a block on stdout; a malformed call left out is one warning."""
-        from llmcli.usecases.tools import calls_block
-
         self.warn_malformed(parsed)
         if parsed.calls:
             self.out.write(calls_block(parsed.calls) + "\n")
+
+
+def calls_block(calls: list[ToolCall]) -> str:
+    """The calls as a person reads them: one line each, its id, then its arguments."""
+    lines = []
+    for call in calls:
+        lines.append(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})  [{call.id}]")
+    return "\n".join(lines)

@@ -4,7 +4,6 @@ sends the results back as `tool` messages (docs/tools.md)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +14,7 @@ from llmcli.errors import RuntimeFailure, UsageError
 if TYPE_CHECKING:
     from llmcli.engine.messages import Message
     from llmcli.engine.structured import OutputConstraint
-    from llmcli.engine.tools import ParsedReply, ToolCall
+    from llmcli.engine.tools import ParsedReply
     from llmcli.engine.tools.reader import ReplyReader
 
 
@@ -87,12 +86,6 @@ def use_tools(session, use: ToolUse) -> ToolReader:
     return ToolReader(use)
 
 
-def call_json(call: ToolCall) -> dict:
-    """OpenAI's shape: arguments as a string of JSON."""
-    arguments = json.dumps(call.arguments, ensure_ascii=False)
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
-
-
 @dataclass(frozen=True)
 class ToolReader:
     """chat's tools, with the chosen template's form: a reader of each reply (engine/tools/reader.py,
@@ -117,11 +110,3 @@ class ToolReader:
             cut = " (max tokens reached: raise -n)" if finish_reason == "length" else ""
             raise RuntimeFailure(f"the reply holds no well-formed tool call{cut}: {parsed.malformed}")
         return parsed
-
-
-def calls_block(calls: list[ToolCall]) -> str:
-    """The calls as a person reads them: one line each, its id, then its arguments."""
-    lines = []
-    for call in calls:
-        lines.append(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})  [{call.id}]")
-    return "\n".join(lines)

@@ -112,14 +112,7 @@ def last_choice(head: Head, index: int, ending: Ending, logprobs: dict | None) -
 
 def calls(made: tuple[ToolCall, ...]) -> list[dict]:
     """A whole reply's calls: arguments as a string of JSON (as they streamed)."""
-    return [
-        {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
-        }
-        for call in made
-    ]
+    return [call.as_wire() for call in made]
 
 
 def whole_choice(head: Head, index: int, reply: Reply, logprobs: dict | None) -> dict:
