@@ -78,8 +78,17 @@ SESSION_SETTINGS: dict[str, Callable[[str], Any]] = {"think": _on_off}
 SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS, *SESSION_SETTINGS]
 
 
+HELP_WIDTH = 79  # /help fits an 80-column terminal: a long description wraps under its own column
+
+
 def cmd_help(state: ReplState, arg: str) -> SlashResult:
-    lines = [f"  {c.usage:<22} {c.help}" for c in SLASH_COMMANDS.values()]
+    import textwrap
+
+    indent = " " * 25
+    lines = [
+        textwrap.fill(c.help, HELP_WIDTH, initial_indent=f"  {c.usage:<22} ", subsequent_indent=indent)
+        for c in SLASH_COMMANDS.values()
+    ]
     lines.append("  Esc+Enter (or Alt+Enter) adds a newline; Ctrl-C stops a reply; Ctrl-D exits.")
     return SlashResult("\n".join(lines))
 
