@@ -14,17 +14,13 @@ from llmcli.ui.stats import stats_panel
 
 MS = {"prefill": 8193.4, "decode": 56283.7}
 # What the README's run showed: long numbers, a load, a prefix from the cache.
+TOKENS = {"prompt_tokens": 41, "prefill_tokens": 41, "cached_tokens": 0, "completion_tokens": 81}
+TIMES = {"load_ms": 1736.3, "total_ms": 64685.8, "ttft_ms": 8290.9, "decode_ms": 56283.7}
 STATS = Stats(
+    **TOKENS,
+    **TIMES,
     n_ctx=4096,
-    load_ms=1736.3,
-    total_ms=64685.8,
-    ttft_ms=8290.9,
-    prompt_tokens=41,
-    prefill_tokens=41,
-    cached_tokens=0,
-    completion_tokens=81,
     decode_steps=80,
-    decode_ms=56283.7,
     ctx_used=122,
     finish_reason="stop",
     stages=[StageRecord(s.key, MS.get(s.key, 1.0), "local", "") for s in STAGES],

@@ -14,19 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmcli.engine.templates.thinking import ANSWER
-from llmcli.engine.tools.calls import (
-    CallDelta,
-    ContentDelta,
-    Delta,
-    MalformedDelta,
-    ParsedReply,
-    ToolCall,
-    join,
-)
+from llmcli.engine.tools.calls import CallDelta, ContentDelta, Delta, MalformedDelta, ParsedReply, join
 from llmcli.engine.tools.stream import ToolCallStream
 
 if TYPE_CHECKING:
     from llmcli.engine.templates.thinking import ReasoningSplitter
+    from llmcli.engine.tools.calls import ToolCall
     from llmcli.engine.tools.use import ToolUse
 
 CALL = "call"  # a piece of a tool call (beside the splitter's reasoning and answer pieces)
