@@ -108,7 +108,7 @@ class OllamaMessage(Body):
     tool_name: ToolText = None  # a tool result: the tool that gave it
 
 
-class Request(Body):
+class GenerationBody(Body):
     model: Text = None
     stream: Flag = True
     format: OllamaFormat = None
@@ -148,7 +148,7 @@ class Request(Body):
         )
 
 
-class ChatRequest(Request):
+class ChatRequest(GenerationBody):
     messages: Annotated[list[OllamaMessage], BeforeValidator(_messages)] = Field(
         default=None, validate_default=True
     )
@@ -170,7 +170,7 @@ class ChatRequest(Request):
         return with_tools(gen, tool_use(self.tools, None, None, defaults.tool_form))
 
 
-class GenerateRequest(Request):
+class GenerateRequest(GenerationBody):
     prompt: Content = ""
     system: Text = None
     raw: Flag = False

@@ -113,7 +113,7 @@ class OpenAIMessage(Body):
     name: ToolText = None
 
 
-class Request(SamplingBody):
+class GenerationBody(SamplingBody):
     """What both routes take: the parameters, the stream, the stops and the output constraint."""
 
     model: Text = None
@@ -152,7 +152,7 @@ class Request(SamplingBody):
         return bool(self.stream_options.get("include_usage", False))
 
 
-class ChatCompletionRequest(Request):
+class ChatCompletionRequest(GenerationBody):
     messages: Annotated[list[OpenAIMessage], BeforeValidator(_messages)] = Field(
         default=None, validate_default=True
     )
@@ -196,7 +196,7 @@ class ChatCompletionRequest(Request):
         return with_tools(gen, use)
 
 
-class CompletionRequest(Request):
+class CompletionRequest(GenerationBody):
     prompt: Prompt = Field(default=None, validate_default=True)
     tools: CompletionTools = None
     logprobs: CompletionLogprobs = None  # the number of most likely tokens, 0..5, as OpenAI's
