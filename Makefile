@@ -55,6 +55,7 @@ browser:
 
 demo: install
 	$(BIN)/llmcli chat --stats --seed 42 "Explain in two sentences what a KV cache is."
+	@echo 'llmcli is in $(VENV): `source $(VENV)/bin/activate` (and `export LLMCLI_HOME=$(LLMCLI_HOME)` for this store), or run $(BIN)/llmcli' >&2
 
 # Strict: a missing test extra or test model fails the run instead of skipping, and so does any skip
 # that tests/allowed_skips.py does not list (tests/support/deps.py, tests/conftest.py).

@@ -244,3 +244,98 @@ def test_the_import_walk_sees_lazy_and_relative_imports(tmp_path):
     assert {"llmcli.engine.openai", "llmcli.engine.openai.client", "rich.console"} <= names
     assert any(is_within(n, ROOMS["local"]) for n in names)
     assert any(is_within(n, t) for n in names for t in TERMINAL)
+
+
+# -- the adapters and the use-cases ----------------------------------------------------------------
+# ui/ renders: it takes a use-case's records (types) but calls none of its functions; the command
+# hands the ui what it may do (usecases/repl.py's ReplActions). usecases/ serves every adapter, so it
+# imports none (serve, ui, commands, cli). commands/ parse and call a use-case: an engine room's
+# value they need comes through one.
+ADAPTERS = ("llmcli.serve", "llmcli.ui", "llmcli.commands", "llmcli.cli")
+
+
+def ui_use_case_calls(files: dict[str, Path]) -> set[str]:
+    """`module imports name` for each use-case import of these files that is not a type (a type's
+    name starts with a capital: a class, a record)."""
+    found = set()
+    for module, path in files.items():
+        for imported_module, taken in statements(path, module):
+            if not is_within(imported_module, "llmcli.usecases"):
+                continue
+            found |= {f"{module} imports {imported_module}.{n}" for n in taken if not n[:1].isupper()}
+            if not taken:  # `import llmcli.usecases.x`: the module itself
+                found.add(f"{module} imports {imported_module}")
+    return found
+
+
+def imports_within(files: dict[str, Path], packages: tuple[str, ...]) -> set[str]:
+    return {
+        f"{module} imports {name}"
+        for module, path in files.items()
+        for name in imported(path, module)
+        if any(is_within(name, package) for package in packages)
+    }
+
+
+ROOM_PACKAGES = tuple(f"llmcli.engine.{room}" for room in ROOMS)
+
+
+def test_the_ui_imports_no_use_case_but_its_types():
+    files = by_name(modules(PACKAGE / "ui"))
+    assert len(files) > 5 and ui_use_case_calls(files) == set()
+
+
+def test_the_use_cases_import_no_adapter():
+    files = by_name(modules(PACKAGE / "usecases"))
+    assert len(files) > 5 and imports_within(files, ADAPTERS) == set()
+
+
+def test_the_commands_import_no_engine_room():
+    files = by_name(modules(PACKAGE / "commands"))
+    assert len(files) > 5 and imports_within(files, ROOM_PACKAGES) == set()
+
+
+@pytest.mark.parametrize(
+    "module,text,check",
+    [
+        (
+            "llmcli.ui.probe",
+            "def f():\n    from llmcli.usecases.answer import Answer, log_exchange\n",
+            lambda files: (
+                ui_use_case_calls(files) == {"llmcli.ui.probe imports llmcli.usecases.answer.log_exchange"}
+            ),
+        ),
+        (
+            "llmcli.usecases.probe",
+            "from llmcli.serve.options import HOST\n",
+            lambda files: (
+                "llmcli.usecases.probe imports llmcli.serve.options" in imports_within(files, ADAPTERS)
+            ),
+        ),
+        (
+            "llmcli.commands.probe",
+            "def f():\n    from llmcli.engine.local.runtime import DEFAULT_CTX\n",
+            lambda files: (
+                "llmcli.commands.probe imports llmcli.engine.local.runtime"
+                in imports_within(files, ROOM_PACKAGES)
+            ),
+        ),
+    ],
+    ids=["ui calls a use-case", "a use-case imports serve", "a command imports an engine room"],
+)
+def test_each_new_rule_sees_its_break_put_back(tmp_path, module, text, check):
+    probe = tmp_path / "probe.py"
+    probe.write_text(text, encoding="utf-8")
+    assert check({module: probe})
+
+
+def test_numpy_comes_in_through_one_module_that_initialises_llama_cpp_first():
+    # On CUDA a model loaded after `import numpy` crashed llama.cpp's loader: engine/local/arrays.py
+    # initialises llama.cpp, then imports numpy, for every module on a path that loads a model
+    # (convert/ writes files with numpy and loads no model).
+    found = {
+        module_name(path)
+        for path in modules(PACKAGE)
+        if "numpy" in imported(path) and not is_within(module_name(path), "llmcli.convert")
+    }
+    assert found == {"llmcli.engine.local.arrays"}

@@ -107,6 +107,7 @@ def test_help_imports_only_the_command_modules():
         "llmcli.offload",
         "llmcli.serve",
         "llmcli.serve.options",
+        "llmcli.address",
     }
     assert ours - {
         "llmcli",

@@ -37,7 +37,7 @@ def test_a_refund_stays_in_the_minute_of_its_reservation():
 
 
 def gate(limit: int = 50) -> Gate:
-    return Gate(ServeConfig(model_path="", model_name="", token_limit=limit, parallel=8))
+    return Gate(ServeConfig(model_name="", token_limit=limit, parallel=8))
 
 
 def need(prompt: int, reply: int, exact: bool = False) -> Need:

@@ -489,6 +489,22 @@ def test_a_prompt_longer_than_a_sequence_can_hold_is_400_naming_the_fix(server):
     assert "maximum context length is 1024 tokens" in error["message"] and "--ctx" in error["message"]
 
 
+@pytest.mark.parametrize(
+    "body,words",
+    [
+        ({"messages": [{"role": "user", "content": "a " * 1500}]}, "at least"),
+        ({"messages": HI, "options": {"num_predict": 5000}}, "5000 in the completion"),
+    ],
+    ids=["prompt", "prompt and num_predict"],
+)
+def test_what_does_not_fit_a_sequence_is_one_400_in_ollamas_words(server, body, words):
+    r = post(server, "/api/chat", {"model": EMBEDDED_NAME, "stream": False, **body})
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]
+    assert words in message and "over the 1024 a sequence can hold here" in message, message
+    assert "shorten the prompt or lower the reply's token limit" in message and "--ctx" in message
+
+
 def test_null_parameters_mean_the_servers_defaults(server):
     body = {"messages": HI, "max_tokens": 2, "temperature": None, "top_p": None, "seed": None, "stop": None}
     r = post(server, "/v1/chat/completions", body)

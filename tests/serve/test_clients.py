@@ -222,7 +222,7 @@ def test_every_model_route_is_a_503_with_retry_after_until_the_model_is_loaded(e
     from llmcli.serve.config import ServeConfig
     from llmcli.serve.state import Server
 
-    config = ServeConfig(model_path=embedded_path, model_name=EMBEDDED_NAME)
+    config = ServeConfig(model_name=EMBEDDED_NAME)
     server = Server.make(config, Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path))))
     client = TestClient(create_app(server))  # no `with`: the lifespan, and so the load, never runs
     routes = [

@@ -106,6 +106,36 @@ def test_ps_lists_both_models_then_one_after_keep_alive_0(ollama, store_server):
     assert len(ollama.ps()["models"]) == 2
 
 
+def stage_ms(timings: dict, name: str) -> float:
+    return next(s["ms"] for s in timings["stages"] if s["name"] == name)
+
+
+def test_a_first_requests_load_is_timed_as_load_never_as_tokenize(ollama, store_server):
+    """Store mode: the request that loads its model reports the load as load_ms and Ollama's
+    load_duration, beside (not inside) ① tokenize; the next request's lease costs next to nothing."""
+    ollama.generate(model=GEMMA, keep_alive=0)  # unloaded, whatever ran before
+
+    def chat() -> dict:  # the ollama package drops `timings`, llmcli's own field
+        body = {"model": GEMMA, "messages": HI, "options": {"num_predict": 1}, "stream": False}
+        url = store_server.url + "/api/chat"
+        return httpx.post(url, json=body, headers=AUTH, timeout=HANG_GUARD_S).json()
+
+    first, second = chat(), chat()
+    cold, warm = first["timings"], second["timings"]
+    assert cold["load_ms"] > 20 * stage_ms(cold, "tokenize"), cold  # a real model load: tens of ms
+    assert first["load_duration"] == pytest.approx(cold["load_ms"] * 1e6, rel=0.01)
+    assert stage_ms(cold, "tokenize") < 2 * stage_ms(warm, "tokenize") + 50, (cold, warm)
+    assert stage_ms(cold, "schedule") >= cold["load_ms"]  # waiting for the model is waiting
+    assert warm["load_ms"] < cold["load_ms"] / 20 and second["load_duration"] < first["load_duration"] / 20
+    streamed = httpx.post(
+        store_server.url + "/v1/chat/completions",
+        json={"model": GEMMA, "messages": HI, "max_tokens": 1},
+        headers=AUTH,
+        timeout=HANG_GUARD_S,
+    ).json()["timings"]
+    assert streamed["load_ms"] < cold["load_ms"] / 20, streamed
+
+
 def test_llmcli_ps_lists_what_the_server_has_loaded(ollama, store_server):
     import json
 

@@ -334,7 +334,7 @@ def test_one_model_mode_answers_changes_with_how_to_serve_the_store(embedded_pat
     from llmcli.serve.config import ServeConfig
     from llmcli.serve.state import Server
 
-    config = ServeConfig(model_path=embedded_path, model_name=EMBEDDED_NAME)
+    config = ServeConfig(model_name=EMBEDDED_NAME)
     server = Server.make(config, Catalog(one=Served(EMBEDDED_NAME, Path(embedded_path))))
     client = TestClient(create_app(server))  # no `with`: nothing loads
     for path, body, method in CHANGES:
@@ -375,7 +375,7 @@ def test_a_broken_manifest_is_a_500_with_the_stores_own_line(tmp_path: Path, emb
     from llmcli.store import Store
 
     (tmp_path / "manifest.json").write_text("{not json")
-    server = Server.make(ServeConfig(model_path="", model_name=""), Catalog(store=Store(tmp_path)))
+    server = Server.make(ServeConfig(model_name=""), Catalog(store=Store(tmp_path)))
     client = TestClient(create_app(server))
     for method, path, body in (
         ("GET", "/api/tags", None),

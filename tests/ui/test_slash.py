@@ -27,6 +27,14 @@ def test_help_lists_every_command(state):
     assert all(name in text for name in SLASH_COMMANDS)
 
 
+def test_help_fits_an_80_column_terminal_and_names_every_setting(state):
+    from llmcli.ui.slash import SETTABLE_NAMES
+
+    text = dispatch(state, "/help").text
+    assert max(len(line) for line in text.splitlines()) < 80, text
+    assert all(name in text.split() or f"{name}," in text.split() for name in SETTABLE_NAMES), text
+
+
 @pytest.mark.parametrize(
     "line,attr,value",
     [

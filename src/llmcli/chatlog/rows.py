@@ -66,7 +66,6 @@ COLUMNS: dict[str, Callable[[object], bool]] = {
 }
 SELECT = ", ".join(f"e.{name}" for name in COLUMNS)
 JSON_COLUMNS = {"messages": list, "options": dict, "usage": dict, "timings": dict}
-MAX_JSON_DEPTH_CHARS = 64 * 1024 * 1024  # a column bigger than this is not something llmcli wrote
 
 
 def damaged_row(path: Path, what: str) -> LogDamaged:

@@ -270,7 +270,8 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
     """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
-    from llmcli.usecases.chat import ChatInputs, open_chat
+    from llmcli.usecases.chat import ChatInputs, open_chat, read_piped
+    from llmcli.usecases.conversation import recorder_for
     from llmcli.usecases.endpoint import endpoint_from_options
 
     store = Store(env.store_root)
@@ -278,7 +279,7 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
     inputs = ChatInputs(
         piped=None
         if env.stdin is None or env.stdin_isatty
-        else read_piped(env.stdin, opts, remote=bool(opts.endpoint or env.endpoint)),
+        else read_piped(env.stdin, opts.ctx, remote=bool(opts.endpoint or env.endpoint)),
         interactive=env.stdin_isatty and env.stdout_isatty,
         default_model=env.default_model,
         cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
@@ -315,20 +316,10 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
 
             session, prompt = opened.session, opened.prompt
             view = AnswerView(env, opts, opened.model_name, opened.tools)
-            answer = ask_once(session, prompt, opts.constraint, view.hooks())
+            answer = ask_once(session, prompt, opts.constraint, view.hooks(), opened.tools)
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
         chat_log.close()
-
-
-def read_piped(stdin, opts: ChatOptions, *, remote: bool) -> str:
-    """stdin, read no further than the context could hold (a pipe may be endless: /dev/zero)."""
-    from llmcli.engine.local.runtime import DEFAULT_CTX
-    from llmcli.limits import limit, prompt_cap, read_bounded
-
-    n_ctx = limit("endpoint_ctx") if remote else opts.ctx or DEFAULT_CTX
-    fix = "pipe less" if remote else f"pipe less, or raise --ctx (now {n_ctx:,} tokens)"
-    return read_bounded(stdin, prompt_cap(n_ctx), "stdin", fix)
 
 
 def open_log_for(opts: ChatOptions, env: Environment):
@@ -341,21 +332,3 @@ def open_log_for(opts: ChatOptions, env: Environment):
     if chat_log.note:
         Output(env).warn(chat_log.note)
     return chat_log
-
-
-def recorder_for(opts: ChatOptions, opened, chat_log):
-    from llmcli.usecases.conversation import Recorder
-
-    settings: dict[str, object] = {
-        "ctx": opts.ctx,
-        "threads": opts.threads,
-        "gpu_layers": str(opts.gpu_layers) if opts.gpu_layers else None,
-        "draft": opts.draft,
-        "chat_template": str(opts.chat_template) if opts.chat_template else None,
-    }
-    return Recorder(
-        chat_log.log,
-        opened.model_id or opened.model_name,
-        settings,
-        conversation_id=chat_log.resumed.id if chat_log.resumed else None,
-    )

@@ -285,10 +285,10 @@ FilterOpt = Annotated[
 
 
 def _check_draft(value: str | None) -> str | None:
-    from llmcli.engine.local.lookup import parse_draft
+    from llmcli.usecases.chat import check_draft
 
     try:
-        return None if value is None else parse_draft(value)
+        return None if value is None else check_draft(value)
     except UsageError as exc:
         raise typer.BadParameter(str(exc)) from None
 

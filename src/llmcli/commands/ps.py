@@ -24,14 +24,13 @@ def ps(
     The server: --endpoint (or $LLMCLI_ENDPOINT), else http://127.0.0.1:8080.
     """
     from llmcli.display import printable
-    from llmcli.engine.openai.client import Endpoint
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes
-    from llmcli.usecases.ps import DEFAULT_SERVER, loaded_models
+    from llmcli.usecases.ps import loaded_models, server_endpoint
 
     env = environment(context)
     out = Output(env)
-    server = Endpoint.parse(endpoint or env.endpoint or DEFAULT_SERVER, api_key or env.api_key, timeout)
+    server = server_endpoint(endpoint or env.endpoint, api_key or env.api_key, timeout)
     models = loaded_models(server)
     if json_out:
         out.json([{**asdict(m), "expires_at": m.expires_at and m.expires_at.isoformat()} for m in models])

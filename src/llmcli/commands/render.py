@@ -89,7 +89,7 @@ def render(
     elif ids:
         from llmcli.ui.token_table import token_table
 
-        out.out.print(token_table(view.ids, view.pieces))
+        out.data(token_table(view.ids, view.pieces))
     else:
         out.write(view.text)
     out.info(f"{len(view.ids)} tokens · template: {view.template.why}")

@@ -233,7 +233,6 @@ def serve(
     env = environment(context)
     keys = list(api_key or []) + (read_key_file(api_key_file) if api_key_file else [])
     config = ServeConfig(
-        model_path="",
         model_name="",
         host=host,
         port=port,
@@ -277,7 +276,7 @@ def serve(
         entry = find_model(
             store, model, env.default_model, env.home, lambda: pull_report(env.stderr, env.stderr_isatty)
         )
-        config.model_path, config.model_name = entry.path, entry.name
+        config.model_name = entry.name
         name, path = entry.name, entry.path
         catalog = Catalog(one=Served(entry.name, Path(entry.path)))
 

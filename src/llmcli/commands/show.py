@@ -87,7 +87,7 @@ def show(
         chat_template = chat_template[:300] + f"… ({len(choice.source):,} chars; --template shows it all)"
     table.add_row("template used", choice.why)
     table.add_row("chat template", chat_template)
-    out.out.print(table)
+    out.data(table)
 
 
 def _offload_text(offload: dict) -> str:

@@ -48,5 +48,5 @@ def tokenize(
         return
     from llmcli.ui.token_table import token_table
 
-    out.out.print(token_table(ids, pieces))
+    out.data(token_table(ids, pieces))
     out.info(f"{len(ids)} tokens, {len(text.encode('utf-8'))} bytes")

@@ -133,7 +133,7 @@ class Gate:
         self._tokens = TokenLedger(config.token_limit) if config.token_limit else None
         self._metrics = metrics
         self.capacity = config.parallel + config.max_queue  # requests in flight at most
-        self.in_flight = 0
+        self.in_flight = 0  # admitted and not yet left: admit counts one, leave gives it back
 
     def identify(self, authorization: str | None, x_api_key: str | None) -> str:
         """The caller's identity for the limits: the index of its key (never the key itself)."""
@@ -166,9 +166,9 @@ class Gate:
             )
 
     def admit(self, who: str, need: Need) -> Reservation | None:
-        """A generation: its tokens reserved against the key's limit, then room in the queue; 429 or
-        503 with Retry-After, at once. The reservation (None without --token-limit) is the request's to
-        resize, settle or release."""
+        """A generation: its tokens reserved against the key's limit, then a place in the queue (one
+        more in flight, until `leave`); 429 or 503 with Retry-After, at once. The reservation (None
+        without --token-limit) is the request's to resize, settle or release."""
         now = time.monotonic()
         if self._tokens is not None:
             self._check_fits(who, need, now)
@@ -178,11 +178,16 @@ class Gate:
                 f"the server is busy ({self.in_flight} requests in flight, the queue is full); try again",
                 retry_after=1,
             )
+        self.in_flight += 1
         if self._tokens is None:
             return None
         reservation = self._tokens.reserve(who, min(need.total, self._tokens.limit), now)
         reservation.field = need.field
         return reservation
+
+    def leave(self) -> None:
+        """An admitted request has ended: its place in the queue is free."""
+        self.in_flight -= 1
 
     def resize(self, reservation: Reservation | None, need: Need) -> ApiError | None:
         """The exact reservation, once the prompt is tokenized: the 429 to answer if it no longer fits

@@ -1,6 +1,7 @@
-"""One request's exchange with the engine thread, on the event loop.
+"""One serve request, from its typed body to its last event: the one record the event loop and the
+engine thread share (the engine thread takes it through its inbox and writes its own fields).
 
-`start` has its prompt rendered and tokenized (in the render thread), submits the token ids and waits
+`start` has its prompt rendered and tokenized (in the render thread), submits the call and waits
 for the engine's answer (a 400 or 503 before any byte is sent);
 `events` then yields its text (Pieces, each of one choice: OpenAI's n asks for several) and, last,
 its Outcome, which every route consumes in one of two ways: `choices` (or `whole`, the first)
@@ -13,18 +14,33 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
-from llmcli.engine.tools import CallDelta
-from llmcli.serve.access import Need, Reservation
-from llmcli.serve.engine import Job
+from llmcli.engine.tools.reader import ReplyReader
+from llmcli.serve.access import Gate, Need, Reservation
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started, combined
 from llmcli.serve.protocol import Generation
-from llmcli.serve.tool_calls import reader
+from llmcli.serve.reply import Ending, Piece, Reply
+
+if TYPE_CHECKING:
+    from llmcli.serve.metrics import ServeMetrics
+    from llmcli.serve.prompt import Prompt
+
+# serve.engine, serve.models and serve.pool take a Call (the engine thread writes its fields), so
+# this module names them only through what it uses of them: no import runs back.
+
+
+class Inbox(Protocol):
+    """The engine thread's inbox (serve.engine.Engine)."""
+
+    def submit(self, call: Call) -> None: ...
+
+    def cancel(self, call: Call) -> None: ...
+
 
 POLL_S = 0.25  # how often a non-streamed request looks for a client that left
 
@@ -38,46 +54,56 @@ class ClientLeft(Exception):
     """The client closed the connection before its answer was ready."""
 
 
-class Piece(NamedTuple):
-    """Some text of one choice's reply: the answer's, or the reasoning's (kind REASONING); or, of
-    kind CALL, a piece of one of its tool calls."""
+@dataclass
+class Deadlines:
+    """The server's clocks for a request: its --timeout, its --grace, and when a stopping server's
+    grace period ends (perf_counter(); None while it runs)."""
 
-    kind: str
-    text: str
-    choice: int = 0
-    call: CallDelta | None = None  # kind CALL
+    timeout: float
+    grace: float
+    drained_at: float | None = None
 
 
 @dataclass(frozen=True)
-class Reply:
-    """A choice collected whole: the answer, the reasoning apart, how it ended, and its tokens'
-    log-probabilities when asked."""
+class Services:
+    """What a call uses of the server, and nothing else of it."""
 
-    text: str
-    reasoning: str
-    outcome: Outcome
-    logprobs: list[Any] = field(default_factory=list)
+    gate: Gate  # the queue places and the token reservations
+    engine: Inbox
+    metrics: ServeMetrics  # the inter-token latencies the engine saw, observed on the loop
+    post: Callable[[Callable[[Any], None], Any], None]  # the loop's mailbox: from the engine thread
+    render: Callable[[Generation, Any], Awaitable[Prompt]]  # (the request, its model): the render thread
+    deadlines: Deadlines
 
 
 class Call:
-    def __init__(self, server, gen: Generation, who: str, t_arrival: float, lease) -> None:
-        self.server = server
+    """One request. The event loop makes it, starts it and reads its events; once submitted, the
+    engine thread writes the fields below the line (its sequences and their counters), and the loop
+    reads the request's progress only through the events the engine delivers."""
+
+    def __init__(
+        self, services: Services, gen: Generation, who: str, t_arrival: float, lease: Any, load_ms: float
+    ) -> None:
+        self.services = services
         self.gen = gen
         self.who = who
-        self.lease = lease  # its model (serve.pool.Lease), pinned until the call closes
-        self.model = lease.model
+        self.t_arrival = t_arrival  # time.perf_counter() when the request arrived
+        self.lease = lease  # serve.pool.Lease: its model pinned until the call closes
+        self.model = lease.model  # serve.models.Model: its template, its engine-thread side
         self.queue: asyncio.Queue = asyncio.Queue()
-        loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
         # From the engine thread, onto this request's queue on the loop's thread, in the engine's order.
-        self.job = Job(gen, partial(server.mailbox(loop).post, self._arrive), t_arrival, lease.name)
-        self._loop = loop
-        self.deadline = t_arrival + server.config.timeout
+        self.deliver: Callable[[object], None] = partial(services.post, self._arrive)
+        self.deadline = t_arrival + services.deadlines.timeout
+        self.load_ms = load_ms  # the model's lease: its load, or the wait for room to load it
+        self.access_ms = 0.0  # arrival to rendering, the lease left out: key, limits, body, parse
+        self.tokenize_ms = 0.0  # the render thread's, then the engine thread's admission
+        self.prompt: Prompt | None = None  # rendered and tokenized before the engine sees the call
         self.outcome: Outcome | None = None  # the request's (its choices' together)
         self.outcomes: list[Outcome | None] = [None] * gen.n  # each choice's
         self.logprobs: list[list[Any]] = [[] for _ in range(gen.n)]  # each choice's TokenLogprobs
         self._logprobs_taken = [0] * gen.n
-        self.splitters: list[ReasoningSplitter] = []
-        self.tools = [reader(gen.tools) for _ in range(gen.n)]  # each choice's answer read for calls
+        self.readers: list[ReplyReader] = []  # each choice's (once started): reasoning, answer, calls
         self.postprocess_s = 0.0  # stage ⑤ on this side: splitting, building chunks
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
@@ -86,19 +112,26 @@ class Call:
         self._polled = time.perf_counter()
         self._waiter: asyncio.Future | None = None  # what _next awaits while the queue is empty
         self._timer: asyncio.TimerHandle | None = None  # wakes _next to look at its clocks (_arrival)
+        # -- the engine thread's, once submitted --------------------------------------------------
+        self.seqs: list = []  # its Sequences (engine/local), one a choice
+        self.t_last: float | None = None  # when choice 0's last token was sampled (inter-token latency)
+        self.n_seen = 0  # choice 0's reply tokens counted in the metrics so far
+        self.logprobs_sent: list[int] = []  # each choice's logprobs delivered so far
+        self.left = 0  # choices still running
+        self.dropped = False  # cancelled before the engine took it
 
     def _arrive(self, event: object) -> None:
         """On the event loop, in the engine's order, whether anyone still reads the queue or not: the
         token ledger learns the exact prompt (Started) and what the request used (its Outcome; a
         cancelled, disconnected or timed-out one's too, as the engine answers a cancel with one)."""
-        gate = self.server.gate
+        gate = self.services.gate
         if isinstance(event, Started):
             self._started = True
             refused = gate.resize(self.reservation, self._need(event))
             if refused is not None:
                 event = refused  # start() answers it; its close() cancels the sequence
         elif isinstance(event, Outcome):
-            self.server.metrics.observe_itl()  # the engine's latencies so far, on this thread, not its
+            self.services.metrics.observe_itl()  # the engine's latencies so far, on this thread, not its
             self.outcomes[event.index] = event
             if all(self.outcomes):
                 whole = combined([o for o in self.outcomes if o is not None])
@@ -113,23 +146,22 @@ class Call:
         return Need(started.prompt_tokens, started.max_tokens, asked, exact=True, choices=self.gen.n)
 
     async def start(self) -> Started:
-        server = self.server
-        self.reservation = server.gate.admit(self.who, Need.estimate(self.gen, self.model.snapshot.n_ctx))
-        server.gate.in_flight += 1
-        self._counted = True
+        services = self.services
+        self.reservation = services.gate.admit(self.who, Need.estimate(self.gen, self.model.snapshot.n_ctx))
+        self._counted = True  # admit took a place in the queue: close gives it back
         t_rendering = time.perf_counter()
-        self.job.access_ms = (t_rendering - self.job.t_arrival) * 1000
+        self.access_ms = (t_rendering - self.t_arrival) * 1000 - self.load_ms
         try:
-            prompt = server.prompt(self.gen, self.model)
-            self.job.prompt = await asyncio.wait_for(prompt, max(self.deadline - t_rendering, 0.001))
+            prompt = services.render(self.gen, self.model)
+            self.prompt = await asyncio.wait_for(prompt, max(self.deadline - t_rendering, 0.001))
         except asyncio.TimeoutError:
             self.close()
             raise self._timeout() from None
         except BaseException:  # refused (too long, a failing template), or cancelled
             self.close()
             raise
-        self.job.tokenize_ms = (time.perf_counter() - t_rendering) * 1000
-        server.engine.submit(self.job)
+        self.tokenize_ms = (time.perf_counter() - t_rendering) * 1000
+        services.engine.submit(self)
         try:
             event = await asyncio.wait_for(self.queue.get(), max(self.deadline - time.perf_counter(), 0.001))
         except asyncio.TimeoutError:
@@ -145,9 +177,20 @@ class Call:
             self.close()
             raise event
         assert isinstance(event, Started)
-        parses = self.model.prompts.thinking.parses
-        self.splitters = [ReasoningSplitter(parses, event.opens_thinking) for _ in range(self.gen.n)]
+        parses, tools = self.model.prompts.thinking.parses, self.gen.tools
+        self.readers = [
+            ReplyReader(tools, ReasoningSplitter(parses, event.opens_thinking)) for _ in range(self.gen.n)
+        ]
         return event
+
+    def ending(self, index: int) -> Ending:
+        """How choice `index` ended (once its Outcome has come): the engine's outcome and its calls."""
+        outcome, reader = self.outcomes[index], self.readers[index]
+        assert outcome is not None
+        if not reader.reads_calls:
+            return Ending(outcome)
+        parsed = reader.parsed()
+        return Ending(outcome, tuple(parsed.calls), parsed.malformed, read_calls=True)
 
     def take_logprobs(self, index: int) -> list[Any]:
         """The TokenLogprobs of choice `index` that arrived since the last take (a stream's chunk)."""
@@ -162,7 +205,7 @@ class Call:
         self.outcomes); a choice read for tool calls gives its calls as Pieces of kind CALL.
         `disconnected`: polled while waiting (a streamed response learns of a client that left from
         its own send instead)."""
-        assert self.splitters
+        assert self.readers
         left = self.gen.n
         try:
             while True:
@@ -172,15 +215,11 @@ class Call:
                     raise ApiError(event.status, event.message, event.param)
                 if isinstance(event, Delta):
                     self.logprobs[event.index] += event.logprobs
-                    pieces = self.splitters[event.index].feed(event.text)
-                    end = False
+                    read = self.readers[event.index].feed(event.text)
                 else:
                     assert isinstance(event, Outcome)
-                    pieces = self.splitters[event.index].flush()
+                    read = self.readers[event.index].finish()
                     left -= 1
-                    end = True
-                reading = self.tools[event.index]
-                read = reading.read(pieces, end) if reading else [(k, t, None) for k, t in pieces]
                 self.postprocess_s += time.perf_counter() - t0
                 for kind, text, call in read:
                     yield Piece(kind, text, event.index, call)
@@ -201,15 +240,14 @@ class Call:
         parts: list[dict[str, list[str]]] = [{REASONING: [], "answer": []} for _ in range(self.gen.n)]
         try:
             async for item in self.events(disconnected):
-                if isinstance(item, Piece) and item.call is None:  # calls are collected by self.tools
+                if isinstance(item, Piece) and item.call is None:  # calls are collected by the readers
                     parts[item.choice][item.kind if item.kind == REASONING else "answer"].append(item.text)
         finally:
             self.close()
         assert self.outcome is not None  # the last item events yields
         return [
-            Reply("".join(p["answer"]), "".join(p[REASONING]), outcome, self.logprobs[i])
-            for i, (p, outcome) in enumerate(zip(parts, self.outcomes, strict=True))
-            if outcome is not None
+            Reply("".join(p["answer"]), "".join(p[REASONING]), self.ending(i), self.logprobs[i])
+            for i, p in enumerate(parts)
         ]
 
     async def streamed(
@@ -238,7 +276,7 @@ class Call:
     async def _next(self, disconnected: Callable[[], Awaitable[bool]] | None) -> object:
         while True:
             now = time.perf_counter()
-            drained = self.server.drain_deadline
+            drained = self.services.deadlines.drained_at
             left = min(self.deadline, drained if drained is not None else self.deadline) - now
             if left <= 0:
                 raise self._timeout() if drained is None or self.deadline <= drained else self._drained()
@@ -280,14 +318,14 @@ class Call:
         the route's shape) for a whole answer, the last event of a stream, never a cut-off reply."""
         return ApiError(
             503,
-            f"the server is shutting down and the {self.server.config.grace:g} s grace period (--grace) ran "
-            "out before the reply was done; send the request again",
+            f"the server is shutting down and the {self.services.deadlines.grace:g} s grace period "
+            "(--grace) ran out before the reply was done; send the request again",
             retry_after=1,
         )
 
     def _timeout(self) -> ApiError:
         return ApiError(
-            504, f"the request took longer than {self.server.config.timeout:g} s, the server's --timeout"
+            504, f"the request took longer than {self.services.deadlines.timeout:g} s, the server's --timeout"
         )
 
     def close(self) -> None:
@@ -301,11 +339,12 @@ class Call:
             self.lease.release()
             return
         self._counted = False
-        self.server.gate.in_flight -= 1
+        gate = self.services.gate
+        gate.leave()
         if self.outcome is None:
-            self.server.engine.cancel(self.job)
-            if not self._started:  # a job the engine drops before tokenizing it never answers
-                self.server.gate.release(self.reservation)
+            self.services.engine.cancel(self)
+            if not self._started:  # a call the engine drops before tokenizing it never answers
+                gate.release(self.reservation)
         self.lease.release()
 
 

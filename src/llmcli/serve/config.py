@@ -58,10 +58,10 @@ MAX_CONNECTIONS = 1024  # the default cap where the descriptor limit allows more
 
 @dataclass
 class ServeConfig:
-    """What serve is told (model_path and model_name: the one model of `llmcli serve MODEL`, empty
-    when it serves the store), checked once, when it is made (check_config): a ServeConfig is valid."""
+    """What serve is told (model_name: the one model of `llmcli serve MODEL`, empty when it serves the
+    store; the catalog holds its file), checked once, when it is made (check_config): a ServeConfig is
+    valid."""
 
-    model_path: str
     model_name: str
     host: str = HOST
     port: int = PORT

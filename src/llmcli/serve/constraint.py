@@ -2,21 +2,34 @@
 json_object form), llama-server's `grammar` and `json_schema`, and Ollama's `format`, into the
 OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
 
-A schema gets chat's checks (engine/structured.py's constraint_from_schema) here, on the request's
-side; the grammar is parsed by llama.cpp on the engine thread, with the model's vocabulary, when the
-request is admitted. Messages are chat's, naming the field instead of the option.
+Each field is typed as it is validated (an `Asked`: the field and its constraint), so a body past
+validation holds no raw JSON for them. A schema gets chat's checks (engine/structured.py's
+constraint_from_schema) then, on the request's side; the grammar is parsed by llama.cpp on the
+engine thread, with the model's vocabulary, when the request is admitted. Messages are chat's,
+naming the field instead of the option.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from llmcli.engine.structured import OutputConstraint, constraint_from_schema, schema_to_gbnf
 from llmcli.errors import UsageError
 from llmcli.serve.errors import bad
+from llmcli.serve.protocol import checked
 
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 OLLAMA_FIX = 'send "json" or a JSON Schema object'
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A field that constrains the reply, checked: the field as sent, and its constraint (None for
+    what asks for none: response_format "text", Ollama's empty format)."""
+
+    field: str
+    constraint: OutputConstraint | None
 
 
 def _from_schema(schema: Any, field: str) -> OutputConstraint:
@@ -56,31 +69,38 @@ def _response_format(value: Any) -> OutputConstraint | None:
     return _from_schema(spec["schema"], "response_format.json_schema.schema")
 
 
-def openai_constraint(response_format: Any, grammar: Any, json_schema: Any) -> OutputConstraint | None:
-    """`response_format`, or llama-server's `grammar` or top-level `json_schema`: one of them, or none."""
-    sent = {"response_format": response_format, "json_schema": json_schema, "grammar": grammar}
-    given = [name for name, value in sent.items() if value is not None]
-    if len(given) > 1:
-        raise bad(given[-1], f"{' and '.join(given)} each constrain the reply; give only one")
-    if response_format is not None:
-        return _response_format(response_format)
-    if json_schema is not None:
-        return _from_schema(json_schema, "json_schema")
-    if grammar is None:
-        return None
+def _grammar(grammar: Any) -> Asked:
     if not isinstance(grammar, str) or not grammar.strip():
         raise bad("grammar", "grammar must be a GBNF grammar as a string (root ::= ...)")
-    return OutputConstraint("grammar", grammar, None, "grammar")
+    return Asked("grammar", OutputConstraint("grammar", grammar, None, "grammar"))
 
 
-def ollama_constraint(fmt: Any) -> OutputConstraint | None:
-    """Ollama's `format`: "json", or a JSON Schema object."""
-    if fmt in (None, ""):
-        return None
+def _ollama_format(fmt: Any) -> Asked:
+    """Ollama's `format`: "json", or a JSON Schema object ("" asks for nothing)."""
+    if fmt == "":
+        return Asked("format", None)
     if isinstance(fmt, str):
         if fmt.lower() != "json":
             raise bad("format", f"format {fmt[:40]!r} is not known; {OLLAMA_FIX}")
-        return _json_object("format")
+        return Asked("format", _json_object("format"))
     if not isinstance(fmt, dict):
         raise bad("format", f"format must be a string or an object; {OLLAMA_FIX}")
-    return _from_schema(fmt, "format")
+    return Asked("format", _from_schema(fmt, "format"))
+
+
+# The body fields, typed as they are validated (a failure is a 400 naming the field, in chat's words).
+ResponseFormat = checked(lambda value: Asked("response_format", _response_format(value)), {"type": "object"})
+JsonSchema = checked(
+    lambda value: Asked("json_schema", _from_schema(value, "json_schema")), {"type": "object"}
+)
+Grammar = checked(_grammar, {"type": "string"})
+OllamaFormat = checked(_ollama_format, {"anyOf": [{"type": "string"}, {"type": "object"}]})
+
+
+def one_constraint(*asked: Asked | None) -> OutputConstraint | None:
+    """The reply's constraint: one of the fields that ask for one (OpenAI's response_format, or
+    llama-server's json_schema or grammar), or none; two is a 400."""
+    given = [each.field for each in asked if each is not None]
+    if len(given) > 1:
+        raise bad(given[-1], f"{' and '.join(given)} each constrain the reply; give only one")
+    return next((each.constraint for each in asked if each is not None), None)

@@ -16,35 +16,17 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model, Snapshot
 from llmcli.serve.outcome import Refused
-from llmcli.serve.protocol import Generation
 
-__all__ = ["Engine", "Job", "Snapshot"]
+if TYPE_CHECKING:
+    from llmcli.serve.call import Call
 
-
-@dataclass
-class Job:
-    """One request on its way through the engine thread."""
-
-    gen: Generation
-    deliver: Callable[[object], None]  # thread-safe: onto the request's asyncio.Queue
-    t_arrival: float  # time.perf_counter() when the request arrived
-    model: str = ""  # the loaded model (its store name) that answers it
-    access_ms: float = 0.0
-    prompt: Any = None  # its serve.prompt.Prompt, rendered and tokenized before it reaches the engine
-    seqs: list = field(default_factory=list)  # its Sequences (engine/local), one a choice, once submitted
-    tokenize_ms: float = 0.0
-    t_last: float | None = None  # when choice 0's last token was sampled (inter-token latency)
-    n_seen: int = 0  # choice 0's reply tokens counted in the metrics so far
-    logprobs_sent: list[int] = field(default_factory=list)  # each choice's logprobs delivered so far
-    left: int = 0  # choices still running
-    dropped: bool = field(default=False)  # cancelled before the engine took it
+__all__ = ["Engine", "Snapshot"]
 
 
 class Engine:
@@ -68,11 +50,12 @@ class Engine:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, job: Job) -> None:
-        self._post("submit", job)
+    def submit(self, call: Call) -> None:
+        """A call whose prompt is tokenized and fits: its sequences are queued in the next step."""
+        self._post("submit", call)
 
-    def cancel(self, job: Job) -> None:
-        self._post("cancel", job)
+    def cancel(self, call: Call) -> None:
+        self._post("cancel", call)
 
     def add(self, model: Model) -> None:
         """A model the loader made: requests for it may be submitted right after (the inbox is FIFO)."""
@@ -108,8 +91,8 @@ class Engine:
         except BaseException as exc:  # reported by the command once the server has stopped
             self.error = exc
             for model in self._models.values():
-                for job in {id(job): job for job, _ in model.jobs.values()}.values():
-                    job.deliver(Refused(500, f"the engine failed: {exc}"))
+                for call in {id(call): call for call, _ in model.calls.values()}.values():
+                    call.deliver(Refused(500, f"the engine failed: {exc}"))
             self.on_fatal()
         finally:
             for model in self._models.values():
@@ -138,8 +121,8 @@ class Engine:
                 stopping = self._handle(*inbox.popleft()) or stopping
             if stopping:
                 for model in self._models.values():
-                    for job, _ in list(model.jobs.values()):
-                        model.cancel(job)
+                    for call, _ in list(model.calls.values()):
+                        model.cancel(call)
                 while self._busy():
                     self._step_next()
                 return
@@ -160,18 +143,18 @@ class Engine:
             else:
                 done()
         elif kind == "submit":
-            model = self._models.get(what.model)
+            model = self._models.get(what.model.name)
             if model is None:  # the pool never lets this happen: a lease keeps its model here
-                what.deliver(Refused(503, f"the model {what.model} is not loaded; try again"))
+                what.deliver(Refused(503, f"the model {what.model.name} is not loaded; try again"))
                 return False
             try:
                 model.submit(what)
             except Exception as exc:
-                # Rendering or tokenizing this one request failed before its sequence was
-                # queued: the scheduler never saw it, so it alone fails and the rest go on.
+                # Queueing this one request's sequences failed: the scheduler never ran them, so it
+                # alone fails and the rest go on.
                 what.deliver(Refused(500, f"the request failed: {type(exc).__name__}: {exc}"))
         else:
-            model = self._models.get(what.model)
+            model = self._models.get(what.model.name)
             if model is not None:
                 model.cancel(what)
         return False

@@ -81,3 +81,17 @@ def context_exceeded(room: int, tokens: str, what: str, param: str | None) -> Ap
         param,
         code="context_length_exceeded",
     )
+
+
+def too_long(dialect: str, room: int, tokens: str, what: str, param: str | None) -> ApiError:
+    """A prompt and its reply over what a sequence holds, in the request's dialect: OpenAI's words and
+    code (context_exceeded), or llmcli's own. `tokens`: "5000" or "more than 1024"; `what`: where they
+    went ("12 in the messages, 5000 in the completion")."""
+    if dialect == "openai":
+        return context_exceeded(room, tokens, what, param)
+    return ApiError(
+        400,
+        f"the request needs {tokens} tokens ({what}), over the {room} a sequence can hold here; "
+        "shorten the prompt or lower the reply's token limit (or start the server with a larger --ctx)",
+        param,
+    )

@@ -3,7 +3,7 @@ engine thread does with its requests (submit, cancel, one step, their outcomes).
 
 `load` runs in the pool's loader thread (never the event loop, never the engine thread, one load at
 a time); the engine thread then owns the Model: it alone steps it, and it alone closes it. The event
-loop reads `prompts` (through the render thread), `facts`, `template_source` and `snapshot`.
+loop reads `prompts` (through the render thread; its template, thinking and tool forms) and `snapshot`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llmcli.errors import UsageError
 from llmcli.serve.config import ServeConfig
-from llmcli.serve.errors import context_exceeded
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started
+
+if TYPE_CHECKING:
+    from llmcli.serve.call import Call
 
 N_PAST = attrgetter("n_past")
 
@@ -67,20 +69,10 @@ class Model:
         except BaseException:
             self.rt.close()
             raise
-        self.template_source = self.prompts.source
-        self.load_ms = self.rt.load_ms
-        self.facts: dict[str, Any] = {
-            "arch": self.rt.arch,
-            "description": self.rt.description,
-            "n_params": self.rt.n_params,
-            "size": self.rt.model_size,
-            "n_ctx": self.rt.n_ctx,
-            "n_ctx_train": self.rt.n_ctx_train,
-        }
         placement = self.rt.placement
         self.on_device = placement.offloaded / placement.layers if placement.layers else 0.0
         self.snapshot = Snapshot(n_ctx=self.sched.n_ctx, ready=True)
-        self.jobs: dict[int, tuple[Any, int]] = {}  # sequence id -> its request (a Job) and its choice
+        self.calls: dict[int, tuple[Call, int]] = {}  # sequence id -> its request and its choice
         self.finished = self.generated = 0
 
     @property
@@ -95,37 +87,18 @@ class Model:
         self.sched.close()
         self.rt.close()
 
-    def submit(self, job) -> None:
+    def submit(self, call: Call) -> None:
+        """The call's sequences queued, one a choice; refused here only for what this thread alone
+        knows (the constraint's grammar over the vocabulary, the scheduler's own bounds). The fit of
+        prompt and max_tokens was decided when the prompt was made (serve/prompt.py)."""
         from llmcli.engine.local.sequence import Request
         from llmcli.engine.postprocess import WordFilter
 
-        if job.dropped:
+        if call.dropped:
             return
         t0 = time.perf_counter()
-        gen, sched, prompt = job.gen, self.sched, job.prompt
-        room = sched.n_ctx_seq
-        what = "messages" if gen.messages is not None else "prompt"
-        n_prompt = len(prompt.tokens)
-        # n reply tokens occupy n - 1 cells (the last is sampled, never decoded)
-        fits = room - n_prompt + 1
-        max_tokens = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, fits)
-        if n_prompt >= room or max_tokens > fits:
-            param = "max_tokens" if gen.max_tokens is not None and n_prompt < room else what
-            asked = f"{n_prompt + max_tokens - 1}"
-            where = f"{n_prompt} in the {what}, {max_tokens} in the completion"
-            if gen.dialect == "openai":
-                refusal = context_exceeded(room, asked, where, param)
-                job.deliver(Refused(400, refusal.message, param, refusal.code))
-            else:
-                job.deliver(
-                    Refused(
-                        400,
-                        f"the prompt ({n_prompt} tokens) and max_tokens {max_tokens} need more than the "
-                        f"{room} KV cells a sequence can hold here; shorten the prompt or lower max_tokens",
-                        param,
-                    )
-                )
-            return
+        gen, sched, prompt = call.gen, self.sched, call.prompt
+        assert prompt is not None
         words = self.config.filter_words
         for i in range(gen.n):  # choice i > 0: a fork of choice 0, seeded seed + i
             try:
@@ -135,86 +108,90 @@ class Model:
                     else self.grammars.check(gen.constraint, prompt.opens_thinking)
                 )
             except UsageError as exc:
-                job.deliver(Refused(400, str(exc), gen.constraint.source if gen.constraint else None))
-                return self._drop(job)
+                call.deliver(Refused(400, str(exc), gen.constraint.source if gen.constraint else None))
+                return self._drop(call)
             seed = gen.params.seed
             request = Request(
                 prompt.tokens,
                 gen.params if not i or seed is None else replace(gen.params, seed=(seed + i) & 0xFFFFFFFF),
-                max_tokens,
+                prompt.max_tokens,
                 stops=self.config.stops + gen.stops,
                 word_filter=WordFilter(words) if words else None,
                 grammar=grammar,
                 logprobs=gen.logprobs,
             )
             try:
-                seq = sched.submit(request, fork_of=job.seqs[0] if job.seqs else None)
+                seq = sched.submit(request, fork_of=call.seqs[0] if call.seqs else None)
             except UsageError as exc:
                 if grammar is not None:
                     grammar.close()
-                job.deliver(Refused(400, str(exc), "max_tokens"))
-                return self._drop(job)
-            job.seqs.append(seq)
-            self.jobs[seq.id] = (job, i)
-        job.left, job.logprobs_sent = gen.n, [0] * gen.n
-        job.tokenize_ms += (time.perf_counter() - t0) * 1000
-        job.deliver(Started(n_prompt, prompt.opens_thinking, max_tokens))
+                call.deliver(Refused(400, str(exc), "max_tokens"))
+                return self._drop(call)
+            call.seqs.append(seq)
+            self.calls[seq.id] = (call, i)
+        call.left, call.logprobs_sent = gen.n, [0] * gen.n
+        call.tokenize_ms += (time.perf_counter() - t0) * 1000
+        call.deliver(Started(len(prompt.tokens), prompt.opens_thinking, prompt.max_tokens))
 
-    def _drop(self, job) -> None:
-        """A job refused while its choices were being queued: the ones queued go, unanswered."""
-        for seq in job.seqs:
-            self.jobs.pop(seq.id, None)
+    def _drop(self, call: Call) -> None:
+        """A call refused while its choices were being queued: the ones queued go, unanswered."""
+        for seq in call.seqs:
+            self.calls.pop(seq.id, None)
             self.sched.cancel(seq)
 
-    def cancel(self, job) -> None:
-        if not job.seqs:
-            job.dropped = True  # still in the inbox: submit will skip it
-        for seq in job.seqs:
+    def cancel(self, call: Call) -> None:
+        if not call.seqs:
+            call.dropped = True  # still in the inbox: submit will skip it
+        for seq in call.seqs:
             self.sched.cancel(seq)
 
     def step(self, metrics: ServeMetrics) -> None:
         """One scheduler step: one llama_decode for every running sequence of this model."""
         sched = self.sched
-        calls = sched.counters.decode_calls
+        decodes = sched.counters.decode_calls
         events = sched.step()
         now = time.perf_counter()
-        jobs = self.jobs
+        running = self.calls
         for event in events:
             seq = event.seq
-            entry = jobs.get(seq.id)
+            entry = running.get(seq.id)
             if entry is None:
                 continue
-            job, index = entry
+            call, index = entry
             stats = seq.stats
-            if index == 0 and stats.completion_tokens > job.n_seen:  # a new token (the last: with the finish)
-                if job.n_seen == 0 and stats.t_first is not None:
-                    metrics.ttft.labels(model_name=self.name).observe(stats.t_first - job.t_arrival)
+            if (
+                index == 0 and stats.completion_tokens > call.n_seen
+            ):  # a new token (the last: with the finish)
+                if call.n_seen == 0 and stats.t_first is not None:
+                    metrics.ttft.labels(model_name=self.name).observe(stats.t_first - call.t_arrival)
                     metrics.queue_time.observe((stats.queue_ms or 0.0) / 1000)
-                elif job.t_last is not None:
-                    metrics.itl_seen.append(now - job.t_last)
-                job.n_seen, job.t_last = stats.completion_tokens, now
+                elif call.t_last is not None:
+                    metrics.itl_seen.append(now - call.t_last)
+                call.n_seen, call.t_last = stats.completion_tokens, now
             if seq.logprobs:
-                logprobs = seq.logprobs[job.logprobs_sent[index] :]
-                job.logprobs_sent[index] += len(logprobs)
+                logprobs = seq.logprobs[call.logprobs_sent[index] :]
+                call.logprobs_sent[index] += len(logprobs)
                 if event.text or logprobs:
-                    job.deliver(Delta(event.text, index, logprobs))
+                    call.deliver(Delta(event.text, index, logprobs))
             elif event.text:
-                job.deliver(Delta(event.text, index))
+                call.deliver(Delta(event.text, index))
             if event.finish_reason is not None:
-                del jobs[seq.id]
-                job.left -= 1
-                job.deliver(self._outcome(metrics, job, seq, event.finish_reason, now, index))
-        if not events and calls == sched.counters.decode_calls and sched.waiting and not sched.running:
+                del running[seq.id]
+                call.left -= 1
+                call.deliver(self._outcome(metrics, call, seq, event.finish_reason, now, index))
+        if not events and decodes == sched.counters.decode_calls and sched.waiting and not sched.running:
             self._refuse_unplaceable()
         self._publish()
 
-    def _outcome(self, metrics: ServeMetrics, job, seq, reason: str, now: float, index: int) -> Outcome:
+    def _outcome(
+        self, metrics: ServeMetrics, call: Call, seq, reason: str, now: float, index: int
+    ) -> Outcome:
         s, name = seq.stats, self.name
         if index == 0:  # the choices share one prompt, prefilled once
             metrics.prompt_tokens.labels(model_name=name).inc(s.prompt_tokens)
         metrics.generation_tokens.labels(model_name=name).inc(s.completion_tokens)
         metrics.prefill_tokens.inc(s.prefill_tokens)
-        if not job.left:  # the request is done when its last choice is
+        if not call.left:  # the request is done when its last choice is
             metrics.requests.labels(finished_reason=reason, model_name=name).inc()
             self.finished += 1
         self.generated += s.completion_tokens
@@ -225,12 +202,13 @@ class Model:
             cached_tokens=s.shared_tokens,
             prefill_tokens=s.prefill_tokens,
             completion_tokens=s.completion_tokens,
-            access_ms=job.access_ms,
-            tokenize_ms=job.tokenize_ms,
+            access_ms=call.access_ms,
+            load_ms=call.load_ms,
+            tokenize_ms=call.tokenize_ms,
             queue_ms=s.queue_ms,
             prefill_ms=s.prefill_ms,
             decode_ms=s.decode_ms,
-            ttft_ms=None if s.t_first is None else (s.t_first - job.t_arrival) * 1000,
+            ttft_ms=None if s.t_first is None else (s.t_first - call.t_arrival) * 1000,
             release_ms=max(now - done, 0.0) * 1000,
             index=index,
         )
@@ -238,11 +216,11 @@ class Model:
     def _refuse_unplaceable(self) -> None:
         """Nothing runs and nothing waiting can be placed: answer them rather than spin for ever."""
         for seq in list(self.sched.waiting):
-            job, _ = self.jobs.pop(seq.id, (None, 0))
+            call, _ = self.calls.pop(seq.id, (None, 0))
             self.sched.cancel(seq)
-            if job is not None and not job.dropped:
-                job.dropped = True  # its other choices are refused with it
-                job.deliver(Refused(503, "no KV cells can be found for this request; try again"))
+            if call is not None and not call.dropped:
+                call.dropped = True  # its other choices are refused with it
+                call.deliver(Refused(503, "no KV cells can be found for this request; try again"))
 
     def _publish(self) -> None:
         sched = self.sched

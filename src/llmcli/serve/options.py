@@ -2,12 +2,14 @@
 
 The command takes its defaults from here (so `--help` shows them) and leaves the ranges alone;
 ServeConfig checks every value against its row once, when it is made (config.py), with one message
-naming the flag. No imports: `llmcli --help` reads it.
+naming the flag. No imports but llmcli.address: `llmcli --help` reads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from llmcli import address
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,7 @@ class Range:
 
 
 # The defaults, typed, for ServeConfig's fields and the command's options alike.
-HOST = "127.0.0.1"  # this machine only: listening beyond it needs a key
-PORT = 8080
+HOST, PORT = address.HOST, address.PORT  # shared with `llmcli ps`
 PARALLEL = 4  # sequences decoded together, in one KV pool
 MAX_BODY = 4 << 20  # bytes
 MAX_QUEUE = 16  # requests waiting for a sequence; one more is 503 at once

@@ -44,6 +44,7 @@ class Outcome:
     prefill_tokens: int
     completion_tokens: int
     access_ms: float  # auth, rate limit, body, parse: on the event loop
+    load_ms: float  # the model's lease: its load in store mode (or the wait for room), else ~0
     tokenize_ms: float  # template + tokenize, in the render thread; then admission, on the engine thread
     queue_ms: float | None
     prefill_ms: float | None
@@ -82,9 +83,11 @@ def _per(n: int, ms: float | None) -> tuple[float | None, float | None]:
 def timings(o: Outcome, postprocess_ms: float, return_ms: float) -> dict:
     prompt_per_token, prompt_per_second = _per(o.prefill_tokens, o.prefill_ms)
     predicted_per_token, predicted_per_second = _per(o.completion_tokens, o.decode_ms)
+    queue = o.queue_ms
     ms = {
         "tokenize": o.access_ms + o.tokenize_ms,
-        "schedule": o.queue_ms,
+        # waiting for the model (its load) is waiting for a resource, as the queue is
+        "schedule": o.load_ms + queue if queue is not None else o.load_ms,
         "prefill": o.prefill_ms,
         "decode": o.decode_ms,
         "postprocess": postprocess_ms,
@@ -94,7 +97,8 @@ def timings(o: Outcome, postprocess_ms: float, return_ms: float) -> dict:
     details = {
         "tokenize": f"access {o.access_ms:.1f} ms (key, limits, body), "
         f"template + tokenize {o.tokenize_ms:.1f} ms",
-        "schedule": f"queued, then admitted with {o.cached_tokens} prompt tokens shared",
+        "schedule": f"model leased {o.load_ms:.1f} ms (its load, if it was not loaded), "
+        f"queued {queue or 0.0:.1f} ms, then admitted with {o.cached_tokens} prompt tokens shared",
         "prefill": f"{o.prefill_tokens} prompt tokens computed",
         "decode": f"{o.completion_tokens} tokens, batched with the other sequences",
         "postprocess": "stop strings, word filter, reasoning split, response chunks",
@@ -111,17 +115,8 @@ def timings(o: Outcome, postprocess_ms: float, return_ms: float) -> dict:
         "predicted_ms": _r(o.decode_ms),
         "predicted_per_token_ms": predicted_per_token,
         "predicted_per_second": predicted_per_second,
+        "load_ms": _r(o.load_ms),
         "queue_ms": _r(o.queue_ms),
         "ttft_ms": _r(o.ttft_ms),
         "stages": [StageRecord(s.key, ms[s.key], "local", details[s.key]).as_dict() for s in STAGES],
-    }
-
-
-def usage(o: Outcome) -> dict:
-    """OpenAI's usage object (with the cached prompt tokens where OpenAI reports them)."""
-    return {
-        "prompt_tokens": o.prompt_tokens,
-        "completion_tokens": o.completion_tokens,
-        "total_tokens": o.prompt_tokens + o.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": o.cached_tokens},
     }

@@ -36,7 +36,6 @@ class LoadedModel:
     size_vram: int  # of those, on a device (0 on CPU)
     expires_at: float | None  # epoch seconds; None: never
     context_length: int = 0
-    facts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -161,7 +160,6 @@ class Pool:
                 round(slot.size * slot.model.on_device),
                 slot.expires_at if slot.leases == 0 else self._expiry(slot),
                 slot.model.snapshot.n_ctx,
-                slot.model.facts,
             )
             for name, slot in self.slots.items()
             if slot.model is not None and not slot.closing

@@ -2,8 +2,10 @@
 (the template choice and renderer `llmcli chat` uses), then tokenized, in the server's render thread.
 
 The engine thread gets token ids only, so a long prompt's rendering never stalls the running
-sequences' next step. What cannot fit is refused before any rendering: more messages than a
-sequence holds tokens, or more text than its tokens could cover at the vocabulary's longest piece.
+sequences' next step. Whether the prompt and its max_tokens fit a sequence is decided here, once,
+in the dialect's words (serve/errors.py:too_long): before any rendering when its size alone says
+no (more messages than a sequence holds tokens, or more text than its tokens could cover at the
+vocabulary's longest piece), then on the rendered tokens.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from llmcli.engine.messages import Message
 from llmcli.engine.templates.render import PromptTooLong
 from llmcli.engine.templates.thinking import opens_thinking
 from llmcli.errors import TemplateError, UsageError
-from llmcli.serve.errors import ApiError, context_exceeded
+from llmcli.serve.errors import ApiError, too_long
 from llmcli.serve.protocol import Generation
 
 
@@ -24,6 +26,7 @@ from llmcli.serve.protocol import Generation
 class Prompt:
     tokens: list[int]
     opens_thinking: bool  # the reply starts inside a reasoning block
+    max_tokens: int = 0  # the most reply tokens it gets: the request's own, or what fits up to the default
 
 
 class PromptMaker:
@@ -34,36 +37,46 @@ class PromptMaker:
         self.room = room  # tokens a sequence holds
         chosen = model_template(runtime)
         self.template, self.source, self.thinking = chosen.template, chosen.choice.source, chosen.thinking
+        self.tool_form = chosen.tool_form  # how the model writes tool calls: read once, at load
         # No token covers more bytes than this, so a text of more characters than room * this cannot fit.
         self.longest_piece = max(len(runtime.piece(t, special=False)) for t in range(runtime.n_vocab)) or 1
 
     def prepare(self, gen: Generation) -> Prompt:
-        """The request's prompt as token ids, or ApiError (400) naming what does not fit or fails."""
+        """The request's prompt as token ids with the reply tokens it gets, or ApiError (400) naming
+        what does not fit or fails."""
         what = "messages" if gen.messages is not None else "prompt"
         texts = [m.content for m in gen.messages] if gen.messages is not None else [gen.prompt or ""]
         tools = gen.tools.tools if gen.tools is not None else None
         chars = sum(len(text) for text in texts) + (len(json.dumps(tools)) if tools else 0)
         if len(texts) > self.room or chars > self.room * self.longest_piece:
             many = f"{len(texts)} messages" if len(texts) > self.room else f"{chars:,} characters"
-            raise self._too_long(f"more than {self.room}", f"{many} in the {what}", what, gen)
+            raise too_long(gen.dialect, self.room, f"more than {self.room}", f"{many} in the {what}", what)
         try:
             if gen.messages is not None:
-                return self.chat(gen.messages, continue_final=gen.continue_final, tools=tools)
-            return self.raw(gen.prompt or "")
+                prompt = self.chat(gen.messages, continue_final=gen.continue_final, tools=tools)
+            else:
+                prompt = self.raw(gen.prompt or "")
         except PromptTooLong as exc:
-            raise self._too_long(f"at least {exc.at_least}", f"in the {what}", what, gen) from None
+            raise too_long(
+                gen.dialect, self.room, f"at least {exc.at_least}", f"in the {what}", what
+            ) from None
         except (TemplateError, UsageError) as exc:
             raise ApiError(400, str(exc), what) from None
+        prompt.max_tokens = self._fit(gen, len(prompt.tokens), what)
+        return prompt
 
-    def _too_long(self, tokens: str, where: str, what: str, gen: Generation) -> ApiError:
-        if gen.dialect == "openai":
-            return context_exceeded(self.room, tokens, where, what)
-        return ApiError(
-            400,
-            f"the {what} ({tokens} tokens) is over the {self.room} tokens a sequence can hold here; "
-            "shorten it (or start the server with a larger --ctx)",
-            what,
-        )
+    def _fit(self, gen: Generation, n_prompt: int, what: str) -> int:
+        """The reply tokens the request gets: its max_tokens if prompt and reply fit a sequence (n
+        reply tokens take n - 1 cells: the last is sampled, never decoded), else as many as fit up
+        to the server's default; too_long when they do not."""
+        room = self.room
+        fits = room - n_prompt + 1
+        max_tokens = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, fits)
+        if n_prompt < room and max_tokens <= fits:
+            return max_tokens
+        param = "max_tokens" if gen.max_tokens is not None and n_prompt < room else what
+        where = f"{n_prompt} in the {what}, {max_tokens} in the completion"
+        raise too_long(gen.dialect, room, f"{n_prompt + max_tokens - 1}", where, param)
 
     def chat(
         self, messages: list[Message], continue_final: bool = False, tools: list[dict] | None = None

@@ -10,11 +10,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmcli.serve import heavy
 from llmcli.serve.access import Gate
 from llmcli.serve.budget import parse_keep_alive
+from llmcli.serve.call import Call, ClientLeft, Deadlines, Services
 from llmcli.serve.catalog import Catalog, Served, UnknownModel
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
@@ -24,6 +25,9 @@ from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
 from llmcli.serve.pool import Lease, Pool
 from llmcli.serve.protocol import Defaults, Generation
+
+if TYPE_CHECKING:
+    from llmcli.serve.prompt import Prompt
 
 
 @dataclass
@@ -38,13 +42,21 @@ class Server:
     pool: Pool
     started: float = field(default_factory=time.time)
     on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
+    deadlines: Deadlines = field(init=False)  # --timeout, --grace, and when a drain's grace ends
     # One thread renders and tokenizes prompts, off the event loop and off the engine thread: the
     # template renderer keeps caches that are not shared between threads.
-    drain_deadline: float | None = None  # perf_counter() when a stopping server's grace period ends
     renderer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="llmcli-render")
     )
     _mailbox: Mailbox | None = field(default=None, init=False, repr=False)  # see mailbox()
+
+    def __post_init__(self) -> None:
+        self.deadlines = Deadlines(self.config.timeout, self.config.grace)
+
+    @property
+    def drain_deadline(self) -> float | None:
+        """perf_counter() when a stopping server's grace period ends; None while it runs."""
+        return self.deadlines.drained_at
 
     @classmethod
     def make(cls, config: ServeConfig, catalog: Catalog, on_fatal=lambda: None, **kwargs: Any) -> Server:
@@ -78,10 +90,8 @@ class Server:
             self._mailbox = None
 
     def defaults(self, model: Model) -> Defaults:
-        from llmcli.engine.tools import detect
-
-        form = detect(model.template_source)  # a few substring tests of the template
-        return Defaults(self.config.params, self.config.system, model.n_ctx_seq, form)
+        prompts = model.prompts
+        return Defaults(self.config.params, self.config.system, model.n_ctx_seq, prompts.tool_form)
 
     def find(self, name: str | None) -> Served:
         """The model a request names, or a 404 (in the route's shape, as every ApiError)."""
@@ -98,15 +108,24 @@ class Server:
         keep = parse_keep_alive(keep_alive, where)
         return await self.pool.acquire(served, keep, deadline=t_arrival + self.config.timeout)
 
-    async def start_call(self, request, served: Served, body, keep_alive: Any, where: str = "keep_alive"):
-        """The request's serve.call.Call, started: its model leased (loaded if need be), its prompt
-        rendered and submitted. The Call gives the lease back when it closes; here, if it fails to start."""
-        from llmcli.serve.call import Call
+    def services(self) -> Services:
+        """What a call on the running loop uses of the server."""
+        post = self.mailbox(asyncio.get_running_loop()).post
+        return Services(self.gate, self.engine, self.metrics, post, self.prompt, self.deadlines)
 
+    async def start_call(
+        self, request, served: Served, body, keep_alive: Any, where: str = "keep_alive"
+    ) -> Call:
+        """The request's Call, started: its model leased (loaded if need be), its prompt rendered and
+        submitted. The Call gives the lease back when it closes; here, if it fails to start."""
+        t_leasing = time.perf_counter()
         lease = await self.lease(served, keep_alive, request.state.t_arrival, where)
+        # The model's lease (its load, or the wait for room to load it) is its own clock: neither
+        # access nor tokenize (load_ms in timings, Ollama's load_duration).
+        load_ms = (time.perf_counter() - t_leasing) * 1000
         try:
             gen = await heavy.generation(body, self.defaults(lease.model))
-            call = Call(self, gen, request.state.who, request.state.t_arrival, lease)
+            call = Call(self.services(), gen, request.state.who, request.state.t_arrival, lease, load_ms)
             await call.start()
         except BaseException:
             lease.release()
@@ -115,8 +134,8 @@ class Server:
 
     def drain(self) -> None:
         """SIGTERM: what runs gets the grace period; what comes now is refused."""
-        if self.drain_deadline is None:
-            self.drain_deadline = time.perf_counter() + self.config.grace
+        if self.deadlines.drained_at is None:
+            self.deadlines.drained_at = time.perf_counter() + self.config.grace
 
     def ready_or_503(self) -> None:
         """Every route that reads the model answers 503 until it is loaded, as /health does."""
@@ -132,8 +151,6 @@ class Server:
         and no later than --timeout after the request arrived (bytes that trickle in keep no one),
         validated into `model`."""
         from starlette.requests import ClientDisconnect
-
-        from llmcli.serve.call import ClientLeft
 
         cap, timeout = self.config.max_body, self.config.timeout
 
@@ -168,8 +185,8 @@ class Server:
             timer.cancel()
         return await heavy.validated(model, data)
 
-    async def prompt(self, gen: Generation, model: Model) -> Any:
-        """The request's prompt as token ids (serve.prompt.Prompt), made in the render thread."""
+    async def prompt(self, gen: Generation, model: Model) -> Prompt:
+        """The request's prompt as token ids with its reply's room, made in the render thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.renderer, model.prompts.prepare, gen)
 

@@ -64,7 +64,7 @@ def _checked_tools(text: str, field: str) -> list[dict] | Refusal:
         return (exc.field or field, str(exc))
 
 
-def _tools(value: Any, field: str) -> list[dict]:
+def _tools(value: Any, field: str = "tools") -> list[dict]:
     from llmcli.limits import limit
 
     text = json.dumps(value)  # the cache's key, and the size the cap counts
@@ -80,35 +80,44 @@ def _tools(value: Any, field: str) -> list[dict]:
     return found
 
 
-def _choice(value: Any, names: list[str]) -> ToolChoice:
-    if value is None:
-        return ToolChoice("auto" if names else "none")
+def _choice(value: Any) -> ToolChoice:
+    """tool_choice's shape; whether it fits the tools is tool_use's to say."""
     if isinstance(value, str) and value in CHOICES:
-        if value == "required" and not names:
-            raise bad("tool_choice", 'tool_choice "required" needs tools; give tools or leave it out')
         return ToolChoice(value)
     function = value.get("function") if isinstance(value, dict) and value.get("type") == "function" else None
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str):
         raise bad("tool_choice", f"tool_choice must be {CHOICE_SHAPE}")
-    if name not in names:
+    return ToolChoice("named", name)
+
+
+# The body fields, typed as they are validated: the tools checked (as chat's --tools file is), the
+# choice read; a failure is a 400 naming the field (`tools[2].function.name`).
+Tools = checked(_tools, {"type": "array", "items": {"type": "object"}})
+ToolChoiceField = checked(_choice, {"anyOf": [{"enum": list(CHOICES)}, {"type": "object"}]})
+
+
+def tool_use(
+    tools: list[dict] | None, choice: ToolChoice | None, parallel: Any, form: ToolFormat
+) -> ToolUse | None:
+    """The request's tools and choice, as they fit each other, or None when it gives no tools
+    (`tools: []` is none)."""
+    tools = tools or []
+    names = [tool["function"]["name"] for tool in tools]
+    if choice is None:
+        choice = ToolChoice("auto" if names else "none")
+    if choice.mode == "required" and not names:
+        raise bad("tool_choice", 'tool_choice "required" needs tools; give tools or leave it out')
+    if choice.mode == "named" and choice.name not in names:
+        name = choice.name or ""
         known = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "") if names else "none are given"
         raise bad(
             "tool_choice.function.name",
             f"tool_choice.function.name {name[:64]!r} is not among the request's tools ({known})",
         )
-    return ToolChoice("named", name)
-
-
-def tool_use(
-    tools: Any, choice: Any, parallel: Any, form: ToolFormat, field: str = "tools"
-) -> ToolUse | None:
-    """The request's tools checked, or None when it gives none (`tools: []` is none)."""
-    checked_tools = _tools(tools, field) if tools is not None else []
-    asked = _choice(choice, [tool["function"]["name"] for tool in checked_tools])
-    if not checked_tools:
+    if not tools:
         return None  # "none" or "auto" with no tools: a plain reply
-    return ToolUse(checked_tools, asked, form, parallel is not False)
+    return ToolUse(tools, choice, form, parallel is not False)
 
 
 def with_tools(gen: Generation, use: ToolUse | None) -> Generation:

@@ -36,13 +36,8 @@ class AnswerView:
         # Structured output is printed once it is validated; --json prints one document at the end.
         streams = not self.opts.json_out and self.opts.constraint is None
         on_text = self.thinking.before(self.out.stream) if streams else None
-        tools = self.tools
-        if tools is not None and on_text is not None:  # the text streams, the call markup never does
-            on_text = tools.streaming(on_text)
 
         def end() -> None:
-            if tools is not None and on_text is not None:
-                tools.end()
             self.out.end_stream()  # what was generated is on stdout before any message
 
         return AnswerHooks(
@@ -60,12 +55,12 @@ class AnswerView:
         if opts.constraint is not None and not opts.json_out:
             out.write(answer.text)  # the newline follows below, as for any reply
         text, calls = answer.text, {}
-        parsed = self.tools.read(reply) if self.tools is not None else None
+        parsed = answer.parsed
         if parsed is not None:
-            from llmcli.usecases.tools import call_json
-
-            text, calls = parsed.content, {"tool_calls": [call_json(call) for call in parsed.calls]}
+            text, calls = parsed.content, {"tool_calls": [call.as_wire() for call in parsed.calls]}
         if opts.json_out:
+            if parsed is not None and self.tools is not None:
+                self.tools.warn_malformed(parsed)
             # Logged first, so the document can name the conversation (`--cid` continues it; null: not
             # logged). Nothing has streamed, and a log that fails is one warning: the document still follows.
             logged = log()

@@ -79,9 +79,13 @@ class Output:
             table.add_column(col)
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))  # cells are data: '[red]' in a name is not markup
+        self.data(table)
+
+    def data(self, renderable) -> None:
+        """A rich renderable (a table of data) on stdout, its lines without trailing spaces: rich pads
+        the last column to its widest cell, and a pipe's diffs, `cut` and copies should not see it."""
         with self.out.capture() as captured:
-            self.out.print(table)
-        # rich pads the last column to its widest cell: no line ends in spaces (diffs, `cut`, copying)
+            self.out.print(renderable)
         self.env.stdout.write("".join(line.rstrip(" ") + "\n" for line in captured.get().splitlines()))
         self.env.stdout.flush()
 

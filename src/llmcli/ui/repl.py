@@ -14,7 +14,6 @@ from llmcli.store import Store
 from llmcli.ui.output import Output
 from llmcli.ui.slash import ReplState, dispatch
 from llmcli.ui.thinking import cut_inside_thinking
-from llmcli.usecases.answer import log_exchange
 
 if TYPE_CHECKING:
     from llmcli.engine.session import Session
@@ -149,7 +148,7 @@ class Repl:
             return
         finally:
             signal.signal(signal.SIGINT, previous)
-        log_exchange(self.recorder, self.session, text, reply, self.out.warn)
+        self.state.actions.log(self.recorder, self.session, text, reply, self.out.warn)
         # The REPL's cap is /set max_tokens; --show-thinking is no advice at a prompt that is already open.
         if note := cut_inside_thinking(reply, True, "raise it with /set max_tokens N"):
             self.out.warn(note)
@@ -190,8 +189,10 @@ class Repl:
         thinking.end()  # a reply cut inside its thinking has no answer to end the reasoning's line
         if not self._wrote.endswith("\n"):
             self.out.write("\n")
-        if tools and not (reply.stats and reply.stats.finish_reason == "cancelled"):
-            tools.show(tools.read(reply))
+        finish_reason = reply.stats.finish_reason if reply.stats else None
+        parsed = tools.calls(finish_reason) if tools else None
+        if tools and parsed is not None:
+            tools.show(parsed)
         return reply
 
     def _write(self, text: str) -> None:

@@ -7,14 +7,14 @@ UsageError for bad input, which the REPL prints as one line before the next prom
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmcli.chatlog.file import read_loaded, save_conversation
 from llmcli.errors import UsageError
 from llmcli.params import PARAMS, USER_PARAMS
 from llmcli.params import find as find_param
+from llmcli.usecases.repl import ReplActions
 
 if TYPE_CHECKING:
     from llmcli.engine.session import Session
@@ -28,6 +28,7 @@ class ReplState:
     running: bool = True
     recorder: Any = None  # llmcli.usecases.conversation.Recorder: the conversation log, or None
     home: Path | None = None  # $HOME: what a leading `~` in /save, /load and /set schema names
+    actions: ReplActions = field(default_factory=ReplActions)  # the use-cases' side of each command
 
     def path(self, text: str) -> Path:
         from llmcli.fsutil import expand_home
@@ -64,11 +65,7 @@ def _set_markdown(state: ReplState, value: str) -> None:
 
 def _set_schema(state: ReplState, value: str) -> None:
     """/set schema FILE|off: the grammar of the next replies (checked as --schema is)."""
-    from llmcli.usecases.constraint import constraint_from_schema_arg
-
-    state.session.constraint = (
-        None if value.lower() == "off" else constraint_from_schema_arg(value, state.home)
-    )
+    state.session.constraint = None if value.lower() == "off" else state.actions.schema(value, state.home)
 
 
 # /set words beyond the parameter table: the REPL's own settings, each with what applies it.
@@ -81,8 +78,17 @@ SESSION_SETTINGS: dict[str, Callable[[str], Any]] = {"think": _on_off}
 SETTABLE_NAMES = [*USER_PARAMS, *REPL_SETTINGS, *SESSION_SETTINGS]
 
 
+HELP_WIDTH = 79  # /help fits an 80-column terminal: a long description wraps under its own column
+
+
 def cmd_help(state: ReplState, arg: str) -> SlashResult:
-    lines = [f"  {c.usage:<22} {c.help}" for c in SLASH_COMMANDS.values()]
+    import textwrap
+
+    indent = " " * 25
+    lines = [
+        textwrap.fill(c.help, HELP_WIDTH, initial_indent=f"  {c.usage:<22} ", subsequent_indent=indent)
+        for c in SLASH_COMMANDS.values()
+    ]
     lines.append("  Esc+Enter (or Alt+Enter) adds a newline; Ctrl-C stops a reply; Ctrl-D exits.")
     return SlashResult("\n".join(lines))
 
@@ -141,29 +147,22 @@ def cmd_clear(state: ReplState, arg: str) -> SlashResult:
 def cmd_save(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /save FILE")
-    s = state.session
-    cid = state.recorder.conversation_id if state.recorder is not None else None
     path = state.path(arg)
-    save_conversation(path, state.model_name, s.system, s.params.as_dict(), s.messages, cid)
-    return SlashResult(f"saved {len(s.messages)} messages to {path}")
+    saved = state.actions.save(path, state.session, state.model_name, state.recorder)
+    return SlashResult(f"saved {saved} messages to {path}")
 
 
 def cmd_load(state: ReplState, arg: str) -> SlashResult:
     if not arg:
         raise UsageError("usage: /load FILE")
     path = state.path(arg)
-    loaded = read_loaded(path)  # everything checked before the session changes
-    state.session.system, state.session.messages = loaded.system, loaded.messages
-    logged = ""
-    if state.recorder is not None and state.recorder.enabled:
-        # Saved from a logged conversation: the next exchanges continue it; else they start a new one.
-        found = state.recorder.continue_conversation(loaded.conversation_id)
-        logged = (
-            f"; continuing conversation {loaded.conversation_id} in the log"
-            if found
-            else "; the next reply starts a new conversation in the log"
-        )
-    return SlashResult(f"loaded {len(loaded.messages)} messages from {path}{logged}")
+    loaded = state.actions.load(path, state.session, state.recorder)
+    logged = {
+        None: "",
+        True: f"; continuing conversation {loaded.conversation_id} in the log",
+        False: "; the next reply starts a new conversation in the log",
+    }[loaded.continued]
+    return SlashResult(f"loaded {loaded.messages} messages from {path}{logged}")
 
 
 def cmd_bye(state: ReplState, arg: str) -> SlashResult:

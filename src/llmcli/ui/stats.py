@@ -41,59 +41,101 @@ def _title(stats: Stats, model: str) -> str:
     return title + (f" · {stats.remote.endpoint}" if stats.remote else "")
 
 
+class Items:
+    """Lines of items (a label with its value): a line wider than the space breaks between two items,
+    never inside one, so `TTFT 2,472.8 ms` stays whole at any width the items fit."""
+
+    GAP = "  "
+
+    def __init__(self, lines: list[list]) -> None:
+        self.lines = [line for line in lines if line]
+
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+
+        widest = max(item.cell_len for line in self.lines for item in line)
+        full = max(
+            sum(item.cell_len for item in line) + len(self.GAP) * (len(line) - 1) for line in self.lines
+        )
+        return Measurement(widest, full).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        width = options.max_width
+        for line in self.lines:
+            out, used = Text(), 0
+            for item in line:
+                if used and used + len(self.GAP) + item.cell_len > width:
+                    yield out
+                    out, used = Text(), 0
+                if used:
+                    out.append(self.GAP)
+                    used += len(self.GAP)
+                out.append_text(item)
+                used += item.cell_len
+            yield out
+
+
+def _item(label: str, value: str, style: str = "", after: str = ""):
+    from rich.text import Text
+
+    item = Text()
+    if label:
+        item.append(label + " ", style="dim")
+    item.append(value, style=style)
+    if after:
+        item.append(after, style="dim")
+    return item
+
+
 def stats_panel(stats: Stats, model: str):
     """The compact panel: what a person wants to glance at after every reply."""
     from rich.panel import Panel
-    from rich.text import Text
 
     remote = stats.remote
-    text = Text()
-    text.append("prompt ", style="dim").append(f"{_count(stats.prompt_tokens)} tok")
+    first: list = []
+    counted = ""
     if stats.cached_tokens is not None:
         source = " from disk" if stats.cache_source == "disk" else ""
-        text.append(
-            f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached{source})", style="dim"
-        )
+        counted = f" ({_count(stats.prefill_tokens)} new, {stats.cached_tokens} cached{source})"
     elif remote and not remote.usage_reported:
-        text.append(" (the server sent no usage)", style="dim")
+        counted = " (the server sent no usage)"
+    first.append(_item("prompt", f"{_count(stats.prompt_tokens)} tok", after=counted))
     prefill = stats.stage("prefill")
     if prefill is not None and prefill.ms is not None:
-        text.append("  prefill ", style="dim").append(f"{num(prefill.ms)} ms")
-        if stats.prefill_tps:
-            text.append(f" · {num(stats.prefill_tps)} tok/s", style="dim")
-        text.append(_place(stats, prefill.where), style="dim")
-    text.append("  TTFT ", style="dim").append(f"{num(stats.ttft_ms)} ms", style="bold")
-    text.append(_place(stats, "local"), style="dim")
+        rate = f" · {num(stats.prefill_tps)} tok/s" if stats.prefill_tps else ""
+        first.append(_item("prefill", f"{num(prefill.ms)} ms", after=rate + _place(stats, prefill.where)))
+    first.append(_item("TTFT", f"{num(stats.ttft_ms)} ms", "bold", _place(stats, "local")))
     if stats.reasoning_tokens:
-        text.append("  first answer ", style="dim").append(f"{num(stats.ttfa_ms)} ms", style="bold")
-    text.append("\n")
-    text.append("decode ", style="dim").append(f"{stats.completion_tokens} tok")
+        first.append(_item("first answer", f"{num(stats.ttfa_ms)} ms", "bold"))
+    second: list = []
+    detail = ""
     if stats.reasoning_tokens:
         answer = stats.completion_tokens - stats.reasoning_tokens
-        text.append(
-            f" ({stats.reasoning_tokens} thinking in {num(stats.reasoning_ms)} ms, {answer} answer)",
-            style="dim",
-        )
+        detail = f" ({stats.reasoning_tokens} thinking in {num(stats.reasoning_ms)} ms, {answer} answer)"
     if remote and not remote.usage_reported:
-        text.append(" (counted as stream chunks)", style="dim")
-    text.append("  ").append(f"{num(stats.decode_tps)} tok/s", style="bold green")
-    text.append(f" · {num(stats.ms_per_token, 2)} ms/tok{_place(stats, 'local')}", style="dim")
+        detail += " (counted as stream chunks)"
+    second.append(_item("decode", f"{stats.completion_tokens} tok", after=detail))
+    per_token = f" · {num(stats.ms_per_token, 2)} ms/tok{_place(stats, 'local')}"
+    second.append(_item("", f"{num(stats.decode_tps)} tok/s", "bold green", per_token))
     if remote and remote.decode_tps:
-        text.append("  server ", style="dim").append(f"{num(remote.decode_tps)} tok/s")
+        second.append(_item("server", f"{num(remote.decode_tps)} tok/s"))
     if stats.ctx_used is not None:
-        text.append("  ctx ", style="dim").append(f"{stats.ctx_used}/{_count(stats.n_ctx)}")
+        second.append(_item("ctx", f"{stats.ctx_used}/{_count(stats.n_ctx)}"))
     if stats.load_ms:
-        text.append("  load ", style="dim").append(f"{num(stats.load_ms)} ms")
+        layers = ""
         if stats.placement and stats.placement["offloaded"]:  # a CPU-only load says nothing new
-            text.append(
-                f" · {stats.placement['offloaded']}/{stats.placement['layers']} layers on GPU", style="dim"
-            )
-    text.append("  total ", style="dim").append(f"{num(stats.total_ms)} ms")
+            layers = f" · {stats.placement['offloaded']}/{stats.placement['layers']} layers on GPU"
+        second.append(_item("load", f"{num(stats.load_ms)} ms", after=layers))
+    second.append(_item("total", f"{num(stats.total_ms)} ms"))
+    lines = [first, second]
     if stats.cache_note:
         from llmcli.display import printable
 
-        text.append(f"\ncache: {printable(stats.cache_note, 200)}", style="dim")
-    return Panel(text, title=_title(stats, model), title_align="left", border_style="dim", expand=False)
+        lines.append([_item("", "", after=f"cache: {printable(stats.cache_note, 200)}")])
+    items = Items(lines)
+    return Panel(items, title=_title(stats, model), title_align="left", border_style="dim", expand=False)
 
 
 def _measured_here(stats: Stats) -> list[tuple[str, float | None, str]]:

@@ -281,3 +281,20 @@ def open_chat(
         opened = open_local(store, opts, inputs, pulling, resumed)
     resume_session(opened.session, resumed, system_given=opts.system is not None)
     return opened
+
+
+def check_draft(value: str) -> str:
+    """--draft, checked as the options are parsed (the engine's words for a mode it does not know)."""
+    from llmcli.engine.local.lookup import parse_draft
+
+    return parse_draft(value)
+
+
+def read_piped(stdin, ctx: int | None, *, remote: bool) -> str:
+    """stdin, read no further than the context could hold (a pipe may be endless: /dev/zero)."""
+    from llmcli.engine.local.runtime import DEFAULT_CTX
+    from llmcli.limits import limit, prompt_cap, read_bounded
+
+    n_ctx = limit("endpoint_ctx") if remote else ctx or DEFAULT_CTX
+    fix = "pipe less" if remote else f"pipe less, or raise --ctx (now {n_ctx:,} tokens)"
+    return read_bounded(stdin, prompt_cap(n_ctx), "stdin", fix)

@@ -265,3 +265,22 @@ def find_exchanges(store_root: Path, *, count: int | None, query: str | None, ci
         return Found(found, path, skipped=log.skipped_note)
     finally:
         log.close()
+
+
+def recorder_for(opts, opened, chat_log: OpenedLog) -> Recorder:
+    """The recorder of this chat's exchanges: into `chat_log` (open_chat_log's), with
+    the settings that made them, continuing a resumed conversation. `opts` and `opened`: chat's
+    ChatOptions and Opened (usecases/chat.py, which imports this module)."""
+    settings: dict[str, object] = {
+        "ctx": opts.ctx,
+        "threads": opts.threads,
+        "gpu_layers": str(opts.gpu_layers) if opts.gpu_layers else None,
+        "draft": opts.draft,
+        "chat_template": str(opts.chat_template) if opts.chat_template else None,
+    }
+    return Recorder(
+        chat_log.log,
+        opened.model_id or opened.model_name,
+        settings,
+        conversation_id=chat_log.resumed.id if chat_log.resumed else None,
+    )

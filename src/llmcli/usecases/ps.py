@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from llmcli.address import HOST, PORT
 from llmcli.engine.openai.errors import RemoteError
-from llmcli.serve.options import HOST, PORT
 
 if TYPE_CHECKING:
     from llmcli.engine.openai.client import Endpoint
@@ -25,6 +25,13 @@ class Loaded:
     size_vram: int  # of those, on a device
     context_length: int | None
     expires_at: datetime | None  # None: the server gave none, or one that is not a time
+
+
+def server_endpoint(url: str | None, api_key: str | None, timeout: float | None) -> Endpoint:
+    """The server `ps` asks: `url` (--endpoint or $LLMCLI_ENDPOINT), else `llmcli serve`'s own default."""
+    from llmcli.engine.openai.client import Endpoint
+
+    return Endpoint.parse(url or DEFAULT_SERVER, api_key, timeout)
 
 
 def loaded_models(endpoint: Endpoint) -> list[Loaded]:

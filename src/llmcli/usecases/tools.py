@@ -4,7 +4,6 @@ sends the results back as `tool` messages (docs/tools.md)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +14,8 @@ from llmcli.errors import RuntimeFailure, UsageError
 if TYPE_CHECKING:
     from llmcli.engine.messages import Message
     from llmcli.engine.structured import OutputConstraint
-    from llmcli.engine.tools import ParsedReply, ToolCall, ToolCallStream
+    from llmcli.engine.tools import ParsedReply
+    from llmcli.engine.tools.reader import ReplyReader
 
 
 def parse_tool_options(
@@ -78,29 +78,31 @@ def use_history(session, messages: list[Message]) -> None:
 
 def use_tools(session, use: ToolUse) -> ToolReader:
     """Render the tools into the session's prompts and constrain its replies; the reader of its calls."""
-    from llmcli.engine.tools import detect
     from llmcli.engine.tools.grammar import tool_constraint
 
-    use = replace(use, form=detect(session.template_choice.source))
+    use = replace(use, form=session.tool_form)  # decided when the model's template was chosen
     session.tools = use.tools
     session.constraint = tool_constraint(use.tools, use.form, use.choice)
     return ToolReader(use)
 
 
-def call_json(call: ToolCall) -> dict:
-    """OpenAI's shape: arguments as a string of JSON."""
-    arguments = json.dumps(call.arguments, ensure_ascii=False)
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
-
-
 @dataclass(frozen=True)
 class ToolReader:
+    """chat's tools, with the chosen template's form: a reader of each reply (engine/tools/reader.py,
+    the one serve uses too), and the check of what it read."""
+
     use: ToolUse  # with the chosen template's form
 
-    def stream(self) -> ToolCallStream:
-        from llmcli.engine.tools import ToolCallStream
+    @property
+    def reads(self) -> bool:
+        """--tool-choice none renders the tools and asks for text: the reply is not read."""
+        return self.use.reads_calls
 
-        return ToolCallStream(self.use.form, self.use.names)
+    def reader(self) -> ReplyReader:
+        """One reply's reader: its text outside the call markup as it streams, then its calls."""
+        from llmcli.engine.tools.reader import ReplyReader
+
+        return ReplyReader(self.use)
 
     def check(self, parsed: ParsedReply, finish_reason: str | None) -> ParsedReply:
         """A reply that had to call a tool and did not is a failure (exit 1), never text."""
@@ -108,11 +110,3 @@ class ToolReader:
             cut = " (max tokens reached: raise -n)" if finish_reason == "length" else ""
             raise RuntimeFailure(f"the reply holds no well-formed tool call{cut}: {parsed.malformed}")
         return parsed
-
-
-def calls_block(calls: list[ToolCall]) -> str:
-    """The calls as a person reads them: one line each, its id, then its arguments."""
-    lines = []
-    for call in calls:
-        lines.append(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})  [{call.id}]")
-    return "\n".join(lines)

@@ -53,8 +53,9 @@ def init_backends() -> list[Device]:
     """Load llama.cpp and its backends, and open every device; return the devices.
 
     On CUDA, a model loaded after `import numpy` crashed in llama_model_load_from_file (SIGSEGV),
-    while one loaded first made every later load work (docs/build.md). The sampler calls this before
-    it imports numpy, so every command that loads a model initialises llama.cpp first
+    while one loaded first made every later load work (docs/build.md). engine/local/arrays.py calls this
+    before it imports numpy, and every numpy user here imports numpy from it, so every command that
+    loads a model initialises llama.cpp first
     (tests/cli/test_gpu_layers_cli.py pins the order); a command that talks to a server never loads
     llama.cpp."""
     llama()

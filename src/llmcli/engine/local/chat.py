@@ -53,6 +53,7 @@ class ChatSession:
         self.constraint = constraint  # --schema / --format json / --grammar: the grammar the reply follows
         chosen = model_template(runtime, override=chat_template)
         self.template_choice, self.template, self.thinking = chosen.choice, chosen.template, chosen.thinking
+        self.tool_form = chosen.tool_form  # how the model writes tool calls (chat --tools reads them by it)
         self._cancel = CancelFlag()
         # The conversation (system, messages, think, stable_text: properties below) and its prompts.
         self.prompt = ConversationPrompt(

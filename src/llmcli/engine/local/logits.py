@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-import numpy as np
-
+from llmcli.engine.local.arrays import np  # llama.cpp first, numpy after
 from llmcli.errors import RuntimeFailure
 
 # Views kept at most (a batch of B sequences has B rows; an output buffer that grew leaves stale

@@ -9,13 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmcli.engine.local.backend import init_backends
-
-# llama.cpp first, numpy after (engine/local/backend.py): the scheduler imports this module before
-# the sampler, so it is where numpy enters serve's and bench --parallel's paths.
-init_backends()
-
-import numpy as np  # noqa: E402
+from llmcli.engine.local.arrays import np  # llama.cpp first, numpy after
 
 MAX_TOP = 20  # OpenAI's bound on top_logprobs
 

@@ -1,6 +1,7 @@
 """The model's chat template, set up one way for `llmcli chat` and `llmcli serve`: the template choice
 (--chat-template, else the GGUF's, else its family's, else ChatML), its renderer with the model's own
-bos/eos text, and the thinking form it implies."""
+bos/eos text, and what it says of replies, decided here once: the thinking form, and the form its tool
+calls take (engine/tools/formats.py, whose grammar trigger a tool_choice's lazy grammar waits for)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from llmcli.engine.templates.choice import TemplateChoice, choose_template
 from llmcli.engine.templates.render import ChatTemplate
 from llmcli.engine.templates.thinking import ThinkingForm
+from llmcli.engine.tools.formats import ToolFormat, detect
 
 if TYPE_CHECKING:
     from llmcli.engine.local.runtime import Runtime
@@ -20,6 +22,7 @@ class ModelTemplate:
     choice: TemplateChoice
     template: ChatTemplate
     thinking: ThinkingForm
+    tool_form: ToolFormat
 
 
 def model_template(runtime: Runtime, override: TemplateChoice | None = None) -> ModelTemplate:
@@ -29,4 +32,5 @@ def model_template(runtime: Runtime, override: TemplateChoice | None = None) -> 
     template = ChatTemplate(
         choice.source, bos_token=special(runtime.bos_id), eos_token=special(runtime.eos_id), file=choice.file
     )
-    return ModelTemplate(choice, template, ThinkingForm.of(choice.source, runtime.has_token))
+    thinking = ThinkingForm.of(choice.source, runtime.has_token)
+    return ModelTemplate(choice, template, thinking, detect(choice.source))

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import random
 
-from llmcli.engine.local.backend import init_backends
+from llmcli.engine.local.arrays import np  # llama.cpp first, numpy after
+from llmcli.engine.local.logits import LogitRows, TopKFirst
 from llmcli.engine.sampling import SamplingParams
-
-# llama.cpp first, numpy after: on CUDA a model loaded after `import numpy` crashed llama.cpp's loader,
-# and this module is where numpy enters every path that loads a model (chat, serve, bench --parallel).
-init_backends()
-
-import numpy as np  # noqa: E402
-
-from llmcli.engine.local.logits import LogitRows, TopKFirst  # noqa: E402
 
 
 class Sampler:

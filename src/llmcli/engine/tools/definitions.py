@@ -52,6 +52,12 @@ class ToolCall:
         call: dict[str, object] = {"type": "function", "function": function}
         return {"id": self.id, **call} if self.id is not None else call
 
+    def as_wire(self) -> dict:
+        """OpenAI's shape on the wire (a reply's `tool_calls`, chat --json's): arguments as a string of
+        JSON, as a streamed call's fragments join to."""
+        arguments = json.dumps(self.arguments, ensure_ascii=False)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}}
+
 
 def _is_text(value: object) -> bool:
     """Every string in a JSON value (keys too) is text: JSON's \\ud800 escapes make lone surrogates."""

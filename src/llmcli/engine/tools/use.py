@@ -1,7 +1,7 @@
 """What a chat or a request asks of its tools, checked: the tools (OpenAI's shape, for the template),
 the tool_choice, and the form the model writes calls in. Made at each boundary (chat's --tools in
 usecases/tools.py, a request's `tools` in serve/tools.py) and read by the side that renders the
-prompt and reads the reply (usecases/tools.py's ToolReader, serve/tool_calls.py)."""
+prompt and reads the reply (engine/tools/reader.py's ReplyReader, for both)."""
 
 from __future__ import annotations
 

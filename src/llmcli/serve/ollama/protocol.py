@@ -13,7 +13,7 @@ from pydantic import BeforeValidator, Field, create_model
 
 from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
-from llmcli.serve.constraint import ollama_constraint
+from llmcli.serve.constraint import OllamaFormat
 from llmcli.serve.logprobs import TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
     Body,
@@ -30,7 +30,7 @@ from llmcli.serve.protocol import (
     role_field,
     sampling,
 )
-from llmcli.serve.tools import ToolCalls, ToolText, message, tool_use, with_tools
+from llmcli.serve.tools import ToolCalls, Tools, ToolText, message, tool_use, with_tools
 
 ROLES = ("system", "user", "assistant", "tool")
 # Ollama's option names that differ from llmcli.params' (the rest are the same words), and the values
@@ -95,8 +95,6 @@ def _content(value: Any) -> str:
 
 Role = role_field(ROLES)
 Content = checked(_content, {"type": "string"})
-Format = checked(lambda value: value, {"anyOf": [{"type": "string"}, {"type": "object"}]})  # constraint.py
-Tools = checked(lambda value: value, {"type": "array"})
 Images = _refused(REFUSED["images"])
 Suffix = _refused(REFUSED["suffix"])
 Template = _refused(REFUSED["template"])
@@ -110,10 +108,10 @@ class OllamaMessage(Body):
     tool_name: ToolText = None  # a tool result: the tool that gave it
 
 
-class Request(Body):
+class GenerationBody(Body):
     model: Text = None
     stream: Flag = True
-    format: Format = None
+    format: OllamaFormat = None
     options: Annotated[Options, BeforeValidator(_options)] = Field(default=None, validate_default=True)
     keep_alive: Any = None  # how long the model stays loaded once idle; pool.parse_keep_alive reads it
     suffix: Suffix = None
@@ -144,13 +142,13 @@ class Request(Body):
             stops=self.options.stop or [],
             stream=self.stream is not False,  # null: Ollama's default, a stream
             model=self.model,
-            constraint=ollama_constraint(self.format),
+            constraint=self.format.constraint if self.format is not None else None,
             dialect="ollama",
             logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
         )
 
 
-class ChatRequest(Request):
+class ChatRequest(GenerationBody):
     messages: Annotated[list[OllamaMessage], BeforeValidator(_messages)] = Field(
         default=None, validate_default=True
     )
@@ -172,7 +170,7 @@ class ChatRequest(Request):
         return with_tools(gen, tool_use(self.tools, None, None, defaults.tool_form))
 
 
-class GenerateRequest(Request):
+class GenerateRequest(GenerationBody):
     prompt: Content = ""
     system: Text = None
     raw: Flag = False

@@ -14,85 +14,23 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from llmcli.engine.templates.thinking import REASONING
-from llmcli.engine.tools import CallDelta
 from llmcli.errors import LlmcliError
 from llmcli.serve import library
-from llmcli.serve.call import Call, ClosesCall, Piece
+from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
+from llmcli.serve.ollama import wire
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
-from llmcli.serve.outcome import Outcome, timings
+from llmcli.serve.ollama.wire import tagged
+from llmcli.serve.outcome import timings
+from llmcli.serve.reply import Piece
 from llmcli.serve.state import Server
-from llmcli.serve.tool_calls import ToolReader
 
 if TYPE_CHECKING:
     from llmcli.gguf_check.facts import ModelFacts
 
 router = APIRouter(prefix="/api")
-
-NS = 1_000_000  # ns a millisecond
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def _ns(ms: float | None) -> int:
-    return int((ms or 0.0) * NS)
-
-
-class Shape:
-    def __init__(self, chat: bool, model: str) -> None:
-        self.chat, self.model = chat, model
-
-    def piece(self, text: str, thinking: str, done: bool, calls: list[dict] | None = None) -> dict:
-        body: dict = {"model": self.model, "created_at": _now()}
-        if self.chat:
-            message: dict = {"role": "assistant", "content": text}
-            if thinking:
-                message["thinking"] = thinking
-            if calls:
-                message["tool_calls"] = calls
-            body["message"] = message
-        else:
-            body["response"] = text
-            if thinking:
-                body["thinking"] = thinking
-        body["done"] = done
-        return body
-
-    def line(self, kind: str, text: str) -> dict:
-        """A streamed piece: the answer's text, or the reasoning's."""
-        return self.piece("" if kind == REASONING else text, text if kind == REASONING else "", False)
-
-    def call_line(self, tools: ToolReader | None, delta: CallDelta) -> dict | None:
-        """A streamed tool call: one line once its arguments are whole, as Ollama streams it."""
-        assert tools is not None
-        ready = tools.ollama_ready(delta)
-        return self.piece("", "", False, [ready]) if ready is not None else None
-
-    def final(
-        self, call: Call, outcome: Outcome, text: str = "", thinking: str = "", whole: bool = False
-    ) -> dict:
-        tools = call.tools[0]  # Ollama asks for one reply
-        calls = tools.ollama_calls() if whole and tools is not None else None
-        body = self.piece(text, thinking, True, calls)
-        if tools is not None and tools.malformed is not None:
-            body["malformed_tool_call"] = tools.malformed  # llmcli's word on a dropped call
-        total = (time.perf_counter() - call.job.t_arrival) * 1000
-        body.update(
-            done_reason="length" if outcome.finish_reason == "length" else "stop",
-            total_duration=_ns(total),
-            load_duration=0,
-            prompt_eval_count=outcome.prompt_tokens,
-            prompt_eval_duration=_ns(outcome.prefill_ms),
-            eval_count=outcome.completion_tokens,
-            eval_duration=_ns(outcome.decode_ms),
-            timings=timings(outcome, call.postprocess_s * 1000, call.return_s * 1000),
-        )
-        return body
 
 
 class ClosingStream(ClosesCall, StreamingResponse):
@@ -118,23 +56,10 @@ def details(facts: ModelFacts | None) -> dict:
     }
 
 
-def tagged(name: str) -> str:
-    """Ollama's clients (Open WebUI) name a model with a tag, `:latest` when it has none."""
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
-
-
 def _served(server: Server, name: str) -> None:
     one = server.catalog.one
     if one is not None and name not in (one.name, tagged(one.name)):
         raise ApiError(404, f"model '{name[:200]}' not found; this server serves '{tagged(one.name)}'")
-
-
-def _loaded(shape: Shape, unloaded: bool) -> dict:
-    """Ollama's answer to a request with nothing to generate: the model is loaded (or kept), or,
-    with keep_alive 0, unloaded."""
-    answer = shape.piece("", "", True)
-    answer["done_reason"] = "unload" if unloaded else "load"
-    return answer
 
 
 async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateRequest]):
@@ -142,21 +67,29 @@ async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateReq
     server.ready_or_503()
     body = await server.read(request, kind)
     served = server.find(body.model)
-    shape = Shape(kind is ChatRequest, tagged(served.name))
+    head = wire.Head(kind is ChatRequest, tagged(served.name))
     if body.loads_only and body.unloads:
         if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
             await server.pool.unload(served.name)
-        return JSONResponse(_loaded(shape, True))
+        return JSONResponse(wire.loaded(head, True))
     if body.loads_only:
         (await server.lease(served, body.keep_alive, request.state.t_arrival)).release()
-        return JSONResponse(_loaded(shape, False))
+        return JSONResponse(wire.loaded(head, False))
     call = await server.start_call(request, served, body, body.keep_alive)
     if call.gen.stream:
-        return ClosingStream(call, lines(call, shape), media_type="application/x-ndjson")
+        return ClosingStream(call, lines(call, head), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
-    return JSONResponse(
-        with_logprobs(call, shape.final(call, reply.outcome, reply.text, reply.reasoning, whole=True))
-    )
+    last = wire.final(head, reply.ending, _total_ms(call), _timings(call), reply.text, reply.reasoning, True)
+    return JSONResponse(with_logprobs(call, last))
+
+
+def _total_ms(call: Call) -> float:
+    return (time.perf_counter() - call.t_arrival) * 1000
+
+
+def _timings(call: Call) -> dict:
+    assert call.outcome is not None
+    return timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
 
 
 def with_logprobs(call: Call, body: dict) -> dict:
@@ -168,18 +101,21 @@ def with_logprobs(call: Call, body: dict) -> dict:
     return body
 
 
-async def lines(call: Call, shape: Shape):
+async def lines(call: Call, head: wire.Head):
     def render(piece: Piece) -> str | None:
-        if piece.call is not None:
-            body = shape.call_line(call.tools[piece.choice], piece.call)
+        if piece.call is None:
+            body = wire.line(head, piece.kind, piece.text)
+        elif piece.call.name is not None:
+            return None  # a call's id and name: its arguments follow at once, and Ollama's line holds both
         else:
-            body = shape.line(piece.kind, piece.text)
-        return json.dumps(with_logprobs(call, body)) + "\n" if body is not None else None
+            body = wire.call_line(head, call.readers[piece.choice].made()[piece.call.index])
+        return json.dumps(with_logprobs(call, body)) + "\n"
 
-    async for line in call.streamed(render, lambda exc: json.dumps(exc.body(ollama=True)) + "\n"):
+    async for line in call.streamed(render, lambda exc: json.dumps(wire.failed(exc)) + "\n"):
         yield line
     if call.outcome is not None:
-        yield json.dumps(with_logprobs(call, shape.final(call, call.outcome))) + "\n"
+        last = wire.final(head, call.ending(0), _total_ms(call), _timings(call))
+        yield json.dumps(with_logprobs(call, last)) + "\n"
 
 
 BODIES = {"/api/chat": ChatRequest, "/api/generate": GenerateRequest, "/api/show": ShowRequest}

@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field, create_model
 
 from llmcli.engine.messages import Message
 from llmcli.params import PARAMS
-from llmcli.serve.constraint import openai_constraint
+from llmcli.serve.constraint import Grammar, JsonSchema, ResponseFormat, one_constraint
 from llmcli.serve.errors import bad
 from llmcli.serve.logprobs import Choices, CompletionLogprobs, TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
@@ -33,7 +33,7 @@ from llmcli.serve.protocol import (
     role_field,
     sampling,
 )
-from llmcli.serve.tools import ToolCalls, ToolText, message, tool_use, with_tools
+from llmcli.serve.tools import ToolCalls, ToolChoiceField, Tools, ToolText, message, tool_use, with_tools
 
 # The roles a message may take, and the one a newer client's `developer` is read as.
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -98,20 +98,9 @@ def _prompt(value: Any) -> str:
     return value
 
 
-def _as_sent(value: Any) -> Any:
-    return value
-
-
 Role = role_field(ROLES, READ_AS)
 Content = checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})
 StreamOptions = checked(_stream_options, {"type": "object"})
-# checked where they are read (serve/constraint.py), with chat's words
-ResponseFormat = checked(_as_sent, {"type": "object"})
-Grammar = checked(_as_sent, {"type": "string"})
-JsonSchema = checked(_as_sent, {"type": "object"})
-# checked where they are read (serve/tools.py), naming the field
-Tools = checked(_as_sent, {"type": "array", "items": {"type": "object"}})
-ToolChoice = checked(_as_sent, {"anyOf": [{"enum": ["none", "auto", "required"]}, {"type": "object"}]})
 Prompt = checked(_prompt, {"type": "string"}, nullable=False)
 CompletionTools = _refused_field("tools are for /v1/chat/completions, whose template renders them", ())
 
@@ -124,7 +113,7 @@ class OpenAIMessage(Body):
     name: ToolText = None
 
 
-class Request(SamplingBody):
+class GenerationBody(SamplingBody):
     """What both routes take: the parameters, the stream, the stops and the output constraint."""
 
     model: Text = None
@@ -151,7 +140,7 @@ class Request(SamplingBody):
             stream=bool(self.stream),
             include_usage=self._include_usage(),
             model=self.model,
-            constraint=openai_constraint(self.response_format, self.grammar, self.json_schema),
+            constraint=one_constraint(self.response_format, self.json_schema, self.grammar),
             n=self.n or 1,
         )
 
@@ -163,7 +152,7 @@ class Request(SamplingBody):
         return bool(self.stream_options.get("include_usage", False))
 
 
-class ChatCompletionRequest(Request):
+class ChatCompletionRequest(GenerationBody):
     messages: Annotated[list[OpenAIMessage], BeforeValidator(_messages)] = Field(
         default=None, validate_default=True
     )
@@ -171,7 +160,7 @@ class ChatCompletionRequest(Request):
     continue_final_message: Flag = False
     add_generation_prompt: Flag = True
     tools: Tools = None
-    tool_choice: ToolChoice = None
+    tool_choice: ToolChoiceField = None
     parallel_tool_calls: Flag = None
     logprobs: Flag = None
     top_logprobs: TopLogprobs = None
@@ -207,7 +196,7 @@ class ChatCompletionRequest(Request):
         return with_tools(gen, use)
 
 
-class CompletionRequest(Request):
+class CompletionRequest(GenerationBody):
     prompt: Prompt = Field(default=None, validate_default=True)
     tools: CompletionTools = None
     logprobs: CompletionLogprobs = None  # the number of most likely tokens, 0..5, as OpenAI's
