@@ -203,5 +203,6 @@ class ChatSession:
         finally:
             turn.end(keep=False)  # a request stopped part-way frees its sequence
             self._runtime_view(after=True)
+        turn.stats.threads = self.runtime.threads.as_dict()
         self.last_stats = turn.stats
         yield turn.stats
