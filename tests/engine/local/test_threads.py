@@ -121,7 +121,9 @@ def test_the_count_follows_the_load_both_ways():
 
 def test_a_short_first_window_waits_for_the_next_check():
     start = CpuSample(2, 1000, 2000, 50)
-    threads = Threads(None, BOTH, start, read=recorded(CpuSample(2, 1002, 2002, 50), CpuSample(2, 1040, 2040, 50)))
+    threads = Threads(
+        None, BOTH, start, read=recorded(CpuSample(2, 1002, 2002, 50), CpuSample(2, 1040, 2040, 50))
+    )
     threads.attach(lambda n: None)
     threads.check(0.0)
     assert threads.n == 2  # 1 tick per CPU: too short, the window's start is kept

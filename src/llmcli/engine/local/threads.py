@@ -147,4 +147,9 @@ class Threads:
     def as_dict(self) -> dict:
         """What a request's stats report: the count now, who chose it, the most it may be, and how often
         it moved."""
-        return {"n": self.n, "chosen": "given" if self.given else "load", "max": self.max, "changes": self.changes}
+        return {
+            "n": self.n,
+            "chosen": "given" if self.given else "load",
+            "max": self.max,
+            "changes": self.changes,
+        }
