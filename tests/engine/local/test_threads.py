@@ -147,3 +147,14 @@ def test_without_proc_the_count_stays_every_core():
     threads.check(0.0)
     assert threads.n == 2
     threads.tick()  # nothing more is read once /proc failed
+
+
+def test_a_cpu_going_offline_starts_a_new_window_instead_of_a_wrong_one():
+    start = CpuSample(2, 1000, 2000, 50)
+    one_cpu = CpuSample(1, 600, 1100, 60)  # the sums dropped with the CPU: no delta means anything
+    threads = Threads(None, BOTH, start, read=recorded(one_cpu, CpuSample(1, 620, 1120, 80)))
+    threads.attach(lambda n: None)
+    threads.check(0.0)
+    assert threads.n == 2
+    threads.check(1.0)
+    assert threads.n == 2  # 20 ticks, all this process's: nothing taken

@@ -134,6 +134,9 @@ class Threads:
         if sample is None or self._last is None:
             self._due = math.inf  # nothing to read: stay at every usable core
             return
+        if sample.n_cpus != self._last.n_cpus:  # a CPU went offline or came back: start a new window
+            self._last, self._due = sample, now + CHECK_S
+            return
         others = others_cores(self._last, sample)
         if others is None:  # too short a window yet: keep its start, look again soon
             self._due = now + CHECK_S / 4
