@@ -118,6 +118,7 @@ def test_the_json_document_has_the_same_keys_for_both(local_stats, remote_stats)
             "stages",
             "draft",
             "placement",
+            "threads",
         ]
     )
     for key in ("usage", "timings"):

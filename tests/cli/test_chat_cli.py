@@ -43,6 +43,7 @@ def test_json_document_has_every_field():
         "stages",
         "draft",
         "placement",
+        "threads",
         "conversation_id",
     }
     assert doc["reasoning"] is None  # SmolLM2's template has no thinking form

@@ -20,8 +20,8 @@ from llmcli.bench.records import (
     Progress,
 )
 from llmcli.engine.local.lookup import parse_draft
-from llmcli.engine.local.runtime import usable_cores  # noqa: F401  (the default -t, shared with chat)
 from llmcli.errors import UsageError
+from llmcli.limits import usable_cores  # noqa: F401  (the default -t: every usable core, as a given -t)
 from llmcli.offload import EVERY_LAYER, GpuLayers
 from llmcli.store import Store
 

@@ -107,7 +107,11 @@ CtxOpt = Annotated[
 ThreadsOpt = Annotated[
     Optional[int],
     typer.Option(
-        "-t", "--threads", min=1, help="CPU threads. Default: every usable core.", show_default=False
+        "-t",
+        "--threads",
+        min=1,
+        help="CPU threads. Default: the usable cores other processes leave free, followed while decoding.",
+        show_default=False,
     ),
 ]
 ChatTemplateOpt = Annotated[

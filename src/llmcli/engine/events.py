@@ -115,6 +115,7 @@ class Stats:
     remote: RemoteReport | None = None
     draft: DraftStats | None = None  # set when the request drafted (--draft lookup)
     placement: dict | None = None  # local: where llama.cpp put the layers and KV (Placement.as_dict)
+    threads: dict | None = None  # local: the CPU threads at the request's end, and who chose them (Threads)
 
     def stage(self, key: str) -> StageRecord | None:
         return next((record for record in self.stages if record.name == key), None)
@@ -181,6 +182,7 @@ def json_document(text: str, model: str, stats: Stats, reasoning: str | None = N
         "stages": [record.as_dict() for record in stats.stages],
         "draft": stats.draft.as_dict() if stats.draft else None,
         "placement": stats.placement,
+        "threads": stats.threads,
     }
 
 

@@ -22,7 +22,7 @@ class SeqCells:
         ll = self.ll = runtime.ll
         self.rt, self.slot, self.kv_tokens, self.n_ctx = runtime, slot, tokens, n_ctx
         self.is_eog, self.last_log, self.state_bound = runtime.is_eog, runtime.last_log, runtime.state_bound
-        self._ctx, self._decode = runtime.ctx_ptr, ll.llama_decode
+        self._ctx, self._decode, self._tick = runtime.ctx_ptr, ll.llama_decode, runtime.threads.tick
         self._memory = ll.llama_get_memory(self._ctx)
         self._one = TokenBatch(ll, 1)
         self._one.add_run([0], 0, slot, True)  # the sequence id and the logits flag stay; token, pos change
@@ -34,6 +34,7 @@ class SeqCells:
         """Decode one token at the next position (the decode loop's forward pass)."""
         self._tok[0] = token
         self._pos[0] = len(self.kv_tokens)
+        self._tick()
         rc = self._decode(self._ctx, self._raw)
         if rc != 0:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
@@ -53,6 +54,7 @@ class SeqCells:
         batch._token[:n] = tokens
         batch._pos[:n] = range(start, start + n)
         batch.n = n
+        self._tick()
         rc = self._decode(self._ctx, batch.for_decode())
         if rc != 0:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")

@@ -127,17 +127,19 @@ class ChatSession:
         self._cancel.set()
 
     def describe(self) -> SessionInfo:
-        rt = self.runtime
+        rt, threads = self.runtime, self.runtime.threads
+        # Without --threads the count moves with the load (threads.py): the banner says its ceiling.
+        banner_threads = f"{threads.given} threads" if threads.given else f"up to {threads.max} threads"
+        now = "" if threads.given else f" (follows the load, at most {threads.max})"
         return SessionInfo(
-            banner=f"{rt.description} · ctx {rt.n_ctx} · {rt.n_threads} threads · "
-            f"loaded in {rt.load_ms:.0f} ms",
+            banner=f"{rt.description} · ctx {rt.n_ctx} · {banner_threads} · loaded in {rt.load_ms:.0f} ms",
             details=[
                 ("file", f"{rt.path} ({rt.description})"),
                 (
                     "context",
                     f"{len(rt.kv_tokens)}/{rt.n_ctx} tokens in the KV cache (trained {rt.n_ctx_train})",
                 ),
-                ("threads", str(rt.n_threads)),
+                ("threads", f"{threads.n}{now}"),
             ],
         )
 
@@ -204,5 +206,6 @@ class ChatSession:
         finally:
             turn.end(keep=False)  # a request stopped part-way frees its sequence
             self._runtime_view(after=True)
+        turn.stats.threads = self.runtime.threads.as_dict()
         self.last_stats = turn.stats
         yield turn.stats

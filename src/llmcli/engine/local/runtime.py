@@ -16,15 +16,16 @@ from typing import Any
 from llmcli.engine.local.backend import LOG_LINES, PLACEMENT_LOG, devices, extra_bufts_allowed
 from llmcli.engine.local.backend import llama as _llama
 from llmcli.engine.local.placement import Placement
+from llmcli.engine.local.threads import Threads, read_sample, usable_cpus
 from llmcli.errors import BadModelFile, RuntimeFailure
-from llmcli.limits import check_context, check_threads, usable_cores
+from llmcli.limits import check_context, check_threads
 from llmcli.offload import EVERY_LAYER, GpuLayers
 
 
 @dataclass
 class RuntimeConfig:
     n_ctx: int | None = None  # None: min(trained context, DEFAULT_CTX)
-    n_threads: int | None = None  # None: every usable core
+    n_threads: int | None = None  # None: the usable cores other processes leave free (threads.py)
     n_batch: int = 512
     flash_attn: bool = True  # "auto" in llama.cpp terms: on where the backend supports it
     n_seq_max: int = 1  # sequences the context serves at once (engine.local.scheduler)
@@ -59,6 +60,10 @@ class Runtime:
         self.ll = ll = _llama()
         self._model = self._ctx = None
         t0 = time.perf_counter()
+        # The load is the first window over which threads.py sees what else keeps the cores busy.
+        cpus = usable_cpus()
+        start = None if self.config.n_threads else read_sample(cpus)
+        self.threads = Threads(self.config.n_threads, cpus, start)
         # llama.cpp trusts the header it reads; a corrupt file must fail here, in Python, instead.
         from llmcli.gguf_check import read_header
 
@@ -83,7 +88,7 @@ class Runtime:
         n_ctx = self.config.n_ctx or min(self.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)
         cparams.n_ctx = n_ctx
         cparams.n_batch = cparams.n_ubatch = self.config.n_batch
-        cparams.n_threads = cparams.n_threads_batch = self.config.n_threads or usable_cores()
+        cparams.n_threads = cparams.n_threads_batch = self.threads.n
         cparams.flash_attn_type = (
             ll.LLAMA_FLASH_ATTN_TYPE_AUTO if self.config.flash_attn else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
@@ -105,7 +110,9 @@ class Runtime:
         )
         self.n_ctx = int(ll.llama_n_ctx(self._ctx))
         self.n_batch = int(ll.llama_n_batch(self._ctx))
-        self.n_threads = cparams.n_threads
+        ctx = self._ctx
+        self.threads.attach(lambda n: ll.llama_set_n_threads(ctx, n, n))
+        self._tick = self.threads.tick  # before each llama_decode: the count follows the load
         # What else shapes the bytes of the KV state (the prefix cache's key).
         self.kv_params = {
             "n_ubatch": int(ll.llama_n_ubatch(self._ctx)),
@@ -129,6 +136,11 @@ class Runtime:
         self.load_ms = (time.perf_counter() - t0) * 1000
 
     # -- facts -------------------------------------------------------------------------------
+    @property
+    def n_threads(self) -> int:
+        """The CPU threads llama.cpp computes with now (--threads, or chosen from the load)."""
+        return self.threads.n
+
     def last_log(self) -> str:
         lines = [line for line in LOG_LINES if line.strip()]
         return lines[-1].strip() if lines else "no detail from llama.cpp"
@@ -295,6 +307,7 @@ class Runtime:
         for start in range(0, len(tokens), self.n_batch):
             chunk = tokens[start : start + self.n_batch]
             buf[: len(chunk)] = chunk
+            self._tick()
             rc = ll.llama_decode(self._ctx, ll.llama_batch_get_one(buf, len(chunk)))
             if rc != 0:
                 raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
@@ -303,6 +316,7 @@ class Runtime:
     def step(self, token: int) -> None:
         """Decode one token (the decode loop's forward pass)."""
         self._one[0] = token
+        self._tick()
         rc = self.ll.llama_decode(self._ctx, self._one_batch)
         if rc != 0:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")
@@ -335,6 +349,7 @@ class Runtime:
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = 1
+        self._tick()
         rc = ll.llama_decode(self._ctx, batch)
         if rc != 0:
             raise RuntimeFailure(f"llama_decode failed with code {rc} ({self.last_log()})")

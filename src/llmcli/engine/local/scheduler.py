@@ -149,6 +149,7 @@ class Scheduler:
             plan = self._fill_batch()
             if not plan:
                 return events
+            self.rt.threads.tick()  # the thread count follows what else keeps the cores busy
             rc = int(self.ll.llama_decode(self._ctx, self.batch.for_decode()))
             self.counters.decode_calls += 1
             if rc == 0:
