@@ -38,6 +38,10 @@ def hf_ids(tokenizer_json: dict, texts: Sequence[str], where: str) -> list[list[
 
     try:
         tokenizer = Tokenizer.from_str(json.dumps(tokenizer_json))
+        # A saved truncation or fixed padding (all-MiniLM's: 128 tokens) would cut or pad the ids
+        # compared; llama.cpp does neither.
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
         return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -108,6 +112,32 @@ def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader
         writer.write_ti_data_to_file()
     finally:
         writer.close()
+
+
+def verify_behaviour(
+    vocab: Vocab, tokenizer_json: dict, *, arch: str, name: str, write_header: WriteHeader, where: str
+) -> PreCheck:
+    """Check that llama.cpp gives the Hugging Face ids on the whole corpus with the vocabulary as it is
+    (WordPiece: there is no choice to make, only a verdict); refused with the first difference."""
+    texts = check_corpus()
+    want = hf_ids(tokenizer_json, texts, where)
+    with tempfile.TemporaryDirectory(prefix="llmcli-vocab-") as tmp:
+        path = Path(tmp) / "vocab.gguf"
+        write_vocab_gguf(path, arch, name, write_header, vocab)
+        mismatch = first_mismatch(texts, want, llama_ids(path, texts))
+    if mismatch is not None:
+        raise UnsupportedTokenizer(
+            f"llama.cpp does not tokenize as {where} does: the ids first differ on "
+            f"{shown(repr(mismatch.text), 80)} (Hugging Face {shown(str(mismatch.hf), 50)}, llama.cpp "
+            f"{shown(str(mismatch.llama), 50)}); refusing, as different tokens silently change the vectors"
+        )
+    return PreCheck(
+        pre=vocab.pre or "default",
+        verified_by="behaviour",
+        check_strings=len(texts),
+        check_tokens=sum(map(len, want)),
+        corpus=corpus_digest(),
+    )
 
 
 def choose_by_behaviour(

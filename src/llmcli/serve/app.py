@@ -181,6 +181,12 @@ def create_app(server: Server):
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
     app.include_router(ollama_router)
     app.include_router(manage_router)
+    from llmcli.serve.ollama.embed import router as ollama_embed_router
+    from llmcli.serve.openai.embeddings import router as openai_embed_router
+
+    app.include_router(openai_embed_router, prefix="/v1")
+    app.include_router(openai_embed_router, include_in_schema=False)
+    app.include_router(ollama_embed_router)
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
     if server.config.cors_origins:

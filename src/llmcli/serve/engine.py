@@ -61,6 +61,7 @@ class Engine:
         self._mail = threading.Event()  # set after each put: an idle engine waits on it
         self._models: dict[str, Model] = {}  # the engine thread's own: the event loop never reads it
         self._removing: dict[str, Callable[[], None]] = {}  # name -> called once it is closed
+        self._embeds: list[Any] = []  # embedding jobs drained from the inbox, run together after it
         self._turn = 0  # round robin: the index of the model whose step comes next
         self._thread = threading.Thread(target=self._main, name="llmcli-engine", daemon=True)
 
@@ -73,6 +74,10 @@ class Engine:
 
     def cancel(self, job: Job) -> None:
         self._post("cancel", job)
+
+    def embed(self, job: Any) -> None:
+        """An embedding request (serve/embedding.py): run with the others drained beside it, one decode."""
+        self._post("embed", job)
 
     def add(self, model: Model) -> None:
         """A model the loader made: requests for it may be submitted right after (the inbox is FIFO)."""
@@ -136,6 +141,11 @@ class Engine:
             stopping = False
             while inbox:
                 stopping = self._handle(*inbox.popleft()) or stopping
+            if self._embeds:
+                from llmcli.serve.embedding import run
+
+                jobs, self._embeds = self._embeds, []
+                run(self._models, jobs, self.metrics)
             if stopping:
                 for model in self._models.values():
                     for job, _ in list(model.jobs.values()):
@@ -151,7 +161,9 @@ class Engine:
         """One command; True for stop."""
         if kind == "stop":
             return True
-        if kind == "add":
+        if kind == "embed":
+            self._embeds.append(what)
+        elif kind == "add":
             self._models[what.name] = what
         elif kind == "remove":
             name, done = what

@@ -64,6 +64,9 @@ class Model:
             self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
             self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
             self.prompts.warm_up()
+            from llmcli.serve.embedding import embedder_for
+
+            self.embedder = embedder_for(self.rt)  # an embedding model's (serve/embedding.py), else None
         except BaseException:
             self.rt.close()
             raise
@@ -92,6 +95,8 @@ class Model:
         return self.sched.n_ctx_seq
 
     def close(self) -> None:
+        if self.embedder is not None:  # its context goes before the weights it runs on
+            self.embedder.close()
         self.sched.close()
         self.rt.close()
 

@@ -344,6 +344,11 @@ class Runtime:
     def ctx_ptr(self):
         return self._ctx
 
+    @property
+    def model_ptr(self):
+        """The weights, for a second context on them (engine/local/embed.py)."""
+        return self._model
+
     def close(self) -> None:
         """Stage ⑦ when nothing follows: free the context (and its KV cache) and the weights."""
         if self._batch is not None:

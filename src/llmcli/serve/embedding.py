@@ -1,0 +1,165 @@
+"""Embedding requests on the engine thread: every request that arrived since the last step, on the same
+model, shares one llama_decode (as many as fit one batch; engine/local/embed.py packs them).
+
+A route turns its body into an `EmbedJob` (token ids, already checked against the model's limits in
+`prepare`), and the engine thread collects the jobs it drains from its inbox and runs them together
+between two chat steps (`run`). Each job gets back `Vectors` (one pooled, unnormalized vector per
+input) or a `Refused`, through the mailbox, as a chat's events come back. An embedding has no decode
+stage: its timings say so (`timings`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from llmcli.serve.errors import ApiError
+from llmcli.serve.outcome import Refused
+from llmcli.stages import STAGES, StageRecord
+
+if TYPE_CHECKING:
+    from llmcli.engine.local.embed import Embedder
+    from llmcli.engine.local.runtime import Runtime
+    from llmcli.serve.metrics import ServeMetrics
+
+
+@dataclass
+class EmbedJob:
+    model: str  # the loaded model's store name
+    inputs: list[list[int]]  # token ids, each within the model's limit
+    deliver: Callable[[object], None]  # thread-safe: the request's future on the loop
+    t_arrival: float
+    access_ms: float = 0.0
+    tokenize_ms: float = 0.0
+    t_queued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Vectors:
+    vectors: list[Any]  # numpy float32 rows, pooled, not normalized
+    n_tokens: list[int]
+    queue_ms: float
+    embed_ms: float  # the decodes this job's inputs were in (shared with the jobs beside it)
+    batched_with: int  # other requests in the same decodes
+
+
+def embedder_for(rt: Runtime) -> Embedder | None:
+    """The model's Embedder when its GGUF pools (an embedding model), else None (a chat model)."""
+    from llmcli.engine.local.embed import CHOOSABLE, Embedder, gguf_pooling
+
+    # Read before a context is made: a chat model's second context would hold KV cells for nothing.
+    return Embedder(rt) if gguf_pooling(rt) in CHOOSABLE else None
+
+
+def capabilities(model: Any) -> list[str]:
+    """What a loaded model can do, in Ollama's words (/api/show's capabilities)."""
+    return ["embedding"] if getattr(model, "embedder", None) is not None else ["completion"]
+
+
+def file_capabilities(path: Any, arch: str) -> list[str]:
+    """/api/show's capabilities, from the GGUF header (no load): an embedding model pools (a
+    `<arch>.pooling_type` of mean, cls or last); any other model completes, and calls tools through a
+    grammar (docs/tools.md)."""
+    from llmcli.engine.local.embed import CHOOSABLE, POOLING_NAMES
+    from llmcli.gguf_check import read_header
+
+    pooling = read_header(path).metadata.get(f"{arch}.pooling_type")
+    if isinstance(pooling, int) and POOLING_NAMES.get(pooling) in CHOOSABLE:
+        return ["embedding"]
+    return ["completion", "tools"]
+
+
+def cannot_embed(name: str) -> ApiError:
+    return ApiError(
+        400,
+        f"the model {name} cannot embed: it has no pooling (it can do: completion); "
+        "use an embedding model such as a converted all-MiniLM-L6-v2",
+        "model",
+    )
+
+
+def cannot_chat(name: str) -> ApiError:
+    return ApiError(
+        400,
+        f"the model {name} is an embedding model and cannot chat or complete (it can do: embedding); "
+        "send it to /v1/embeddings or /api/embed, or name a chat model",
+        "model",
+    )
+
+
+def run(models: dict[str, Any], jobs: list[EmbedJob], metrics: ServeMetrics) -> None:
+    """Every drained job, grouped by model, each group's inputs embedded together."""
+    by_model: dict[str, list[EmbedJob]] = {}
+    for job in jobs:
+        by_model.setdefault(job.model, []).append(job)
+    for name, group in by_model.items():
+        model = models.get(name)
+        embedder = getattr(model, "embedder", None)
+        if embedder is None:
+            for job in group:
+                job.deliver(Refused(503, f"the model {name} is not loaded for embeddings; try again"))
+            continue
+        _run_group(name, embedder, group, metrics)
+
+
+def _run_group(name: str, embedder: Embedder, group: list[EmbedJob], metrics: ServeMetrics) -> None:
+    t0 = time.perf_counter()
+    flat = [tokens for job in group for tokens in job.inputs]
+    try:
+        result = embedder.embed(flat)
+    except Exception as exc:
+        for job in group:
+            job.deliver(Refused(500, f"the embedding failed: {type(exc).__name__}: {exc}"))
+        return
+    start = 0
+    for job in group:
+        n = len(job.inputs)
+        vectors = result.vectors[start : start + n]
+        start += n
+        n_prompt = sum(len(t) for t in job.inputs)
+        metrics.prompt_tokens.labels(model_name=name).inc(n_prompt)
+        metrics.prefill_tokens.inc(n_prompt)
+        metrics.requests.labels(finished_reason="stop", model_name=name).inc()
+        job.deliver(
+            Vectors(
+                vectors=vectors,
+                n_tokens=[len(t) for t in job.inputs],
+                queue_ms=(t0 - job.t_queued) * 1000,
+                embed_ms=result.ms,
+                batched_with=len(group) - 1,
+            )
+        )
+
+
+def timings(job: EmbedJob, done: Vectors, return_ms: float = 0.0) -> dict:
+    """llama-server's prompt fields and llmcli's seven stages; decode, post-process and release are
+    absent for an embedding and say why."""
+    n_prompt = sum(done.n_tokens)
+    ms = {
+        "tokenize": job.access_ms + job.tokenize_ms,
+        "schedule": done.queue_ms,
+        "prefill": done.embed_ms,
+        "decode": None,
+        "postprocess": None,
+        "return": return_ms,
+        "release": None,
+    }
+    details = {
+        "tokenize": f"access {job.access_ms:.1f} ms, tokenize {job.tokenize_ms:.1f} ms",
+        "schedule": f"queued; batched with {done.batched_with} other requests",
+        "prefill": f"{n_prompt} tokens in {len(done.n_tokens)} sequences, pooled in the same decode",
+        "decode": "no decode stage: an embedding is one forward pass, nothing is generated",
+        "postprocess": "none: the pooled vectors are returned as they are (normalized per the route)",
+        "return": "written to the connection",
+        "release": "none: an embedding keeps no cells",
+    }
+    return {
+        "prompt_n": n_prompt,
+        "prompt_ms": round(done.embed_ms, 3),
+        "predicted_n": 0,
+        "predicted_ms": None,
+        "queue_ms": round(done.queue_ms, 3),
+        "stages": [StageRecord(s.key, ms[s.key], "local", details[s.key]).as_dict() for s in STAGES],
+    }
