@@ -55,7 +55,7 @@ def embedder(minilm_gguf):
 
 
 def hf_vectors(src, texts: list[str]) -> np.ndarray:
-    """transformers' sentence vectors: BertModel, mean over the attention mask, L2 (sentence-transformers')."""
+    """transformers' vectors: BertModel, mean over the attention mask, L2 (as sentence-transformers)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 

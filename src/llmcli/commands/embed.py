@@ -19,7 +19,9 @@ PoolingOpt = Annotated[
 ]
 DimensionsOpt = Annotated[
     Optional[int],  # noqa: UP045
-    typer.Option("--dimensions", help="Keep the first N values of each vector, normalized again.", show_default=False),
+    typer.Option(
+        "--dimensions", help="Keep the first N values of each vector, normalized again.", show_default=False
+    ),
 ]
 
 
@@ -28,7 +30,9 @@ def embed(
     model: RequiredModelArg,
     texts: Annotated[
         Optional[list[str]],  # noqa: UP045
-        typer.Argument(metavar="[TEXT]...", help="The texts; without any, stdin's lines.", show_default=False),
+        typer.Argument(
+            metavar="[TEXT]...", help="The texts; without any, stdin's lines.", show_default=False
+        ),
     ] = None,
     dimensions: DimensionsOpt = None,
     pooling: PoolingOpt = None,

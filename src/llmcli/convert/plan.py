@@ -176,7 +176,10 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
     if vocab.pre_candidates:
         _choose_pre_tokenizer(vocab, family, src)
     elif vocab.model == "bert":
-        _verify_wordpiece(vocab, family, src)
+        from llmcli.convert.vocab_verify import verify_wordpiece
+
+        assert vocab.hf_json is not None
+        vocab.pre_check = verify_wordpiece(vocab, vocab.hf_json, f"{src.name}/tokenizer.json")
 
     source_dtypes = sorted({t.source.dtype for t in planned if t.source})
     direct = out.qtype or ("BF16" if source_dtypes == ["BF16"] else "F16")
@@ -234,21 +237,6 @@ def _choose_pre_tokenizer(vocab: Vocab, family: Family, src: Path) -> None:
         where=f"{src.name}/tokenizer.json",
     )
     vocab.pre, vocab.pre_check = check.pre, check
-
-
-def _verify_wordpiece(vocab: Vocab, family: Family, src: Path) -> None:
-    """WordPiece has one llama.cpp tokenizer and no choice: verify it gives HF's ids, or refuse."""
-    from llmcli.convert.vocab_verify import verify_behaviour
-
-    assert vocab.hf_json is not None
-    vocab.pre_check = verify_behaviour(
-        vocab,
-        vocab.hf_json,
-        arch=family.arch_name,
-        name=src.name,
-        write_header=family.hparams,
-        where=f"{src.name}/tokenizer.json",
-    )
 
 
 def _natural_key(name: str) -> list:

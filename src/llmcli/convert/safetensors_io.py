@@ -156,8 +156,8 @@ def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size
     if not isinstance(info, dict):
         raise BadCheckpoint(f"{bad} has no description; the file is corrupt, download it again")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    buffer = dtype in BUFFER_DTYPES and tname.endswith(BUFFER_SUFFIXES)
-    if not buffer and (not isinstance(dtype, str) or dtype not in DTYPES):
+    buffer = isinstance(dtype, str) and dtype in BUFFER_DTYPES and tname.endswith(BUFFER_SUFFIXES)
+    if not isinstance(dtype, str) or not (buffer or dtype in DTYPES):
         if isinstance(dtype, str) and dtype in OTHER_DTYPES:
             raise BadCheckpoint(
                 f"{bad} is {dtype}; llmcli converts BF16, F16 and F32 weights only "

@@ -114,21 +114,21 @@ def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader
         writer.close()
 
 
-def verify_behaviour(
-    vocab: Vocab, tokenizer_json: dict, *, arch: str, name: str, write_header: WriteHeader, where: str
-) -> PreCheck:
-    """Check that llama.cpp gives the Hugging Face ids on the whole corpus with the vocabulary as it is
-    (WordPiece: there is no choice to make, only a verdict); refused with the first difference."""
+def verify_wordpiece(vocab: Vocab, tokenizer_json: dict, where: str) -> PreCheck:
+    """Check that llmcli's WordPiece (engine/wordpiece.py, which embeds this vocabulary: llama.cpp's own
+    differs from BERT's on combining marks, Hangul and long words) gives the Hugging Face ids on the
+    whole corpus; refused with the first difference."""
+    from llmcli.engine.wordpiece import WordPiece
+
     texts = check_corpus()
     want = hf_ids(tokenizer_json, texts, where)
-    with tempfile.TemporaryDirectory(prefix="llmcli-vocab-") as tmp:
-        path = Path(tmp) / "vocab.gguf"
-        write_vocab_gguf(path, arch, name, write_header, vocab)
-        mismatch = first_mismatch(texts, want, llama_ids(path, texts))
+    unk = vocab.special.get("unk", 0)
+    ours = WordPiece(vocab.tokens, unk, **vocab.normalizer)
+    mismatch = first_mismatch(texts, want, [ours.encode(t) for t in texts])
     if mismatch is not None:
         raise UnsupportedTokenizer(
-            f"llama.cpp does not tokenize as {where} does: the ids first differ on "
-            f"{shown(repr(mismatch.text), 80)} (Hugging Face {shown(str(mismatch.hf), 50)}, llama.cpp "
+            f"llmcli's WordPiece does not tokenize as {where} does: the ids first differ on "
+            f"{shown(repr(mismatch.text), 80)} (Hugging Face {shown(str(mismatch.hf), 50)}, llmcli "
             f"{shown(str(mismatch.llama), 50)}); refusing, as different tokens silently change the vectors"
         )
     return PreCheck(

@@ -1,12 +1,11 @@
 """BERT's WordPiece tokenizer (tokenizer.json with a WordPiece model) as llama.cpp's `bert` vocabulary.
 
-llama.cpp's WPM tokenizer splits words as BERT's BasicTokenizer does (whitespace, punctuation, CJK
-characters) after its BertNormalizer (lowercase, strip accents), then takes the longest vocabulary
-entry at each position. It keeps its tokens in "phantom space" form: a word-initial piece is written
+llama.cpp's WPM tokenizer keeps its tokens in "phantom space" form: a word-initial piece is written
 with a leading U+2581, a continuation ("##ing") without its "##". So the token list is rewritten that
-way, the normalizer's two switches are written as keys, and the whole is verified by behaviour
-(vocab_verify.verify_behaviour): llama.cpp must give the Hugging Face ids on the check corpus, or
-the tokenizer is refused.
+way, and the normalizer's two switches are written as keys. llama.cpp's WPM itself differs from BERT's
+on combining marks, Hangul and words over 100 characters, so llmcli embeds with its own WordPiece
+(engine/wordpiece.py) over this vocabulary, verified by behaviour (vocab_verify.verify_wordpiece): it
+must give the Hugging Face ids on the whole check corpus, or the tokenizer is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from typing import Any
 from llmcli.convert.errors import UnsupportedTokenizer, shown
 from llmcli.convert.vocab_checks import checked_tokens
 from llmcli.convert.vocab_record import CONTROL, NORMAL, UNUSED, Vocab
+from llmcli.engine.wordpiece import MAX_WORD_CHARS
 
 PHANTOM_SPACE = "\u2581"
 CONTINUATION = "##"
@@ -34,15 +34,22 @@ def is_wordpiece(tokenizer_json: dict | None) -> bool:
 def wordpiece_vocab(src: Path, tj: dict, n_rows: int) -> Vocab:
     where = f"{src.name}/tokenizer.json"
     model = tj["model"]
-    normalizer = tj.get("normalizer") if isinstance(tj.get("normalizer"), dict) else {}
-    pre = tj.get("pre_tokenizer") if isinstance(tj.get("pre_tokenizer"), dict) else {}
+    normalizer: dict = given if isinstance(given := tj.get("normalizer"), dict) else {}
+    pre: dict = given if isinstance(given := tj.get("pre_tokenizer"), dict) else {}
     if normalizer.get("type") not in NORMALIZERS or pre.get("type") not in PRE_TOKENIZERS:
         raise UnsupportedTokenizer(
             f"{where} is WordPiece with normalizer {shown(repr(normalizer.get('type')))} and pre-tokenizer "
-            f"{shown(repr(pre.get('type')))}; llama.cpp reproduces BERT's (BertNormalizer, BertPreTokenizer) only"
+            f"{shown(repr(pre.get('type')))}; llmcli reproduces BERT's only "
+            "(BertNormalizer, BertPreTokenizer)"
         )
     if model.get("continuing_subword_prefix", CONTINUATION) != CONTINUATION:
-        raise UnsupportedTokenizer(f"{where}: WordPiece continuation prefix is not '##', which llama.cpp assumes")
+        raise UnsupportedTokenizer(
+            f"{where}: WordPiece continuation prefix is not '##', which llmcli's WordPiece assumes"
+        )
+    if model.get("max_input_chars_per_word", MAX_WORD_CHARS) != MAX_WORD_CHARS:
+        raise UnsupportedTokenizer(
+            f"{where}: max_input_chars_per_word is not {MAX_WORD_CHARS}, the one llmcli's WordPiece uses"
+        )
     vocab_map, added = checked_tokens(tj, n_rows, where)
     tokens: list[str | None] = [None] * n_rows
     types = [UNUSED] * n_rows

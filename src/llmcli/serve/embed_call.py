@@ -42,15 +42,21 @@ def _checked(
         for i, ids in enumerate(tokens):
             bad_id = next((t for t in ids if not 0 <= t < n_vocab), None)
             if bad_id is not None:
-                raise bad("input", f"input[{i}] holds token id {bad_id}, outside the vocabulary (0..{n_vocab - 1})")
+                raise bad(
+                    "input", f"input[{i}] holds token id {bad_id}, outside the vocabulary (0..{n_vocab - 1})"
+                )
     limit = embedder.max_tokens
     out = []
     for i, ids in enumerate(tokens):
         if len(ids) > limit:
             if not truncate:
-                message = OLLAMA_TOO_LONG if ollama else (
-                    f"input[{i}] is {len(ids)} tokens; this model embeds at most {limit} "
-                    "(shorten it, or send truncate: true)"
+                message = (
+                    OLLAMA_TOO_LONG
+                    if ollama
+                    else (
+                        f"input[{i}] is {len(ids)} tokens; this model embeds at most {limit} "
+                        "(shorten it, or send truncate: true)"
+                    )
                 )
                 raise bad("input" if not ollama else "truncate", message)
             ids = embedder.truncate(ids)

@@ -35,7 +35,11 @@ def _texts(value: Any, ids_allowed: bool) -> Inputs:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
-        kinds = "a string, a list of strings, token ids or lists of them" if ids_allowed else "a string or a list of strings"
+        kinds = (
+            "a string, a list of strings, token ids or lists of them"
+            if ids_allowed
+            else "a string or a list of strings"
+        )
         raise refuse(f"must be {kinds}")
     _count(len(value))
     if all(isinstance(x, str) for x in value):
@@ -52,7 +56,9 @@ def _texts(value: Any, ids_allowed: bool) -> Inputs:
             if not all(_is_int(t) for t in ids):
                 raise refuse(f"[{i}] must be a list of integer token ids")
         return Inputs(ids=[list(ids) for ids in value])
-    raise refuse("must be all strings" + (", all token ids, or all lists of token ids" if ids_allowed else ""))
+    raise refuse(
+        "must be all strings" + (", all token ids, or all lists of token ids" if ids_allowed else "")
+    )
 
 
 def _dimensions(value: Any) -> int:
@@ -117,10 +123,13 @@ def _prompt(value: Any) -> Inputs:
     return Inputs(texts=[value])
 
 
+Prompt = checked(_prompt, {"type": "string"}, nullable=False)
+
+
 class EmbeddingsRequest(Body):
     """Ollama's legacy /api/embeddings: one prompt, its vector unnormalized."""
 
     model: str | None = None
-    prompt: checked(_prompt, {"type": "string"}, nullable=False)  # type: ignore[valid-type]
+    prompt: Prompt
     keep_alive: Any = None
     options: Options = None

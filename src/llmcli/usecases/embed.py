@@ -50,7 +50,7 @@ def check_dimensions(dimensions: int | None, n_embd: int, name: str) -> None:
 
 
 def shaped(vector: np.ndarray, dimensions: int | None, normalize: bool = True) -> list[float]:
-    """The first `dimensions` values (Matryoshka truncation), L2-normalized again; the whole vector without."""
+    """The first `dimensions` values (Matryoshka truncation), L2-normalized again; or all of them."""
     from llmcli.engine.local.embed import normalized
 
     cut = vector[:dimensions] if dimensions is not None else vector
@@ -94,3 +94,55 @@ def embed_texts(
         dimensions=dimensions or embedder.n_embd,
         pooling=embedder.pooling,
     )
+
+
+@dataclass
+class Ranked:
+    index: int
+    relevance: float  # 0..1: the sigmoid of the margin
+    margin: float  # the judge's logit("yes") - logit("no")
+    document: str
+
+
+@dataclass
+class Ranking:
+    model_name: str
+    scorer: str  # "judge": a chat model's yes/no margin (engine/local/judge.py)
+    results: list[Ranked]  # most relevant first
+
+
+def check_documents(documents: list[str]) -> None:
+    check_inputs(documents, "document", MAX_DOCUMENTS)
+
+
+def rerank_documents(
+    store: Store,
+    ref: ModelRef,
+    query: str,
+    documents: list[str],
+    *,
+    top_n: int | None = None,
+    ctx: int | None = None,
+    threads: int | None = None,
+) -> Ranking:
+    """The documents sorted by relevance to `query`, a chat model judging each one."""
+    from llmcli.engine.local.embed import gguf_pooling
+    from llmcli.engine.local.judge import Judge
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+
+    if not query.strip():
+        raise UsageError("the query is empty; give the text to rank the documents against")
+    check_documents(documents)
+    entry = store.resolve(ref)
+    with Runtime(entry.path, RuntimeConfig(n_ctx=ctx, n_threads=threads)) as rt:
+        if gguf_pooling(rt) not in (None, "none"):
+            raise UsageError(
+                f"the model {entry.name} is an embedding model (it can do: embedding); "
+                "rerank with a chat model, which judges each document"
+            )
+        judged = Judge(rt).score(query, documents)
+    ranked = sorted(
+        (Ranked(j.index, j.relevance, j.margin, documents[j.index]) for j in judged),
+        key=lambda r: -r.margin,
+    )
+    return Ranking(entry.name, "judge", ranked[:top_n] if top_n else ranked)

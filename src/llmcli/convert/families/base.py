@@ -116,7 +116,7 @@ class Family:
         """Read what the family needs beside config.json (sentence-transformers' pooling), once planned."""
 
     def extra_dimensions(self) -> dict[str, int]:
-        """Dimension names this family's shape table uses beyond consistency.dimensions' (BERT's positions)."""
+        """Dimension names its shape table uses beyond consistency.dimensions' (BERT's positions)."""
         return {}
 
     def rope_dims(self) -> int:

@@ -133,11 +133,15 @@ def sentence_transformers_pooling(src: Path, root: Path) -> str | None:
     if path is None:
         return None
     if not isinstance(path, str) or not path or Path(path).is_absolute() or ".." in Path(path).parts:
-        raise BadCheckpoint(f"{src.name}/modules.json: the pooling module's path {shown(repr(path))} is not a folder name")
+        raise BadCheckpoint(
+            f"{src.name}/modules.json: the pooling module's path {shown(repr(path))} is not a folder name"
+        )
     where = f"{src.name}/{path}/config.json"
     config = files.read_json(src / path / "config.json", root, dict, what=where)
     if config is None:
-        raise BadCheckpoint(f"{src.name}/modules.json names a pooling module, but {where} is missing; download it")
+        raise BadCheckpoint(
+            f"{src.name}/modules.json names a pooling module, but {where} is missing; download it"
+        )
     chosen = [kind for flag, kind in POOLING_FLAGS.items() if config.get(flag) is True]
     mode = config.get("pooling_mode")
     if isinstance(mode, str) and mode in POOLING_MODES:

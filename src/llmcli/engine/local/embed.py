@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from llmcli.engine.local.runtime import Runtime
+    from llmcli.engine.wordpiece import WordPiece
 
 # --pooling names -> llama.cpp's enum llama_pooling_type.
 POOLING: dict[str, int] = {"none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
@@ -54,14 +55,37 @@ def choosable_pooling(name: str | None) -> str | None:
 
 def gguf_pooling(rt: Runtime) -> str | None:
     """`<arch>.pooling_type` from the GGUF (what an embedding model was converted with), or None."""
+    text = _meta(rt, f"{rt.arch}.pooling_type")
+    return POOLING_NAMES.get(int(text)) if text is not None and text.isdigit() else None
+
+
+def _meta(rt: Runtime, key: str) -> str | None:
     import ctypes
 
-    ll, buf = rt.ll, ctypes.create_string_buffer(64)
-    key = f"{rt.arch}.pooling_type".encode()
-    if ll.llama_model_meta_val_str(rt.model_ptr, key, buf, len(buf)) < 0:
+    buf = ctypes.create_string_buffer(64)
+    if rt.ll.llama_model_meta_val_str(rt.model_ptr, key.encode(), buf, len(buf)) < 0:
         return None
-    text = buf.value.decode("ascii", "replace")
-    return POOLING_NAMES.get(int(text)) if text.isdigit() else None
+    return buf.value.decode("utf-8", "replace")
+
+
+def wordpiece_of(rt: Runtime) -> WordPiece:
+    """The GGUF's WordPiece vocabulary and normalizer switches, as engine/wordpiece.py runs them."""
+    from llmcli.engine.wordpiece import WordPiece
+
+    ll, vocab = rt.ll, rt.vocab
+    pieces = [
+        (ll.llama_vocab_get_text(vocab, i) or b"").decode("utf-8", "replace") for i in range(rt.n_vocab)
+    ]
+    unk = _meta(rt, "tokenizer.ggml.unknown_token_id")
+    switches = {
+        name: value == "true"
+        for name in ("lowercase", "strip_accents")
+        if (value := _meta(rt, f"tokenizer.ggml.normalizer.{name}")) is not None
+    }
+    unk_id = (
+        int(unk) if unk is not None and unk.isdigit() else pieces.index("[UNK]") if "[UNK]" in pieces else 0
+    )
+    return WordPiece(pieces, unk_id, **switches)
 
 
 class CannotPool(UsageError):
@@ -104,6 +128,9 @@ class Embedder:
         self._batch = ll.llama_batch_init(self.batch_tokens, 0, 1)
         self.add_sep = bool(ll.llama_vocab_get_add_sep(rt.vocab))
         self.sep_id = int(ll.llama_vocab_sep(rt.vocab))
+        self.wordpiece = (
+            wordpiece_of(rt) if ll.llama_vocab_type(rt.vocab) == ll.LLAMA_VOCAB_TYPE_WPM else None
+        )
 
     @property
     def can_pool(self) -> bool:
@@ -117,8 +144,13 @@ class Embedder:
             )
 
     def tokenize(self, text: str) -> list[int]:
-        """An input as the model embeds it: with its special tokens ([CLS] ... [SEP], or bos)."""
-        return self.rt.tokenize(text, add_special=True, parse_special=False)
+        """An input as the model embeds it: with its special tokens ([CLS] ... [SEP], or bos). A
+        WordPiece vocabulary is tokenized as Hugging Face does (engine/wordpiece.py), not by llama.cpp."""
+        if self.wordpiece is None:
+            return self.rt.tokenize(text, add_special=True, parse_special=False)
+        ids = self.wordpiece.encode(text)
+        first = [self.rt.bos_id] if self.rt.add_bos and self.rt.bos_id >= 0 else []
+        return first + ids + ([self.sep_id] if self.add_sep and self.sep_id >= 0 else [])
 
     def truncate(self, tokens: list[int]) -> list[int]:
         """Cut to max_tokens, keeping a closing [SEP] where the model adds one (as HF truncation does)."""

@@ -51,5 +51,7 @@ async def embeddings_route(request: Request) -> dict:
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, EmbeddingsRequest)
-    answer = await embed(server, request, body.model, body.prompt, truncate=True, keep_alive=body.keep_alive, ollama=True)
+    answer = await embed(
+        server, request, body.model, body.prompt, truncate=True, keep_alive=body.keep_alive, ollama=True
+    )
     return {"embedding": shaped(answer.done.vectors[0], None, normalize=False)}

@@ -34,7 +34,11 @@ async def embeddings(request: Request) -> dict:
     answer = await embed(server, request, body.model, body.input, truncate=False, dimensions=body.dimensions)
     t0 = time.perf_counter()
     data = [
-        {"object": "embedding", "index": i, "embedding": encoded(shaped(v, body.dimensions), body.encoding_format)}
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": encoded(shaped(v, body.dimensions), body.encoding_format),
+        }
         for i, v in enumerate(answer.done.vectors)
     ]
     n = sum(answer.done.n_tokens)

@@ -1,0 +1,195 @@
+"""Embeddings over HTTP: `llmcli serve` of the converted all-MiniLM-L6-v2, driven by the real clients
+(the openai SDK, the ollama package, litellm) and by raw bodies for every bad input the issue names;
+each bad one is a 400 naming its field, and the server keeps serving. The shared server's chat model
+refuses embeddings, and the embedding model refuses chat, each naming the model and what it can do."""
+
+from __future__ import annotations
+
+import base64
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.serve.server import AUTH, KEY, ServeProcess
+from tests.support.locks import shared_by_workers
+
+TEXTS = ["The cat sits on the mat.", "A feline rests on a rug.", "Stock markets fell sharply today."]
+
+
+@pytest.fixture(scope="module")
+def minilm_gguf(tmp_path_factory, minilm_hf):
+    from llmcli.convert import convert_checkpoint
+
+    def convert(folder):
+        convert_checkpoint(minilm_hf, folder / "all-MiniLM-L6-v2-f32.gguf", "f32")
+
+    return shared_by_workers(tmp_path_factory, "minilm_f32", convert) / "all-MiniLM-L6-v2-f32.gguf"
+
+
+@pytest.fixture(scope="module")
+def embed_server(tmp_path_factory, minilm_gguf):
+    srv = ServeProcess(tmp_path_factory.mktemp("embed-home"), str(minilm_gguf), "--api-key", KEY)
+    yield srv
+    assert srv.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def reference(minilm_gguf):
+    """llmcli's own vectors of TEXTS, in process (the engine the server runs, without HTTP)."""
+    from llmcli.engine.local.embed import Embedder, normalized
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+
+    with Runtime(minilm_gguf, RuntimeConfig(n_ctx=512, n_threads=1)) as rt:
+        emb = Embedder(rt)
+        try:
+            raw = emb.embed([emb.tokenize(t) for t in TEXTS]).vectors
+        finally:
+            emb.close()
+    return [normalized(v) for v in raw], raw
+
+
+def post(srv, path: str, body: dict) -> httpx.Response:
+    return httpx.post(srv.url + path, json=body, headers=AUTH, timeout=60)
+
+
+def close(a, b) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))) > 0.9999
+
+
+def test_openai_sdk_embeddings_default_base64_and_dimensions(embed_server, reference, openai_module):
+    client = openai_module.OpenAI(base_url=embed_server.url + "/v1", api_key=KEY)
+    got = client.embeddings.create(model="x", input=TEXTS)  # the SDK asks for base64 and decodes it
+    assert [d.index for d in got.data] == [0, 1, 2]
+    for d, want in zip(got.data, reference[0], strict=True):
+        assert close(d.embedding, want)
+        assert math.isclose(np.linalg.norm(d.embedding), 1.0, rel_tol=1e-5)
+    assert got.usage.prompt_tokens == got.usage.total_tokens > len(TEXTS) * 3
+    cut = client.embeddings.create(model="x", input=TEXTS[0], dimensions=64)
+    vec = cut.data[0].embedding
+    assert len(vec) == 64 and math.isclose(np.linalg.norm(vec), 1.0, rel_tol=1e-5)
+    assert close(vec, reference[0][0][:64])
+
+
+def test_raw_float_and_base64_and_token_ids(embed_server, reference):
+    floats = post(embed_server, "/v1/embeddings", {"input": TEXTS[0], "encoding_format": "float"}).json()
+    assert close(floats["data"][0]["embedding"], reference[0][0])
+    b64 = post(embed_server, "/v1/embeddings", {"input": TEXTS[0], "encoding_format": "base64"}).json()
+    decoded = np.frombuffer(base64.b64decode(b64["data"][0]["embedding"]), dtype="<f4")
+    assert np.allclose(decoded, floats["data"][0]["embedding"], atol=1e-6)
+    ids = post(embed_server, "/api/embed", {"input": TEXTS[0]})  # noqa: F841 (warm; ids below)
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+
+    with Runtime(embed_server_path(embed_server), RuntimeConfig(n_ctx=64)) as rt:
+        tokens = rt.tokenize(TEXTS[0], add_special=True)
+    by_ids = post(embed_server, "/v1/embeddings", {"input": [tokens], "encoding_format": "float"}).json()
+    assert close(by_ids["data"][0]["embedding"], reference[0][0])
+    one_list = post(embed_server, "/v1/embeddings", {"input": tokens, "encoding_format": "float"}).json()
+    assert len(one_list["data"]) == 1
+    stages = {s["name"]: s for s in floats["timings"]["stages"]}
+    assert stages["decode"]["ms"] is None and "no decode stage" in stages["decode"]["detail"]
+
+
+def embed_server_path(srv) -> str:
+    return srv.cmd[srv.cmd.index("serve") + 1]
+
+
+def test_ollama_package_embed_and_legacy_embeddings(embed_server, reference, ollama_module):
+    client = ollama_module.Client(host=embed_server.url, headers=AUTH)
+    got = client.embed(model="x", input=TEXTS)
+    assert len(got.embeddings) == 3
+    for vec, want in zip(got.embeddings, reference[0], strict=True):
+        assert close(vec, want)
+    assert got.prompt_eval_count > 3 * len(TEXTS)
+    assert got.total_duration > 0
+    legacy = client.embeddings(model="x", prompt=TEXTS[0])
+    assert np.allclose(legacy.embedding, reference[1][0], atol=1e-4)  # unnormalized, as Ollama's
+    assert not math.isclose(np.linalg.norm(legacy.embedding), 1.0, rel_tol=1e-3)
+    cut = client.embed(model="x", input=TEXTS[0], dimensions=32)
+    assert len(cut.embeddings[0]) == 32
+
+
+def test_concurrent_requests_all_answered_with_their_own_vectors(embed_server, reference):
+    def one(i: int) -> list[float]:
+        body = {"input": TEXTS[i % 3], "encoding_format": "float"}
+        return post(embed_server, "/v1/embeddings", body).json()["data"][0]["embedding"]
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(one, range(24)))
+    for i, vec in enumerate(got):
+        assert close(vec, reference[0][i % 3])
+
+
+def test_litellm_embedding(embed_server, reference):
+    from tests.support.deps import require
+
+    litellm = require("litellm")
+    got = litellm.embedding(
+        model="openai/x",
+        input=TEXTS[:2],
+        api_base=embed_server.url + "/v1",
+        api_key=KEY,
+        encoding_format="float",
+    )
+    assert close(got.data[0]["embedding"], reference[0][0])
+
+
+LONG = "word " * 2000
+BAD = [
+    ("/v1/embeddings", {"input": []}, "input"),
+    ("/v1/embeddings", {"input": ""}, "input"),
+    ("/v1/embeddings", {"input": ["ok", ""]}, "input"),
+    ("/v1/embeddings", {"input": ["x"] * 10_000}, "input"),
+    ("/v1/embeddings", {"input": [[1, 2, 999_999]]}, "input"),
+    ("/v1/embeddings", {"input": [[-1]]}, "input"),
+    ("/v1/embeddings", {"input": "hi", "dimensions": 0}, "dimensions"),
+    ("/v1/embeddings", {"input": "hi", "dimensions": 100_000}, "dimensions"),
+    ("/v1/embeddings", {"input": "hi", "encoding_format": "hex"}, "encoding_format"),
+    ("/v1/embeddings", {"input": LONG}, "input"),
+    ("/api/embed", {"input": []}, None),
+    ("/api/embed", {"input": ""}, None),
+    ("/api/embed", {"input": LONG, "truncate": False}, None),
+    ("/api/embed", {"input": "hi", "dimensions": 0}, None),
+    ("/api/embeddings", {"prompt": ""}, None),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), BAD, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(BAD)])
+def test_bad_inputs_are_400s_naming_the_field_and_the_server_keeps_serving(embed_server, path, body, field):
+    got = post(embed_server, path, {"model": "x", **body})
+    assert got.status_code == 400, got.text
+    error = got.json()["error"]
+    if path.startswith("/v1"):
+        assert error["param"] == field and field in error["message"]
+    elif body.get("truncate") is False:
+        assert error == "the input length exceeds the context length"
+    else:
+        assert any(word in error for word in ("input", "prompt", "dimensions"))
+    assert post(embed_server, "/api/embed", {"input": "still here"}).status_code == 200
+
+
+def test_truncate_true_cuts_to_the_context(embed_server):
+    got = post(embed_server, "/api/embed", {"input": LONG})
+    assert got.status_code == 200
+    assert got.json()["prompt_eval_count"] == 512
+
+
+def test_chat_to_the_embedding_model_is_a_400_naming_it(embed_server):
+    got = post(embed_server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+    assert got.status_code == 400
+    assert (
+        "all-MiniLM-L6-v2" in got.json()["error"]["message"] and "embedding" in got.json()["error"]["message"]
+    )
+    show = post(embed_server, "/api/show", {"model": "x"}).json()
+    assert show["capabilities"] == ["embedding"]
+
+
+def test_embedding_from_a_chat_model_is_a_400_naming_it(server):
+    got = post(server, "/v1/embeddings", {"input": "hi"})
+    assert got.status_code == 400
+    message = got.json()["error"]["message"]
+    assert "cannot embed" in message and "completion" in message
+    assert post(server, "/api/show", {}).json()["capabilities"] == ["completion", "tools"]
