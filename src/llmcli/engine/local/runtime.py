@@ -176,6 +176,8 @@ class Runtime:
 
     def piece(self, token: int, special: bool = False) -> bytes:
         """The bytes of one token (may be part of a UTF-8 character); cached, it is on the hot path."""
+        if token < 0:  # a missing special token (an encoder has no eos): llama.cpp would abort on it
+            return b""
         cached = self._piece_cache.get(token) if not special else None
         if cached is not None:
             return cached
