@@ -190,3 +190,12 @@ def test_embedding_from_a_chat_model_is_a_400_naming_it(server):
     assert "cannot embed" in message and "completion" in message
     show = post(server, "/api/show", {"model": EMBEDDED_NAME})
     assert show.json()["capabilities"] == ["completion", "tools"], show.text
+
+
+def test_metrics_count_embedding_requests_and_their_tokens(embed_server):
+    before = embed_server.metric('llmcli:requests_total{finished_reason="stop"}', AUTH, absent=0)
+    tokens = embed_server.metric("llmcli:prompt_tokens_total", AUTH, absent=0)
+    got = post(embed_server, "/v1/embeddings", {"input": ["one two", "three"], "encoding_format": "float"})
+    n = got.json()["usage"]["prompt_tokens"]
+    assert embed_server.metric('llmcli:requests_total{finished_reason="stop"}', AUTH) == before + 1
+    assert embed_server.metric("llmcli:prompt_tokens_total", AUTH) == tokens + n
