@@ -199,3 +199,57 @@ def test_metrics_count_embedding_requests_and_their_tokens(embed_server):
     n = got.json()["usage"]["prompt_tokens"]
     assert embed_server.metric('llmcli:requests_total{finished_reason="stop"}', AUTH) == before + 1
     assert embed_server.metric("llmcli:prompt_tokens_total", AUTH) == tokens + n
+
+
+DOCS = ["The capital of France is Paris.", "Bananas are yellow.", "Paris is the French capital city."]
+
+
+def test_rerank_in_the_jina_cohere_shape_and_the_tei_shape(server):
+    got = post(
+        server, "/v1/rerank", {"query": "capital of France", "documents": DOCS, "return_documents": True}
+    )
+    assert got.status_code == 200, got.text
+    results = got.json()["results"]
+    scores = [r["relevance_score"] for r in results]
+    assert scores == sorted(scores, reverse=True) and sorted(r["index"] for r in results) == [0, 1, 2]
+    assert all(r["document"]["text"] == DOCS[r["index"]] for r in results)
+    assert got.json()["usage"]["total_tokens"] > 0
+    top = post(server, "/rerank", {"query": "capital", "documents": [{"text": d} for d in DOCS], "top_n": 1})
+    assert len(top.json()["results"]) == 1 and "document" not in top.json()["results"][0]
+    tei = post(server, "/rerank", {"query": "capital of France", "texts": DOCS, "return_text": True}).json()
+    assert isinstance(tei, list) and {r["index"] for r in tei} == {0, 1, 2}
+    assert all(r["text"] == DOCS[r["index"]] for r in tei)
+    assert [r["index"] for r in tei] == [r["index"] for r in results]  # the same judge, the same order
+
+
+def test_litellm_rerank(server):
+    from tests.support.deps import require
+
+    litellm = require("litellm")
+    got = litellm.rerank(
+        model="jina_ai/x", query="capital of France", documents=DOCS, api_base=server.url + "/v1", api_key=KEY
+    )
+    assert sorted(r["index"] for r in got.results) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": "q", "documents": []}, "documents"),
+        ({"query": "q"}, "documents"),
+        ({"query": "q", "documents": ["a", 3]}, "documents"),
+        ({"query": "q", "documents": ["d"] * 1000}, "documents"),
+        ({"query": "", "documents": ["d"]}, "query"),
+        ({"query": "q", "documents": ["d"], "top_n": 0}, "top_n"),
+    ],
+)
+def test_bad_rerank_bodies_are_400s_naming_the_field(server, body, field):
+    got = post(server, "/v1/rerank", body)
+    assert got.status_code == 400, got.text
+    assert got.json()["error"]["param"] == field
+    assert post(server, "/v1/rerank", {"query": "q", "documents": ["d"]}).status_code == 200
+
+
+def test_an_embedding_model_cannot_rerank(embed_server):
+    got = post(embed_server, "/v1/rerank", {"query": "q", "documents": ["d"]})
+    assert got.status_code == 400 and "cannot rerank" in got.json()["error"]["message"]

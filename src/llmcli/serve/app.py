@@ -187,6 +187,10 @@ def create_app(server: Server):
     app.include_router(openai_embed_router, prefix="/v1")
     app.include_router(openai_embed_router, include_in_schema=False)
     app.include_router(ollama_embed_router)
+    from llmcli.serve.rerank import router as rerank_router
+
+    app.include_router(rerank_router, prefix="/v1")
+    app.include_router(rerank_router, include_in_schema=False)
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
     if server.config.cors_origins:

@@ -37,6 +37,23 @@ class EmbedJob:
 
 
 @dataclass
+class RerankJob:
+    model: str
+    query: str
+    documents: list[str]
+    deliver: Callable[[object], None]
+    t_arrival: float
+    t_queued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Scores:
+    margins: list[float]  # each document's logit("yes") - logit("no"), in the documents' order
+    ms: float
+    tokens: int
+
+
+@dataclass
 class Vectors:
     vectors: list[Any]  # numpy float32 rows, pooled, not normalized
     n_tokens: list[int]
@@ -89,11 +106,15 @@ def cannot_chat(name: str) -> ApiError:
     )
 
 
-def run(models: dict[str, Any], jobs: list[EmbedJob], metrics: ServeMetrics) -> None:
-    """Every drained job, grouped by model, each group's inputs embedded together."""
+def run(models: dict[str, Any], jobs: list[Any], metrics: ServeMetrics) -> None:
+    """Every drained job: each rerank judged in turn, the embeddings grouped by model and each group's
+    inputs embedded together."""
     by_model: dict[str, list[EmbedJob]] = {}
     for job in jobs:
-        by_model.setdefault(job.model, []).append(job)
+        if isinstance(job, RerankJob):
+            _rerank(models.get(job.model), job, metrics)
+        else:
+            by_model.setdefault(job.model, []).append(job)
     for name, group in by_model.items():
         model = models.get(name)
         embedder = getattr(model, "embedder", None)
@@ -102,6 +123,28 @@ def run(models: dict[str, Any], jobs: list[EmbedJob], metrics: ServeMetrics) -> 
                 job.deliver(Refused(503, f"the model {name} is not loaded for embeddings; try again"))
             continue
         _run_group(name, embedder, group, metrics)
+
+
+def _rerank(model: Any, job: RerankJob, metrics: ServeMetrics) -> None:
+    from llmcli.engine.local.judge import Judge
+    from llmcli.errors import UsageError
+
+    if model is None:
+        job.deliver(Refused(503, f"the model {job.model} is not loaded; try again"))
+        return
+    t0 = time.perf_counter()
+    try:
+        if model.judge is None:
+            model.judge = Judge(model.rt)
+        judged = model.judge.score(job.query, job.documents)
+    except UsageError as exc:
+        job.deliver(Refused(400, str(exc), "documents"))
+        return
+    except Exception as exc:
+        job.deliver(Refused(500, f"the rerank failed: {type(exc).__name__}: {exc}"))
+        return
+    metrics.requests.labels(finished_reason="stop", model_name=job.model).inc()
+    job.deliver(Scores([j.margin for j in judged], (time.perf_counter() - t0) * 1000, model.judge.n_tokens))
 
 
 def _run_group(name: str, embedder: Embedder, group: list[EmbedJob], metrics: ServeMetrics) -> None:

@@ -76,7 +76,8 @@ class Engine:
         self._post("cancel", job)
 
     def embed(self, job: Any) -> None:
-        """An embedding request (serve/embedding.py): run with the others drained beside it, one decode."""
+        """An embedding request, run with the others drained beside it in one decode, or a rerank
+        (serve/embedding.py)."""
         self._post("embed", job)
 
     def add(self, model: Model) -> None:

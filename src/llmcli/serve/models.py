@@ -67,6 +67,9 @@ class Model:
             from llmcli.serve.embedding import embedder_for
 
             self.embedder = embedder_for(self.rt)  # an embedding model's (serve/embedding.py), else None
+            self.judge: Any = (
+                None  # a chat model's rerank judge, made by the first rerank (serve/embedding.py)
+            )
         except BaseException:
             self.rt.close()
             raise
@@ -95,8 +98,9 @@ class Model:
         return self.sched.n_ctx_seq
 
     def close(self) -> None:
-        if self.embedder is not None:  # its context goes before the weights it runs on
-            self.embedder.close()
+        for extra in (self.embedder, self.judge):  # their contexts go before the weights they run on
+            if extra is not None:
+                extra.close()
         self.sched.close()
         self.rt.close()
 

@@ -127,20 +127,24 @@ def rerank_documents(
 ) -> Ranking:
     """The documents sorted by relevance to `query`, a chat model judging each one."""
     from llmcli.engine.local.embed import gguf_pooling
-    from llmcli.engine.local.judge import Judge
+    from llmcli.engine.local.judge import JUDGE_CTX, Judge
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig
 
     if not query.strip():
         raise UsageError("the query is empty; give the text to rank the documents against")
     check_documents(documents)
     entry = store.resolve(ref)
-    with Runtime(entry.path, RuntimeConfig(n_ctx=ctx, n_threads=threads)) as rt:
+    with Runtime(entry.path, RuntimeConfig(n_ctx=64, n_threads=threads)) as rt:
         if gguf_pooling(rt) not in (None, "none"):
             raise UsageError(
                 f"the model {entry.name} is an embedding model (it can do: embedding); "
                 "rerank with a chat model, which judges each document"
             )
-        judged = Judge(rt).score(query, documents)
+        judge = Judge(rt, ctx or JUDGE_CTX)
+        try:
+            judged = judge.score(query, documents)
+        finally:
+            judge.close()
     ranked = sorted(
         (Ranked(j.index, j.relevance, j.margin, documents[j.index]) for j in judged),
         key=lambda r: -r.margin,
