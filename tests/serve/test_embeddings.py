@@ -253,3 +253,19 @@ def test_bad_rerank_bodies_are_400s_naming_the_field(server, body, field):
 def test_an_embedding_model_cannot_rerank(embed_server):
     got = post(embed_server, "/v1/rerank", {"query": "q", "documents": ["d"]})
     assert got.status_code == 400 and "cannot rerank" in got.json()["error"]["message"]
+
+
+def test_langchain_openai_embeddings(embed_server, reference):
+    """LangChain's OpenAIEmbeddings. By default it sends tiktoken's token ids, whose encoding it downloads
+    (no network here): strings instead; the token-id path is test_raw_float_and_base64_and_token_ids'."""
+    from tests.support.deps import require
+
+    require("langchain_openai")
+    from langchain_openai import OpenAIEmbeddings
+
+    emb = OpenAIEmbeddings(
+        model="x", base_url=embed_server.url + "/v1", api_key=KEY, check_embedding_ctx_length=False
+    )
+    got = emb.embed_documents(TEXTS)
+    assert all(close(v, want) for v, want in zip(got, reference[0], strict=True))
+    assert close(emb.embed_query(TEXTS[1]), reference[0][1])

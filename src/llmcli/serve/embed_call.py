@@ -78,6 +78,7 @@ async def embed(
     """The request's vectors (pooled, not normalized), or an ApiError."""
     t_arrival = request.state.t_arrival
     served = server.find(name)
+    t_lease = time.perf_counter()
     lease = await server.lease(served, keep_alive, t_arrival)
     try:
         embedder = getattr(lease.model, "embedder", None)
@@ -103,7 +104,8 @@ async def embed(
             inputs=tokens,
             deliver=partial(server.mailbox(loop).post, arrive),
             t_arrival=t_arrival,
-            access_ms=(t0 - t_arrival) * 1000,
+            access_ms=(t_lease - t_arrival) * 1000,
+            lease_ms=(t0 - t_lease) * 1000,
             tokenize_ms=(time.perf_counter() - t0) * 1000,
         )
         server.engine.embed(job)

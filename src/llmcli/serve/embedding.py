@@ -31,7 +31,8 @@ class EmbedJob:
     inputs: list[list[int]]  # token ids, each within the model's limit
     deliver: Callable[[object], None]  # thread-safe: the request's future on the loop
     t_arrival: float
-    access_ms: float = 0.0
+    access_ms: float = 0.0  # arrival to the body read (key, limits, body)
+    lease_ms: float = 0.0  # waiting for the model: its load, when it was not loaded
     tokenize_ms: float = 0.0
     t_queued: float = field(default_factory=time.perf_counter)
 
@@ -182,7 +183,7 @@ def timings(job: EmbedJob, done: Vectors, return_ms: float = 0.0) -> dict:
     n_prompt = sum(done.n_tokens)
     ms = {
         "tokenize": job.access_ms + job.tokenize_ms,
-        "schedule": done.queue_ms,
+        "schedule": job.lease_ms + done.queue_ms,
         "prefill": done.embed_ms,
         "decode": None,
         "postprocess": None,
@@ -191,7 +192,8 @@ def timings(job: EmbedJob, done: Vectors, return_ms: float = 0.0) -> dict:
     }
     details = {
         "tokenize": f"access {job.access_ms:.1f} ms, tokenize {job.tokenize_ms:.1f} ms",
-        "schedule": f"queued; batched with {done.batched_with} other requests",
+        "schedule": f"model lease (a load, if any) {job.lease_ms:.1f} ms, engine queue "
+        f"{done.queue_ms:.1f} ms; batched with {done.batched_with} other requests",
         "prefill": f"{n_prompt} tokens in {len(done.n_tokens)} sequences, pooled in the same decode",
         "decode": "no decode stage: an embedding is one forward pass, nothing is generated",
         "postprocess": "none: the pooled vectors are returned as they are (normalized per the route)",

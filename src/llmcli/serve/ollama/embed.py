@@ -40,7 +40,7 @@ async def embed_route(request: Request) -> dict:
         "model": answer.model,
         "embeddings": [shaped(v, body.dimensions) for v in done.vectors],
         "total_duration": int(total_ms * NS),
-        "load_duration": 0,  # a load before the request is the lease's, in the queue time
+        "load_duration": int(job.lease_ms * NS),  # the wait for the model: its load, when it had to load
         "prompt_eval_count": sum(done.n_tokens),
         "timings": timings(job, done),
     }
