@@ -269,3 +269,27 @@ def test_langchain_openai_embeddings(embed_server, reference):
     got = emb.embed_documents(TEXTS)
     assert all(close(v, want) for v, want in zip(got, reference[0], strict=True))
     assert close(emb.embed_query(TEXTS[1]), reference[0][1])
+
+
+def test_a_chat_model_served_with_pooling_both_chats_and_embeds(tmp_path_factory, embedded_path):
+    srv = ServeProcess(tmp_path_factory.mktemp("pooled-chat"), "--api-key", KEY, "--pooling", "mean")
+    try:
+        got = post(srv, "/v1/embeddings", {"input": ["hello", "world"], "encoding_format": "float"})
+        assert got.status_code == 200, got.text
+        vectors = [d["embedding"] for d in got.json()["data"]]
+        assert all(math.isclose(np.linalg.norm(v), 1.0, rel_tol=1e-5) for v in vectors)
+        chat = post(
+            srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        )
+        assert chat.status_code == 200, chat.text
+        show = post(srv, "/api/show", {"model": EMBEDDED_NAME}).json()
+        assert show["capabilities"] == ["completion", "tools", "embedding"]
+    finally:
+        assert srv.stop() == 0
+
+
+def test_serve_refuses_an_unknown_pooling(private_store):
+    from tests.support.cli import cli
+
+    got = cli("serve", "--pooling", "max", "--port", "0")
+    assert got.exit_code == 2 and "--pooling max" in got.stderr

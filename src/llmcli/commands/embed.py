@@ -6,17 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import JsonOpt, RequiredModelArg, ThreadsOpt, environment
+from llmcli.commands.options import JsonOpt, PoolingOpt, RequiredModelArg, ThreadsOpt, environment
 
-PoolingOpt = Annotated[
-    Optional[str],  # noqa: UP045 (typer reads the annotation)
-    typer.Option(
-        "--pooling",
-        help="How a decoder model pools its tokens into one vector: mean, cls or last "
-        "(an embedding model's GGUF says its own).",
-        show_default=False,
-    ),
-]
 DimensionsOpt = Annotated[
     Optional[int],  # noqa: UP045
     typer.Option(

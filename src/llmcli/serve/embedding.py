@@ -63,37 +63,41 @@ class Vectors:
     batched_with: int  # other requests in the same decodes
 
 
-def embedder_for(rt: Runtime) -> Embedder | None:
-    """The model's Embedder when its GGUF pools (an embedding model), else None (a chat model)."""
+def embedder_for(rt: Runtime, pooling: str | None = None) -> Embedder | None:
+    """The model's Embedder when its GGUF pools (an embedding model), or when serve's --pooling asks a
+    chat model to pool too; else None."""
     from llmcli.engine.local.embed import CHOOSABLE, Embedder, gguf_pooling
 
     # Read before a context is made: a chat model's second context would hold KV cells for nothing.
-    return Embedder(rt) if gguf_pooling(rt) in CHOOSABLE else None
+    if gguf_pooling(rt) in CHOOSABLE:
+        return Embedder(rt)
+    return Embedder(rt, pooling) if pooling is not None else None
 
 
-def capabilities(model: Any) -> list[str]:
-    """What a loaded model can do, in Ollama's words (/api/show's capabilities)."""
-    return ["embedding"] if getattr(model, "embedder", None) is not None else ["completion"]
+def embedding_only(model: Any) -> bool:
+    """An embedding model (its GGUF pools): it cannot chat."""
+    embedder = getattr(model, "embedder", None)
+    return embedder is not None and embedder.from_gguf
 
 
-def file_capabilities(path: Any, arch: str) -> list[str]:
+def file_capabilities(path: Any, arch: str, pooling: str | None = None) -> list[str]:
     """/api/show's capabilities, from the GGUF header (no load): an embedding model pools (a
-    `<arch>.pooling_type` of mean, cls or last); any other model completes, and calls tools through a
-    grammar (docs/tools.md)."""
+    `<arch>.pooling_type` of mean, cls or last); any other model completes, calls tools through a
+    grammar (docs/tools.md), and embeds too when serve was given --pooling."""
     from llmcli.engine.local.embed import CHOOSABLE, POOLING_NAMES
     from llmcli.gguf_check import read_header
 
-    pooling = read_header(path).metadata.get(f"{arch}.pooling_type")
-    if isinstance(pooling, int) and POOLING_NAMES.get(pooling) in CHOOSABLE:
+    own = read_header(path).metadata.get(f"{arch}.pooling_type")
+    if isinstance(own, int) and POOLING_NAMES.get(own) in CHOOSABLE:
         return ["embedding"]
-    return ["completion", "tools"]
+    return ["completion", "tools"] + (["embedding"] if pooling is not None else [])
 
 
 def cannot_embed(name: str) -> ApiError:
     return ApiError(
         400,
         f"the model {name} cannot embed: it has no pooling (it can do: completion); "
-        "use an embedding model such as a converted all-MiniLM-L6-v2",
+        "use an embedding model such as a converted all-MiniLM-L6-v2, or start the server with --pooling",
         "model",
     )
 

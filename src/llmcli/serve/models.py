@@ -66,7 +66,7 @@ class Model:
             self.prompts.warm_up()
             from llmcli.serve.embedding import embedder_for
 
-            self.embedder = embedder_for(self.rt)  # an embedding model's (serve/embedding.py), else None
+            self.embedder = embedder_for(self.rt, config.pooling)  # serve/embedding.py; None: cannot embed
             self.judge: Any = (
                 None  # a chat model's rerank judge, made by the first rerank (serve/embedding.py)
             )

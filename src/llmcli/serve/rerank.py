@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from llmcli.serve.embedding import RerankJob, Scores
+from llmcli.serve.embedding import RerankJob, Scores, embedding_only
 from llmcli.serve.errors import ApiError, bad
 from llmcli.serve.outcome import Refused
 from llmcli.serve.protocol import Body, checked, refuse
@@ -81,7 +81,7 @@ async def _scores(server: Server, request: Request, body: RerankRequest, documen
     served = server.find(body.model)
     lease = await server.lease(served, None, request.state.t_arrival)
     try:
-        if getattr(lease.model, "embedder", None) is not None:
+        if embedding_only(lease.model):
             raise bad(
                 "model",
                 f"the model {served.name} is an embedding model and cannot rerank (it can do: embedding); "

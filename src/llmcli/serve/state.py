@@ -104,9 +104,9 @@ class Server:
 
         lease = await self.lease(served, keep_alive, request.state.t_arrival, where)
         try:
-            if getattr(lease.model, "embedder", None) is not None:
-                from llmcli.serve.embedding import cannot_chat
+            from llmcli.serve.embedding import cannot_chat, embedding_only
 
+            if embedding_only(lease.model):
                 raise cannot_chat(served.name)
             gen = body.generation(self.defaults(lease.model))
             call = Call(self, gen, request.state.who, request.state.t_arrival, lease)

@@ -124,6 +124,7 @@ class Embedder:
         if not self._ctx:
             raise RuntimeFailure(f"llama.cpp could not create an embedding context ({rt.last_log()})")
         self.pooling = POOLING_NAMES.get(int(ll.llama_pooling_type(self._ctx)), "none")
+        self.from_gguf = pooling is None  # an embedding model's own pooling, not one a chat model was given
         self._memory = ll.llama_get_memory(self._ctx)
         self._batch = ll.llama_batch_init(self.batch_tokens, 0, 1)
         self.add_sep = bool(ll.llama_vocab_get_add_sep(rt.vocab))

@@ -246,7 +246,7 @@ async def show(request: Request):
             "general.parameter_count": facts.n_params,
             f"{arch}.context_length": facts.context_length,
         },
-        "capabilities": await asyncio.to_thread(file_capabilities, served.path, arch),
+        "capabilities": await asyncio.to_thread(file_capabilities, served.path, arch, server.config.pooling),
         "modified_at": _stamp(served),
     }
 
