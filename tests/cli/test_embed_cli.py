@@ -111,3 +111,9 @@ def test_bad_rerank_input_is_exit_2(minilm, embedded_path, private_store, model,
     got = cli("rerank", name, query, "-t", "1", input=input)
     assert got.exit_code == ExitStatus.USAGE, got.stderr
     assert words in got.stderr and got.stdout == ""
+
+
+def test_chat_with_an_embedding_model_is_exit_2_naming_it(minilm, private_store):
+    got = cli("chat", minilm, "hi", "-t", "1", "-n", "4")
+    assert got.exit_code == ExitStatus.USAGE and got.stdout == ""
+    assert "embedding model" in got.stderr and "llmcli embed" in got.stderr
