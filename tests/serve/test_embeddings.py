@@ -293,3 +293,37 @@ def test_serve_refuses_an_unknown_pooling(private_store):
 
     got = cli("serve", "--pooling", "max", "--port", "0")
     assert got.exit_code == 2 and "--pooling max" in got.stderr
+
+
+def test_the_engine_queue_shares_decodes_across_requests_one_decode_a_turn(minilm_gguf):
+    """EmbedQueue as the engine thread runs it, on the real model: two waiting requests share the first
+    decode; a request of 100 inputs takes two decodes (64 sequences a batch), one a turn."""
+    from types import SimpleNamespace
+
+    from llmcli.engine.local.embed import Embedder
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+    from llmcli.serve.embedding import EmbedJob, EmbedQueue, Vectors
+    from llmcli.serve.metrics import ServeMetrics
+
+    with Runtime(minilm_gguf, RuntimeConfig(n_ctx=64, n_threads=1)) as rt:
+        emb = Embedder(rt)
+        try:
+            models = {"m": SimpleNamespace(embedder=emb)}
+            got: dict[str, list] = {"small": [], "big": []}
+            small = [emb.tokenize(t) for t in TEXTS]
+            big = [emb.tokenize(f"sentence number {i}") for i in range(100)]
+            queue = EmbedQueue()
+            queue.add(EmbedJob("m", small, got["small"].append, 0.0))
+            queue.add(EmbedJob("m", big, got["big"].append, 0.0))
+            metrics = ServeMetrics()
+            queue.step(models, metrics)
+            assert len(got["small"]) == 1 and not got["big"] and queue.pending  # one decode, not all
+            assert got["small"][0].batched_with == 1  # it shared that decode with the big request
+            queue.step(models, metrics)
+            assert not queue.pending and len(got["big"]) == 1
+            done: Vectors = got["big"][0]
+            assert len(done.vectors) == 100
+            alone = emb.embed([big[99]]).vectors[0]
+            assert close(done.vectors[99], alone)
+        finally:
+            emb.close()

@@ -1,20 +1,22 @@
-"""Embedding requests on the engine thread: every request that arrived since the last step, on the same
-model, shares one llama_decode (as many as fit one batch; engine/local/embed.py packs them).
+"""Embedding and rerank requests on the engine thread: the waiting inputs of every request on the same
+model share each llama_decode (as many as fit one batch; engine/local/embed.py packs them), one
+decode a turn between the chat models' steps (`EmbedQueue`).
 
-A route turns its body into an `EmbedJob` (token ids, already checked against the model's limits in
-`prepare`), and the engine thread collects the jobs it drains from its inbox and runs them together
-between two chat steps (`run`). Each job gets back `Vectors` (one pooled, unnormalized vector per
-input) or a `Refused`, through the mailbox, as a chat's events come back. An embedding has no decode
-stage: its timings say so (`timings`).
+A route turns its body into an `EmbedJob` (token ids, already checked against the model's limits by
+serve/embed_call.py), and the engine thread queues the jobs it drains from its inbox. Each job gets
+back `Vectors` (one pooled, unnormalized vector per input) or a `Refused`, through the mailbox, as a
+chat's events come back. An embedding has no decode stage: its timings say so (`timings`).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llmcli.engine.local.embed import MAX_SEQS
 from llmcli.serve.errors import ApiError
 from llmcli.serve.outcome import Refused
 from llmcli.stages import STAGES, StageRecord
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from llmcli.serve.metrics import ServeMetrics
 
 
-@dataclass
+@dataclass(eq=False)  # found in the queue by identity: its vectors have no truth value
 class EmbedJob:
     model: str  # the loaded model's store name
     inputs: list[list[int]]  # token ids, each within the model's limit
@@ -35,9 +37,14 @@ class EmbedJob:
     lease_ms: float = 0.0  # waiting for the model: its load, when it was not loaded
     tokenize_ms: float = 0.0
     t_queued: float = field(default_factory=time.perf_counter)
+    # Filled on the engine thread, a decode at a time.
+    vectors: list[Any] = field(default_factory=list)
+    t_started: float | None = None
+    embed_ms: float = 0.0
+    batched_with: int = 0
 
 
-@dataclass
+@dataclass(eq=False)
 class RerankJob:
     model: str
     query: str
@@ -60,7 +67,7 @@ class Vectors:
     n_tokens: list[int]
     queue_ms: float
     embed_ms: float  # the decodes this job's inputs were in (shared with the jobs beside it)
-    batched_with: int  # other requests in the same decodes
+    batched_with: int  # the most other requests one of its decodes also served
 
 
 def embedder_for(rt: Runtime, pooling: str | None = None) -> Embedder | None:
@@ -111,23 +118,81 @@ def cannot_chat(name: str) -> ApiError:
     )
 
 
-def run(models: dict[str, Any], jobs: list[Any], metrics: ServeMetrics) -> None:
-    """Every drained job: each rerank judged in turn, the embeddings grouped by model and each group's
-    inputs embedded together."""
-    by_model: dict[str, list[EmbedJob]] = {}
-    for job in jobs:
-        if isinstance(job, RerankJob):
-            _rerank(models.get(job.model), job, metrics)
-        else:
-            by_model.setdefault(job.model, []).append(job)
-    for name, group in by_model.items():
-        model = models.get(name)
-        embedder = getattr(model, "embedder", None)
+class EmbedQueue:
+    """The engine thread's embedding and rerank jobs, worked through one llama_decode a turn (as a
+    chat model's step is one), so a request of 2,048 inputs never holds the chat models up for longer
+    than one batch. A decode takes the inputs still waiting of the first job's model, in arrival
+    order, across every request of that model: the inputs of concurrent requests share it."""
+
+    def __init__(self) -> None:
+        self.pending: deque[Any] = deque()
+
+    def add(self, job: Any) -> None:
+        self.pending.append(job)
+
+    def refuse_all(self, message: str) -> None:
+        while self.pending:
+            self.pending.popleft().deliver(Refused(503, message))
+
+    def step(self, models: dict[str, Any], metrics: ServeMetrics) -> None:
+        first = self.pending[0]
+        if isinstance(first, RerankJob):
+            self.pending.popleft()
+            _rerank(models.get(first.model), first, metrics)
+            return
+        name = first.model
+        same = [job for job in self.pending if isinstance(job, EmbedJob) and job.model == name]
+        embedder = getattr(models.get(name), "embedder", None)
         if embedder is None:
-            for job in group:
+            for job in same:
+                self.pending.remove(job)
                 job.deliver(Refused(503, f"the model {name} is not loaded for embeddings; try again"))
-            continue
-        _run_group(name, embedder, group, metrics)
+            return
+        flat: list[list[int]] = []
+        owners: list[EmbedJob] = []
+        for job in same:  # enough to fill one batch, no more
+            for tokens in job.inputs[len(job.vectors) :]:
+                if len(flat) == MAX_SEQS:
+                    break
+                flat.append(tokens)
+                owners.append(job)
+        n = len(embedder.batches(flat)[0])
+        t0 = time.perf_counter()
+        try:
+            vectors = embedder.decode(flat[:n])
+        except Exception as exc:
+            for job in dict.fromkeys(owners):
+                self.pending.remove(job)
+                job.deliver(Refused(500, f"the embedding failed: {type(exc).__name__}: {exc}"))
+            return
+        ms = (time.perf_counter() - t0) * 1000
+        sharing = list(dict.fromkeys(owners[:n]))
+        for job in sharing:
+            job.t_started = job.t_started or t0
+            job.embed_ms += ms
+            job.batched_with = max(job.batched_with, len(sharing) - 1)
+        for job, vec in zip(owners[:n], vectors, strict=True):
+            job.vectors.append(vec)
+        for job in sharing:
+            if len(job.vectors) == len(job.inputs):
+                self.pending.remove(job)
+                _finish(name, job, metrics)
+
+
+def _finish(name: str, job: EmbedJob, metrics: ServeMetrics) -> None:
+    n_prompt = sum(len(t) for t in job.inputs)
+    metrics.prompt_tokens.labels(model_name=name).inc(n_prompt)
+    metrics.prefill_tokens.inc(n_prompt)
+    metrics.requests.labels(finished_reason="stop", model_name=name).inc()
+    job.deliver(
+        Vectors(
+            vectors=job.vectors,
+            n_tokens=[len(t) for t in job.inputs],
+            queue_ms=((job.t_started or job.t_queued) - job.t_queued) * 1000,
+            embed_ms=job.embed_ms,
+            batched_with=job.batched_with,
+        )
+    )
 
 
 def _rerank(model: Any, job: RerankJob, metrics: ServeMetrics) -> None:
@@ -150,35 +215,6 @@ def _rerank(model: Any, job: RerankJob, metrics: ServeMetrics) -> None:
         return
     metrics.requests.labels(finished_reason="stop", model_name=job.model).inc()
     job.deliver(Scores([j.margin for j in judged], (time.perf_counter() - t0) * 1000, model.judge.n_tokens))
-
-
-def _run_group(name: str, embedder: Embedder, group: list[EmbedJob], metrics: ServeMetrics) -> None:
-    t0 = time.perf_counter()
-    flat = [tokens for job in group for tokens in job.inputs]
-    try:
-        result = embedder.embed(flat)
-    except Exception as exc:
-        for job in group:
-            job.deliver(Refused(500, f"the embedding failed: {type(exc).__name__}: {exc}"))
-        return
-    start = 0
-    for job in group:
-        n = len(job.inputs)
-        vectors = result.vectors[start : start + n]
-        start += n
-        n_prompt = sum(len(t) for t in job.inputs)
-        metrics.prompt_tokens.labels(model_name=name).inc(n_prompt)
-        metrics.prefill_tokens.inc(n_prompt)
-        metrics.requests.labels(finished_reason="stop", model_name=name).inc()
-        job.deliver(
-            Vectors(
-                vectors=vectors,
-                n_tokens=[len(t) for t in job.inputs],
-                queue_ms=(t0 - job.t_queued) * 1000,
-                embed_ms=result.ms,
-                batched_with=len(group) - 1,
-            )
-        )
 
 
 def timings(job: EmbedJob, done: Vectors, return_ms: float = 0.0) -> dict:

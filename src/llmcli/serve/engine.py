@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmcli.serve.config import ServeConfig
+from llmcli.serve.embedding import EmbedQueue
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model, Snapshot
 from llmcli.serve.outcome import Refused
@@ -61,7 +62,7 @@ class Engine:
         self._mail = threading.Event()  # set after each put: an idle engine waits on it
         self._models: dict[str, Model] = {}  # the engine thread's own: the event loop never reads it
         self._removing: dict[str, Callable[[], None]] = {}  # name -> called once it is closed
-        self._embeds: list[Any] = []  # embedding jobs drained from the inbox, run together after it
+        self._embeds = EmbedQueue()  # embedding and rerank jobs: one decode a turn, beside the chat steps
         self._turn = 0  # round robin: the index of the model whose step comes next
         self._thread = threading.Thread(target=self._main, name="llmcli-engine", daemon=True)
 
@@ -116,6 +117,7 @@ class Engine:
             for model in self._models.values():
                 for job in {id(job): job for job, _ in model.jobs.values()}.values():
                     job.deliver(Refused(500, f"the engine failed: {exc}"))
+            self._embeds.refuse_all(f"the engine failed: {exc}")
             self.on_fatal()
         finally:
             for model in self._models.values():
@@ -135,25 +137,23 @@ class Engine:
         inbox, mail = self._inbox, self._mail
         busy = False  # a model has sequences left after the last step
         while True:
-            if not inbox and not busy:
+            if not inbox and not busy and not self._embeds.pending:
                 mail.wait()
             if mail.is_set():
                 mail.clear()  # before the drain: a command posted from here on sets it again
             stopping = False
             while inbox:
                 stopping = self._handle(*inbox.popleft()) or stopping
-            if self._embeds:
-                from llmcli.serve.embedding import run
-
-                jobs, self._embeds = self._embeds, []
-                run(self._models, jobs, self.metrics)
             if stopping:
+                self._embeds.refuse_all("the server is stopping; send the request again")
                 for model in self._models.values():
                     for job, _ in list(model.jobs.values()):
                         model.cancel(job)
                 while self._busy():
                     self._step_next()
                 return
+            if self._embeds.pending:
+                self._embeds.step(self._models, self.metrics)
             busy = self._step_next()
             if self._removing:
                 self._retire()
@@ -163,7 +163,7 @@ class Engine:
         if kind == "stop":
             return True
         if kind == "embed":
-            self._embeds.append(what)
+            self._embeds.add(what)
         elif kind == "add":
             self._models[what.name] = what
         elif kind == "remove":

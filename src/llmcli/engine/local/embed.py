@@ -184,7 +184,7 @@ class Embedder:
         vectors: list[Any] = [None] * len(inputs)
         groups = self.batches(inputs)
         for group in groups:
-            for seq, vec in zip(group, self._decode([inputs[i] for i in group]), strict=True):
+            for seq, vec in zip(group, self.decode([inputs[i] for i in group]), strict=True):
                 vectors[seq] = vec
         return Embedded(
             vectors=[np.asarray(v, dtype=np.float32) for v in vectors],
@@ -193,7 +193,8 @@ class Embedder:
             ms=(time.perf_counter() - t0) * 1000,
         )
 
-    def _decode(self, group: list[Sequence[int]]) -> list[Any]:
+    def decode(self, group: Sequence[Sequence[int]]) -> list[Any]:
+        """One llama_decode of inputs that fit one batch (see batches): each one's pooled vector."""
         import numpy as np
 
         ll, batch = self.ll, self._batch
