@@ -127,3 +127,47 @@ def test_a_pooling_module_llama_cpp_cannot_run_is_refused(minilm_hf, tmp_path):
     with pytest.raises(UnsupportedArchitecture, match="pooling_mode_max_tokens"):
         convert_checkpoint(src, tmp_path / "out.gguf", "f32")
     assert not (tmp_path / "out.gguf").exists()
+
+
+def _copy(minilm_hf, tmp_path):
+    src = tmp_path / "minilm"
+    shutil.copytree(minilm_hf, src, ignore=shutil.ignore_patterns("model.safetensors"))
+    return src
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            lambda s: (s / "modules.json").write_text(
+                json.dumps([{"type": "x.Pooling", "path": "../../etc"}])
+            ),
+            "path",
+        ),
+        (lambda s: (s / "1_Pooling" / "config.json").unlink(), "missing"),
+        (
+            lambda s: (s / "1_Pooling" / "config.json").write_text(
+                json.dumps({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True})
+            ),
+            "CLS, MEAN",
+        ),
+        (
+            lambda s: (s / "config.json").write_text(
+                json.dumps(
+                    {**json.loads((s / "config.json").read_text()), "position_embedding_type": "relative_key"}
+                )
+            ),
+            "position_embedding_type",
+        ),
+    ],
+    ids=["pooling path outside", "pooling config missing", "two pooling modes", "relative positions"],
+)
+def test_hostile_or_unsupported_bert_folders_are_refused_before_writing(minilm_hf, tmp_path, change, words):
+    from llmcli.convert import convert_checkpoint
+    from llmcli.errors import LlmcliError
+
+    src = _copy(minilm_hf, tmp_path)
+    change(src)
+    with pytest.raises(LlmcliError, match=words):
+        convert_checkpoint(src, tmp_path / "out.gguf", "f32")
+    assert not (tmp_path / "out.gguf").exists()
