@@ -327,3 +327,9 @@ def test_the_engine_queue_shares_decodes_across_requests_one_decode_a_turn(minil
             assert close(done.vectors[99], alone)
         finally:
             emb.close()
+
+
+def test_the_openapi_schema_has_the_embedding_and_rerank_bodies(embed_server):
+    schema = httpx.get(embed_server.url + "/openapi.json", headers=AUTH).json()
+    for path in ("/v1/embeddings", "/api/embed", "/api/embeddings", "/v1/rerank"):
+        assert "requestBody" in schema["paths"][path]["post"], path

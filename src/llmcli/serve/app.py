@@ -173,6 +173,9 @@ def create_app(server: Server):
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
             bodies: dict[str, Any] = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()}
             bodies |= OLLAMA_BODIES | MANAGE_BODIES
+            from llmcli.serve.rerank import BODIES as EMBED_BODIES
+
+            bodies |= EMBED_BODIES
             app.openapi_schema = with_bodies(schema, bodies)
         return app.openapi_schema
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from llmcli.serve.embed_protocol import EmbeddingRequest, EmbeddingsRequest, EmbedRequest
 from llmcli.serve.embedding import RerankJob, Scores, embedding_only
 from llmcli.serve.errors import ApiError, bad
 from llmcli.serve.outcome import Refused
@@ -75,6 +76,15 @@ class RerankRequest(Body):
     top_n: TopN = None
     return_documents: Flag = None
     return_text: Flag = None
+
+
+# path -> body, for /openapi.json: the embedding routes' and the rerank route's
+BODIES: dict[str, Any] = {
+    "/v1/embeddings": EmbeddingRequest,
+    "/api/embed": EmbedRequest,
+    "/api/embeddings": EmbeddingsRequest,
+    "/v1/rerank": RerankRequest,
+}
 
 
 async def _scores(server: Server, request: Request, body: RerankRequest, documents: list[str]) -> Scores:
