@@ -1,9 +1,8 @@
 """`llmcli embed` and `llmcli rerank`: texts -> vectors, or documents ranked against a query.
 
 One load, one Embedder (engine/local/embed.py), every input in as few llama_decode calls as fit.
-The checks on the inputs (how many, empty, too long, dimensions) are the ones the server's routes
-make (serve/embed_inputs.py uses `check_dimensions` and the limits here), so the CLI's exit 2 and the
-server's 400 name the same things.
+The limits here (MAX_INPUTS, MAX_DOCUMENTS) are the server's too (serve/embed_protocol.py,
+serve/rerank.py), so the CLI's exit 2 and the server's 400 refuse the same inputs.
 """
 
 from __future__ import annotations
