@@ -333,3 +333,27 @@ def test_the_openapi_schema_has_the_embedding_and_rerank_bodies(embed_server):
     schema = httpx.get(embed_server.url + "/openapi.json", headers=AUTH).json()
     for path in ("/v1/embeddings", "/api/embed", "/api/embeddings", "/v1/rerank"):
         assert "requestBody" in schema["paths"][path]["post"], path
+
+
+def test_the_store_serves_chat_and_embedding_models_side_by_side(tmp_path_factory, minilm_hf, embedded_path):
+    from tests.support.cli import cli
+
+    home = tmp_path_factory.mktemp("side-by-side")
+    converted = cli(
+        "convert", str(minilm_hf), "-q", "f32", "--name", "minilm", vars={"LLMCLI_HOME": str(home)}
+    )
+    assert converted.exit_code == 0, converted.stderr
+    srv = ServeProcess(home, "--api-key", KEY, model=None)
+    try:
+        vectors = post(srv, "/v1/embeddings", {"model": "minilm", "input": "hi", "encoding_format": "float"})
+        assert vectors.status_code == 200, vectors.text
+        chat = post(
+            srv,
+            "/v1/chat/completions",
+            {"model": EMBEDDED_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        )
+        assert chat.status_code == 200, chat.text
+        loaded = {m["name"] for m in httpx.get(srv.url + "/api/ps", headers=AUTH).json()["models"]}
+        assert len(loaded) == 2
+    finally:
+        assert srv.stop() == 0
