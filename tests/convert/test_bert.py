@@ -87,7 +87,7 @@ def test_token_ids_equal_transformers_on_the_check_corpus(embedder, minilm_hf):
 
     from llmcli.convert.check_corpus import check_corpus
 
-    texts = list(check_corpus())
+    texts = list(check_corpus()) + HARD
     assert len(texts) >= 200
     tok = AutoTokenizer.from_pretrained(minilm_hf)
     differ = []
@@ -171,3 +171,28 @@ def test_hostile_or_unsupported_bert_folders_are_refused_before_writing(minilm_h
     with pytest.raises(LlmcliError, match=words):
         convert_checkpoint(src, tmp_path / "out.gguf", "f32")
     assert not (tmp_path / "out.gguf").exists()
+
+
+HARD = [
+    "ΌΣΟΣ",  # a final sigma: tokenizers lowercases character by character
+    "keycap 1️⃣ #️⃣",  # a nonspacing selector and an enclosing mark
+    "नमस्ते",  # spacing vowel signs, which BERT keeps
+    "안녕하세요",  # Hangul, split into jamo by NFD
+    "a" * 100 + " " + "b" * 101,  # the longest word, then one over it: [UNK]
+    "tab\tnew\nline\r\nzero\u200bwidth\u00adsoft",
+    "a\x1cb\x00c\ufffdd",  # controls dropped
+    "İstanbul ǅ ﬁ Ⅻ ½ ² ẞ",
+    "𠀀𪜀 CJK extension B",
+    "e\u0301 combining acute",
+    "[CLS] typed [SEP]",
+]
+
+
+def test_llmcli_wordpiece_equals_hf_on_hard_strings(minilm_hf):
+    from llmcli.convert.vocab_verify import hf_ids
+    from llmcli.engine.wordpiece import WordPiece
+
+    tj = json.loads((minilm_hf / "tokenizer.json").read_text())
+    ours = WordPiece.from_hf(tj)
+    for text, want in zip(HARD, hf_ids(tj, HARD, "tokenizer.json"), strict=True):
+        assert ours.encode(text) == want, text

@@ -20,7 +20,7 @@ from typing import Any
 
 from llmcli.convert.check_corpus import check_corpus, corpus_digest
 from llmcli.convert.errors import BadCheckpoint, UnsupportedTokenizer, shown
-from llmcli.convert.vocab_record import PreCheck, Vocab
+from llmcli.convert.vocab_record import CONTROL, PreCheck, Vocab
 
 WriteHeader = Callable[[Any], None]  # adds the architecture's keys to a gguf.GGUFWriter
 
@@ -123,7 +123,15 @@ def verify_wordpiece(vocab: Vocab, tokenizer_json: dict, where: str) -> PreCheck
     texts = check_corpus()
     want = hf_ids(tokenizer_json, texts, where)
     unk = vocab.special.get("unk", 0)
-    ours = WordPiece(vocab.tokens, unk, **vocab.normalizer)
+    specials = {text: i for i, text in enumerate(vocab.tokens) if vocab.types[i] == CONTROL}
+    switches = vocab.normalizer
+    ours = WordPiece(
+        vocab.tokens,
+        unk,
+        lowercase=switches.get("lowercase", False),
+        strip_accents=switches.get("strip_accents"),
+        specials=specials,
+    )
     mismatch = first_mismatch(texts, want, [ours.encode(t) for t in texts])
     if mismatch is not None:
         raise UnsupportedTokenizer(

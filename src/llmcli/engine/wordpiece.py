@@ -12,6 +12,7 @@ tokenizer against Hugging Face's on the check corpus before it writes the file.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -53,9 +54,11 @@ class WordPiece:
         lowercase: bool = True,
         strip_accents: bool | None = None,
         max_word_chars: int = MAX_WORD_CHARS,
+        specials: dict[str, int] | None = None,
     ) -> None:
         """`pieces`: the vocabulary in llama.cpp's form (a word-initial piece after U+2581, a
-        continuation bare, a control token as it is), index = id."""
+        continuation bare, a control token as it is), index = id. `specials`: the control tokens
+        ([CLS], [SEP], [MASK]...), which Hugging Face matches in the raw text before anything else."""
         self.words: dict[str, int] = {}
         self.rest: dict[str, int] = {}
         for tid, piece in enumerate(pieces):
@@ -67,16 +70,31 @@ class WordPiece:
         self.lowercase = lowercase
         self.strip_accents = lowercase if strip_accents is None else strip_accents
         self.max_word_chars = max_word_chars
+        self.specials = specials or {}
+        self._split_specials = (
+            re.compile("(" + "|".join(map(re.escape, sorted(self.specials, key=len, reverse=True))) + ")")
+            if self.specials
+            else None
+        )
 
     @classmethod
-    def from_hf(
-        cls, vocab: dict[str, int], unk_id: int, lowercase: bool = True, strip_accents: bool | None = None
-    ) -> WordPiece:
-        """From a tokenizer.json's WordPiece vocabulary ("##" continuations)."""
+    def from_hf(cls, tokenizer_json: dict) -> WordPiece:
+        """From a tokenizer.json with a WordPiece model ("##" continuations) and a BertNormalizer."""
+        model, normalizer = tokenizer_json["model"], tokenizer_json.get("normalizer") or {}
+        vocab: dict[str, int] = model["vocab"]
         pieces = [""] * (max(vocab.values()) + 1)
         for text, tid in vocab.items():
             pieces[tid] = text[2:] if text.startswith(CONTINUATION) else PHANTOM_SPACE + text
-        return cls(pieces, unk_id, lowercase=lowercase, strip_accents=strip_accents)
+        specials = {t["content"]: t["id"] for t in tokenizer_json.get("added_tokens", []) if t.get("special")}
+        for text, tid in specials.items():
+            pieces[tid] = text
+        return cls(
+            pieces,
+            vocab.get(model.get("unk_token", "[UNK]"), 0),
+            lowercase=normalizer.get("lowercase", True),
+            strip_accents=normalizer.get("strip_accents"),
+            specials=specials,
+        )
 
     def normalize(self, text: str) -> str:
         """BertNormalizer: clean_text, handle_chinese_chars, strip_accents, lowercase, in that order."""
@@ -135,5 +153,12 @@ class WordPiece:
         return ids
 
     def encode(self, text: str) -> list[int]:
-        """The ids of `text`, without [CLS]/[SEP]."""
-        return [tid for word in self.split(self.normalize(text)) for tid in self.word_ids(word)]
+        """The ids of `text`, without the [CLS]/[SEP] around it (a [SEP] typed in it is one)."""
+        parts = self._split_specials.split(text) if self._split_specials else [text]
+        ids: list[int] = []
+        for i, part in enumerate(parts):
+            if i % 2:  # a special token's text, as re.split puts the matches between the rest
+                ids.append(self.specials[part])
+            elif part:
+                ids += [tid for word in self.split(self.normalize(part)) for tid in self.word_ids(word)]
+        return ids

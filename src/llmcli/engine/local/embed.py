@@ -77,15 +77,20 @@ def wordpiece_of(rt: Runtime) -> WordPiece:
         (ll.llama_vocab_get_text(vocab, i) or b"").decode("utf-8", "replace") for i in range(rt.n_vocab)
     ]
     unk = _meta(rt, "tokenizer.ggml.unknown_token_id")
-    switches = {
-        name: value == "true"
-        for name in ("lowercase", "strip_accents")
-        if (value := _meta(rt, f"tokenizer.ggml.normalizer.{name}")) is not None
-    }
+    lowercase, strip = (
+        _meta(rt, f"tokenizer.ggml.normalizer.{name}") for name in ("lowercase", "strip_accents")
+    )
     unk_id = (
         int(unk) if unk is not None and unk.isdigit() else pieces.index("[UNK]") if "[UNK]" in pieces else 0
     )
-    return WordPiece(pieces, unk_id, **switches)
+    specials = {pieces[i]: i for i in range(rt.n_vocab) if ll.llama_vocab_is_control(vocab, i) and pieces[i]}
+    return WordPiece(
+        pieces,
+        unk_id,
+        lowercase=lowercase == "true",  # llama.cpp's default too: no key, no lowercasing
+        strip_accents=None if strip is None else strip == "true",
+        specials=specials,
+    )
 
 
 class CannotPool(UsageError):
