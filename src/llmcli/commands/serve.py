@@ -15,6 +15,7 @@ from llmcli.commands.options import (
     JsonOpt,
     MaxTokensOpt,
     MinPOpt,
+    PoolingOpt,
     RepeatPenaltyOpt,
     SeedOpt,
     StopOpt,
@@ -71,6 +72,7 @@ def serve(
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     gpu_layers: GpuLayersOpt = None,
+    pooling: PoolingOpt = None,
     system: Annotated[Optional[str], system_option(" for chats that bring none")] = None,
     temp: TempOpt = None,
     top_p: TopPOpt = None,
@@ -219,6 +221,7 @@ def serve(
     import json
     import signal
 
+    from llmcli.engine.local.embed import choosable_pooling
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
@@ -240,6 +243,7 @@ def serve(
         ctx=ctx,
         threads=threads,
         gpu_layers=gpu_layers or EVERY_LAYER,
+        pooling=choosable_pooling(pooling),
         system=system,
         params=sampling_params(
             temperature=temp,

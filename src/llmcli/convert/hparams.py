@@ -10,7 +10,7 @@ heads divide heads) follow the table. The tensors are checked against these valu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmcli.convert.errors import BadCheckpoint, shown
@@ -168,8 +168,10 @@ def text_config(config: dict, where: str) -> dict:
     return {**config, **inner}
 
 
-def parse_hparams(config: dict, where: str = "config.json") -> HParams:
-    v = fields(FIELDS, config, where)
+def parse_hparams(config: dict, where: str = "config.json", eps_field: str = "rms_norm_eps") -> HParams:
+    """The typed config; `eps_field` names the norms' epsilon (BERT's is layer_norm_eps)."""
+    table = tuple(replace(f, name=eps_field) if f.name == "rms_norm_eps" else f for f in FIELDS)
+    v = fields(table, config, where)
     hidden, heads = v["hidden_size"], v["num_attention_heads"]
     kv_heads = v.get("num_key_value_heads", heads)
     if heads % kv_heads:
@@ -207,7 +209,7 @@ def parse_hparams(config: dict, where: str = "config.json") -> HParams:
         head_dim=head_dim,
         head_dim_explicit="head_dim" in v,
         max_positions=v["max_position_embeddings"],
-        rms_eps=v["rms_norm_eps"],
+        rms_eps=v[eps_field],
         vocab_size=v.get("vocab_size"),
         tied=v.get("tie_word_embeddings", False),
         rope=rope,

@@ -108,6 +108,7 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
     where = f"{src.name}/config.json"
     family = family_for(config, where=where)
     family.check_rope()
+    family.read_extras(src, files.checkpoint_root(src))
     refs = safetensors_io.index_tensors(find_weights(src), files.checkpoint_root(src))
     wanted = sorted((n for n in refs if not family.skip(n)), key=_natural_key)
     # Before any per-layer work: a config claiming ten million layers is refused here, not looped over.
@@ -157,7 +158,7 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
         )
     embd = next(t for t in planned if t.name == "token_embd.weight")
     n_vocab = vocab_rows(embd.hf_name or embd.name, embd.shape, family.hp, where)
-    dims = dimensions(family.hp, n_vocab)
+    dims = {**dimensions(family.hp, n_vocab), **family.extra_dimensions()}
     for t in planned:
         check_shape(
             t.hf_name or t.name,
@@ -174,6 +175,11 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
     vocab = load_vocab(src, n_rows=n_vocab)
     if vocab.pre_candidates:
         _choose_pre_tokenizer(vocab, family, src)
+    elif vocab.model == "bert":
+        from llmcli.convert.vocab_verify import verify_wordpiece
+
+        assert vocab.hf_json is not None
+        vocab.pre_check = verify_wordpiece(vocab, vocab.hf_json, f"{src.name}/tokenizer.json")
 
     source_dtypes = sorted({t.source.dtype for t in planned if t.source})
     direct = out.qtype or ("BF16" if source_dtypes == ["BF16"] else "F16")
@@ -195,7 +201,7 @@ def plan_conversion(src_dir: Path, outtype: str = CONVERT_DEFAULT) -> Conversion
         notes.append(f"pre-tokenizer {vocab.pre_check.describe()}")
     if vocab.n_padding:
         notes.append(f"embedding has {vocab.n_padding} rows beyond the tokenizer: written as padding tokens")
-    tied = "output.weight" not in present
+    tied = family.has_output and "output.weight" not in present
     if tied:
         notes.append("tied embeddings: llama.cpp reuses token_embd for the output")
     return ConversionPlan(

@@ -38,6 +38,11 @@ DTYPES: dict[str, tuple[int, str]] = {
 }
 # Present in some checkpoints, never weights we convert; listed so the error can say what they are.
 OTHER_DTYPES = {"F64", "I64", "I32", "I16", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2", "U16", "U32", "U64"}
+# Integer buffers transformers saved beside the weights (BERT's embeddings.position_ids, an arange):
+# indexed so that their byte ranges are checked, then skipped by every family (base.SKIPPED_SUFFIXES);
+# their bytes are never read.
+BUFFER_DTYPES: dict[str, int] = {"I64": 8, "I32": 4}
+BUFFER_SUFFIXES = (".position_ids",)
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,8 @@ def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size
     if not isinstance(info, dict):
         raise BadCheckpoint(f"{bad} has no description; the file is corrupt, download it again")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if not isinstance(dtype, str) or dtype not in DTYPES:
+    buffer = isinstance(dtype, str) and dtype in BUFFER_DTYPES and tname.endswith(BUFFER_SUFFIXES)
+    if not isinstance(dtype, str) or not (buffer or dtype in DTYPES):
         if isinstance(dtype, str) and dtype in OTHER_DTYPES:
             raise BadCheckpoint(
                 f"{bad} is {dtype}; llmcli converts BF16, F16 and F32 weights only "
@@ -175,7 +181,7 @@ def _tensor_ref(path: Path, tname: str, info: object, data_start: int, data_size
     ):
         raise BadCheckpoint(f"{bad} has invalid data_offsets; the file is corrupt, download it again")
     begin, end = offsets
-    itemsize = DTYPES[dtype][0]
+    itemsize = BUFFER_DTYPES[dtype] if buffer else DTYPES[dtype][0]
     if not 0 <= begin <= end <= data_size:
         raise BadCheckpoint(f"{bad} points outside the file (truncated download?); download it again")
     if end - begin != math.prod(shape) * itemsize:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from llmcli.convert import files, pretokenizers, spm_json
+from llmcli.convert import files, pretokenizers, spm_json, wordpiece
 from llmcli.convert.errors import BadCheckpoint, NotACheckpoint, UnsupportedTokenizer, shown
 from llmcli.convert.spm_model import read_sentencepiece_model
 from llmcli.convert.vocab_checks import checked_added, checked_tokens, checked_vocab
@@ -46,6 +46,8 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
         raise BadCheckpoint(f"{src.name}/tokenizer.json: model is not an object; download it again")
     if model.get("type") == "BPE" and _is_byte_level(tokenizer_json):
         vocab = _bpe_vocab(src, tokenizer_json, n_rows)
+    elif tokenizer_json is not None and wordpiece.is_wordpiece(tokenizer_json):
+        vocab = wordpiece.wordpiece_vocab(src, tokenizer_json, n_rows)
     elif files.is_present(src / "tokenizer.model"):
         vocab = _spm_vocab(src, root, tokenizer_json, n_rows)
     elif tokenizer_json is not None and (form := spm_json.recognise(tokenizer_json)) is not None:
@@ -62,7 +64,7 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
         raise UnsupportedTokenizer(
             f"{src.name}/tokenizer.json holds a tokenizer of type {shown(model.get('type', 'unknown'))}, not "
             "byte-level BPE, and there is no tokenizer.model; llmcli "
-            "converts byte-level BPE and SentencePiece tokenizers"
+            "converts byte-level BPE, SentencePiece and WordPiece tokenizers"
         )
     else:
         raise NotACheckpoint(
@@ -70,6 +72,8 @@ def load_vocab(src: Path, n_rows: int, root: Path | None = None) -> Vocab:
             "tokenizer.model); download the tokenizer files too"
         )
     _special_tokens(src, root, vocab, tokenizer_json)
+    if vocab.model == "bert":
+        wordpiece.special_tokens(vocab, _read_json(src / "tokenizer_config.json", root), tokenizer_json or {})
     vocab.chat_template = chat_template(src, root)
     return vocab
 

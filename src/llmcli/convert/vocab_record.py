@@ -32,6 +32,13 @@ class PreCheck:
         )
 
 
+# Keys some gguf-py versions have no adder for, written by name.
+NORMALIZER_KEYS = {
+    "add_sep": "tokenizer.ggml.add_sep_token",
+    "lowercase": "tokenizer.ggml.normalizer.lowercase",
+    "strip_accents": "tokenizer.ggml.normalizer.strip_accents",
+}
+
 # Written when the pre-tokenizer was chosen by behaviour: which one, and on what it was verified.
 PRE_CHECK_KEY = "llmcli.tokenizer.pre_check"
 
@@ -44,10 +51,13 @@ class Vocab:
     types: list[int]
     scores: list[float] | None = None
     merges: list[str] = field(default_factory=list)
-    special: dict[str, int] = field(default_factory=dict)  # bos/eos/unk/pad/eot -> id
+    special: dict[str, int] = field(default_factory=dict)  # bos/eos/unk/pad/eot/sep/mask -> id
     add_bos: bool | None = None
     add_eos: bool | None = None
     add_space_prefix: bool | None = None
+    add_sep: bool | None = None  # WordPiece: [SEP] after the text
+    # WordPiece: BertNormalizer's switches ("lowercase", "strip_accents"), as llama.cpp's WPM reads them.
+    normalizer: dict[str, bool] = field(default_factory=dict)
     chat_template: str | None = None
     n_padding: int = 0  # rows of the embedding beyond the tokenizer
     # When the pre-tokenizer definition matched no known one exactly: the names to verify by
@@ -73,6 +83,8 @@ class Vocab:
             "unk": writer.add_unk_token_id,
             "pad": writer.add_pad_token_id,
             "eot": writer.add_eot_token_id,
+            "sep": writer.add_sep_token_id,
+            "mask": writer.add_mask_token_id,
         }
         for kind, tid in self.special.items():
             adders[kind](tid)
@@ -80,6 +92,10 @@ class Vocab:
             writer.add_add_bos_token(self.add_bos)
         if self.add_eos is not None:
             writer.add_add_eos_token(self.add_eos)
+        if self.add_sep is not None:
+            writer.add_bool(NORMALIZER_KEYS["add_sep"], self.add_sep)
+        for name, value in self.normalizer.items():
+            writer.add_bool(NORMALIZER_KEYS[name], value)
         if self.add_space_prefix is not None:
             writer.add_add_space_prefix(self.add_space_prefix)
         if self.chat_template:

@@ -20,7 +20,7 @@ from typing import Any
 
 from llmcli.convert.check_corpus import check_corpus, corpus_digest
 from llmcli.convert.errors import BadCheckpoint, UnsupportedTokenizer, shown
-from llmcli.convert.vocab_record import PreCheck, Vocab
+from llmcli.convert.vocab_record import CONTROL, PreCheck, Vocab
 
 WriteHeader = Callable[[Any], None]  # adds the architecture's keys to a gguf.GGUFWriter
 
@@ -38,6 +38,10 @@ def hf_ids(tokenizer_json: dict, texts: Sequence[str], where: str) -> list[list[
 
     try:
         tokenizer = Tokenizer.from_str(json.dumps(tokenizer_json))
+        # A saved truncation or fixed padding (all-MiniLM's: 128 tokens) would cut or pad the ids
+        # compared; llama.cpp does neither.
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
         return [e.ids for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -108,6 +112,40 @@ def write_vocab_gguf(path: Path, arch: str, name: str, write_header: WriteHeader
         writer.write_ti_data_to_file()
     finally:
         writer.close()
+
+
+def verify_wordpiece(vocab: Vocab, tokenizer_json: dict, where: str) -> PreCheck:
+    """Check that llmcli's WordPiece (engine/wordpiece.py, which embeds this vocabulary: llama.cpp's own
+    differs from BERT's on combining marks, Hangul and long words) gives the Hugging Face ids on the
+    whole corpus; refused with the first difference."""
+    from llmcli.engine.wordpiece import WordPiece
+
+    texts = check_corpus()
+    want = hf_ids(tokenizer_json, texts, where)
+    unk = vocab.special.get("unk", 0)
+    specials = {text: i for i, text in enumerate(vocab.tokens) if vocab.types[i] == CONTROL}
+    switches = vocab.normalizer
+    ours = WordPiece(
+        vocab.tokens,
+        unk,
+        lowercase=switches.get("lowercase", False),
+        strip_accents=switches.get("strip_accents"),
+        specials=specials,
+    )
+    mismatch = first_mismatch(texts, want, [ours.encode(t) for t in texts])
+    if mismatch is not None:
+        raise UnsupportedTokenizer(
+            f"llmcli's WordPiece does not tokenize as {where} does: the ids first differ on "
+            f"{shown(repr(mismatch.text), 80)} (Hugging Face {shown(str(mismatch.hf), 50)}, llmcli "
+            f"{shown(str(mismatch.llama), 50)}); refusing, as different tokens silently change the vectors"
+        )
+    return PreCheck(
+        pre=vocab.pre or "default",
+        verified_by="behaviour",
+        check_strings=len(texts),
+        check_tokens=sum(map(len, want)),
+        corpus=corpus_digest(),
+    )
 
 
 def choose_by_behaviour(

@@ -176,6 +176,9 @@ def create_app(server: Server):
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
             bodies: dict[str, Any] = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()}
             bodies |= OLLAMA_BODIES | MANAGE_BODIES
+            from llmcli.serve.rerank import BODIES as EMBED_BODIES
+
+            bodies |= EMBED_BODIES
             app.openapi_schema = with_bodies(schema, bodies)
         return app.openapi_schema
 
@@ -184,6 +187,16 @@ def create_app(server: Server):
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
     app.include_router(ollama_router)
     app.include_router(manage_router)
+    from llmcli.serve.ollama.embed import router as ollama_embed_router
+    from llmcli.serve.openai.embeddings import router as openai_embed_router
+
+    app.include_router(openai_embed_router, prefix="/v1")
+    app.include_router(openai_embed_router, include_in_schema=False)
+    app.include_router(ollama_embed_router)
+    from llmcli.serve.rerank import router as rerank_router
+
+    app.include_router(rerank_router, prefix="/v1")
+    app.include_router(rerank_router, include_in_schema=False)
     if server.config.ui:
         from llmcli.serve import webui
 

@@ -69,6 +69,7 @@ class ServeConfig:
     ctx: int | None = None  # the KV pool, shared by every sequence (None: the runtime's default)
     threads: int | None = None
     gpu_layers: GpuLayers = EVERY_LAYER  # --gpu-layers: every layer by default, as llama.cpp
+    pooling: str | None = None  # --pooling: chat models embed too, pooled so (serve/embedding.py)
     system: str | None = None  # prepended to a chat that has no system message of its own
     params: SamplingParams = field(default_factory=SamplingParams)  # defaults a request may override
     stops: list[str] = field(default_factory=list)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from llmcli.serve.config import ServeConfig
+from llmcli.serve.embedding import EmbedQueue
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model, Snapshot
 from llmcli.serve.outcome import Refused
@@ -43,6 +44,7 @@ class Engine:
         self._mail = threading.Event()  # set after each put: an idle engine waits on it
         self._models: dict[str, Model] = {}  # the engine thread's own: the event loop never reads it
         self._removing: dict[str, Callable[[], None]] = {}  # name -> called once it is closed
+        self._embeds = EmbedQueue()  # embedding and rerank jobs: one decode a turn, beside the chat steps
         self._turn = 0  # round robin: the index of the model whose step comes next
         self._thread = threading.Thread(target=self._main, name="llmcli-engine", daemon=True)
 
@@ -56,6 +58,11 @@ class Engine:
 
     def cancel(self, call: Call) -> None:
         self._post("cancel", call)
+
+    def embed(self, job: Any) -> None:
+        """An embedding request, run with the others drained beside it in one decode, or a rerank
+        (serve/embedding.py)."""
+        self._post("embed", job)
 
     def add(self, model: Model) -> None:
         """A model the loader made: requests for it may be submitted right after (the inbox is FIFO)."""
@@ -93,6 +100,7 @@ class Engine:
             for model in self._models.values():
                 for call in {id(call): call for call, _ in model.calls.values()}.values():
                     call.deliver(Refused(500, f"the engine failed: {exc}"))
+            self._embeds.refuse_all(f"the engine failed: {exc}")
             self.on_fatal()
         finally:
             for model in self._models.values():
@@ -112,7 +120,7 @@ class Engine:
         inbox, mail = self._inbox, self._mail
         busy = False  # a model has sequences left after the last step
         while True:
-            if not inbox and not busy:
+            if not inbox and not busy and not self._embeds.pending:
                 mail.wait()
             if mail.is_set():
                 mail.clear()  # before the drain: a command posted from here on sets it again
@@ -120,12 +128,15 @@ class Engine:
             while inbox:
                 stopping = self._handle(*inbox.popleft()) or stopping
             if stopping:
+                self._embeds.refuse_all("the server is stopping; send the request again")
                 for model in self._models.values():
                     for call, _ in list(model.calls.values()):
                         model.cancel(call)
                 while self._busy():
                     self._step_next()
                 return
+            if self._embeds.pending:
+                self._embeds.step(self._models, self.metrics)
             busy = self._step_next()
             if self._removing:
                 self._retire()
@@ -134,7 +145,9 @@ class Engine:
         """One command; True for stop."""
         if kind == "stop":
             return True
-        if kind == "add":
+        if kind == "embed":
+            self._embeds.add(what)
+        elif kind == "add":
             self._models[what.name] = what
         elif kind == "remove":
             name, done = what

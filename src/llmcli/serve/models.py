@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llmcli.errors import UsageError
 from llmcli.serve.config import ServeConfig
@@ -66,6 +66,12 @@ class Model:
             self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
             self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
             self.prompts.warm_up()
+            from llmcli.serve.embedding import embedder_for
+
+            self.embedder = embedder_for(self.rt, config.pooling)  # serve/embedding.py; None: cannot embed
+            self.judge: Any = (
+                None  # a chat model's rerank judge, made by the first rerank (serve/embedding.py)
+            )
         except BaseException:
             self.rt.close()
             raise
@@ -84,6 +90,9 @@ class Model:
         return self.sched.n_ctx_seq
 
     def close(self) -> None:
+        for extra in (self.embedder, self.judge):  # their contexts go before the weights they run on
+            if extra is not None:
+                extra.close()
         self.sched.close()
         self.rt.close()
 

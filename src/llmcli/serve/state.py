@@ -124,6 +124,10 @@ class Server:
         # access nor tokenize (load_ms in timings, Ollama's load_duration).
         load_ms = (time.perf_counter() - t_leasing) * 1000
         try:
+            from llmcli.serve.embedding import cannot_chat, embedding_only
+
+            if embedding_only(lease.model):
+                raise cannot_chat(served.name)
             gen = await heavy.generation(body, self.defaults(lease.model))
             call = Call(self.services(), gen, request.state.who, request.state.t_arrival, lease, load_ms)
             await call.start()

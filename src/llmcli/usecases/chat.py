@@ -130,6 +130,17 @@ def check_prompt(prompt: str | None, opts: ChatOptions, inputs: ChatInputs) -> N
         raise UsageError("the prompt is empty; give some text to answer")
 
 
+def refuse_embedding_model(runtime, name: str) -> None:
+    """An embedding model (its GGUF pools) has no language-model head: it would answer noise."""
+    from llmcli.engine.local.embed import CHOOSABLE, gguf_pooling
+
+    if gguf_pooling(runtime) in CHOOSABLE:
+        raise UsageError(
+            f"the model {name} is an embedding model and cannot chat (it can do: embedding); "
+            f"use `llmcli embed {name}`, or name a chat model"
+        )
+
+
 def load_session(entry: ModelEntry, opts: ChatOptions):
     from llmcli.engine.local.chat import ChatSession
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig
@@ -141,6 +152,7 @@ def load_session(entry: ModelEntry, opts: ChatOptions):
     config = RuntimeConfig(n_ctx=opts.ctx, n_threads=opts.threads, gpu_layers=opts.gpu_layers or EVERY_LAYER)
     runtime = Runtime(entry.path, config)
     try:
+        refuse_embedding_model(runtime, entry.name)
         session = ChatSession(
             runtime,
             system=opts.system,

@@ -18,6 +18,7 @@ ARCHITECTURES: dict[str, str] = {
     "Phi3ForCausalLM": "phi3",  # Phi-3 / Phi-3.5 mini: fused qkv and gate_up
     "Gemma2ForCausalLM": "gemma2",  # Gemma 2: Gemma 3 without q/k norms, with attention soft-capping
     "Gemma3ForCausalLM": "gemma3",  # Gemma 3 text: (1+w) norms, sliding-window layers, tied embeddings
+    "BertModel": "bert",  # BERT encoders (all-MiniLM, bge, e5): pooled as sentence-transformers says
 }
 
 

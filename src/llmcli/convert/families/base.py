@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 # HF tensors that carry no weights llama.cpp needs (buffers saved by old transformers versions).
-SKIPPED_SUFFIXES = (".rotary_emb.inv_freq", ".attention.masked_bias", ".attention.bias")
+SKIPPED_SUFFIXES = (
+    ".rotary_emb.inv_freq",
+    ".attention.masked_bias",
+    ".attention.bias",
+    ".position_ids",
+)
 
 # Tensors llama.cpp requires in every block of every family here, and once per model; a family adds
 # its own (biases, norms) or replaces them (fused projections).
@@ -39,6 +44,12 @@ MODEL_REQUIRED = ("TOKEN_EMBD", "OUTPUT_NORM")
 class Family:
     gguf_arch: ClassVar[str] = ""  # a gguf.MODEL_ARCH member name, e.g. "LLAMA"
     block_required: ClassVar[tuple[str, ...]] = BLOCK_REQUIRED
+    model_required: ClassVar[tuple[str, ...]] = MODEL_REQUIRED
+    # Whether llama.cpp's graph ends in an output matrix (a decoder's lm_head, or the embedding tied to
+    # it); an encoder's ends at its hidden states.
+    has_output: ClassVar[bool] = True
+    # The config.json field of the norms' epsilon (rms_norm_eps for the RMS-norm decoders).
+    eps_field: ClassVar[str] = "rms_norm_eps"
     # Suffixes of HF tensors that must exist in every block (e.g. Qwen2's ".self_attn.q_proj.bias"),
     # checked by gguf name: (MODEL_TENSOR name, ".bias").
     block_required_bias: ClassVar[tuple[str, ...]] = ()
@@ -50,7 +61,7 @@ class Family:
 
         self.hf_arch = hf_arch
         self.config = text_config(config, where)
-        self.hp = parse_hparams(self.config, where)
+        self.hp = parse_hparams(self.config, where, eps_field=self.eps_field)
         self.arch = gguf.MODEL_ARCH[self.gguf_arch]
         self.arch_name = gguf.MODEL_ARCH_NAMES[self.arch]
         self.n_layers = self.hp.n_layers
@@ -101,6 +112,13 @@ class Family:
         writer.add_rope_freq_base(h.rope.theta)
         self.rope_scaling(writer, h.rope)
 
+    def read_extras(self, src: Any, root: Any) -> None:
+        """Read what the family needs beside config.json (sentence-transformers' pooling), once planned."""
+
+    def extra_dimensions(self) -> dict[str, int]:
+        """Dimension names its shape table uses beyond consistency.dimensions' (BERT's positions)."""
+        return {}
+
     def rope_dims(self) -> int:
         return self.hp.rope_dims
 
@@ -146,13 +164,13 @@ class Family:
         """GGUF names that must be present after mapping."""
         import gguf
 
-        names = [gguf.TENSOR_NAMES[gguf.MODEL_TENSOR[k]] + ".weight" for k in MODEL_REQUIRED]
+        names = [gguf.TENSOR_NAMES[gguf.MODEL_TENSOR[k]] + ".weight" for k in self.model_required]
         for bid in range(self.n_layers):
             for k in self.block_required:
                 names.append(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR[k]].format(bid=bid) + ".weight")
             for k in self.block_required_bias:
                 names.append(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR[k]].format(bid=bid) + ".bias")
-        if not self.tied_embeddings:
+        if self.has_output and not self.tied_embeddings:
             names.append(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.OUTPUT] + ".weight")
         return names
 

@@ -191,6 +191,8 @@ class Runtime:
 
     def piece(self, token: int, special: bool = False) -> bytes:
         """The bytes of one token (may be part of a UTF-8 character); cached, it is on the hot path."""
+        if token < 0:  # a missing special token (an encoder has no eos): llama.cpp would abort on it
+            return b""
         cached = self._piece_cache.get(token) if not special else None
         if cached is not None:
             return cached
@@ -361,6 +363,11 @@ class Runtime:
     @property
     def ctx_ptr(self):
         return self._ctx
+
+    @property
+    def model_ptr(self):
+        """The weights, for a second context on them (engine/local/embed.py)."""
+        return self._model
 
     def close(self) -> None:
         """Stage ⑦ when nothing follows: free the context (and its KV cache) and the weights."""

@@ -18,6 +18,7 @@ from llmcli.errors import LlmcliError
 from llmcli.serve import library
 from llmcli.serve.call import Call, ClosesCall
 from llmcli.serve.catalog import Served
+from llmcli.serve.embedding import file_capabilities
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
 from llmcli.serve.ollama import wire
@@ -181,7 +182,7 @@ async def show(request: Request):
             "general.parameter_count": facts.n_params,
             f"{arch}.context_length": facts.context_length,
         },
-        "capabilities": ["completion", "tools"],  # any model: a grammar holds its calls (docs/tools.md)
+        "capabilities": await asyncio.to_thread(file_capabilities, served.path, arch, server.config.pooling),
         "modified_at": _stamp(served),
     }
 
