@@ -33,10 +33,9 @@ def embed(
     """Print the embedding vector of each TEXT (or of each line of stdin) as one JSON line."""
     import json
 
-    from llmcli.engine.local.embed import choosable_pooling
     from llmcli.model_ref import model_ref
     from llmcli.store import Store
-    from llmcli.usecases.embed import embed_texts
+    from llmcli.usecases.embed import choosable_pooling, embed_texts
 
     env = environment(context)
     if not texts:

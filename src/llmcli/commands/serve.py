@@ -221,7 +221,6 @@ def serve(
     import json
     import signal
 
-    from llmcli.engine.local.embed import choosable_pooling
     from llmcli.engine.postprocess import WordFilter
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
@@ -232,6 +231,7 @@ def serve(
     from llmcli.serve.run import serve as run
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
+    from llmcli.usecases.embed import choosable_pooling
 
     env = environment(context)
     keys = list(api_key or []) + (read_key_file(api_key_file) if api_key_file else [])

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from llmcli.engine.local.embed import choosable_pooling as choosable_pooling  # --pooling, for commands
 from llmcli.errors import UsageError
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from llmcli.engine.local.arrays import np
     from llmcli.model_ref import ModelRef
     from llmcli.store import Store
 

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 from llmcli.errors import RuntimeFailure, UsageError
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from llmcli.engine.local.arrays import np
     from llmcli.engine.local.runtime import Runtime
     from llmcli.engine.wordpiece import WordPiece
 
@@ -183,7 +182,7 @@ class Embedder:
 
     def embed(self, inputs: Sequence[Sequence[int]]) -> Embedded:
         """Each input's pooled vector (not normalized), its inputs packed into as few decodes as fit."""
-        import numpy as np
+        from llmcli.engine.local.arrays import np
 
         t0 = time.perf_counter()
         vectors: list[Any] = [None] * len(inputs)
@@ -200,7 +199,7 @@ class Embedder:
 
     def decode(self, group: Sequence[Sequence[int]]) -> list[Any]:
         """One llama_decode of inputs that fit one batch (see batches): each one's pooled vector."""
-        import numpy as np
+        from llmcli.engine.local.arrays import np
 
         ll, batch = self.ll, self._batch
         n = 0
@@ -237,7 +236,7 @@ class Embedder:
 
 def normalized(vector: np.ndarray) -> np.ndarray:
     """L2-normalized (a zero vector stays zero)."""
-    import numpy as np
+    from llmcli.engine.local.arrays import np
 
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector

@@ -21,7 +21,7 @@ router = APIRouter()
 def encoded(vector: list[float], encoding: str | None) -> list[float] | str:
     if encoding != "base64":
         return vector
-    import numpy as np
+    from llmcli.engine.local.arrays import np
 
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
