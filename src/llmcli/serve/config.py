@@ -22,8 +22,10 @@ from llmcli.serve.options import (
     TIMEOUT,
 )
 
-# What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any.
-ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://[^/\s?#]+")
+# What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any, and
+# `localhost` (llama-server's keyword) every loopback origin, which are allowed anyway (as Ollama does).
+ORIGIN = re.compile(r"\*|localhost|[a-z][a-z0-9+.-]*://[^/\s?#]+")
+LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
 # Descriptors kept back from connections: the listening socket, the model file, stdio, and the
 # connections one pass of asyncio's accept loop takes in before the cap can close any (the server
 # itself holds about ten).
@@ -57,7 +59,7 @@ class ServeConfig:
     header_timeout: float = HEADER_TIMEOUT  # seconds a connection may take to send a request's head
     max_connections: int | None = None  # open connections at most (None: see connection_cap)
     grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
-    cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
+    cors_origins: list[str] = field(default_factory=list)  # browser origins allowed beside loopback ones
     read_only: bool = False  # no pull, delete or copy over the API
     keep_alive: float = 300.0  # seconds an idle model stays loaded (math.inf: for ever)
     max_models: int | None = None  # models loaded at once (None: as many as --max-memory holds)

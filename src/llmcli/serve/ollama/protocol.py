@@ -108,6 +108,7 @@ class OllamaMessage(Body):
     images: Images = None
     tool_calls: ToolCalls = None  # an assistant's calls, arguments as an object
     tool_name: ToolText = None  # a tool result: the tool that gave it
+    tool_call_id: ToolText = None  # a tool result: the call it answers (Ollama's newer clients send it)
 
 
 class Request(Body):
@@ -162,7 +163,7 @@ class ChatRequest(Request):
 
     def generation(self, defaults: Defaults) -> Generation:
         messages = [
-            message(i, m.role, m.content or "", m.tool_calls, None, m.tool_name)
+            message(i, m.role, m.content or "", m.tool_calls, m.tool_call_id, m.tool_name)
             for i, m in enumerate(self.messages)
         ]
         if defaults.system and messages[0].role != "system":
