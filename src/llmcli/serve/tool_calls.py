@@ -1,10 +1,11 @@
 """A reply's tool calls, read with the served model's form (engine/tools) after the reasoning split,
 and worded as each dialect wants them.
 
-The answer's text goes through a ToolCallStream as it streams: text outside the markup stays the
-answer, each call comes out as OpenAI's deltas (index, id and name first, then its arguments), and a
-malformed call is dropped and remembered, never passed on as text (docs/tools.md). Reasoning never
-reaches the reader: a thinking model's `reasoning_content` holds no calls.
+The answer's text goes through a ToolCallStream (a NamedCallStream under a named tool_choice) as it
+streams: text outside the markup stays the answer, each call comes out as OpenAI's deltas (index, id
+and name first, then its arguments), and a malformed call is dropped and remembered, never passed on
+as text (docs/tools.md). Reasoning never reaches the reader: a thinking model's `reasoning_content`
+holds no calls.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 
 from llmcli.engine.templates.thinking import ANSWER
-from llmcli.engine.tools import CallDelta, ContentDelta, MalformedDelta, ToolCallStream
+from llmcli.engine.tools import CallDelta, ContentDelta, MalformedDelta
 from llmcli.engine.tools.use import ToolUse
 
 CALL = "call"  # a piece of a tool call (beside the splitter's reasoning and answer pieces)
@@ -23,7 +24,7 @@ class ToolReader:
     """One reply's calls: pieces in, pieces out, and what it made (for the whole reply and its end)."""
 
     def __init__(self, use: ToolUse) -> None:
-        self.stream = ToolCallStream(use.form, use.names)
+        self.stream = use.stream()
         self.made: dict[int, tuple[str, str, list[str]]] = {}  # index -> id, name, argument fragments
         self.sent: set[int] = set()  # calls whose whole Ollama line went out
         self.malformed: str | None = None  # why the first malformed call was dropped

@@ -54,9 +54,8 @@ class ToolCallView:
         if not self.reads:
             return ParsedReply(reply.text)
         finish = reply.stats.finish_reason if reply.stats else None
-        parsed = self.reader.check(
-            parse_reply(reply.text, self.reader.use.form, self.reader.use.names), finish
-        )
+        use = self.reader.use
+        parsed = self.reader.check(parse_reply(reply.text, use.form, use.names, named=use.named), finish)
         if parsed.malformed:
             self.out.warn(f"the reply's tool call is malformed, left out: {parsed.malformed}")
         return parsed

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from llmcli.engine.messages import Message
     from llmcli.engine.structured import OutputConstraint
     from llmcli.engine.tools import ParsedReply, ToolCall, ToolCallStream
+    from llmcli.engine.tools.stream import NamedCallStream
 
 
 def parse_tool_options(
@@ -97,10 +98,8 @@ def call_json(call: ToolCall) -> dict:
 class ToolReader:
     use: ToolUse  # with the chosen template's form
 
-    def stream(self) -> ToolCallStream:
-        from llmcli.engine.tools import ToolCallStream
-
-        return ToolCallStream(self.use.form, self.use.names)
+    def stream(self) -> ToolCallStream | NamedCallStream:
+        return self.use.stream()
 
     def check(self, parsed: ParsedReply, finish_reason: str | None) -> ParsedReply:
         """A reply that had to call a tool and did not is a failure (exit 1), never text."""

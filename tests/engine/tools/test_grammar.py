@@ -81,7 +81,7 @@ def test_what_the_model_writes_under_the_grammar_reads_back_as_calls(session, fa
         session.params = SamplingParams(temperature=0.9, seed=seed, max_tokens=MAX_TOKENS)
         reply = drain(session.ask(PROMPT))
         assert reply.stats.finish_reason == "stop", reply.text  # the grammar ended it, not the limit
-        parsed = parse_reply(reply.text, form, NAMES)
+        parsed = parse_reply(reply.text, form, NAMES, named=choice.name)
         assert parsed.malformed is None, reply.text
         assert parsed.content.strip() == "", reply.text
         assert parsed.calls, reply.text
