@@ -9,6 +9,7 @@ import typer
 
 import llmcli.serve.options as defaults  # serve's defaults and ranges: a table that imports nothing
 from llmcli.commands.options import (
+    ChatTemplateOpt,
     CtxOpt,
     FilterOpt,
     GpuLayersOpt,
@@ -176,6 +177,7 @@ def serve(
             help="A browser origin allowed to call the server (https://app.example:8443, or *); repeatable.",
         ),
     ] = None,
+    chat_template: ChatTemplateOpt = None,
     alias: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -227,6 +229,7 @@ def serve(
     import signal
 
     from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.templates.choice import read_template_file
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
     from llmcli.serve.budget import parse_duration_option, parse_size_option
@@ -270,6 +273,7 @@ def serve(
         max_connections=max_connections,
         grace=grace,
         cors_origins=cors_origin or [],
+        chat_template=read_template_file(chat_template) if chat_template else None,
         read_only=read_only,
         keep_alive=parse_duration_option(keep_alive, "--keep-alive"),
         max_models=max_models,

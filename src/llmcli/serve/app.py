@@ -105,6 +105,7 @@ def create_app(server: Server):
     from llmcli.errors import LlmcliError
     from llmcli.serve.anthropic.routes import router as anthropic_router
     from llmcli.serve.call import ClientLeft
+    from llmcli.serve.llama.routes import router as llama_router
     from llmcli.serve.ollama.manage import router as manage_router
     from llmcli.serve.ollama.routes import router as ollama_router
     from llmcli.serve.openai.routes import router as openai_router
@@ -185,6 +186,7 @@ def create_app(server: Server):
             from fastapi.openapi.utils import get_openapi
 
             from llmcli.serve.anthropic.routes import BODIES as ANTHROPIC_BODIES
+            from llmcli.serve.llama.routes import BODIES as LLAMA_BODIES
             from llmcli.serve.ollama.manage import BODIES as MANAGE_BODIES
             from llmcli.serve.ollama.routes import BODIES as OLLAMA_BODIES
             from llmcli.serve.openai.routes import BODIES as OPENAI_BODIES
@@ -193,7 +195,7 @@ def create_app(server: Server):
 
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
             bodies: dict[str, Any] = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()}
-            bodies |= OLLAMA_BODIES | MANAGE_BODIES | ANTHROPIC_BODIES | RESPONSES_BODIES
+            bodies |= OLLAMA_BODIES | MANAGE_BODIES | ANTHROPIC_BODIES | RESPONSES_BODIES | LLAMA_BODIES
             app.openapi_schema = with_bodies(schema, bodies)
         return app.openapi_schema
 
@@ -204,6 +206,7 @@ def create_app(server: Server):
     app.include_router(responses_router, prefix="/v1")
     app.include_router(responses_router, include_in_schema=False)
     app.include_router(ollama_router)
+    app.include_router(llama_router)
     app.include_router(manage_router)
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would

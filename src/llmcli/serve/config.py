@@ -6,6 +6,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
@@ -21,6 +22,9 @@ from llmcli.serve.options import (
     RANGES,
     TIMEOUT,
 )
+
+if TYPE_CHECKING:
+    from llmcli.engine.templates.choice import TemplateChoice
 
 # What a browser sends as Origin: a scheme, a host and maybe a port; no path. `*` allows any, and
 # `localhost` (llama-server's keyword) every loopback origin, which are allowed anyway (as Ollama does).
@@ -61,6 +65,7 @@ class ServeConfig:
     grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
     cors_origins: list[str] = field(default_factory=list)  # browser origins allowed beside loopback ones
     read_only: bool = False  # no pull, delete or copy over the API
+    chat_template: TemplateChoice | None = None  # --chat-template FILE: every model's, instead of its own
     keep_alive: float = 300.0  # seconds an idle model stays loaded (math.inf: for ever)
     max_models: int | None = None  # models loaded at once (None: as many as --max-memory holds)
     max_memory: int | None = None  # bytes the loaded models may take (None: what is free at start, less 10%)

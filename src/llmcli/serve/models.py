@@ -62,7 +62,7 @@ class Model:
         try:
             self.sched = Scheduler(self.rt, SchedulerConfig())
             self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
-            self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
+            self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq, config.chat_template)
             self.prompts.warm_up()
         except BaseException:
             self.rt.close()

@@ -54,6 +54,25 @@ class Generation:
     n: int = 1  # choices of the one prompt (OpenAI's n), prefilled once
     logprobs: int | None = None  # log-probabilities of each token and this many most likely; None: none
     tools: ToolUse | None = None  # the tools for the template, and whether the reply is read for calls
+    template_vars: dict[str, Any] = field(default_factory=dict)  # enable_thinking, reasoning_effort
+
+
+# A reasoning level as every dialect words it (Ollama's think, OpenAI's reasoning_effort, Responses'
+# reasoning.effort): "none" turns thinking off, the others on, and gpt-oss's template reads the level.
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def thinking_vars(think: bool | None = None, effort: str | None = None) -> dict[str, Any]:
+    """The template variables that drive a thinking template: enable_thinking (Qwen3's switch) and
+    reasoning_effort (gpt-oss's level). A template that reads neither ignores them."""
+    found: dict[str, Any] = {}
+    if effort is not None:
+        found["enable_thinking"] = effort != "none"
+        if effort != "none":
+            found["reasoning_effort"] = effort
+    if think is not None:
+        found["enable_thinking"] = think
+    return found
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from llmcli.serve.protocol import (
     param_field,
     refuse,
     sampling,
+    thinking_vars,
 )
 from llmcli.serve.tools import tool_use, with_tools
 
@@ -260,17 +261,20 @@ class MessagesRequest(Body):
     stream: Flag = False
     tools: Tools = None
     tool_choice: ToolChoiceField = None
-    thinking: Thinking = None  # read for its shape; the served template decides whether it thinks
+    thinking: Thinking = None  # switches a thinking template (see _thinking)
     metadata: Any = None  # user_id: nothing to do with it here
 
-    def _thinking(self) -> None:
-        kinds = ("enabled", "disabled", "adaptive")
-        if self.thinking is not None and (
-            not isinstance(self.thinking, dict) or self.thinking.get("type") not in kinds
-        ):
+    def _thinking(self) -> dict:
+        """enabled (or adaptive) and disabled switch a thinking template; budget_tokens is not held
+        to: the reply's max_tokens bounds the thinking with the answer."""
+        kinds = {"enabled": True, "adaptive": True, "disabled": False}
+        if self.thinking is None:
+            return {}
+        if not isinstance(self.thinking, dict) or self.thinking.get("type") not in kinds:
             raise bad(
                 "thinking", 'thinking must be {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}'
             )
+        return thinking_vars(kinds[self.thinking["type"]])
 
     def messages_of(self, defaults: Defaults) -> list[Message]:
         """The engine's messages: the system prompt, then each turn's blocks in order."""
@@ -308,7 +312,7 @@ class MessagesRequest(Body):
         return out
 
     def generation(self, defaults: Defaults) -> Generation:
-        self._thinking()
+        template_vars = self._thinking()
         given = {k: v for k in ("temperature", "top_p", "top_k") if (v := getattr(self, k)) is not None}
         params, _ = sampling(given, defaults.params)
         gen = Generation(
@@ -322,6 +326,7 @@ class MessagesRequest(Body):
             # OpenAI's words for an overflow carry its numbers (context_length_exceeded): the wire
             # rewords them as Anthropic's "prompt is too long"
             dialect="openai",
+            template_vars=template_vars,
         )
         choice, parallel = _choice(self.tool_choice)
         try:

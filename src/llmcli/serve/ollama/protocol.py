@@ -29,6 +29,7 @@ from llmcli.serve.protocol import (
     refused_unless_neutral,
     role_field,
     sampling,
+    thinking_vars,
 )
 from llmcli.serve.tools import ToolCalls, ToolText, message, tool_use, with_tools
 
@@ -73,6 +74,16 @@ _OPTIONS: dict[str, Any] = {
 Options: Any = create_model("Options", __base__=Body, **_OPTIONS)
 
 
+THINK_LEVELS = ("low", "medium", "high")
+
+
+def _think(value: Any) -> Any:
+    """Ollama's think: true or false, or a level (gpt-oss's), which also turns thinking on."""
+    if not isinstance(value, bool) and value not in THINK_LEVELS:
+        raise refuse(f"must be true, false or one of {', '.join(THINK_LEVELS)}")
+    return value
+
+
 def _options(value: Any) -> Any:
     if value is not None and not isinstance(value, dict):
         raise refuse("must be an object")
@@ -94,6 +105,7 @@ def _content(value: Any) -> str:
 
 
 Role = role_field(ROLES)
+Think = checked(_think, {"anyOf": [{"type": "boolean"}, {"enum": list(THINK_LEVELS)}]})
 Content = checked(_content, {"type": "string"})
 Format = checked(lambda value: value, {"anyOf": [{"type": "string"}, {"type": "object"}]})  # constraint.py
 Tools = checked(lambda value: value, {"type": "array"})
@@ -123,6 +135,7 @@ class Request(Body):
     # Ollama's newer fields, as OpenAI's chat has them
     logprobs: Flag = None
     top_logprobs: TopLogprobs = None
+    think: Think = None
 
     @property
     def unloads(self) -> bool:
@@ -148,7 +161,11 @@ class Request(Body):
             constraint=ollama_constraint(self.format),
             dialect="ollama",
             logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
+            template_vars=thinking_vars(self.think if isinstance(self.think, bool) else None, self._level()),
         )
+
+    def _level(self) -> str | None:
+        return self.think if isinstance(self.think, str) else None
 
 
 class ChatRequest(Request):

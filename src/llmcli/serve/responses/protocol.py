@@ -22,6 +22,7 @@ from llmcli.params import PARAMS
 from llmcli.serve.constraint import openai_constraint
 from llmcli.serve.errors import ApiError, bad
 from llmcli.serve.protocol import (
+    EFFORTS,
     Body,
     Defaults,
     Flag,
@@ -31,12 +32,12 @@ from llmcli.serve.protocol import (
     param_field,
     refuse,
     sampling,
+    thinking_vars,
 )
 from llmcli.serve.tools import tool_use, with_tools
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 TEXT_PARTS = ("input_text", "output_text", "text", "refusal", "summary_text")
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 STATELESS = "this server keeps no responses; send the whole conversation in input"
 
 
@@ -223,7 +224,7 @@ class ResponsesRequest(Body):
         return effort
 
     def generation(self, defaults: Defaults) -> Generation:
-        self._effort()
+        effort = self._effort()
         given = {"temperature": self.temperature, "top_p": self.top_p}
         params, _ = sampling({k: v for k, v in given.items() if v is not None}, defaults.params)
         messages = items(self.input, self.instructions)
@@ -243,6 +244,7 @@ class ResponsesRequest(Body):
             stream=bool(self.stream),
             model=self.model,
             constraint=constraint,
+            template_vars=thinking_vars(None, effort),
         )
         try:
             use = tool_use(
