@@ -5,6 +5,7 @@ messages that carry a tool_call_id."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import httpx
@@ -94,3 +95,26 @@ def test_an_ollama_tool_message_keeps_its_tool_call_id():
     gen = ChatRequest.model_validate(body).generation(Defaults(SamplingParams(), None))
     assert gen.messages is not None and gen.messages[-1].tool_call_id == "call_1"
     assert gen.messages[-1].name == "get_weather"
+
+
+def test_an_earlier_drafts_tuple_items_and_definitions_are_read_as_llama_server_reads_them(server):
+    # draft 7: `items` as a list is a tuple, `definitions` holds the $ref targets (not refused)
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"pair": {"$ref": "#/definitions/pair"}},
+        "required": ["pair"],
+        "definitions": {
+            "pair": {"type": "array", "items": [{"type": "string", "maxLength": 8}, {"type": "integer"}]}
+        },
+    }
+    body = {
+        "model": EMBEDDED_NAME,
+        "messages": [{"role": "user", "content": "A name and an age."}],
+        "max_tokens": 48,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "pair", "schema": schema}},
+    }
+    answer = httpx.post(server.url + "/v1/chat/completions", json=body, headers=AUTH, timeout=60)
+    assert answer.status_code == 200, answer.text
+    name, age = json.loads(answer.json()["choices"][0]["message"]["content"])["pair"]
+    assert isinstance(name, str) and isinstance(age, int)
