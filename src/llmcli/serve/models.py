@@ -233,6 +233,7 @@ class Model:
             ttft_ms=None if s.t_first is None else (s.t_first - job.t_arrival) * 1000,
             release_ms=max(now - done, 0.0) * 1000,
             index=index,
+            stop_sequence=seq.post.stop.matched,
         )
 
     def _refuse_unplaceable(self) -> None:

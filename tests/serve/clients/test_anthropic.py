@@ -67,6 +67,20 @@ def test_a_stream_accumulates_into_the_same_message_as_create(claude):
     assert "content_block_start" in kinds and "content_block_stop" in kinds and "message_delta" in kinds
 
 
+def test_a_stop_sequence_that_ends_the_reply_is_named_as_its_stop_reason(claude):
+    # greedy: the same reply again, cut where the stop sequence (a piece of its text) begins
+    text = claude.messages.create(model=EMBEDDED_NAME, max_tokens=12, messages=HI).content[0].text
+    stop = text.strip()[1:4]
+    cut = claude.messages.create(model=EMBEDDED_NAME, max_tokens=12, messages=HI, stop_sequences=[stop])
+    assert cut.stop_reason == "stop_sequence" and cut.stop_sequence == stop
+    assert cut.content[0].text == text[: text.index(stop)]
+    with claude.messages.stream(
+        model=EMBEDDED_NAME, max_tokens=12, messages=HI, stop_sequences=[stop]
+    ) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop
+
+
 def test_count_tokens_counts_what_create_prefills(claude):
     counted = claude.messages.count_tokens(model=EMBEDDED_NAME, messages=HI, system="Be brief.")
     message = claude.messages.create(model=EMBEDDED_NAME, max_tokens=2, messages=HI, system="Be brief.")

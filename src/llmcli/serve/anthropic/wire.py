@@ -78,7 +78,7 @@ def stop_reason(o: Outcome, tools: ToolReader | None) -> str:
         return "max_tokens"
     if tools is not None and tools.calls:
         return "tool_use"
-    return "end_turn"
+    return "stop_sequence" if o.stop_sequence is not None else "end_turn"
 
 
 def _input(parts: list[str]) -> dict:
@@ -110,7 +110,7 @@ def message(msg_id: str, model: str, text: str, reasoning: str, o: Outcome, tool
         "model": model,
         "content": blocks(text, reasoning, tools),
         "stop_reason": stop_reason(o, tools),
-        "stop_sequence": None,
+        "stop_sequence": o.stop_sequence,
         "usage": usage(o),
     }
 
@@ -192,7 +192,7 @@ class Events:
     def end(self, o: Outcome, tools: ToolReader | None, timings: dict) -> bytes:
         """The open block's stop, message_delta (stop_reason, usage) and message_stop (llmcli's
         timings beside its type: the SDK reads only the type)."""
-        delta = {"stop_reason": stop_reason(o, tools), "stop_sequence": None}
+        delta = {"stop_reason": stop_reason(o, tools), "stop_sequence": o.stop_sequence}
         tail = {"type": "message_delta", "delta": delta, "usage": usage(o)}
         return (
             self._close()
