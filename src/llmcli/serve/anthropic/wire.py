@@ -95,7 +95,7 @@ def blocks(text: str, reasoning: str, tools: ToolReader | None) -> list[dict]:
     if reasoning:
         out.append({"type": "thinking", "thinking": reasoning, "signature": ""})
     calls = [tools.made[i] for i in sorted(tools.made)] if tools is not None else []
-    if text or not calls:
+    if text or not (calls or reasoning):  # an empty reply is one empty text block
         out.append({"type": "text", "text": text})
     for call_id, name, parts in calls:
         out.append({"type": "tool_use", "id": call_id, "name": name, "input": _input(parts)})

@@ -69,7 +69,7 @@ def output(text: str, reasoning: str, tools: ToolReader | None) -> list[dict]:
     if reasoning:
         items.append(reasoning_item(new_id("rs"), reasoning))
     calls = [tools.made[i] for i in sorted(tools.made)] if tools is not None else []
-    if text or not calls:
+    if text or not (calls or reasoning):  # an empty reply is one empty message
         items.append(message_item(new_id("msg"), text))
     for call_id, name, parts in calls:
         items.append(call_item(new_id("fc"), call_id, name, "".join(parts)))
