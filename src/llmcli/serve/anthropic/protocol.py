@@ -205,8 +205,8 @@ def _tools(value: list | None) -> list[dict] | None:
         if kind not in (None, "custom"):
             raise bad(
                 f"tools[{i}].type",
-                f"tools[{i}].type {str(kind)[:40]!r} is one of Anthropic's server tools, which this "
-                "server does not run; give a custom tool (name, description, input_schema)",
+                f"tools[{i}].type {str(kind)[:40]!r} is not a custom tool (server tools such as web search "
+                "run on Anthropic's side); give {name, description, input_schema}",
             )
         function = {"name": tool.get("name"), "parameters": tool.get("input_schema", {"type": "object"})}
         if "description" in tool:
