@@ -199,7 +199,8 @@ def test_a_server_tool_is_refused_naming_it(server):
     tools = [{"type": "web_search_20250305", "name": "web_search"}]
     answer = post(server, {"model": EMBEDDED_NAME, "max_tokens": 4, "messages": HI, "tools": tools})
     assert answer.status_code == 400
-    assert answer.json()["error"]["message"].startswith("tools[0].type 'web_search_20250305' is not a custom tool")
+    message = answer.json()["error"]["message"]
+    assert message.startswith("tools[0].type 'web_search_20250305' is not a custom tool")
 
 
 def test_litellm_anthropic_provider_talks_to_the_server(server):
