@@ -139,3 +139,63 @@ def test_an_agents_sdk_runner_on_its_default_responses_model_runs_a_function_too
     calls = [item for item in result.new_items if isinstance(item, agents.ToolCallItem)]
     assert calls and calls[0].raw_item.name == "get_weather"
     assert ran and result.final_output == "sunny, 21 degrees"
+
+
+def test_text_format_json_schema_holds_the_reply_to_it(client):
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"type": "string", "maxLength": 12}},
+        "required": ["colour"],
+    }
+    response = client.responses.create(
+        model=EMBEDDED_NAME,
+        input="Name a colour.",
+        max_output_tokens=32,
+        text={"format": {"type": "json_schema", "name": "colour", "schema": schema}},
+    )
+    assert isinstance(json.loads(response.output_text)["colour"], str)
+
+
+def test_a_codex_shaped_request_streams_to_its_completion(server):
+    """What Codex sends: store false, include, prompt_cache_key, reasoning with a summary, a reasoning
+    item, a call and its output in the history, a strict function tool, parallel_tool_calls false."""
+    shell = {
+        "type": "function",
+        "name": "shell",
+        "description": "Runs a shell command and returns its output.",
+        "strict": False,
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "array", "items": {"type": "string"}}},
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    }
+    history = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the files."}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": None, "encrypted_content": None},
+        {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "README.md\nsrc"},
+    ]
+    body = {
+        "model": EMBEDDED_NAME,
+        "instructions": "You are a coding agent.",
+        "input": history,
+        "tools": [shell],
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "store": False,
+        "stream": True,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "0f4e",
+        "max_output_tokens": 8,
+    }
+    events = []
+    with httpx.stream("POST", server.url + "/v1/responses", json=body, headers=AUTH, timeout=60) as answer:
+        assert answer.status_code == 200
+        events = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+    done = events[-1]
+    assert done["type"] == "response.completed" and done["response"]["usage"]["input_tokens"] > 0
+    added = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
+    assert added == list(range(len(done["response"]["output"])))
