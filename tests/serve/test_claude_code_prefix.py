@@ -11,6 +11,7 @@ import pytest
 
 from llmcli.store import EMBEDDED_NAME
 from tests.serve.server import KEY, ServeProcess
+from tests.support.deps import require
 
 BILLING = "x-anthropic-billing-header: cc_version=2.1.3.abc; cc_entrypoint=cli; cch={nonce};"
 PROMPT = (
@@ -104,11 +105,10 @@ def test_the_nonce_alone_would_have_broken_the_prefix(agent_server):
     assert other.status_code == 200 and other.json()["usage"]["cache_read_input_tokens"] < 8
 
 
-def test_an_unaliased_name_is_a_404_in_anthropics_shape(agent_server):
-    body = {"model": "gpt-4o", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]}
-    answer = httpx.post(agent_server.url + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=60)
-    assert answer.status_code == 404
-    assert answer.json()["error"] == {
-        "type": "not_found_error",
-        "message": "model 'gpt-4o' not found, try pulling it first",
-    }
+def test_an_unaliased_name_is_the_sdks_not_found_error(agent_server):
+    anthropic = require("anthropic")
+    client = anthropic.Anthropic(base_url=agent_server.url, api_key=KEY, max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as exc:
+        client.messages.create(model="gpt-4o", max_tokens=4, messages=[{"role": "user", "content": "Hi."}])
+    error = {"type": "not_found_error", "message": "model 'gpt-4o' not found, try pulling it first"}
+    assert exc.value.body == {"type": "error", "error": error}

@@ -12,7 +12,7 @@ import pytest
 
 from llmcli.store import EMBEDDED_NAME
 from tests.serve.clients import WEATHER, assert_call_fits
-from tests.serve.server import KEY
+from tests.serve.server import KEY, ServeProcess
 from tests.support.deps import require
 
 HI = [{"role": "user", "content": "Say hello."}]
@@ -159,6 +159,16 @@ def test_each_error_comes_as_the_sdk_class_of_its_status(server, claude, anthrop
     assert large.value.status_code == 413 and large.value.body["error"]["type"] == "request_too_large"
     missing = httpx.post(server.url + "/v1/messages/nope", headers={"x-api-key": KEY}, timeout=10)
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
+
+
+def test_past_the_rate_limit_is_the_sdks_rate_limit_error(tmp_path, embedded_path, anthropic_module):
+    with ServeProcess(tmp_path, "--api-key", KEY, "--rate-limit", "1") as limited:
+        client = anthropic_module.Anthropic(base_url=limited.url, api_key=KEY, max_retries=0)
+        client.messages.count_tokens(model=EMBEDDED_NAME, messages=HI)
+        with pytest.raises(anthropic_module.RateLimitError) as exc:
+            client.messages.count_tokens(model=EMBEDDED_NAME, messages=HI)
+        assert exc.value.body["error"]["type"] == "rate_limit_error"
+        assert int(exc.value.response.headers["retry-after"]) > 0
 
 
 def test_an_overflow_is_anthropics_prompt_is_too_long(claude, anthropic_module):

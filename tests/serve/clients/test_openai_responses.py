@@ -125,13 +125,15 @@ def test_an_agents_sdk_runner_on_its_default_responses_model_runs_a_function_too
         ran.append(city)
         return "sunny, 21 degrees"
 
+    # The SDK's default client and model kind (OpenAIResponsesModel, over /v1/responses): a model
+    # given by name only, as an agent's author writes it.
     client = openai_module.AsyncOpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+    agents.set_default_openai_client(client, use_for_tracing=False)
     agent = agents.Agent(
         name="weather",
         instructions="You answer questions about the weather.",
         tools=[get_weather],
-        # the default model kind: OpenAIResponsesModel, over /v1/responses
-        model=agents.OpenAIResponsesModel(model=EMBEDDED_NAME, openai_client=client),
+        model=EMBEDDED_NAME,
         model_settings=agents.ModelSettings(tool_choice="get_weather", max_tokens=96),
         tool_use_behavior="stop_on_first_tool",
     )
@@ -139,6 +141,7 @@ def test_an_agents_sdk_runner_on_its_default_responses_model_runs_a_function_too
     calls = [item for item in result.new_items if isinstance(item, agents.ToolCallItem)]
     assert calls and calls[0].raw_item.name == "get_weather"
     assert ran and result.final_output == "sunny, 21 degrees"
+    assert type(agents.RunConfig().model_provider.get_model(EMBEDDED_NAME)).__name__ == "OpenAIResponsesModel"
 
 
 def test_text_format_json_schema_holds_the_reply_to_it(client):
