@@ -329,43 +329,6 @@ def _check_sizes(node: dict, where: str) -> None:
                 raise _over(where, f"the pattern's {match.group()}: a count of", count, "schema_repeat")
 
 
-def from_earlier_drafts(schema: Any) -> Any:
-    """Draft 4-7 words that clients still send, read as llama-server reads them: an `items` list is a
-    tuple (2020-12's prefixItems: those items, in order; its additionalItems is dropped, as llama-server
-    makes the tuple exact). `definitions` needs nothing: it is a $ref container like $defs. A schema that
-    needs no change is returned as is; one that does loses its draft's `$schema`, as it now reads as
-    2020-12. Iterative: check_bounds has already bounded its size, not its depth for a recursion."""
-    if not isinstance(schema, dict):
-        return schema
-    root: dict = dict(schema)
-    changed = False
-    todo: list[dict] = [root]
-    while todo:
-        node = todo.pop()
-        if isinstance(node.get("items"), list):
-            node["prefixItems"] = node.pop("items")
-            node.pop("additionalItems", None)
-            changed = True
-        children: list[tuple[Any, Any]] = []
-        for key in _SCHEMA_MAPS:
-            if isinstance(node.get(key), dict):
-                copied = node[key] = dict(node[key])
-                children += [(copied, name) for name in copied]
-        for key in _SCHEMA_LISTS:
-            if isinstance(node.get(key), list):
-                copied_list = node[key] = list(node[key])
-                children += [(copied_list, i) for i in range(len(copied_list))]
-        children += [(node, key) for key in _SCHEMA_ONE if key in node]
-        for holder, at in children:
-            if isinstance(holder[at], dict):
-                holder[at] = dict(holder[at])
-                todo.append(holder[at])
-    if changed:
-        root.pop("$schema", None)
-        return root
-    return schema
-
-
 def check_bounds(schema: Any) -> None:
     """The size checks alone, over the whole schema and before anything else reads it: jsonschema's
     own check of an anyOf of 20,000 branches takes longer than refusing it."""

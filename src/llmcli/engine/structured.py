@@ -23,9 +23,9 @@ from llmcli.engine.schema_check import (
     check_bounds,
     check_is_schema,
     check_subset,
-    from_earlier_drafts,
     short,
 )
+from llmcli.engine.schema_loosen import from_earlier_drafts
 from llmcli.engine.templates.thinking import strip_thinking
 from llmcli.errors import RuntimeFailure, UsageError
 
@@ -153,7 +153,7 @@ def constraint_from_schema(
     (an option, a file, a field); name: what its refusals call it (chat's option, a request's field)."""
     try:
         check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
-        schema = from_earlier_drafts(schema)
+        schema = from_earlier_drafts(schema)  # engine/schema_loosen.py
         check_is_schema(schema)
         check_subset(schema)
         gbnf = schema_to_gbnf(schema)

@@ -126,12 +126,13 @@ def namespaced(gbnf: str, prefix: str) -> str:
 
 def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
     """A tool's parameters schema as rules named PREFIX-…; BadTool names the field when refused."""
-    from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset, from_earlier_drafts
+    from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
+    from llmcli.engine.schema_loosen import tool_parameters
     from llmcli.engine.structured import schema_to_gbnf
 
     try:
+        schema = tool_parameters(schema)  # as llama-server reads an agent's tools
         check_bounds(schema)
-        schema = from_earlier_drafts(schema)
         check_is_schema(schema)
         assert isinstance(schema, dict)
         check_subset(schema)

@@ -38,16 +38,28 @@ from llmcli.serve.protocol import (
 )
 from llmcli.serve.tools import tool_use, with_tools
 
-BILLING = re.compile(r"^(x-anthropic-billing-header:.*?\bcch=)[^;\s]*", re.MULTILINE)
+# Claude Code's billing line: its `cch=` nonce changes every request, and its version carries a
+# suffix after the release (`cc_version=2.1.197.c23`) that changes with the conversation.
+BILLING_LINE = re.compile(r"^x-anthropic-billing-header:[^\n]*", re.MULTILINE)
+BILLING_PARTS = re.compile(r"\b(cch=)[^;\s]*|\b(cc_version=\d+\.\d+\.\d+)\.[^;\s]*")
 SAME_NONCE = "00000"
 # Blocks a model that reads only text cannot take, and what to send instead.
 NOT_TEXT = ("image", "document", "search_result", "container_upload")
 TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
+# A message's roles: Claude Code also puts `system` messages among the turns (see messages_of).
+ROLES = ("user", "assistant", "system")
 
 
 def normalised(system: str) -> str:
-    """The system prompt with Claude Code's per-request nonce (`cch=XXXXX;`) made constant."""
-    return BILLING.sub(lambda m: m.group(1) + SAME_NONCE, system) if "cch=" in system else system
+    """The system prompt with Claude Code's billing line made constant: its nonce (`cch=XXXXX;`) and
+    its version's suffix, so that nothing before the instructions changes between turns."""
+    if "x-anthropic-billing-header:" not in system:
+        return system
+
+    def part(m: re.Match) -> str:
+        return m.group(1) + SAME_NONCE if m.group(1) else m.group(2)
+
+    return BILLING_LINE.sub(lambda line: BILLING_PARTS.sub(part, line.group(0)), system)
 
 
 # -- blocks --------------------------------------------------------------------------------------
@@ -162,8 +174,8 @@ def _messages(value: Any) -> list:
 
 
 def _role(value: Any) -> str:
-    if value not in ("user", "assistant"):
-        raise refuse("must be user or assistant (the system prompt is the top-level system field)")
+    if value not in ROLES:
+        raise refuse(f"must be one of {', '.join(ROLES)}")
     return value
 
 
@@ -178,7 +190,7 @@ def _as_sent(value: Any) -> Any:
 
 
 Content = checked(_content, {"anyOf": [{"type": "string"}, {"type": "array"}]}, nullable=False)
-Role = checked(_role, {"enum": ["user", "assistant"]}, nullable=False)
+Role = checked(_role, {"enum": list(ROLES)}, nullable=False)
 System = checked(_system, {"anyOf": [{"type": "string"}, {"type": "array"}]})
 MaxTokens = checked(_max_tokens, {"type": "integer", "minimum": 1})
 Tools = checked(_as_sent, {"type": "array", "items": {"type": "object"}})  # checked in _tools
@@ -245,6 +257,17 @@ def _renamed(exc: ApiError) -> ApiError:
     return ApiError(exc.status, message, param, code=exc.code)
 
 
+def _append(out: list[Message], message: Message) -> None:
+    """`message` after `out`, joined to the last one when both are plain turns of its role."""
+    last = out[-1] if out else None
+    if last is None or last.role != message.role or message.role not in ("user", "assistant"):
+        out.append(message)
+        return
+    last.content = "\n\n".join(text for text in (last.content, message.content) if text)
+    if message.tool_calls:
+        last.tool_calls = [*(last.tool_calls or []), *message.tool_calls]
+
+
 class MessagesRequest(Body):
     """POST /v1/messages."""
 
@@ -277,13 +300,24 @@ class MessagesRequest(Body):
         return thinking_vars(kinds[self.thinking["type"]])
 
     def messages_of(self, defaults: Defaults) -> list[Message]:
-        """The engine's messages: the system prompt, then each turn's blocks in order."""
-        out: list[Message] = []
-        system = normalised(self.system) if self.system else defaults.system
-        if system:
-            out.append(Message("system", system))
+        """The engine's messages: the system prompt, then each turn's blocks in order, consecutive
+        turns of one role joined into one, as Anthropic combines them (templates such as Gemma's
+        refuse two user turns in a row). A `system` message among the turns (Claude Code sends its
+        agent list so) is read as user text where it stands: templates take one system prompt, first;
+        system messages before any turn join it."""
+        leading = 0
+        while leading < len(self.messages) and self.messages[leading].role == "system":
+            leading += 1
+        heads = [self.system] if self.system else []
+        for m in self.messages[:leading]:
+            given: list[Block] = m.content
+            heads.append("".join(b.text for b in given if b.kind == "text"))
+        system = normalised("\n".join(heads)) if heads else defaults.system
+        out: list[Message] = [Message("system", system)] if system else []
         called: dict[str, str] = {}  # tool_use id -> the tool's name, for the results that answer it
         for i, m in enumerate(self.messages):
+            if i < leading:
+                continue
             texts: list[str] = []
             calls: list[ToolCall] = []
             blocks: list[Block] = m.content
@@ -307,8 +341,9 @@ class MessagesRequest(Body):
                         )
                     text = f"Error: {block.text}" if block.is_error else block.text
                     out.append(Message("tool", text, tool_call_id=block.id, name=called[block.id]))
+            role = "user" if m.role == "system" else m.role
             if texts or calls or not blocks:
-                out.append(Message(m.role, "".join(texts), tool_calls=calls or None))
+                _append(out, Message(role, "".join(texts), tool_calls=calls or None))
         return out
 
     def generation(self, defaults: Defaults) -> Generation:
