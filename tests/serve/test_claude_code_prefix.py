@@ -112,3 +112,15 @@ def test_an_unaliased_name_is_the_sdks_not_found_error(agent_server):
         client.messages.create(model="gpt-4o", max_tokens=4, messages=[{"role": "user", "content": "Hi."}])
     error = {"type": "not_found_error", "message": "model 'gpt-4o' not found, try pulling it first"}
     assert exc.value.body == {"type": "error", "error": error}
+
+
+def test_an_overflow_is_anthropics_prompt_is_too_long(agent_server):
+    body = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "word " * 1100}],
+    }
+    answer = httpx.post(agent_server.url + "/v1/messages", json=body, headers={"x-api-key": KEY}, timeout=60)
+    assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
+    message = answer.json()["error"]["message"]
+    assert message.startswith("prompt is too long: ") and message.endswith(" tokens > 1024 maximum"), message

@@ -13,7 +13,7 @@ llama-server does (llama.cpp PR #21793), or no turn would share the one before i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
@@ -353,8 +353,11 @@ class MessagesRequest(Body):
         gen = Generation(
             messages=self.messages_of(defaults),
             prompt=None,
-            params=params,
-            max_tokens=self.max_tokens,
+            # max_tokens is a cap, held to what the context has left after the prompt, not a demand
+            # refused when it does not fit: Claude Code asks 32,000 of any model, whatever its context
+            # (the reply then ends at the context's end, stop_reason max_tokens)
+            params=replace(params, max_tokens=self.max_tokens) if self.max_tokens else params,
+            max_tokens=None,
             stops=self.stop_sequences or [],
             stream=bool(self.stream),
             model=self.model,

@@ -39,7 +39,6 @@ ERROR_TYPES = {
 OVERFLOW = re.compile(
     r"maximum context length is (\d+) tokens\. However, you requested (more than |at least )?(\d+)"
 )
-WITH_REPLY = re.compile(r"(\d+) in the \w+, (\d+) in the completion")
 
 
 def message_id() -> str:
@@ -52,14 +51,7 @@ def error(exc: ApiError) -> dict:
     found = OVERFLOW.search(message) if exc.code == "context_length_exceeded" else None
     if found is not None:
         room, more, tokens = int(found.group(1)), found.group(2), int(found.group(3))
-        both = WITH_REPLY.search(message)
-        if both is not None:
-            message = (
-                f"input length and `max_tokens` exceed context limit: {both.group(1)} + {both.group(2)} "
-                f"> {room}, decrease input length or `max_tokens` and try again"
-            )
-        else:
-            message = f"prompt is too long: {tokens + (more == 'more than ')} tokens > {room} maximum"
+        message = f"prompt is too long: {tokens + (more == 'more than ')} tokens > {room} maximum"
     return {"type": "error", "error": {"type": ERROR_TYPES.get(exc.status, "api_error"), "message": message}}
 
 
