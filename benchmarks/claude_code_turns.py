@@ -111,7 +111,7 @@ def main() -> int:
     for r in range(args.rounds):
         for label, template in (("normalised", BILLING), ("control", UNNORMALISED)):
             alias = ("--alias", f"claude-*={embedded_model()}")
-            with llmcli_server(embedded_model(), 1, args.threads, 8192, alias).start() as server:
+            with llmcli_server(embedded_model(), 1, args.threads, 8192, alias) as server:  # started here
                 turns = conversation(server.url, template, prompt, r)
             (t1, _, n1), (t2, c2, _), (t3, c3, _) = turns
             ratios[label].append(t3 / t1)
