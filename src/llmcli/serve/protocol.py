@@ -186,6 +186,19 @@ def message_list(value: Any, *, may_be_empty: bool) -> list:
     return value
 
 
+def join_turn(out: list[Message], message: Message) -> None:
+    """`message` after `out`, joined to the last one when both are plain turns of one role (system,
+    user or assistant), as Anthropic joins consecutive turns: templates such as Gemma's refuse two
+    user turns in a row, and take one system prompt. Tool results stay apart."""
+    last = out[-1] if out else None
+    if last is None or last.role != message.role or message.role == "tool":
+        out.append(message)
+        return
+    last.content = "\n\n".join(text for text in (last.content, message.content) if text)
+    if message.tool_calls:
+        last.tool_calls = [*(last.tool_calls or []), *message.tool_calls]
+
+
 def content_text(value: Any) -> str:
     """A message's content: a string, or OpenAI's list of text parts, joined."""
     if value is None:

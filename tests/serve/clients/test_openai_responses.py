@@ -92,7 +92,7 @@ def test_input_tokens_counts_what_create_prefills(server):
         ({"previous_response_id": "resp_1"}, "previous_response_id"),
         ({"store": True}, "store"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"tools": [{"type": "custom", "name": "apply_patch"}]}, "tools[0].type"),
         (
             {"input": [{"type": "function_call_output", "call_id": "call_9", "output": "x"}]},
             "input[0].call_id",
@@ -103,7 +103,7 @@ def test_input_tokens_counts_what_create_prefills(server):
         ),
         ({"input": []}, "input"),
     ],
-    ids=["previous_response_id", "store", "item_reference", "hosted-tool", "orphan-output", "image", "empty"],
+    ids=["previous_response_id", "store", "item_reference", "custom-tool", "orphan-output", "image", "empty"],
 )
 def test_bad_input_is_a_400_naming_the_field(server, extra, field):
     body = {"model": EMBEDDED_NAME, "input": "Hi", "max_output_tokens": 2, **extra}
@@ -111,6 +111,22 @@ def test_bad_input_is_a_400_naming_the_field(server, extra, field):
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["param"] == field and error["message"].startswith(field), error
+
+
+def test_hosted_tools_are_left_out_and_a_namespace_s_functions_are_tools(server):
+    # Codex sends web_search (run on OpenAI's side) and its sub-agent tools in a namespace
+    namespace = {"type": "namespace", "name": "agents", "description": "Sub-agents.", "tools": [FUNCTION]}
+    body = {
+        "model": EMBEDDED_NAME,
+        "input": ASK_WEATHER,
+        "tools": [{"type": "web_search", "external_web_access": False}, namespace],
+        "tool_choice": NAMED,
+        "max_output_tokens": CALL_TOKENS,
+    }
+    answer = httpx.post(server.url + "/v1/responses", json=body, headers=AUTH, timeout=60)
+    assert answer.status_code == 200, answer.text
+    (call,) = [item for item in answer.json()["output"] if item["type"] == "function_call"]
+    assert call["name"] == "get_weather"
 
 
 def test_an_agents_sdk_runner_on_its_default_responses_model_runs_a_function_tool(server, openai_module):

@@ -31,6 +31,7 @@ from llmcli.serve.protocol import (
     Stops,
     Text,
     checked,
+    join_turn,
     param_field,
     refuse,
     sampling,
@@ -257,17 +258,6 @@ def _renamed(exc: ApiError) -> ApiError:
     return ApiError(exc.status, message, param, code=exc.code)
 
 
-def _append(out: list[Message], message: Message) -> None:
-    """`message` after `out`, joined to the last one when both are plain turns of its role."""
-    last = out[-1] if out else None
-    if last is None or last.role != message.role or message.role not in ("user", "assistant"):
-        out.append(message)
-        return
-    last.content = "\n\n".join(text for text in (last.content, message.content) if text)
-    if message.tool_calls:
-        last.tool_calls = [*(last.tool_calls or []), *message.tool_calls]
-
-
 class MessagesRequest(Body):
     """POST /v1/messages."""
 
@@ -343,7 +333,7 @@ class MessagesRequest(Body):
                     out.append(Message("tool", text, tool_call_id=block.id, name=called[block.id]))
             role = "user" if m.role == "system" else m.role
             if texts or calls or not blocks:
-                _append(out, Message(role, "".join(texts), tool_calls=calls or None))
+                join_turn(out, Message(role, "".join(texts), tool_calls=calls or None))
         return out
 
     def generation(self, defaults: Defaults) -> Generation:

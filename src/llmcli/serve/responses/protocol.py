@@ -5,8 +5,8 @@ The server keeps no responses: a request carries its whole conversation, and `pr
 `conversation`, an `item_reference` or `store: true` is a 400 naming the field (Codex and the Agents SDK
 send `store: false` and the whole history). `input` is a string or items: messages (text parts),
 `function_call` and `function_call_output`, and `reasoning`, which is dropped (the template decides
-what a turn keeps of its reasoning). Function tools only: the hosted ones (web search, file search,
-a computer) run on OpenAI's side, which is not here.
+what a turn keeps of its reasoning). Function tools, also in a namespace; the hosted ones (web
+search, file search, a computer) run on OpenAI's side, which is not here, and are left out.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from llmcli.serve.protocol import (
     Generation,
     Text,
     checked,
+    join_turn,
     param_field,
     refuse,
     sampling,
@@ -39,6 +40,11 @@ from llmcli.serve.tools import tool_use, with_tools
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 TEXT_PARTS = ("input_text", "output_text", "text", "refusal", "summary_text")
 STATELESS = "this server keeps no responses; send the whole conversation in input"
+# OpenAI's hosted tools: run on its side, left out here (see _function_tools)
+HOSTED = (
+    "web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview",
+    "image_generation", "mcp",
+)  # fmt: skip
 
 
 def _stateless(field: str) -> Any:
@@ -114,7 +120,7 @@ def items(value: Any, instructions: str | None) -> list[Message]:
             role = ROLES.get(str(item.get("role")))
             if role is None:
                 raise bad(f"{where}.role", f"{where}.role must be one of {', '.join(ROLES)}")
-            out.append(Message(role, _text(item.get("content"), f"{where}.content")))
+            join_turn(out, Message(role, _text(item.get("content"), f"{where}.content")))
         elif kind == "function_call":
             name, call_id = _string(item, "name", where), _string(item, "call_id", where)
             raw = item.get("arguments")
@@ -158,18 +164,30 @@ def _tools(value: Any) -> list[dict] | None:
         return None
     if not isinstance(value, list):
         raise bad("tools", "tools must be a list of function tools")
-    out = []
+    out: list[dict] = []
     for i, tool in enumerate(value):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind != "function":
-            raise bad(
-                f"tools[{i}].type",
-                f"tools[{i}].type {str(kind)[:40]!r} is a hosted tool, which runs on OpenAI's side; "
-                "this server takes function tools only",
-            )
-        function = {k: tool[k] for k in ("name", "description", "parameters") if tool.get(k) is not None}
-        out.append({"type": "function", "function": function})
+        out += _function_tools(tool, f"tools[{i}]")
     return out
+
+
+def _function_tools(tool: Any, where: str) -> list[dict]:
+    """One entry of `tools` as chat's function tools: a function; a namespace's functions (Codex groups
+    its sub-agent tools so); none for a hosted tool, which runs on OpenAI's side (Codex sends
+    web_search with every turn: refusing it would refuse Codex, and the model here cannot call it)."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if kind in HOSTED:
+        return []
+    if kind == "namespace" and isinstance(tool.get("tools"), list):
+        inner = enumerate(tool["tools"])
+        return [f for j, one in inner for f in _function_tools(one, f"{where}.tools[{j}]")]
+    if kind != "function":
+        raise bad(
+            f"{where}.type",
+            f"{where}.type {str(kind)[:40]!r} is not a tool this server reads (function, a namespace of "
+            f"functions, or a hosted tool it leaves out: {', '.join(HOSTED)})",
+        )
+    function = {k: tool[k] for k in ("name", "description", "parameters") if tool.get(k) is not None}
+    return [{"type": "function", "function": function}]
 
 
 def _choice(value: Any) -> Any:
