@@ -324,13 +324,9 @@ REFUSALS = [
         "is not a valid JSON Schema",
     ),
     (
-        {
-            "tools": [
-                named("f", {"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}})
-            ]
-        },
+        {"tools": [named("f", {"type": "object", "properties": {"x": {"allOf": [{"type": "array"}]}}})]},
         "tools[0].function.parameters",
-        "unsupported keyword 'uniqueItems'",
+        "unsupported keyword 'allOf'",
     ),
     (
         {"tools": [named(f"f{i}") for i in range(1000)]},
