@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmcli.engine.schema_check import (
-    _SCHEMA_LISTS,
-    _SCHEMA_MAPS,
-    _SCHEMA_ONE,
     ANNOTATION,
     FORMATS,
     SCHEMA_KEYWORDS,
+    SCHEMA_LISTS,
+    SCHEMA_MAPS,
+    SCHEMA_ONE,
 )
 
 # What llama-server's converter passes over and a grammar here cannot hold either: left out of a
@@ -43,15 +43,15 @@ def _nodes(root: dict) -> Iterator[dict]:
         node = todo.pop()
         yield node
         children: list[tuple[Any, Any]] = []
-        for key in _SCHEMA_MAPS:
+        for key in SCHEMA_MAPS:
             if isinstance(node.get(key), dict):
                 copied = node[key] = dict(node[key])
                 children += [(copied, name) for name in copied]
-        for key in _SCHEMA_LISTS:
+        for key in SCHEMA_LISTS:
             if isinstance(node.get(key), list):
                 copied_list = node[key] = list(node[key])
                 children += [(copied_list, i) for i in range(len(copied_list))]
-        children += [(node, key) for key in _SCHEMA_ONE if key in node]
+        children += [(node, key) for key in SCHEMA_ONE if key in node]
         for holder, at in children:
             if isinstance(holder[at], dict):
                 holder[at] = dict(holder[at])

@@ -7,7 +7,7 @@ thinking blocks in history are the template's business and are dropped (a templa
 reasoning would render it; none of llmcli's models read it back). `cache_control` is ignored: the
 prefix cache shares whatever a request repeats. Claude Code's billing line in the system prompt
 carries a nonce that changes every request (`cch=...`): it is made constant before rendering, as
-llama-server does (llama.cpp PR #21793), or no turn would share the one before it.
+llama-server does, or no turn would share the one before it.
 """
 
 from __future__ import annotations
