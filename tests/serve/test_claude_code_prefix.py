@@ -124,3 +124,26 @@ def test_an_overflow_is_anthropics_prompt_is_too_long(agent_server):
     assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
     message = answer.json()["error"]["message"]
     assert message.startswith("prompt is too long: ") and message.endswith(" tokens > 1024 maximum"), message
+
+
+def test_claude_code_s_system_message_among_the_turns_and_its_version_suffix(agent_server):
+    """Claude Code 2.1 puts its agent list in a `system` message after the first user turn, and its
+    billing line's version carries a suffix that changes with the conversation: the message is read
+    as user text (Gemma's and SmolLM2's templates take one system prompt), the suffix made constant."""
+
+    def ask(suffix: str) -> dict:
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 4,
+            "system": [{"type": "text", "text": f"x-anthropic-billing-header: cc_version=2.1.197.{suffix};"},
+                       {"type": "text", "text": PROMPT}],
+            "messages": [{"role": "user", "content": "Hi."}, {"role": "system", "content": "Agents: none."}],
+        }  # fmt: skip
+        url, headers = agent_server.url + "/v1/messages", {"x-api-key": KEY}
+        answer = httpx.post(url, json=body, headers=headers, timeout=60)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["usage"]
+
+    ask("c23")
+    again = ask("f9a")
+    assert again["input_tokens"] <= 1, again  # all but the last prompt token read from the cache

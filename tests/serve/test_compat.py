@@ -118,3 +118,16 @@ def test_an_earlier_drafts_tuple_items_and_definitions_are_read_as_llama_server_
     assert answer.status_code == 200, answer.text
     name, age = json.loads(answer.json()["choices"][0]["message"]["content"])["pair"]
     assert isinstance(name, str) and isinstance(age, int)
+
+
+def test_a_chat_template_file_that_is_not_there_is_refused_naming_it(tmp_path):
+    missing = tmp_path / "nope.jinja"
+    result = subprocess.run(
+        [*LLMCLI, "serve", "--port", "0", "--chat-template", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("llmcli: error: ") and str(missing) in result.stderr
+    assert result.stderr.count("\n") == 1
