@@ -143,12 +143,12 @@ BAD = [
             [
                 {
                     "type": "function",
-                    "function": {"name": "f", "parameters": {"type": "object", "multipleOf": 2}},
+                    "function": {"name": "f", "parameters": {"type": "object", "allOf": [{}]}},
                 }
             ]
         ),
         [],
-        "tools[0].function.parameters: unsupported keyword 'multipleOf'",
+        "tools[0].function.parameters: unsupported keyword 'allOf'",
     ),
     (
         json.dumps([WEATHER]),

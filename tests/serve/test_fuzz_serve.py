@@ -1,6 +1,7 @@
 """Seeded malformed requests against `llmcli serve`: every answer is a 200 or a well-formed refusal.
 
-Each case starts from a valid request to one of the generation routes (OpenAI's or Ollama's) and
+Each case starts from a valid request to one of the generation routes (OpenAI's chat, completions and
+Responses, Ollama's, Anthropic's Messages) and
 breaks it: a field dropped or given a value of the wrong type or range (NaN, huge, negative,
 nested), the JSON cut short or nested thousands deep, any field (or a call's string of arguments)
 nested near or past the one depth limit, bytes that are not UTF-8, a body past
@@ -35,7 +36,10 @@ ROUTES = {  # a valid body each, at most 3 tokens (a choice)
     "/v1/completions": {"prompt": "Once upon", "max_tokens": 3, "top_p": 0.9, "n": 2, "logprobs": 1},
     "/api/chat": {"model": "m", "messages": HI, "stream": False, "options": {"num_predict": 3, "top_k": 5}},
     "/api/generate": {"model": "m", "prompt": "Hi.", "stream": False, "options": {"num_predict": 3}},
+    "/v1/messages": {"model": "m", "messages": HI, "max_tokens": 3, "system": "Be brief.", "top_k": 5},
+    "/v1/responses": {"model": "m", "input": HI, "max_output_tokens": 3, "instructions": "Be brief."},
 }  # fmt: skip
+NAMED_EVENTS = {"/v1/messages": "message_stop", "/v1/responses": "response.completed"}  # a stream's last
 # Values no field accepts in the place it is put, or that test the checks' edges.
 BAD = [None, -1, 0, 2**64, -(2**63), 1e308, float("nan"), float("inf"), "", "x", "NaN", True, [], {},
        [1, "a"], {"role": "user"}, "\x00\u202e", 1.5]  # fmt: skip
@@ -193,12 +197,16 @@ def well_formed(route: str, response: httpx.Response) -> bool:
     if response.status_code == 200 and kind.startswith("application/x-ndjson"):  # a mutation set stream
         lines = [json.loads(line) for line in response.text.splitlines()]
         return lines[-1]["done"] is True and not any(line["done"] for line in lines[:-1])
+    if response.status_code == 200 and kind.startswith("text/event-stream") and route in NAMED_EVENTS:
+        last = response.text.rstrip().rsplit("\n", 1)[-1]
+        return last.startswith(f'data: {{"type": "{NAMED_EVENTS[route]}"')
     if response.status_code == 200 and kind.startswith("text/event-stream"):
         events = response.text.split("\n\n")
         return events[-2:] == ["data: [DONE]", ""] and all(e.startswith("data: {") for e in events[:-2])
     body = response.json()
-    if response.status_code == 200:
-        return "choices" in body or "message" in body or "response" in body
+    if response.status_code == 200:  # OpenAI's choices, Ollama's, Anthropic's message, Responses' output
+        shapes = ("choices", "message", "response", "output")
+        return any(key in body for key in shapes) or body.get("type") == "message"
     error = body.get("error")
     if route.startswith("/api/"):
         return isinstance(error, str) and error != ""

@@ -38,6 +38,7 @@ TEST_EXTRAS: dict[str, str] = {
     "ollama": "ollama",
     "instructor": "instructor",
     "litellm": "litellm",
+    "anthropic": "anthropic",
     "langchain-openai": "langchain_openai",
     "pydantic-ai-slim[openai]": "pydantic_ai",  # its openai extra is openai and tiktoken, both here anyway
     "openai-agents": "agents",

@@ -9,6 +9,7 @@ import typer
 
 import llmcli.serve.options as defaults  # serve's defaults and ranges: a table that imports nothing
 from llmcli.commands.options import (
+    ChatTemplateOpt,
     CtxOpt,
     FilterOpt,
     GpuLayersOpt,
@@ -29,7 +30,8 @@ from llmcli.commands.options import (
     system_option,
 )
 
-HELP = """Serve the store's models (or one) over HTTP: OpenAI's and Ollama's APIs, several requests
+HELP = """Serve the store's models (or one) over HTTP: OpenAI's (chat and Responses), Anthropic's and
+Ollama's APIs, several requests
 decoded together.
 
 \b
@@ -38,7 +40,8 @@ decoded together.
   llmcli serve --host 0.0.0.0 --api-key-file keys.txt --rate-limit 60
 
 \b
-Routes: /v1/chat/completions, /v1/completions, /v1/models (OpenAI); /api/chat, /api/generate,
+Routes: /v1/chat/completions, /v1/completions, /v1/responses, /v1/models (OpenAI); /v1/messages
+(Anthropic); /api/chat, /api/generate,
 /api/tags, /api/show, /api/ps, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health
 and /metrics (Prometheus); /ui, a chat page (--no-ui: none). With no MODEL, /api/tags and
 /v1/models list the whole store.
@@ -177,6 +180,16 @@ def serve(
             help="A browser origin allowed to call the server (https://app.example:8443, or *); repeatable.",
         ),
     ] = None,
+    chat_template: ChatTemplateOpt = None,
+    alias: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--alias",
+            metavar="NAME=MODEL",
+            show_default=False,
+            help="Answer requests for NAME with MODEL (NAME may be a glob: 'claude-*=qwen3'); repeatable.",
+        ),
+    ] = None,
     keep_alive: Annotated[
         str,
         typer.Option(
@@ -222,6 +235,7 @@ def serve(
     import signal
 
     from llmcli.engine.postprocess import WordFilter
+    from llmcli.engine.templates.choice import read_template_file
     from llmcli.errors import Interrupted
     from llmcli.offload import EVERY_LAYER
     from llmcli.serve.budget import parse_duration_option, parse_size_option
@@ -266,15 +280,17 @@ def serve(
         max_connections=max_connections,
         grace=grace,
         cors_origins=cors_origin or [],
+        chat_template=read_template_file(chat_template) if chat_template else None,
         read_only=read_only,
         ui=not no_ui,
         keep_alive=parse_duration_option(keep_alive, "--keep-alive"),
         max_models=max_models,
         max_memory=parse_size_option(max_memory, "--max-memory") if max_memory is not None else None,
     )  # checked as it is made: before a model is looked for, let alone pulled
+    aliases = parse_aliases(alias or [])
     store = Store(env.store_root)
     if model is None:
-        catalog = Catalog(store=store)
+        catalog = Catalog(store=store, aliases=aliases)
         name = path = None
     else:
         entry = find_model(
@@ -282,7 +298,7 @@ def serve(
         )
         config.model_name = entry.name
         name, path = entry.name, entry.path
-        catalog = Catalog(one=Served(entry.name, Path(entry.path)))
+        catalog = Catalog(one=Served(entry.name, Path(entry.path)), aliases=aliases)
 
     def listening(url: str) -> None:
         if json_out:  # the address (with --port 0, the port chosen) for a script that started it
@@ -330,3 +346,16 @@ def serve(
 
 
 serve.__doc__ = HELP
+
+
+def parse_aliases(given: list[str]) -> list[tuple[str, str]]:
+    """--alias NAME=MODEL values as (pattern, model) pairs, in the order given."""
+    from llmcli.errors import UsageError
+
+    pairs = []
+    for text in given:
+        name, sep, model = text.partition("=")
+        if not sep or not name.strip() or not model.strip():
+            raise UsageError(f"--alias {text[:80]!r} is not NAME=MODEL; give e.g. --alias 'claude-*=qwen3'")
+        pairs.append((name.strip(), model.strip()))
+    return pairs

@@ -56,14 +56,16 @@ class StopMatcher:
         self.stops = [s for s in stops if s]
         self._buffer = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop string that ended the reply (Anthropic reports it)
 
     def feed(self, text: str) -> str:
         if not self.stops:
             return text
         self._buffer += text
-        hits = [i for i in (self._buffer.find(s) for s in self.stops) if i >= 0]
+        hits = [(i, s) for i, s in ((self._buffer.find(s), s) for s in self.stops) if i >= 0]
         if hits:
-            out, self._buffer, self.stopped = self._buffer[: min(hits)], "", True
+            at, self.matched = min(hits, key=lambda hit: hit[0])
+            out, self._buffer, self.stopped = self._buffer[:at], "", True
             return out
         # Case-sensitive, like llama.cpp's stop strings: hold a tail that may start a stop string.
         hold = max(

@@ -87,9 +87,9 @@ FORMATS = ("date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 # Keywords that hold subschemas: a map of them, a list of them, or one (or a bool).
-_SCHEMA_MAPS = ("properties", "$defs", "definitions")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties")
+SCHEMA_MAPS = ("properties", "$defs", "definitions")
+SCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
+SCHEMA_ONE = ("items", "additionalProperties")
 # Keywords after which the converter looks at nothing else of the same subschema.
 _EXCLUSIVE = ("$ref", "anyOf", "oneOf", "const", "enum")
 
@@ -256,13 +256,13 @@ def _check_node(node: Any, where: str, depth: int, root: Any = None) -> None:
     missing = [name for name in node.get("required") or [] if name not in (node.get("properties") or {})]
     if missing:
         raise _refuse(where, f"required names {missing[0]!r}, which is not in properties")
-    for key in _SCHEMA_MAPS:
+    for key in SCHEMA_MAPS:
         for name, sub in (node.get(key) or {}).items():
             _check_node(sub, f"{where}/{key}/{name}", depth + 1, root)
-    for key in _SCHEMA_LISTS:
+    for key in SCHEMA_LISTS:
         for i, sub in enumerate(node.get(key) or []):
             _check_node(sub, f"{where}/{key}/{i}", depth + 1, root)
-    for key in _SCHEMA_ONE:
+    for key in SCHEMA_ONE:
         if key in node:
             _check_node(node[key], f"{where}/{key}", depth + 1, root)
 
@@ -338,13 +338,13 @@ def check_bounds(schema: Any) -> None:
         if not isinstance(node, dict):
             continue
         _check_sizes(node, where)
-        for key in _SCHEMA_MAPS:
+        for key in SCHEMA_MAPS:
             if isinstance(node.get(key), dict):
                 todo += [(sub, f"{where}/{key}/{name}") for name, sub in node[key].items()]
-        for key in _SCHEMA_LISTS:
+        for key in SCHEMA_LISTS:
             if isinstance(node.get(key), list):
                 todo += [(sub, f"{where}/{key}/{i}") for i, sub in enumerate(node[key])]
-        for key in _SCHEMA_ONE:
+        for key in SCHEMA_ONE:
             if key in node:
                 todo.append((node[key], f"{where}/{key}"))
 

@@ -25,6 +25,7 @@ from llmcli.engine.schema_check import (
     check_subset,
     short,
 )
+from llmcli.engine.schema_loosen import from_earlier_drafts
 from llmcli.engine.templates.thinking import strip_thinking
 from llmcli.errors import RuntimeFailure, UsageError
 
@@ -152,6 +153,7 @@ def constraint_from_schema(
     (an option, a file, a field); name: what its refusals call it (chat's option, a request's field)."""
     try:
         check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
+        schema = from_earlier_drafts(schema)  # engine/schema_loosen.py
         check_is_schema(schema)
         check_subset(schema)
         gbnf = schema_to_gbnf(schema)

@@ -24,12 +24,22 @@ def is_ollama(path: str) -> bool:
     return path.startswith("/api/")
 
 
+def error_body(exc: ApiError, path: str) -> dict:
+    """The error in the shape of the dialect whose route was asked (Anthropic's, Ollama's, OpenAI's)."""
+    from llmcli.serve.anthropic import routes as anthropic
+    from llmcli.serve.anthropic import wire
+
+    if path.startswith(anthropic.PATHS):
+        return wire.error(exc)
+    return exc.body(is_ollama(path))
+
+
 def error_response(exc: ApiError, path: str, metrics: ServeMetrics | None = None):
     from starlette.responses import JSONResponse
 
     if metrics is not None:
         metrics.refused.labels(status=str(exc.status)).inc()
-    return JSONResponse(exc.body(is_ollama(path)), status_code=exc.status, headers=exc.headers)
+    return JSONResponse(error_body(exc, path), status_code=exc.status, headers=exc.headers)
 
 
 class HeadAsGet:
@@ -96,10 +106,13 @@ def create_app(server: Server):
     from starlette.responses import JSONResponse, Response
 
     from llmcli.errors import LlmcliError
+    from llmcli.serve.anthropic.routes import router as anthropic_router
     from llmcli.serve.call import ClientLeft
+    from llmcli.serve.llama.routes import router as llama_router
     from llmcli.serve.ollama.manage import router as manage_router
     from llmcli.serve.ollama.routes import router as ollama_router
     from llmcli.serve.openai.routes import router as openai_router
+    from llmcli.serve.responses.routes import router as responses_router
 
     @asynccontextmanager
     async def lifespan(app):
@@ -159,6 +172,13 @@ def create_app(server: Server):
             return JSONResponse({"status": "loading model"}, status_code=503, headers={"Retry-After": "1"})
         return {"status": "ok"}
 
+    @app.get("/version")
+    async def version():
+        """llmcli's own version (/api/version answers the Ollama API level clients check)."""
+        from llmcli.serve.ollama.routes import VERSION_HEADER, llmcli_version
+
+        return JSONResponse({"version": llmcli_version()}, headers={VERSION_HEADER: llmcli_version()})
+
     @app.get("/metrics")
     async def metrics():
         data, content_type = server.metrics.render()
@@ -168,14 +188,17 @@ def create_app(server: Server):
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
+            from llmcli.serve.anthropic.routes import BODIES as ANTHROPIC_BODIES
+            from llmcli.serve.llama.routes import BODIES as LLAMA_BODIES
             from llmcli.serve.ollama.manage import BODIES as MANAGE_BODIES
             from llmcli.serve.ollama.routes import BODIES as OLLAMA_BODIES
             from llmcli.serve.openai.routes import BODIES as OPENAI_BODIES
             from llmcli.serve.openapi import with_bodies
+            from llmcli.serve.responses.routes import BODIES as RESPONSES_BODIES
 
             schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
             bodies: dict[str, Any] = {f"/v1{path}": model for path, model in OPENAI_BODIES.items()}
-            bodies |= OLLAMA_BODIES | MANAGE_BODIES
+            bodies |= OLLAMA_BODIES | MANAGE_BODIES | ANTHROPIC_BODIES | RESPONSES_BODIES | LLAMA_BODIES
             from llmcli.serve.rerank import BODIES as EMBED_BODIES
 
             bodies |= EMBED_BODIES
@@ -183,9 +206,13 @@ def create_app(server: Server):
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    app.include_router(anthropic_router)  # before OpenAI's: /v1/messages is Anthropic's
     app.include_router(openai_router, prefix="/v1")
     app.include_router(openai_router, include_in_schema=False)  # llama-server's un-prefixed aliases
+    app.include_router(responses_router, prefix="/v1")
+    app.include_router(responses_router, include_in_schema=False)
     app.include_router(ollama_router)
+    app.include_router(llama_router)
     app.include_router(manage_router)
     from llmcli.serve.ollama.embed import router as ollama_embed_router
     from llmcli.serve.openai.embeddings import router as openai_embed_router
@@ -203,16 +230,19 @@ def create_app(server: Server):
         app.include_router(webui.router())
     app.add_middleware(AccessMiddleware, server=server)
     app.add_middleware(HeadAsGet)  # a HEAD passes the key check as its GET would
-    if server.config.cors_origins:
-        from starlette.middleware.cors import CORSMiddleware
+    from starlette.middleware.cors import CORSMiddleware
 
-        # Outermost: a browser's preflight (OPTIONS, no key) is answered here, before the key check.
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=server.config.cors_origins,
-            allow_methods=["GET", "POST", "DELETE", "HEAD", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "X-Api-Key"],
-            expose_headers=["Retry-After"],
-            max_age=600,
-        )
+    from llmcli.serve.config import LOOPBACK_ORIGINS
+
+    # Outermost: a browser's preflight (OPTIONS, no key) is answered here, before the key check. A
+    # page served from this machine may call (as Ollama allows), other origins only when named.
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=[origin for origin in server.config.cors_origins if origin != "localhost"],
+        allow_origin_regex=LOOPBACK_ORIGINS,
+        allow_methods=["GET", "POST", "DELETE", "HEAD", "OPTIONS"],
+        allow_headers=["Authorization", "Content-Type", "X-Api-Key", "Anthropic-Version", "Anthropic-Beta"],
+        expose_headers=["Retry-After", "X-Llmcli-Timings", "X-Llmcli-Version"],
+        max_age=600,
+    )
     return app

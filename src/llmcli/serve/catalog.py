@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from llmcli.display import printable
@@ -93,19 +94,29 @@ def lookup(text: str, models: Sequence[ModelEntry], prefix: bool = True) -> Mode
     raise not_found(text)
 
 
-class Catalog:
-    """One model (`one`) or the store's (`store`)."""
+def aliased(text: str, aliases: Sequence[tuple[str, str]]) -> str:
+    """The model an alias names for `text` (`--alias 'claude-*=qwen3'`: the first pattern that matches,
+    case-sensitive, as the names are), else `text` itself."""
+    return next((model for pattern, model in aliases if fnmatchcase(text, pattern)), text)
 
-    def __init__(self, store: Store | None = None, one: Served | None = None) -> None:
+
+class Catalog:
+    """One model (`one`) or the store's (`store`); `aliases`: (NAME pattern, MODEL) pairs of --alias,
+    so that a client that asks for names of its own (Claude Code's configured and background models)
+    finds a model."""
+
+    def __init__(
+        self, store: Store | None = None, one: Served | None = None, aliases: Sequence[tuple[str, str]] = ()
+    ) -> None:
         assert (store is None) != (one is None)
-        self.store, self.one = store, one
+        self.store, self.one, self.aliases = store, one, tuple(aliases)
 
     def find(self, text: str | None, *, prefix: bool = True) -> Served:
         """The model a request names (UnknownModel if none has that name). `prefix`: a unique start
         of a name finds it too (a route that deletes asks for the whole name)."""
         if self.one is not None:
             return self.one
-        entry = lookup(text or "", self.entries(), prefix)
+        entry = lookup(aliased(text or "", self.aliases), self.entries(), prefix)
         if entry.missing:
             shown = printable(entry.name, SHOWN)
             raise UnknownModel(f"the file of model '{shown}' is gone; pull it again, or delete it")

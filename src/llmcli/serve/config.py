@@ -6,6 +6,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmcli.engine.sampling import SamplingParams
 from llmcli.errors import UsageError
@@ -22,9 +23,14 @@ from llmcli.serve.options import (
     TIMEOUT,
 )
 
+if TYPE_CHECKING:
+    from llmcli.engine.templates.choice import TemplateChoice
+
 # What a browser sends as Origin: a scheme, a host and maybe a port, in lower case; no path. `*`
-# allows any. The CORS middleware compares origins as strings: anything else never matches.
-ORIGIN = re.compile(r"\*|[a-z][a-z0-9+.-]*://([a-z0-9_.~-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
+# allows any, and `localhost` (llama-server's keyword) every loopback origin, which are allowed
+# anyway (as Ollama does). The CORS middleware compares origins as strings: anything else never
+# matches.
+ORIGIN = re.compile(r"\*|localhost|[a-z][a-z0-9+.-]*://([a-z0-9_.~-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
 ORIGIN_RULE = "a browser sends its origin as scheme://host[:port], in lower case, with no path or wildcard"
 
 
@@ -47,6 +53,9 @@ def origin_refusal(origin: str) -> str | None:
         f"--cors-origin {shown} is not an origin ({ORIGIN_RULE}); "
         "give one such as https://app.example.com, or * for any"
     )
+
+
+LOOPBACK_ORIGINS = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
 
 
 # Descriptors kept back from connections: the listening socket, the model file, stdio, and the
@@ -83,9 +92,10 @@ class ServeConfig:
     header_timeout: float = HEADER_TIMEOUT  # seconds a connection may take to send a request's head
     max_connections: int | None = None  # open connections at most (None: see connection_cap)
     grace: float = GRACE  # seconds in-flight requests get to finish after SIGTERM
-    cors_origins: list[str] = field(default_factory=list)  # browser origins allowed to call; none by default
+    cors_origins: list[str] = field(default_factory=list)  # browser origins allowed beside loopback ones
     read_only: bool = False  # no pull, delete or copy over the API
     ui: bool = True  # the chat page at /ui (--no-ui: off)
+    chat_template: TemplateChoice | None = None  # --chat-template FILE: every model's, instead of its own
     keep_alive: float = 300.0  # seconds an idle model stays loaded (math.inf: for ever)
     max_models: int | None = None  # models loaded at once (None: as many as --max-memory holds)
     max_memory: int | None = None  # bytes the loaded models may take (None: what is free at start, less 10%)

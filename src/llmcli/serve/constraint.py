@@ -69,6 +69,11 @@ def _response_format(value: Any) -> OutputConstraint | None:
     return _from_schema(spec["schema"], "response_format.json_schema.schema")
 
 
+def response_format(value: Any) -> OutputConstraint | None:
+    """An OpenAI response_format object, or None (what Responses' `text.format` is read as)."""
+    return None if value is None else _response_format(value)
+
+
 def _grammar(grammar: Any) -> Asked:
     if not isinstance(grammar, str) or not grammar.strip():
         raise bad("grammar", "grammar must be a GBNF grammar as a string (root ::= ...)")

@@ -64,7 +64,7 @@ class Model:
         try:
             self.sched = Scheduler(self.rt, SchedulerConfig())
             self.grammars = Grammars(self.rt)  # each request's constraint as its grammar check
-            self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq)
+            self.prompts = PromptMaker(self.rt, self.sched.n_ctx_seq, config.chat_template)
             self.prompts.warm_up()
             from llmcli.serve.embedding import embedder_for
 
@@ -220,6 +220,7 @@ class Model:
             ttft_ms=None if s.t_first is None else (s.t_first - call.t_arrival) * 1000,
             release_ms=max(now - done, 0.0) * 1000,
             index=index,
+            stop_sequence=seq.post.stop.matched,
         )
 
     def _refuse_unplaceable(self) -> None:

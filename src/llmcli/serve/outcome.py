@@ -52,6 +52,7 @@ class Outcome:
     ttft_ms: float | None
     release_ms: float
     index: int = 0  # the choice (OpenAI's n)
+    stop_sequence: str | None = None  # the stop string that ended it (Anthropic's stop_sequence)
 
 
 def combined(outcomes: list[Outcome]) -> Outcome:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from llmcli.engine.local.model_template import model_template
 from llmcli.engine.messages import Message
+from llmcli.engine.templates.choice import TemplateChoice
 from llmcli.engine.templates.render import PromptTooLong
 from llmcli.engine.templates.thinking import opens_thinking
 from llmcli.errors import TemplateError, UsageError
@@ -32,10 +33,10 @@ class Prompt:
 class PromptMaker:
     """Made on the engine thread at load; used by one render thread (its caches are not shared)."""
 
-    def __init__(self, runtime, room: int) -> None:
+    def __init__(self, runtime, room: int, override: TemplateChoice | None = None) -> None:
         self.rt = runtime
         self.room = room  # tokens a sequence holds
-        chosen = model_template(runtime)
+        chosen = model_template(runtime, override)  # override: serve --chat-template
         self.template, self.source, self.thinking = chosen.template, chosen.choice.source, chosen.thinking
         self.tool_form = chosen.tool_form  # how the model writes tool calls: read once, at load
         # No token covers more bytes than this, so a text of more characters than room * this cannot fit.
@@ -53,7 +54,9 @@ class PromptMaker:
             raise too_long(gen.dialect, self.room, f"more than {self.room}", f"{many} in the {what}", what)
         try:
             if gen.messages is not None:
-                prompt = self.chat(gen.messages, continue_final=gen.continue_final, tools=tools)
+                prompt = self.chat(
+                    gen.messages, continue_final=gen.continue_final, tools=tools, variables=gen.template_vars
+                )
             else:
                 prompt = self.raw(gen.prompt or "")
         except PromptTooLong as exc:
@@ -79,13 +82,29 @@ class PromptMaker:
         raise too_long(gen.dialect, room, f"{n_prompt + max_tokens - 1}", where, param)
 
     def chat(
-        self, messages: list[Message], continue_final: bool = False, tools: list[dict] | None = None
+        self,
+        messages: list[Message],
+        continue_final: bool = False,
+        tools: list[dict] | None = None,
+        variables: dict | None = None,
     ) -> Prompt:
-        """PromptTooLong (stops early) past the room; TemplateError for a template that fails."""
+        """PromptTooLong (stops early) past the room; TemplateError for a template that fails.
+        `variables`: the request's own template variables (enable_thinking, reasoning_effort)."""
+        given = variables or {}
         rendered = self.template.tokenize(
-            self.rt, messages, limit=self.room, continue_final=continue_final, tools=tools
+            self.rt, messages, limit=self.room, continue_final=continue_final, tools=tools, **given
         )
         return Prompt(rendered.tokens, self.thinking.parses and opens_thinking(rendered.text))
+
+    def text(self, gen: Generation) -> str:
+        """The request's prompt as text, rendered as prepare renders it (llama-server's /apply-template)."""
+        assert gen.messages is not None
+        tools = gen.tools.tools if gen.tools is not None else None
+        dicts = [m.as_dict() for m in gen.messages]
+        try:
+            return self.template.render(dicts, True, gen.continue_final, tools=tools, **gen.template_vars)
+        except (TemplateError, UsageError) as exc:
+            raise ApiError(400, str(exc), "messages") from None
 
     def warm_up(self) -> None:
         """Render once at load, so that the first request does not pay for the renderer's first run."""

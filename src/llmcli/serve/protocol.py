@@ -54,6 +54,25 @@ class Generation:
     n: int = 1  # choices of the one prompt (OpenAI's n), prefilled once
     logprobs: int | None = None  # log-probabilities of each token and this many most likely; None: none
     tools: ToolUse | None = None  # the tools for the template, and whether the reply is read for calls
+    template_vars: dict[str, Any] = field(default_factory=dict)  # enable_thinking, reasoning_effort
+
+
+# A reasoning level as every dialect words it (Ollama's think, OpenAI's reasoning_effort, Responses'
+# reasoning.effort): "none" turns thinking off, the others on, and gpt-oss's template reads the level.
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def thinking_vars(think: bool | None = None, effort: str | None = None) -> dict[str, Any]:
+    """The template variables that drive a thinking template: enable_thinking (Qwen3's switch) and
+    reasoning_effort (gpt-oss's level). A template that reads neither ignores them."""
+    found: dict[str, Any] = {}
+    if effort is not None:
+        found["enable_thinking"] = effort != "none"
+        if effort != "none":
+            found["reasoning_effort"] = effort
+    if think is not None:
+        found["enable_thinking"] = think
+    return found
 
 
 @dataclass(frozen=True)
@@ -165,6 +184,19 @@ def message_list(value: Any, *, may_be_empty: bool) -> list:
         if not isinstance(item, dict):
             raise refuse(f"[{i}] must be an object with role and content")
     return value
+
+
+def join_turn(out: list[Message], message: Message) -> None:
+    """`message` after `out`, joined to the last one when both are plain turns of one role (system,
+    user or assistant), as Anthropic joins consecutive turns: templates such as Gemma's refuse two
+    user turns in a row, and take one system prompt. Tool results stay apart."""
+    last = out[-1] if out else None
+    if last is None or last.role != message.role or message.role == "tool":
+        out.append(message)
+        return
+    last.content = "\n\n".join(text for text in (last.content, message.content) if text)
+    if message.tool_calls:
+        last.tool_calls = [*(last.tool_calls or []), *message.tool_calls]
 
 
 def content_text(value: Any) -> str:

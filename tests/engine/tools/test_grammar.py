@@ -81,7 +81,7 @@ def test_what_the_model_writes_under_the_grammar_reads_back_as_calls(session, fa
         session.params = SamplingParams(temperature=0.9, seed=seed, max_tokens=MAX_TOKENS)
         reply = drain(session.ask(PROMPT))
         assert reply.stats.finish_reason == "stop", reply.text  # the grammar ended it, not the limit
-        parsed = parse_reply(reply.text, form, NAMES)
+        parsed = parse_reply(reply.text, form, NAMES, named=choice.name)
         assert parsed.malformed is None, reply.text
         assert parsed.content.strip() == "", reply.text
         assert parsed.calls, reply.text
@@ -128,8 +128,8 @@ def test_each_tool_s_rules_are_renamed_apart_and_literals_are_left_alone():
 
 BAD = {
     "a keyword the converter refuses": (
-        {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}},
-        "tools[1].function.parameters: unsupported keyword 'multipleOf'",
+        {"type": "object", "properties": {"n": {"allOf": [{"type": "integer"}, {"minimum": 3}]}}},
+        "tools[1].function.parameters: unsupported keyword 'allOf'",
     ),
     "not a JSON Schema": ({"type": 5}, "tools[1].function.parameters is not a valid JSON Schema at /type"),
     "not an object": ([1, 2], "tools[1].function.parameters must be a JSON object"),
@@ -167,3 +167,30 @@ def test_required_with_no_tools_is_refused():
 )
 def test_a_tool_choice_is_parsed_from_its_text(text, choice):
     assert ToolChoice.parse(text) == choice
+
+
+# What Claude Code's tools hold: keywords llama-server's converter passes over, read as it reads them
+# in a tool's parameters (engine/schema_loosen.py), while --schema and response_format stay strict.
+AGENT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "url": {"type": "string", "format": "uri"},
+        "script": {"type": "string", "maxLength": 524288},
+        "metadata": {"type": "object", "propertyNames": {"type": "string"}, "additionalProperties": {}},
+        "args": {"description": "any JSON value, verbatim"},
+        "ids": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
+    },
+    "required": ["url"],
+}
+
+
+def test_an_agents_tool_schema_is_read_as_llama_server_reads_it_and_stays_strict_elsewhere():
+    from llmcli.engine.structured import constraint_from_schema
+    from llmcli.errors import UsageError
+
+    tools = [{"type": "function", "function": {"name": "fetch", "parameters": AGENT_SCHEMA}}]
+    for choice in (ToolChoice("auto"), ToolChoice("required"), ToolChoice("named", "fetch")):
+        checked(tool_constraint(tools, FORMATS["hermes"], choice))  # llama.cpp parses it too
+    with pytest.raises(UsageError, match="maxLength 524,288 at /properties/script is over the limit"):
+        constraint_from_schema(AGENT_SCHEMA)

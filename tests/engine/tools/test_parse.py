@@ -12,6 +12,7 @@ import pytest
 from llmcli.engine.tools import ContentDelta, ToolCall, ToolCallStream, join, new_call_id, parse_reply
 from llmcli.engine.tools.calls import CallDelta
 from llmcli.engine.tools.formats import HERMES
+from llmcli.engine.tools.stream import call_stream
 from tests.engine.tools.corpus import CORPUS, TOOLS, Recorded
 
 SPLITS = 60  # random ways to cut each reply, per seed
@@ -131,3 +132,33 @@ def test_a_long_call_streamed_a_character_at_a_time_is_read_whole():
     stream = ToolCallStream(HERMES, TOOLS, make_id=counter_ids())
     deltas = [delta for char in text for delta in stream.feed(char)] + stream.finish()
     assert join(deltas).calls == [ToolCall("python", {"code": code}, "call_0")]
+
+
+# -- a named tool_choice: the reply is the arguments alone -----------------------------------------
+CUT = "a tool call was cut off before its end"
+
+
+def weather(arguments: dict) -> list[ToolCall]:
+    return [ToolCall("get_weather", arguments, "call_0")]
+
+
+@pytest.mark.parametrize(
+    "reply, thinking, content, calls, malformed",
+    [
+        ('{"city": "Paris"}', False, "", weather({"city": "Paris"}), None),
+        ('<think>hm</think>{"a": 1}', True, "<think>hm</think>", weather({"a": 1}), None),
+        ('{"city": "Par', False, "", [], CUT),
+        ("[1]", False, "", [], "a tool call is not a call: its arguments are not an object"),
+        ("<think>still thinking", True, "<think>still thinking", [], CUT),
+    ],
+    ids=["whole", "after-thinking", "cut-off", "not-an-object", "thinking-unclosed"],
+)
+def test_a_named_choice_builds_its_call_from_the_name_and_the_bare_arguments(
+    reply, thinking, content, calls, malformed
+):
+    whole = parse_reply(reply, HERMES, ["get_weather"], thinking, counter_ids(), named="get_weather")
+    assert (whole.content, whole.calls, whole.malformed) == (content, calls, malformed)
+    for seed in range(SPLITS):  # streamed in any pieces, the same reply
+        stream = call_stream(HERMES, ["get_weather"], "get_weather", thinking, counter_ids())
+        pieces = random_pieces(reply, random.Random(seed)) if len(reply) > 1 else [reply]
+        assert join([d for piece in pieces for d in stream.feed(piece)] + stream.finish()) == whole

@@ -149,9 +149,10 @@ def _parameters(schema: object, where: str) -> None:
 @lru_cache(maxsize=256)
 def _schema_refusal(text: str) -> str | None:
     from llmcli.engine.schema_check import check_bounds, check_is_schema
+    from llmcli.engine.schema_loosen import tool_parameters
     from llmcli.errors import UsageError
 
-    schema = json.loads(text)
+    schema = tool_parameters(json.loads(text))  # as the grammar reads it (engine/tools/grammar.py)
     try:
         check_bounds(schema)  # first: jsonschema's own check is slow on what the bounds refuse
         check_is_schema(schema)

@@ -4,7 +4,10 @@
 - "none": no grammar (None); the tools may still be in the prompt;
 - "required": from the first token, one call (or several, with `parallel`) to any of the tools;
 - "named": exactly one call, to that function (as vLLM and OpenAI answer a named tool_choice;
-  allowing more let a small model repeat the call until max_tokens cut it off);
+  allowing more let a small model repeat the call until max_tokens cut it off). The reply is the
+  arguments object alone, under the function's schema: the name and the family's markup are known,
+  so the reader (stream.NamedCallStream) builds the call, and a client's small max_tokens buys the
+  arguments only (a forced call in the generic form cost 42 tokens on SmolLM2, and 32 cut it off);
 - "auto": lazy. The reply is free text until it writes the family's opening marker (the
   constraint's `trigger`); from the marker on, the grammar applies, so a text answer stays free and
   a call is well formed. The whole-reply forms (llama3, generic) have no marker: their trigger is a
@@ -124,9 +127,11 @@ def namespaced(gbnf: str, prefix: str) -> str:
 def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
     """A tool's parameters schema as rules named PREFIX-…; BadTool names the field when refused."""
     from llmcli.engine.schema_check import check_bounds, check_is_schema, check_subset
+    from llmcli.engine.schema_loosen import tool_parameters
     from llmcli.engine.structured import schema_to_gbnf
 
     try:
+        schema = tool_parameters(schema)  # as llama-server reads an agent's tools
         check_bounds(schema)
         check_is_schema(schema)
         assert isinstance(schema, dict)
@@ -137,19 +142,24 @@ def _arguments_grammar(schema: object, where: str, prefix: str) -> str:
     return namespaced(gbnf, prefix)
 
 
+def _arguments_rules(i: int, function: dict) -> str:
+    """Tool i's arguments as rules named t<i>-…: its parameters schema, always an object."""
+    where = f"tools[{i}].function.parameters"
+    schema = function.get("parameters", NO_PARAMETERS)
+    if isinstance(schema, dict) and "type" not in schema:
+        schema = {**schema, "type": "object"}  # arguments are an object, whatever else it says
+    if isinstance(schema, dict) and isinstance(schema["type"], str) and schema["type"] != "object":
+        raise BadTool(f'{where} must describe an object ("type": "object"): arguments are one', where)
+    return _arguments_grammar(schema, where, f"t{i}")
+
+
 def _call_rules(tools: list[tuple[int, dict]], markup: Markup) -> list[str]:
     """`call` (JSON forms) and `seg` (Functionary) over the (index, tool) pairs, and each tool's
     argument rules."""
     calls, segs, rules = [], [], []
     for i, tool in tools:
         function = tool["function"]
-        where = f"tools[{i}].function.parameters"
-        schema = function.get("parameters", NO_PARAMETERS)
-        if isinstance(schema, dict) and "type" not in schema:
-            schema = {**schema, "type": "object"}  # arguments are an object, whatever else it says
-        if isinstance(schema, dict) and isinstance(schema["type"], str) and schema["type"] != "object":
-            raise BadTool(f'{where} must describe an object ("type": "object"): arguments are one', where)
-        rules.append(_arguments_grammar(schema, where, f"t{i}"))
+        rules.append(_arguments_rules(i, function))
         head = gbnf_literal('{"name": ' + json_text(function["name"]) + f', "{markup.key}": ')
         calls.append(f'{head} t{i}-root "}}"')
         segs.append(f"{gbnf_literal(function['name'] + chr(10))} t{i}-root")
@@ -176,6 +186,10 @@ def tool_constraint(
             raise BadTool(f"tool_choice names {choice.name!r}, which is not among the tools")
         parallel = False
     markup = MARKUPS[form.name]
+    if choice.mode == "named":  # the arguments alone: NamedCallStream builds the call from the name
+        ((i, tool),) = chosen
+        rules = [f"root ::= t{i}-root", _arguments_rules(i, tool["function"])]
+        return OutputConstraint("tools", "\n".join(rules) + "\n", source="tools")
     lazy = choice.mode == "auto"
     rules = [f"root ::= {markup.root(parallel, lazy)}", WS, *_call_rules(chosen, markup)]
     if lazy and form.name == "generic":

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from llmcli.engine.templates.thinking import ANSWER
 from llmcli.engine.tools.calls import CallDelta, ContentDelta, Delta, MalformedDelta, ParsedReply, join
-from llmcli.engine.tools.stream import ToolCallStream
 
 if TYPE_CHECKING:
     from llmcli.engine.templates.thinking import ReasoningSplitter
@@ -35,7 +34,8 @@ class ReplyReader:
     def __init__(self, use: ToolUse | None, splitter: ReasoningSplitter | None = None) -> None:
         self.splitter = splitter
         reads = use is not None and use.reads_calls
-        self.calls = ToolCallStream(use.form, use.names) if use is not None and reads else None
+        # a named tool_choice's reply is that call's arguments alone (NamedCallStream)
+        self.calls = use.stream() if use is not None and reads else None
         self.deltas: list[Delta] = []  # the answer's, for parsed() (a reader of calls only)
         self.malformed: str | None = None  # why the first malformed call was dropped
 

@@ -28,6 +28,7 @@ from llmcli.engine.tools.calls import (
     bad_json,
     bad_shape,
     join,
+    loads,
     new_call_id,
     unknown_tool,
 )
@@ -224,13 +225,66 @@ class ToolCallStream:
         return out
 
 
+class NamedCallStream:
+    """A reply to a tool_choice that names one function: the grammar held it to that function's
+    arguments object alone (engine/tools/grammar.py), so the call is built from the known name, as
+    vLLM does, and the reply spends no tokens on markup or the name. Same interface as ToolCallStream:
+    the call goes out whole at the end, or a MalformedDelta when the reply was cut off. Reasoning
+    before it (an open `<think>`) is passed through as content, as there."""
+
+    def __init__(self, name: str, thinking: bool = False, make_id: IdMaker = new_call_id) -> None:
+        self.name, self.thinking, self.make_id = name, thinking, make_id
+        self.buffer = ""
+
+    def feed(self, text: str) -> list[Delta]:
+        self.buffer += text
+        if not self.thinking:
+            return []
+        at = self.buffer.find(CLOSE)
+        if at < 0:  # all but what may be the start of </think> is reasoning
+            cut = len(self.buffer) - held_tail(self.buffer, (CLOSE,))
+            thought, self.buffer = self.buffer[:cut], self.buffer[cut:]
+            return [ContentDelta(thought)] if thought else []
+        thought, self.buffer = self.buffer[: at + len(CLOSE)], self.buffer[at + len(CLOSE) :]
+        self.thinking = False
+        return [ContentDelta(thought)]
+
+    def finish(self) -> list[Delta]:
+        text, self.buffer = self.buffer, ""
+        if self.thinking:
+            return [ContentDelta(text), MalformedDelta(UNCLOSED)] if text else [MalformedDelta(UNCLOSED)]
+        try:
+            arguments = loads(text)
+        except ValueError:
+            return [MalformedDelta(UNCLOSED if text.strip() else bad_shape("the reply is empty"))]
+        if not isinstance(arguments, dict):
+            return [MalformedDelta(bad_shape("its arguments are not an object"))]
+        call = CallDelta(0, self.make_id(), self.name, "")
+        return [call, CallDelta(0, arguments=json.dumps(arguments, ensure_ascii=False))]
+
+
+def call_stream(
+    form: ToolFormat,
+    names: Collection[str],
+    named: str | None = None,
+    thinking: bool = False,
+    make_id: IdMaker = new_call_id,
+) -> ToolCallStream | NamedCallStream:
+    """The reader of a reply's calls: the form's, or, when tool_choice names a function (`named`),
+    the reader of its bare arguments."""
+    if named is not None:
+        return NamedCallStream(named, thinking, make_id)
+    return ToolCallStream(form, names, thinking, make_id)
+
+
 def parse_reply(
     text: str,
     form: ToolFormat,
     names: Collection[str],
     thinking: bool = False,
     make_id: IdMaker = new_call_id,
+    named: str | None = None,
 ) -> ParsedReply:
-    """A whole reply's content, calls and malformed reason (see ToolCallStream)."""
-    stream = ToolCallStream(form, names, thinking, make_id)
+    """A whole reply's content, calls and malformed reason (see ToolCallStream, NamedCallStream)."""
+    stream = call_stream(form, names, named, thinking, make_id)
     return join(stream.feed(text) + stream.finish())

@@ -6,9 +6,13 @@ prompt and reads the reply (engine/tools/reader.py's ReplyReader, for both)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmcli.engine.tools.formats import GENERIC, ToolFormat
 from llmcli.engine.tools.grammar import ToolChoice
+
+if TYPE_CHECKING:
+    from llmcli.engine.tools.stream import NamedCallStream, ToolCallStream
 
 
 @dataclass(frozen=True)
@@ -35,3 +39,14 @@ class ToolUse:
     def must_call(self) -> bool:
         """Under "required" or a named function a reply with no call is a failure, never text."""
         return self.choice.mode in ("required", "named")
+
+    @property
+    def named(self) -> str | None:
+        """The function a named tool_choice forces: its reply is that call's arguments alone."""
+        return self.choice.name if self.choice.mode == "named" else None
+
+    def stream(self, thinking: bool = False) -> ToolCallStream | NamedCallStream:
+        """The reader of a reply's calls under this choice (engine/tools/stream.py)."""
+        from llmcli.engine.tools.stream import call_stream
+
+        return call_stream(self.form, self.names, self.named, thinking)

@@ -29,6 +29,7 @@ from llmcli.serve.protocol import (
     refused_unless_neutral,
     role_field,
     sampling,
+    thinking_vars,
 )
 from llmcli.serve.tools import ToolCalls, Tools, ToolText, message, tool_use, with_tools
 
@@ -73,6 +74,16 @@ _OPTIONS: dict[str, Any] = {
 Options: Any = create_model("Options", __base__=Body, **_OPTIONS)
 
 
+THINK_LEVELS = ("low", "medium", "high")
+
+
+def _think(value: Any) -> Any:
+    """Ollama's think: true or false, or a level (gpt-oss's), which also turns thinking on."""
+    if not isinstance(value, bool) and value not in THINK_LEVELS:
+        raise refuse(f"must be true, false or one of {', '.join(THINK_LEVELS)}")
+    return value
+
+
 def _options(value: Any) -> Any:
     if value is not None and not isinstance(value, dict):
         raise refuse("must be an object")
@@ -94,6 +105,7 @@ def _content(value: Any) -> str:
 
 
 Role = role_field(ROLES)
+Think = checked(_think, {"anyOf": [{"type": "boolean"}, {"enum": list(THINK_LEVELS)}]})
 Content = checked(_content, {"type": "string"})
 Images = _refused(REFUSED["images"])
 Suffix = _refused(REFUSED["suffix"])
@@ -106,6 +118,7 @@ class OllamaMessage(Body):
     images: Images = None
     tool_calls: ToolCalls = None  # an assistant's calls, arguments as an object
     tool_name: ToolText = None  # a tool result: the tool that gave it
+    tool_call_id: ToolText = None  # a tool result: the call it answers (Ollama's newer clients send it)
 
 
 class GenerationBody(Body):
@@ -120,6 +133,7 @@ class GenerationBody(Body):
     # Ollama's newer fields, as OpenAI's chat has them
     logprobs: Flag = None
     top_logprobs: TopLogprobs = None
+    think: Think = None
 
     @property
     def unloads(self) -> bool:
@@ -145,7 +159,11 @@ class GenerationBody(Body):
             constraint=self.format.constraint if self.format is not None else None,
             dialect="ollama",
             logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
+            template_vars=thinking_vars(self.think if isinstance(self.think, bool) else None, self._level()),
         )
+
+    def _level(self) -> str | None:
+        return self.think if isinstance(self.think, str) else None
 
 
 class ChatRequest(GenerationBody):
@@ -160,7 +178,7 @@ class ChatRequest(GenerationBody):
 
     def generation(self, defaults: Defaults) -> Generation:
         messages = [
-            message(i, m.role, m.content or "", m.tool_calls, None, m.tool_name)
+            message(i, m.role, m.content or "", m.tool_calls, m.tool_call_id, m.tool_name)
             for i, m in enumerate(self.messages)
         ]
         if defaults.system and messages[0].role != "system":

@@ -172,17 +172,21 @@ async def show(request: Request):
     except (OSError, LlmcliError) as exc:
         raise ApiError(500, f"cannot read model '{served.name}': {exc}") from None
     arch = facts.arch or "general"
+    template = facts.chat_template or ""
     return {
         "modelfile": "",
         "parameters": "",
-        "template": facts.chat_template or "",
+        "template": template,
         "details": details(facts),
         "model_info": {
             "general.architecture": arch,
+            "general.basename": facts.name or served.name,
             "general.parameter_count": facts.n_params,
             f"{arch}.context_length": facts.context_length,
         },
-        "capabilities": await asyncio.to_thread(file_capabilities, served.path, arch, server.config.pooling),
+        "capabilities": capabilities(
+            template, await asyncio.to_thread(file_capabilities, served.path, arch, server.config.pooling)
+        ),
         "modified_at": _stamp(served),
     }
 
@@ -221,12 +225,32 @@ async def ps(request: Request):
     return {"models": models}
 
 
-@router.get("/version")
-async def version():
+def capabilities(template: str, found: list[str]) -> list[str]:
+    """Ollama's capabilities: what the GGUF says the model can do (serve/embedding.py), and thinking
+    for a model that completes and whose template writes or switches <think>."""
+    from llmcli.engine.templates.thinking import OPEN, TOGGLE
+
+    thinks = "completion" in found and (OPEN in template or TOGGLE in template)
+    return [*found, *(["thinking"] if thinks else [])]
+
+
+# The Ollama API level this server answers: clients gate features on it (VS Code Copilot's Ollama
+# provider refuses below 0.6.4; `codex --oss` takes below 0.13.4 for an Ollama without Responses).
+OLLAMA_LEVEL = "0.13.5"
+VERSION_HEADER = "X-Llmcli-Version"
+
+
+def llmcli_version() -> str:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as package_version
 
     try:
-        return {"version": package_version("llmcli")}
+        return package_version("llmcli")
     except PackageNotFoundError:
-        return {"version": "0.0.0"}
+        return "0.0.0"
+
+
+@router.get("/version")
+async def version():
+    """The Ollama API level; llmcli's own version is in a header (and GET /version)."""
+    return JSONResponse({"version": OLLAMA_LEVEL}, headers={VERSION_HEADER: llmcli_version()})

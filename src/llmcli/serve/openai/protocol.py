@@ -18,6 +18,7 @@ from llmcli.serve.constraint import Grammar, JsonSchema, ResponseFormat, one_con
 from llmcli.serve.errors import bad
 from llmcli.serve.logprobs import Choices, CompletionLogprobs, TopLogprobs, chat_logprobs
 from llmcli.serve.protocol import (
+    EFFORTS,
     Body,
     Defaults,
     Flag,
@@ -32,6 +33,7 @@ from llmcli.serve.protocol import (
     refused_unless_neutral,
     role_field,
     sampling,
+    thinking_vars,
 )
 from llmcli.serve.tools import ToolCalls, ToolChoiceField, Tools, ToolText, message, tool_use, with_tools
 
@@ -98,9 +100,27 @@ def _prompt(value: Any) -> str:
     return value
 
 
+def _effort(value: Any) -> str:
+    if value not in EFFORTS:
+        raise refuse(f"must be one of {', '.join(EFFORTS)}")
+    return value
+
+
+def _template_kwargs(value: Any) -> dict:
+    """vLLM's and llama-server's chat_template_kwargs: enable_thinking is read (the one variable a
+    request may set in the template; the rest are the template's own business and are ignored)."""
+    if not isinstance(value, dict):
+        raise refuse("must be an object")
+    if not isinstance(value.get("enable_thinking", False), bool):
+        raise refuse(".enable_thinking must be true or false")
+    return value
+
+
 Role = role_field(ROLES, READ_AS)
 Content = checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})
 StreamOptions = checked(_stream_options, {"type": "object"})
+Effort = checked(_effort, {"enum": list(EFFORTS)})
+TemplateKwargs = checked(_template_kwargs, {"type": "object"})
 Prompt = checked(_prompt, {"type": "string"}, nullable=False)
 CompletionTools = _refused_field("tools are for /v1/chat/completions, whose template renders them", ())
 
@@ -164,6 +184,8 @@ class ChatCompletionRequest(GenerationBody):
     parallel_tool_calls: Flag = None
     logprobs: Flag = None
     top_logprobs: TopLogprobs = None
+    reasoning_effort: Effort = None
+    chat_template_kwargs: TemplateKwargs = None
 
     def generation(self, defaults: Defaults) -> Generation:
         messages = [
@@ -192,6 +214,9 @@ class ChatCompletionRequest(GenerationBody):
             continue_final=continue_final,
             logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
         )
+        kwargs: dict[str, Any] = self.chat_template_kwargs or {}
+        think = kwargs.get("enable_thinking")
+        gen.template_vars = thinking_vars(think, self.reasoning_effort)
         use = tool_use(self.tools, self.tool_choice, self.parallel_tool_calls, defaults.tool_form)
         return with_tools(gen, use)
 

@@ -1,0 +1,81 @@
+"""Anthropic's routes: POST /v1/messages (SSE or JSON) and /v1/messages/count_tokens, also with
+`?beta=true` (the query is not part of the route). The key comes as `x-api-key` or a Bearer token,
+as on every route (serve/access.py); errors take Anthropic's shape (app.py asks wire.error)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, StreamingResponse
+
+from llmcli.serve.anthropic import wire
+from llmcli.serve.anthropic.protocol import CountTokensRequest, MessagesRequest
+from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.outcome import timings
+from llmcli.serve.state import Server
+
+router = APIRouter()
+PATHS = ("/v1/messages",)  # whose errors are Anthropic's (and /v1/messages/count_tokens under it)
+
+
+class ClosingEvents(ClosesCall, StreamingResponse):
+    """Anthropic's stream: named server-sent events."""
+
+
+def _prompt_tokens(call: Call) -> int:
+    assert call.prompt is not None  # the call has started
+    return len(call.prompt.tokens)
+
+
+def _timings(call: Call) -> dict:
+    assert call.outcome is not None
+    return timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
+
+
+def stream(call: Call, events: wire.Events) -> ClosingEvents:
+    async def sent():
+        yield events.start(_prompt_tokens(call))
+        render = lambda piece: events.piece(piece.kind, piece.text, piece.call)  # noqa: E731
+        async for data in call.streamed(render, wire.Events.failed):
+            yield data
+        if call.outcome is not None:
+            yield events.end(call.ending(0), call.outcome, _timings(call))
+
+    return ClosingEvents(call, sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/v1/messages")
+async def messages(request: Request):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, MessagesRequest)
+    served = server.find(body.model)
+    call = await server.start_call(request, served, body, None)
+    events = wire.Events(wire.message_id(), body.model or served.name)
+    if call.gen.stream:
+        return stream(call, events)
+    reply = await call.whole(request.is_disconnected)
+    t0 = time.perf_counter()
+    answer = wire.message(events.id, events.model, reply.text, reply.reasoning, reply.ending)
+    call.return_s += time.perf_counter() - t0
+    return JSONResponse(answer, headers={wire.TIMINGS_HEADER: json.dumps(_timings(call))})
+
+
+@router.post("/v1/messages/count_tokens")
+async def count_tokens(request: Request):
+    """The prompt's tokens as the served model's template renders them: nothing is generated."""
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, CountTokensRequest)
+    served = server.find(body.model)
+    lease = await server.lease(served, None, request.state.t_arrival)
+    try:
+        prompt = await server.prompt(body.generation(server.defaults(lease.model)), lease.model)
+    finally:
+        lease.release()
+    return {"input_tokens": len(prompt.tokens)}
+
+
+BODIES = {"/v1/messages": MessagesRequest, "/v1/messages/count_tokens": CountTokensRequest}

@@ -1,0 +1,1 @@
+"""llama-server's own routes beside the dialects: /tokenize, /detokenize, /apply-template."""

@@ -1,0 +1,1 @@
+"""OpenAI's Responses dialect, stateless: typed bodies (protocol.py), replies and events (wire.py), routes."""

@@ -1,0 +1,91 @@
+"""OpenAI's Responses routes: POST /v1/responses (SSE or JSON) and /v1/responses/input_tokens, also
+without the /v1 prefix as OpenAI's other routes here. Errors are OpenAI's shape, as on /v1/chat."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, StreamingResponse
+
+from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.outcome import timings
+from llmcli.serve.responses import wire
+from llmcli.serve.responses.protocol import ResponsesRequest
+from llmcli.serve.state import Server
+
+router = APIRouter()
+
+
+class ClosingEvents(ClosesCall, StreamingResponse):
+    """The Responses stream: named server-sent events."""
+
+
+def _asked(body: ResponsesRequest) -> dict:
+    """What a response repeats of its request, as OpenAI's does."""
+    return {
+        "instructions": body.instructions,
+        "tools": body.tools or [],
+        "tool_choice": body.tool_choice if body.tool_choice is not None else "auto",
+        "parallel_tool_calls": body.parallel_tool_calls is not False,
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "max_output_tokens": body.max_output_tokens,
+        "reasoning": body.reasoning or {"effort": None, "summary": None},
+        "text": body.text or {"format": {"type": "text"}},
+    }
+
+
+def _timings(call: Call) -> dict:
+    assert call.outcome is not None
+    return timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
+
+
+def stream(call: Call, events: wire.Events) -> ClosingEvents:
+    async def sent():
+        yield events.start()
+        render = lambda piece: events.piece(piece.kind, piece.text, piece.call)  # noqa: E731
+        async for data in call.streamed(render, events.failed):
+            yield data
+        if call.outcome is not None:
+            yield events.end(call.outcome)
+
+    return ClosingEvents(call, sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/responses")
+async def responses(request: Request):
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, ResponsesRequest)
+    served = server.find(body.model)
+    call = await server.start_call(request, served, body, None)
+    shell = wire.Shell(body.model or served.name, _asked(body))
+    if call.gen.stream:
+        return stream(call, wire.Events(shell))
+    reply = await call.whole(request.is_disconnected)
+    t0 = time.perf_counter()
+    answer = shell.response(
+        "completed", wire.output(reply.text, reply.reasoning, reply.ending.calls), reply.outcome
+    )
+    call.return_s += time.perf_counter() - t0
+    answer["timings"] = _timings(call)  # llmcli's, as on /v1/chat/completions: clients ignore it
+    return JSONResponse(answer)
+
+
+@router.post("/responses/input_tokens")
+async def input_tokens(request: Request):
+    """The input's tokens as the served model's template renders them: nothing is generated."""
+    server: Server = request.app.state.server
+    server.ready_or_503()
+    body = await server.read(request, ResponsesRequest)
+    served = server.find(body.model)
+    lease = await server.lease(served, None, request.state.t_arrival)
+    try:
+        prompt = await server.prompt(body.generation(server.defaults(lease.model)), lease.model)
+    finally:
+        lease.release()
+    return {"object": "response.input_tokens", "input_tokens": len(prompt.tokens)}
+
+
+BODIES = {"/v1/responses": ResponsesRequest, "/v1/responses/input_tokens": ResponsesRequest}
