@@ -57,10 +57,10 @@ def test_a_lookalike_of_loopback_is_not(server):
 
 
 def test_cors_origin_localhost_is_llama_servers_keyword_and_accepted():
-    config = ServeConfig("", "", cors_origins=["localhost", "https://app.example"])
+    config = ServeConfig(model_name="", cors_origins=["localhost", "https://app.example"])
     assert config.cors_origins == ["localhost", "https://app.example"]
     with pytest.raises(UsageError, match="is not an origin"):
-        ServeConfig("", "", cors_origins=["localhost:3000"])
+        ServeConfig(model_name="", cors_origins=["localhost:3000"])
 
 
 def test_an_alias_glob_names_a_model_and_the_first_match_wins():

@@ -120,6 +120,14 @@ def tool_use(
     return ToolUse(tools, choice, form, parallel is not False)
 
 
+def tool_use_as_sent(tools: Any, choice: Any, parallel: Any, form: ToolFormat) -> ToolUse | None:
+    """tool_use over OpenAI-shaped tools and tool_choice as sent, checked as the Tools and
+    ToolChoiceField fields check them: for a dialect that translates its own into OpenAI's shape
+    (Anthropic's, Responses')."""
+    checked_tools = None if tools is None else _tools(tools)
+    return tool_use(checked_tools, None if choice is None else _choice(choice), parallel, form)
+
+
 def with_tools(gen: Generation, use: ToolUse | None) -> Generation:
     """`gen` with its tools, and the grammar that holds the reply to a call (none for "none")."""
     if use is None:

@@ -37,7 +37,7 @@ from llmcli.serve.protocol import (
     sampling,
     thinking_vars,
 )
-from llmcli.serve.tools import tool_use, with_tools
+from llmcli.serve.tools import tool_use_as_sent, with_tools
 
 # Claude Code's billing line: its `cch=` nonce changes every request, and its version carries a
 # suffix after the release (`cc_version=2.1.197.c23`) that changes with the conversation.
@@ -358,7 +358,7 @@ class MessagesRequest(Body):
         )
         choice, parallel = _choice(self.tool_choice)
         try:
-            return with_tools(gen, tool_use(_tools(self.tools), choice, parallel, defaults.tool_form))
+            return with_tools(gen, tool_use_as_sent(_tools(self.tools), choice, parallel, defaults.tool_form))
         except ApiError as exc:
             raise _renamed(exc) from None
 

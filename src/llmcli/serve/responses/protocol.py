@@ -35,7 +35,7 @@ from llmcli.serve.protocol import (
     sampling,
     thinking_vars,
 )
-from llmcli.serve.tools import tool_use, with_tools
+from llmcli.serve.tools import tool_use_as_sent, with_tools
 
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 TEXT_PARTS = ("input_text", "output_text", "text", "refusal", "summary_text")
@@ -265,7 +265,7 @@ class ResponsesRequest(Body):
             template_vars=thinking_vars(None, effort),
         )
         try:
-            use = tool_use(
+            use = tool_use_as_sent(
                 _tools(self.tools), _choice(self.tool_choice), self.parallel_tool_calls, defaults.tool_form
             )
             return with_tools(gen, use)
