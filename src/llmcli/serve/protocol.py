@@ -96,6 +96,22 @@ def refuse(message: str) -> PydanticCustomError:
     return PydanticCustomError("llmcli", message)
 
 
+def as_sent(value: Any) -> Any:
+    """The check of a field read further on, where its refusal names the field: none here."""
+    return value
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    """The check of a field that takes one of `choices`."""
+
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise refuse(f"must be one of {', '.join(choices)}")
+        return value
+
+    return check
+
+
 def checked(check: Callable[[Any], Any], schema: dict, *, nullable: bool = True) -> Any:
     """A field type whose value goes through `check` as sent (no coercion by pydantic first); `schema`
     is what /openapi.json says of it. `nullable`: null is OpenAI's "not given", the server's default."""

@@ -189,6 +189,17 @@ class Server:
             timer.cancel()
         return await heavy.validated(model, data)
 
+    async def prompt_tokens(self, request, body) -> int:
+        """How many tokens the body's prompt is, as its model's template renders it; nothing is
+        generated (Anthropic's count_tokens, Responses' input_tokens)."""
+        served = self.find(body.model)
+        lease = await self.lease(served, None, request.state.t_arrival)
+        try:
+            prompt = await self.prompt(body.generation(self.defaults(lease.model)), lease.model)
+        finally:
+            lease.release()
+        return len(prompt.tokens)
+
     async def prompt(self, gen: Generation, model: Model) -> Prompt:
         """The request's prompt as token ids with its reply's room, made in the render thread."""
         loop = asyncio.get_running_loop()

@@ -30,8 +30,10 @@ from llmcli.serve.protocol import (
     Generation,
     Stops,
     Text,
+    as_sent,
     checked,
     join_turn,
+    one_of,
     param_field,
     refuse,
     sampling,
@@ -174,29 +176,19 @@ def _messages(value: Any) -> list:
     return value
 
 
-def _role(value: Any) -> str:
-    if value not in ROLES:
-        raise refuse(f"must be one of {', '.join(ROLES)}")
-    return value
-
-
 def _max_tokens(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise refuse("must be an integer of at least 1")
     return value
 
 
-def _as_sent(value: Any) -> Any:
-    return value
-
-
 Content = checked(_content, {"anyOf": [{"type": "string"}, {"type": "array"}]}, nullable=False)
-Role = checked(_role, {"enum": list(ROLES)}, nullable=False)
+Role = checked(one_of(ROLES), {"enum": list(ROLES)}, nullable=False)
 System = checked(_system, {"anyOf": [{"type": "string"}, {"type": "array"}]})
 MaxTokens = checked(_max_tokens, {"type": "integer", "minimum": 1})
-Tools = checked(_as_sent, {"type": "array", "items": {"type": "object"}})  # checked in _tools
-ToolChoiceField = checked(_as_sent, {"type": "object"})
-Thinking = checked(_as_sent, {"type": "object"})
+Tools = checked(as_sent, {"type": "array", "items": {"type": "object"}})  # checked in _tools
+ToolChoiceField = checked(as_sent, {"type": "object"})
+Thinking = checked(as_sent, {"type": "object"})
 
 
 class AnthropicMessage(Body):

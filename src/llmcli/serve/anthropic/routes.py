@@ -69,13 +69,7 @@ async def count_tokens(request: Request):
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, CountTokensRequest)
-    served = server.find(body.model)
-    lease = await server.lease(served, None, request.state.t_arrival)
-    try:
-        prompt = await server.prompt(body.generation(server.defaults(lease.model)), lease.model)
-    finally:
-        lease.release()
-    return {"input_tokens": len(prompt.tokens)}
+    return {"input_tokens": await server.prompt_tokens(request, body)}
 
 
 BODIES = {"/v1/messages": MessagesRequest, "/v1/messages/count_tokens": CountTokensRequest}

@@ -28,6 +28,7 @@ from llmcli.serve.protocol import (
     checked,
     content_text,
     message_list,
+    one_of,
     param_field,
     refuse,
     refused_unless_neutral,
@@ -100,12 +101,6 @@ def _prompt(value: Any) -> str:
     return value
 
 
-def _effort(value: Any) -> str:
-    if value not in EFFORTS:
-        raise refuse(f"must be one of {', '.join(EFFORTS)}")
-    return value
-
-
 def _template_kwargs(value: Any) -> dict:
     """vLLM's and llama-server's chat_template_kwargs: enable_thinking is read (the one variable a
     request may set in the template; the rest are the template's own business and are ignored)."""
@@ -119,7 +114,7 @@ def _template_kwargs(value: Any) -> dict:
 Role = role_field(ROLES, READ_AS)
 Content = checked(content_text, {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]})
 StreamOptions = checked(_stream_options, {"type": "object"})
-Effort = checked(_effort, {"enum": list(EFFORTS)})
+Effort = checked(one_of(EFFORTS), {"enum": list(EFFORTS)})
 TemplateKwargs = checked(_template_kwargs, {"type": "object"})
 Prompt = checked(_prompt, {"type": "string"}, nullable=False)
 CompletionTools = _refused_field("tools are for /v1/chat/completions, whose template renders them", ())

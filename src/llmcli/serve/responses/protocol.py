@@ -28,6 +28,7 @@ from llmcli.serve.protocol import (
     Flag,
     Generation,
     Text,
+    as_sent,
     checked,
     join_turn,
     param_field,
@@ -68,10 +69,6 @@ def _input(value: Any) -> Any:
     for i, item in enumerate(value):
         if not isinstance(item, dict):
             raise refuse(f"[{i}] must be an item object (a message, function_call, function_call_output)")
-    return value
-
-
-def _as_sent(value: Any) -> Any:
     return value
 
 
@@ -221,14 +218,14 @@ class ResponsesRequest(Body):
         default=None, validate_default=True
     )
     instructions: Text = None
-    tools: checked(_as_sent, {"type": "array"}) = None
-    tool_choice: checked(_as_sent, {"anyOf": [{"type": "string"}, {"type": "object"}]}) = None
+    tools: checked(as_sent, {"type": "array"}) = None
+    tool_choice: checked(as_sent, {"anyOf": [{"type": "string"}, {"type": "object"}]}) = None
     parallel_tool_calls: Flag = None
     max_output_tokens: param_field(PARAMS["max_tokens"]) = None
     temperature: param_field(PARAMS["temperature"]) = None
     top_p: param_field(PARAMS["top_p"]) = None
-    reasoning: checked(_as_sent, {"type": "object"}) = None
-    text: checked(_as_sent, {"type": "object"}) = None
+    reasoning: checked(as_sent, {"type": "object"}) = None
+    text: checked(as_sent, {"type": "object"}) = None
     stream: Flag = False
     previous_response_id: _stateless("previous_response_id") = None
     conversation: _stateless("conversation") = None

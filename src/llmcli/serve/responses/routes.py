@@ -79,13 +79,7 @@ async def input_tokens(request: Request):
     server: Server = request.app.state.server
     server.ready_or_503()
     body = await server.read(request, ResponsesRequest)
-    served = server.find(body.model)
-    lease = await server.lease(served, None, request.state.t_arrival)
-    try:
-        prompt = await server.prompt(body.generation(server.defaults(lease.model)), lease.model)
-    finally:
-        lease.release()
-    return {"object": "response.input_tokens", "input_tokens": len(prompt.tokens)}
+    return {"object": "response.input_tokens", "input_tokens": await server.prompt_tokens(request, body)}
 
 
 BODIES = {"/v1/responses": ResponsesRequest, "/v1/responses/input_tokens": ResponsesRequest}
