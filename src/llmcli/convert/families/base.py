@@ -93,14 +93,19 @@ class Family:
     def tied_embeddings(self) -> bool:
         return self.hp.tied
 
-    def hparams(self, writer: Any) -> None:
-        """Write the architecture's hyperparameters with a gguf.GGUFWriter."""
+    def sizes(self, writer: Any) -> None:
+        """The sizes every architecture writes first: layers, context, widths, heads."""
         h = self.hp
         writer.add_block_count(h.n_layers)
         writer.add_context_length(h.max_positions)
         writer.add_embedding_length(h.hidden)
         writer.add_feed_forward_length(h.intermediate)
         writer.add_head_count(h.n_heads)
+
+    def hparams(self, writer: Any) -> None:
+        """Write the architecture's hyperparameters with a gguf.GGUFWriter."""
+        h = self.hp
+        self.sizes(writer)
         writer.add_head_count_kv(h.n_kv_heads)
         writer.add_layer_norm_rms_eps(h.rms_eps)
         writer.add_rope_dimension_count(self.rope_dims())

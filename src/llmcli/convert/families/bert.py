@@ -86,11 +86,7 @@ class Bert(Family):
         import gguf
 
         h = self.hp
-        writer.add_block_count(h.n_layers)
-        writer.add_context_length(h.max_positions)
-        writer.add_embedding_length(h.hidden)
-        writer.add_feed_forward_length(h.intermediate)
-        writer.add_head_count(h.n_heads)
+        self.sizes(writer)
         writer.add_layer_norm_eps(h.rms_eps)  # BERT's LayerNorm epsilon (parsed from layer_norm_eps)
         writer.add_causal_attention(False)
         writer.add_token_type_count(self.token_types)
