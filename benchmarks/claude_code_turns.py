@@ -21,9 +21,9 @@ import sys
 import urllib.request
 
 from serve_sides import embedded_model, llmcli_server
+from tests.serve.claude_code import BILLING, TOOLS  # importable once serve_sides put the repo on the path
 
 GOAL = 0.5
-BILLING = "x-anthropic-billing-header: cc_version=2.1.3.abc; cc_entrypoint=cli; cch={nonce};"
 UNNORMALISED = "x-session-marker: cch={nonce};"  # the same nonce, on a line nobody rewrites
 RULES = [
     "Read a file before you change it.",
@@ -32,26 +32,6 @@ RULES = [
     "Never commit unless the user asks you to.",
     "Prefer editing an existing file to creating a new one.",
     "Explain a shell command before you run it.",
-]
-TOOLS = [
-    {
-        "name": "Bash",
-        "description": "Run a shell command and return its output.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "maxLength": 40}},
-            "required": ["command"],
-        },
-    },
-    {
-        "name": "Read",
-        "description": "Read a file.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"file_path": {"type": "string", "maxLength": 60}},
-            "required": ["file_path"],
-        },
-    },
 ]
 
 

@@ -10,35 +10,15 @@ import httpx
 import pytest
 
 from llmcli.store import EMBEDDED_NAME
+from tests.serve.claude_code import BILLING, TOOLS
 from tests.serve.server import KEY, ServeProcess
 from tests.support.deps import require
 
-BILLING = "x-anthropic-billing-header: cc_version=2.1.3.abc; cc_entrypoint=cli; cch={nonce};"
 PROMPT = (
     "You are an interactive CLI tool that helps users with software engineering tasks. Use the "
     "instructions below and the tools available to you to assist the user. Keep your answers short. "
     "When you run a command, explain what it does first. Never guess file contents: read them."
 )
-TOOLS = [
-    {
-        "name": "Bash",
-        "description": "Run a shell command and return its output.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "maxLength": 40}},
-            "required": ["command"],
-        },
-    },
-    {
-        "name": "Read",
-        "description": "Read a file.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"file_path": {"type": "string", "maxLength": 60}},
-            "required": ["file_path"],
-        },
-    },
-]
 
 
 @pytest.fixture(scope="module")
