@@ -15,7 +15,14 @@ import pytest
 
 from tests.fuzz import SEED_IDS, assert_reached, cases, seeds
 from tests.serve.server import KEY, MAX_BODY, ServeProcess
-from tests.serve.test_fuzz_serve import BODIES, FIRST, HEADERS, mutate_body, mutate_headers
+from tests.serve.test_fuzz_serve import (
+    BODIES,
+    FIRST,
+    HEADERS,
+    mutate_body,
+    mutate_headers,
+    well_formed_refusal,
+)
 from tests.support.locks import shared_by_workers
 
 CASES = cases(default=20, long=200)
@@ -49,10 +56,7 @@ def well_formed(route: str, response: httpx.Response) -> bool:
     body = response.json()
     if response.status_code == 200:
         return isinstance(body, list) or bool({"data", "embeddings", "embedding", "results"} & set(body))
-    error = body.get("error") if isinstance(body, dict) else None
-    if route.startswith("/api/"):
-        return isinstance(error, str) and error != ""
-    return isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"] != ""
+    return well_formed_refusal(route, body)
 
 
 @pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)

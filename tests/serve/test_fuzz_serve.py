@@ -192,6 +192,14 @@ def mutate_headers(kind: str) -> dict:
     }[kind]
 
 
+def well_formed_refusal(route: str, body: object) -> bool:
+    """A refusal in the route's shape: Ollama's error string, or an error object with a message."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if route.startswith("/api/"):
+        return isinstance(error, str) and error != ""
+    return isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"] != ""
+
+
 def well_formed(route: str, response: httpx.Response) -> bool:
     kind = response.headers.get("content-type", "")
     if response.status_code == 200 and kind.startswith("application/x-ndjson"):  # a mutation set stream
@@ -207,10 +215,7 @@ def well_formed(route: str, response: httpx.Response) -> bool:
     if response.status_code == 200:  # OpenAI's choices, Ollama's, Anthropic's message, Responses' output
         shapes = ("choices", "message", "response", "output")
         return any(key in body for key in shapes) or body.get("type") == "message"
-    error = body.get("error")
-    if route.startswith("/api/"):
-        return isinstance(error, str) and error != ""
-    return isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"] != ""
+    return well_formed_refusal(route, body)
 
 
 @pytest.mark.parametrize("seed", seeds(FIXED_SEED), ids=SEED_IDS)
