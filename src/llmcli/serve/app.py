@@ -34,12 +34,21 @@ def error_body(exc: ApiError, path: str) -> dict:
     return exc.body(is_ollama(path))
 
 
+def error_status(exc: ApiError, path: str) -> int:
+    """The status in the dialect's terms: Anthropic's overload is 529, every other dialect's 503."""
+    from llmcli.serve.anthropic import routes as anthropic
+    from llmcli.serve.anthropic import wire
+
+    return wire.status(exc) if path.startswith(anthropic.PATHS) else exc.status
+
+
 def error_response(exc: ApiError, path: str, metrics: ServeMetrics | None = None):
     from starlette.responses import JSONResponse
 
+    status = error_status(exc, path)
     if metrics is not None:
-        metrics.refused.labels(status=str(exc.status)).inc()
-    return JSONResponse(error_body(exc, path), status_code=exc.status, headers=exc.headers)
+        metrics.refused.labels(status=str(status)).inc()
+    return JSONResponse(error_body(exc, path), status_code=status, headers=exc.headers)
 
 
 class HeadAsGet:

@@ -1,7 +1,7 @@
 """The anthropic SDK (and litellm's anthropic/ provider) against /v1/messages on the shared server:
 create, stream with get_final_message, count_tokens, a named tool and its tool_result round trip,
-each error class the SDK raises, and the bad inputs named in issue 39, each a 400 in Anthropic's
-shape naming its field."""
+errors as the SDK's classes (every class: test_anthropic_errors.py), and the bad inputs named in
+issue 39, each a 400 in Anthropic's shape naming its field."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_each_error_comes_as_the_sdk_class_of_its_status(server, claude, anthrop
         "error": {"type": "invalid_request_error", "message": "max_tokens must be an integer of at least 1"},
     }
     big = [{"role": "user", "content": "x" * 5000}]  # over the shared server's --max-body
-    with pytest.raises(sdk.APIStatusError) as large:
+    with pytest.raises(sdk.RequestTooLargeError) as large:
         claude.messages.create(model=EMBEDDED_NAME, max_tokens=2, messages=big)
     assert large.value.status_code == 413 and large.value.body["error"]["type"] == "request_too_large"
     missing = httpx.post(server.url + "/v1/messages/nope", headers={"x-api-key": KEY}, timeout=10)

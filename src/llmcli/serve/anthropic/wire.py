@@ -36,6 +36,10 @@ ERROR_TYPES = {
     503: "overloaded_error",
     504: "timeout_error",
 }
+# Anthropic's API says "overloaded" with 529, not 503 (its errors page): the SDK raises OverloadedError
+# for it, and Claude Code retries it as an overload. The server's 503s (a full queue, a model still
+# loading, a shutdown) answer so on Anthropic's routes.
+STATUSES = {503: 529}
 # OpenAI's overflow words (serve/errors.context_exceeded), which carry the numbers Anthropic's say
 OVERFLOW = re.compile(
     r"maximum context length is (\d+) tokens\. However, you requested (more than |at least )?(\d+)"
@@ -44,6 +48,11 @@ OVERFLOW = re.compile(
 
 def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
+
+
+def status(exc: ApiError) -> int:
+    """The HTTP status Anthropic's API gives for the server's refusal."""
+    return STATUSES.get(exc.status, exc.status)
 
 
 def error(exc: ApiError) -> dict:
