@@ -115,6 +115,7 @@ def test_a_named_tool_is_called_and_its_result_goes_back(claude):
     uses = [block for block in message.content if block.type == "tool_use"]
     assert len(uses) >= 1 and message.stop_reason == "tool_use"
     assert uses[0].name == "get_weather" and isinstance(uses[0].input, dict)
+    assert uses[0].id.startswith("toolu_") and len(uses[0].id) == len("toolu_") + 24  # Anthropic's form
     assert_call_fits(uses[0].name, uses[0].input)
 
     result = {"type": "tool_result", "tool_use_id": uses[0].id, "content": "sunny, 21 degrees"}
@@ -137,7 +138,7 @@ def test_a_streamed_tool_call_accumulates_into_a_dict_input(claude):
     ) as stream:
         final = stream.get_final_message()
     uses = [block for block in final.content if block.type == "tool_use"]
-    assert uses and final.stop_reason == "tool_use"
+    assert uses and final.stop_reason == "tool_use" and uses[0].id.startswith("toolu_")
     assert_call_fits(uses[0].name, uses[0].input)
 
 

@@ -65,6 +65,7 @@ def test_a_function_call_streams_and_its_output_goes_back(client):
         final = stream.get_final_response()
     calls = [item for item in final.output if item.type == "function_call"]
     assert calls and calls[0].name == "get_weather" and calls[0].id.startswith("fc_")
+    assert calls[0].call_id.startswith("call_")  # the id the client sends back, as OpenAI writes it
     assert "".join(argument_deltas).startswith(calls[0].arguments[:8])
     assert_call_fits(calls[0].name, json.loads(calls[0].arguments))
 
@@ -127,6 +128,7 @@ def test_hosted_tools_are_left_out_and_a_namespace_s_functions_are_tools(server)
     assert answer.status_code == 200, answer.text
     (call,) = [item for item in answer.json()["output"] if item["type"] == "function_call"]
     assert call["name"] == "get_weather"
+    assert call["id"].startswith("fc_") and call["call_id"].startswith("call_")
 
 
 def test_an_agents_sdk_runner_on_its_default_responses_model_runs_a_function_tool(server, openai_module):

@@ -50,6 +50,14 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
+def tool_use_id(call_id: str | None) -> str:
+    """A tool call's id as Anthropic writes one (`toolu_` and 24 letters and digits): the engine's
+    OpenAI id (`call_...`) with Anthropic's prefix, so the same call keeps one id in either dialect."""
+    if not call_id:
+        return f"toolu_{uuid.uuid4().hex[:24]}"
+    return call_id if call_id.startswith("toolu_") else "toolu_" + call_id.removeprefix("call_")
+
+
 def status(exc: ApiError) -> int:
     """The HTTP status Anthropic's API gives for the server's refusal."""
     return STATUSES.get(exc.status, exc.status)
@@ -92,7 +100,8 @@ def blocks(text: str, reasoning: str, calls: tuple[ToolCall, ...]) -> list[dict]
     if text or not (calls or reasoning):  # an empty reply is one empty text block
         out.append({"type": "text", "text": text})
     for call in calls:
-        out.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+        use = {"type": "tool_use", "id": tool_use_id(call.id), "name": call.name, "input": call.arguments}
+        out.append(use)
     return out
 
 
@@ -166,7 +175,7 @@ class Events:
         if call is not None:
             out = b""
             if call.name is not None:
-                block = {"type": "tool_use", "id": call.id or "", "name": call.name, "input": {}}
+                block = {"type": "tool_use", "id": tool_use_id(call.id), "name": call.name, "input": {}}
                 out = self._open("tool_use", block)
             if call.arguments:
                 out += self._delta({"type": "input_json_delta", "partial_json": call.arguments})
