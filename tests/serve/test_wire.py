@@ -123,6 +123,7 @@ def test_a_whole_body_carries_usage_and_timings_after_its_choices():
         "completion_tokens": 3,
         "total_tokens": 15,
         "prompt_tokens_details": {"cached_tokens": 4},
+        "completion_tokens_details": {"reasoning_tokens": 0},
     }
     assert openai.usage_chunk(head(True), outcome())["choices"] == []
 

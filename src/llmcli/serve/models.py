@@ -80,6 +80,7 @@ class Model:
         self.snapshot = Snapshot(n_ctx=self.sched.n_ctx, ready=True)
         self.calls: dict[int, tuple[Call, int]] = {}  # sequence id -> its request and its choice
         self.finished = self.generated = 0
+        self._close: tuple[int, ...] | None = None  # the tokens that end a thinking past its budget
 
     @property
     def busy(self) -> bool:
@@ -128,6 +129,7 @@ class Model:
                 word_filter=WordFilter(words) if words else None,
                 grammar=grammar,
                 logprobs=gen.logprobs,
+                reasoning=self._reasoning(gen.reasoning_budget, prompt.opens_thinking),
             )
             try:
                 seq = sched.submit(request, fork_of=call.seqs[0] if call.seqs else None)
@@ -141,6 +143,15 @@ class Model:
         call.left, call.logprobs_sent = gen.n, [0] * gen.n
         call.tokenize_ms += (time.perf_counter() - t0) * 1000
         call.deliver(Started(len(prompt.tokens), prompt.opens_thinking, prompt.max_tokens))
+
+    def _reasoning(self, budget: int | None, opened: bool):
+        """The reply's reasoning plan: counted where the template has a thinking form, held to the
+        request's budget with this model's tokens of the forced close (tokenized once)."""
+        from llmcli.engine.local.reasoning import FORCED_CLOSE, ReasoningPlan
+
+        if self._close is None:
+            self._close = tuple(self.rt.tokenize(FORCED_CLOSE, parse_special=True))
+        return ReasoningPlan(self.prompts.thinking.parses, opened, budget, self._close)
 
     def _drop(self, call: Call) -> None:
         """A call refused while its choices were being queued: the ones queued go, unanswered."""
@@ -221,6 +232,7 @@ class Model:
             release_ms=max(now - done, 0.0) * 1000,
             index=index,
             stop_sequence=seq.post.stop.matched,
+            reasoning_tokens=seq.reasoning.tokens if seq.reasoning is not None else 0,
         )
 
     def _refuse_unplaceable(self) -> None:

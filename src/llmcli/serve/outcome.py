@@ -53,6 +53,7 @@ class Outcome:
     release_ms: float
     index: int = 0  # the choice (OpenAI's n)
     stop_sequence: str | None = None  # the stop string that ended it (Anthropic's stop_sequence)
+    reasoning_tokens: int = 0  # completion tokens inside the thinking block (engine/local/reasoning.py)
 
 
 def combined(outcomes: list[Outcome]) -> Outcome:
@@ -66,6 +67,7 @@ def combined(outcomes: list[Outcome]) -> Outcome:
         first,
         prefill_tokens=sum(o.prefill_tokens for o in outcomes),
         completion_tokens=sum(o.completion_tokens for o in outcomes),
+        reasoning_tokens=sum(o.reasoning_tokens for o in outcomes),
         decode_ms=max(decode) if decode else None,
         release_ms=max(o.release_ms for o in outcomes),
     )

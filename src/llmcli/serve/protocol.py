@@ -55,6 +55,7 @@ class Generation:
     logprobs: int | None = None  # log-probabilities of each token and this many most likely; None: none
     tools: ToolUse | None = None  # the tools for the template, and whether the reply is read for calls
     template_vars: dict[str, Any] = field(default_factory=dict)  # enable_thinking, reasoning_effort
+    reasoning_budget: int | None = None  # the most reasoning tokens before the thinking is ended
 
 
 # A reasoning level as every dialect words it (Ollama's think, OpenAI's reasoning_effort, Responses'

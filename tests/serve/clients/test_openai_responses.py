@@ -30,6 +30,7 @@ def test_create_answers_with_a_message_item_and_usage(client):
     assert response.output_text == item.content[0].text and response.output_text
     assert response.usage.input_tokens > 0 and 0 < response.usage.output_tokens <= 8
     assert response.usage.input_tokens_details.cached_tokens >= 0
+    assert response.usage.output_tokens_details.reasoning_tokens == 0  # no thinking form: no reasoning
     if response.status == "incomplete":
         assert response.incomplete_details.reason == "max_output_tokens"
 

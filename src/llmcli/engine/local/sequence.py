@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from llmcli.engine.local.logprobs import TokenLogprob, token_logprob
+from llmcli.engine.local.reasoning import ReasoningCount, ReasoningPlan
 from llmcli.engine.local.sampler import GrammarCheck, Sampler
 from llmcli.engine.postprocess import Postprocessor, WordFilter
 from llmcli.engine.sampling import SamplingParams
@@ -33,6 +34,8 @@ class Request:
     driven: bool = False
     # Log-probabilities of each reply token and of this many most likely ones (None: not asked, no cost).
     logprobs: int | None = None
+    # Its reply's reasoning, counted and held to a budget (reasoning.py); None: not read, no cost.
+    reasoning: ReasoningPlan | None = None
 
     @property
     def budget(self) -> int:
@@ -120,6 +123,8 @@ class Sequence:
         self.eog_token: int | None = None  # the end-of-generation token that ended it, if one did
         self.cancel_requested = False
         self.stats = SeqStats(prompt_tokens=len(self.prompt), t_submit=time.perf_counter())
+        plan = request.reasoning
+        self.reasoning = ReasoningCount(plan) if plan is not None and plan.reads else None
 
     def __repr__(self) -> str:
         return f"Sequence({self.id}, {self.state}, slot={self.slot}, n_past={self.n_past})"
@@ -158,7 +163,12 @@ class Sequence:
         token; `room`: the cells a sequence holds, past which it cannot go on. `token`: its greedy
         sampler's pick, already taken with the other sequences' (Scheduler._greedy)."""
         assert self.sampler is not None  # given at admission
-        if token is None:
+        forced = self.reasoning.forced() if self.reasoning is not None else None
+        if forced is not None:  # past its reasoning budget: the close of the thinking, not a draw
+            token = forced
+            if self.sampler.grammar is not None:  # it waits for the end of the thinking too
+                self.sampler.grammar.observe(token)
+        elif token is None:
             token = self.sampler.sample(self.i_batch)
         k = self.request.logprobs
         logprob = None if k is None else token_logprob(rt, self.i_batch, token, k)
@@ -183,6 +193,8 @@ class Sequence:
         if logprob is not None:
             self.logprobs.append(logprob)
         stats.completion_tokens = len(self.generated)
+        if self.reasoning is not None:
+            self.reasoning.observe(piece)
         post = self.post
         delta = post.feed(piece)
         if delta:

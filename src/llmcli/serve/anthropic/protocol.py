@@ -269,17 +269,24 @@ class MessagesRequest(Body):
     thinking: Thinking = None  # switches a thinking template (see _thinking)
     metadata: Any = None  # user_id: nothing to do with it here
 
-    def _thinking(self) -> dict:
-        """enabled (or adaptive) and disabled switch a thinking template; budget_tokens is not held
-        to: the reply's max_tokens bounds the thinking with the answer."""
+    def _thinking(self) -> tuple[dict, int | None]:
+        """(template variables, reasoning budget): enabled (or adaptive) and disabled switch a
+        thinking template; enabled's budget_tokens is held to, the thinking ended once it has used
+        that many tokens (engine/local/reasoning.py) and the answer written after it. Smaller budgets
+        than Anthropic's least (1024) are taken: a local model's thinking is often short."""
         kinds = {"enabled": True, "adaptive": True, "disabled": False}
         if self.thinking is None:
-            return {}
+            return {}, None
         if not isinstance(self.thinking, dict) or self.thinking.get("type") not in kinds:
             raise bad(
                 "thinking", 'thinking must be {"type": "enabled", "budget_tokens": N} or {"type": "disabled"}'
             )
-        return thinking_vars(kinds[self.thinking["type"]])
+        kind, budget = self.thinking["type"], self.thinking.get("budget_tokens")
+        if kind != "enabled" or budget is None:
+            return thinking_vars(kinds[kind]), None
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+            raise bad("thinking.budget_tokens", "thinking.budget_tokens must be an integer of at least 0")
+        return thinking_vars(True), budget
 
     def messages_of(self, defaults: Defaults) -> list[Message]:
         """The engine's messages: the system prompt, then each turn's blocks in order, consecutive
@@ -329,7 +336,7 @@ class MessagesRequest(Body):
         return out
 
     def generation(self, defaults: Defaults) -> Generation:
-        template_vars = self._thinking()
+        template_vars, budget = self._thinking()
         given = {k: v for k in ("temperature", "top_p", "top_k") if (v := getattr(self, k)) is not None}
         params, _ = sampling(given, defaults.params)
         gen = Generation(
@@ -347,6 +354,7 @@ class MessagesRequest(Body):
             # rewords them as Anthropic's "prompt is too long"
             dialect="openai",
             template_vars=template_vars,
+            reasoning_budget=budget,
         )
         choice, parallel = _choice(self.tool_choice)
         try:

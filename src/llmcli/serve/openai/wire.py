@@ -131,12 +131,14 @@ def whole_choice(head: Head, index: int, reply: Reply, logprobs: dict | None) ->
 
 
 def usage(o: Outcome) -> dict:
-    """OpenAI's usage object (with the cached prompt tokens where OpenAI reports them)."""
+    """OpenAI's usage object (with the cached prompt tokens and the reply's reasoning tokens where
+    OpenAI reports them)."""
     return {
         "prompt_tokens": o.prompt_tokens,
         "completion_tokens": o.completion_tokens,
         "total_tokens": o.prompt_tokens + o.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": o.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": o.reasoning_tokens},
     }
 
 

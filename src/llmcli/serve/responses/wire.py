@@ -28,12 +28,13 @@ def new_id(prefix: str) -> str:
 
 
 def usage(o: Outcome) -> dict:
-    """Reasoning tokens are not counted apart from the answer's here: 0, as a model without reasoning."""
+    """output_tokens include the reasoning's, which output_tokens_details counts apart (the engine
+    counts the tokens of the thinking block, its tags included)."""
     return {
         "input_tokens": o.prompt_tokens,
         "input_tokens_details": {"cached_tokens": o.cached_tokens},
         "output_tokens": o.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": o.reasoning_tokens},
         "total_tokens": o.prompt_tokens + o.completion_tokens,
     }
 
