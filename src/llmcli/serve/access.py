@@ -64,7 +64,8 @@ class Need:
         chars = len(gen.prompt or "") + sum(len(m.content) for m in gen.messages or ())
         reply = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, n_ctx or INT_MAX)
         field = REPLY_FIELDS.get(gen.dialect, "max_tokens")
-        return Need(chars // CHARS_PER_TOKEN, reply, gen.max_tokens is not None, False, gen.n, field)
+        asked = gen.max_tokens is not None or gen.cap_asked
+        return Need(chars // CHARS_PER_TOKEN, reply, asked, False, gen.n, field)
 
 
 @dataclass(eq=False)
@@ -77,6 +78,7 @@ class Reservation:
     tokens: int
     final: bool = False
     field: str = "max_tokens"  # the request's word for its reply's cap, for the hint a 429 gives
+    asked: bool = False  # the request gave that cap (else the server's --max-tokens is the reply's)
 
 
 class TokenLedger:
@@ -182,7 +184,7 @@ class Gate:
         if self._tokens is None:
             return None
         reservation = self._tokens.reserve(who, min(need.total, self._tokens.limit), now)
-        reservation.field = need.field
+        reservation.field, reservation.asked = need.field, need.asked
         return reservation
 
     def leave(self) -> None:
@@ -195,7 +197,7 @@ class Gate:
         if reservation is None or reservation.final:
             return None
         try:
-            named = dataclasses.replace(need, field=reservation.field)
+            named = dataclasses.replace(need, field=reservation.field, asked=need.asked or reservation.asked)
             self._check_fits(reservation.who, named, time.monotonic(), reservation)
         except ApiError as refused:
             self.settle(reservation, 0)

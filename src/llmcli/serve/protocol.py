@@ -56,6 +56,7 @@ class Generation:
     tools: ToolUse | None = None  # the tools for the template, and whether the reply is read for calls
     template_vars: dict[str, Any] = field(default_factory=dict)  # enable_thinking, reasoning_effort
     reasoning_budget: int | None = None  # the most reasoning tokens before the thinking is ended
+    cap_asked: bool = False  # params.max_tokens is the client's own cap (Anthropic's max_tokens)
 
 
 # A reasoning level as every dialect words it (Ollama's think, OpenAI's reasoning_effort, Responses'

@@ -72,7 +72,8 @@ CASES = [
         {"messages": [{"role": "user", "content": "x" * MAX_BODY}]},
         "--max-body",
     ),
-    ("RateLimitError", 429, "rate_limit_error", {"max_tokens": 600}, f"{TOKEN_LIMIT} tokens a minute"),
+    # the request's own max_tokens, named as its own (Anthropic's is a cap, held in the sampling params)
+    ("RateLimitError", 429, "rate_limit_error", {"max_tokens": 600}, "its max_tokens (600), over this key's"),
     ("InternalServerError", 500, "api_error", {"model": "broken"}, "is not a valid GGUF"),
 ]
 

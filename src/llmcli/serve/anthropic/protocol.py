@@ -355,6 +355,7 @@ class MessagesRequest(Body):
             dialect="openai",
             template_vars=template_vars,
             reasoning_budget=budget,
+            cap_asked=self.max_tokens is not None,  # a 429's words name it as the request's
         )
         choice, parallel = _choice(self.tool_choice)
         try:
