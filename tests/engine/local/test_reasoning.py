@@ -50,3 +50,36 @@ def test_a_budget_of_0_closes_at_once_and_one_the_model_keeps_to_forces_nothing(
     kept = ReasoningCount(ReasoningPlan(True, True, budget=5, close=CLOSE))
     assert read(kept, ["a", "</think>", "b", "c", "d", "e", "f"]) == [None] * 7
     assert not kept.ended_by_budget and kept.tokens == 2
+
+
+# -- on the real model, through the scheduler ------------------------------------------------------
+@pytest.mark.parametrize("in_graph", [False, True], ids=["host-argmax", "graph-greedy"])
+def test_the_scheduler_forces_the_close_at_the_budget_and_the_reply_goes_on(embedded_path, in_graph):
+    """Greedy picks made on the host or in llama.cpp's graph (a GPU's default) alike give way to the
+    forced close; the model then writes its answer after it."""
+    from llmcli.engine.local.reasoning import FORCED_CLOSE
+    from llmcli.engine.local.runtime import Runtime, RuntimeConfig
+    from llmcli.engine.local.scheduler import Scheduler
+    from llmcli.engine.local.scheduler_config import SchedulerConfig
+    from llmcli.engine.local.sequence import Request
+    from llmcli.engine.sampling import SamplingParams
+
+    rt = Runtime(embedded_path, RuntimeConfig(n_ctx=512, n_threads=1, n_seq_max=1))
+    try:
+        close = tuple(rt.tokenize(FORCED_CLOSE, parse_special=True))
+        prompt = rt.tokenize(
+            "<|im_start|>user\nHi.<|im_end|>\n<|im_start|>assistant\n<think>\n", parse_special=True
+        )
+        plan = ReasoningPlan(True, True, budget=4, close=close)
+        sched = Scheduler(rt, SchedulerConfig(greedy_in_graph=in_graph))
+        seq = sched.submit(Request(prompt, SamplingParams(temperature=0.0, max_tokens=16), reasoning=plan))
+        while sched.busy:
+            sched.step()
+        sched.close()
+    finally:
+        rt.close()
+    assert tuple(seq.generated[4 : 4 + len(close)]) == close
+    assert len(seq.generated) > 4 + len(close)  # the answer after it
+    assert seq.reasoning is not None and seq.reasoning.ended_by_budget
+    assert 4 < seq.reasoning.tokens < 4 + len(close)  # the tag's tokens, not the break after it
+    assert "</think>" in seq.text and seq.text.split("</think>", 1)[1].strip()
