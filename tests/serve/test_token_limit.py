@@ -19,7 +19,7 @@ LIMIT = 50  # prompt + reply tokens a minute, per key
 # One a test: each key has its own minute. The first is the one a byte order mark would hide.
 KEYS = (
     "sk-first", "sk-crowd", "sk-stream", "sk-over", "sk-never", "sk-default", "sk-bystander", "sk-choices",
-    "sk-hint", "sk-hint3", "sk-hint-ollama",
+    "sk-hint", "sk-hint3", "sk-hint-ollama", "sk-hint-responses",
 )  # fmt: skip
 COUNT = "1, 2, 3,"  # a completion prompt the model goes on counting from, for as long as it is let
 SETTLED = "llmcli:token_limit_settled_total"
@@ -153,6 +153,8 @@ def test_n_choices_reserve_n_times_max_tokens_and_pay_the_prompt_once(server):
     r = complete(server, key, max_tokens=6, n=2)
     assert r.status_code == 200, r.text
     usage = r.json()["usage"]
+    # the call settles as it closes, which may come just after its client has the answer
+    server.metric_when(SETTLED, lambda n: n >= before[SETTLED] + 1, auth(KEYS[0]), absent=0)
     after = counters(server)
     assert after[CHARGED] - before[CHARGED] == usage["total_tokens"]
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
@@ -185,4 +187,16 @@ def test_the_hint_on_ollamas_route_names_its_field_and_is_accepted(server):
     assert f"its options.num_predict ({LIMIT})" in error, error
     hint = int(re.search(r"send options.num_predict of at most (\d+)$", error)[1])
     body["options"]["num_predict"] = hint
+    assert post().status_code == 200
+
+
+def test_the_hint_on_the_responses_route_names_max_output_tokens_and_is_accepted(server):
+    body = {"model": "m", "input": "Say hello.", "max_output_tokens": LIMIT}
+    post = lambda: httpx.post(server.url + "/v1/responses", json=body, headers=auth(KEYS[11]), timeout=60)  # noqa: E731
+    r = post()
+    assert r.status_code == 429, r.text
+    error = r.json()["error"]["message"]
+    assert f"its max_output_tokens ({LIMIT})" in error, error
+    hint = int(re.search(r"send max_output_tokens of at most (\d+)$", error)[1])
+    body["max_output_tokens"] = hint
     assert post().status_code == 200

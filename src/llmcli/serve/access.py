@@ -34,7 +34,6 @@ WINDOW_S = 60.0  # --token-limit counts the tokens of the last minute (a moving 
 # prompt meanwhile and refuses a key that is plainly over before the engine tokenizes for it; it
 # is low rather than high (a chat's template adds tokens) so that admission seldom refuses what fits.
 CHARS_PER_TOKEN = 4
-REPLY_FIELDS = {"ollama": "options.num_predict"}  # dialect -> the field a hint names (else max_tokens)
 INT_MAX = 2**31 - 1
 
 
@@ -63,9 +62,8 @@ class Need:
         """At admission; n_ctx: the pool, which a reply without its own max_tokens never outgrows."""
         chars = len(gen.prompt or "") + sum(len(m.content) for m in gen.messages or ())
         reply = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, n_ctx or INT_MAX)
-        field = REPLY_FIELDS.get(gen.dialect, "max_tokens")
         asked = gen.max_tokens is not None or gen.cap_asked
-        return Need(chars // CHARS_PER_TOKEN, reply, asked, False, gen.n, field)
+        return Need(chars // CHARS_PER_TOKEN, reply, asked, False, gen.n, gen.reply_field)
 
 
 @dataclass(eq=False)

@@ -77,7 +77,7 @@ class PromptMaker:
         max_tokens = gen.max_tokens if gen.max_tokens is not None else min(gen.params.max_tokens, fits)
         if n_prompt < room and max_tokens <= fits:
             return max_tokens
-        param = "max_tokens" if gen.max_tokens is not None and n_prompt < room else what
+        param = gen.reply_field if gen.max_tokens is not None and n_prompt < room else what
         where = f"{n_prompt} in the {what}, {max_tokens} in the completion"
         raise too_long(gen.dialect, room, f"{n_prompt + max_tokens - 1}", where, param)
 

@@ -57,6 +57,7 @@ class Generation:
     template_vars: dict[str, Any] = field(default_factory=dict)  # enable_thinking, reasoning_effort
     reasoning_budget: int | None = None  # the most reasoning tokens before the thinking is ended
     cap_asked: bool = False  # params.max_tokens is the client's own cap (Anthropic's max_tokens)
+    reply_field: str = "max_tokens"  # the body's word for the reply's cap, which a refusal names
 
 
 # A reasoning level as every dialect words it (Ollama's think, OpenAI's reasoning_effort, Responses'

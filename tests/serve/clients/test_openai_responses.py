@@ -221,3 +221,11 @@ def test_a_codex_shaped_request_streams_to_its_completion(server):
     assert done["type"] == "response.completed" and done["response"]["usage"]["input_tokens"] > 0
     added = [e["output_index"] for e in events if e["type"] == "response.output_item.added"]
     assert added == list(range(len(done["response"]["output"])))
+
+
+def test_a_reply_cap_past_the_context_is_context_length_exceeded_naming_max_output_tokens(server):
+    body = {"model": EMBEDDED_NAME, "input": "Hi", "max_output_tokens": 1_000_000}
+    answer = httpx.post(server.url + "/v1/responses", json=body, headers=AUTH, timeout=60)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == "max_output_tokens", error

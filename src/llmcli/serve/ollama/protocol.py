@@ -158,6 +158,7 @@ class GenerationBody(Body):
             model=self.model,
             constraint=self.format.constraint if self.format is not None else None,
             dialect="ollama",
+            reply_field="options.num_predict",
             logprobs=chat_logprobs(self.logprobs, self.top_logprobs),
             template_vars=thinking_vars(self.think if isinstance(self.think, bool) else None, self._level()),
         )

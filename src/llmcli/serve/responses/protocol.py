@@ -256,6 +256,7 @@ class ResponsesRequest(Body):
             prompt=None,
             params=params,
             max_tokens=self.max_output_tokens,
+            reply_field="max_output_tokens",
             stream=bool(self.stream),
             model=self.model,
             constraint=constraint,
