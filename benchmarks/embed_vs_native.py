@@ -100,12 +100,14 @@ def main() -> None:
             server = sides[name]().start()
             try:
                 rates[name].append(throughput(server.url, args.requests))
+                batch = ""
                 if name == "llmcli":
                     one, many = batching(server.url)
                     ratios.append(many / one)
+                    batch = f"  (one request of 32 {one * 1000:.0f} ms, 32 of one {many * 1000:.0f} ms)"
             finally:
                 server.stop()
-            print(f"round {r + 1} {name:13s} {rates[name][-1]:8.1f} inputs/s", flush=True)
+            print(f"round {r + 1} {name:13s} {rates[name][-1]:8.1f} inputs/s{batch}", flush=True)
     med = {name: statistics.median(v) for name, v in rates.items()}
     batch = statistics.median(ratios)
     print(f"\nmedian inputs/s: {', '.join(f'{n} {v:.1f}' for n, v in med.items())}")
