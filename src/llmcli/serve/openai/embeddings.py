@@ -3,7 +3,7 @@ OpenAI's are; `dimensions` keeps the first values and normalizes again; `encodin
 the little-endian float32 bytes the openai SDK decodes (and asks for by default).
 
 The answer is a JSONResponse, not a dict: FastAPI walks a returned dict with jsonable_encoder, which
-took 17 ms for 32 vectors of 384 floats (half as long again as json.dumps), 5% of the request."""
+took 9 ms for 32 vectors of 384 floats (json.dumps then takes 6), 3% of such a request on MiniLM."""
 
 from __future__ import annotations
 
