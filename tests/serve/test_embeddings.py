@@ -1,7 +1,9 @@
 """Embeddings over HTTP: `llmcli serve` of the converted all-MiniLM-L6-v2, driven by the real clients
-(the openai SDK, the ollama package, litellm) and by raw bodies for every bad input the issue names;
-each bad one is a 400 naming its field, and the server keeps serving. The shared server's chat model
-refuses embeddings, and the embedding model refuses chat, each naming the model and what it can do."""
+(the openai SDK, the ollama package, litellm, LangChain's OllamaEmbeddings and OpenAIEmbeddings) and
+by raw bodies for every bad input the issue names; each bad one is a 400 naming its field, and the
+server keeps serving. The shared server's chat model refuses embeddings, and the embedding model
+refuses chat, each naming the model and what it can do. OpenAIEmbeddings' token ids (tiktoken's
+cl100k) need a vocabulary past MiniLM's: Gemma 3 served with --pooling mean takes them."""
 
 from __future__ import annotations
 
