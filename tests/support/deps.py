@@ -40,6 +40,7 @@ TEST_EXTRAS: dict[str, str] = {
     "litellm": "litellm",
     "anthropic": "anthropic",
     "langchain-openai": "langchain_openai",
+    "langchain-ollama": "langchain_ollama",
     "pydantic-ai-slim[openai]": "pydantic_ai",  # its openai extra is openai and tiktoken, both here anyway
     "openai-agents": "agents",
     "playwright": "playwright",

@@ -53,7 +53,7 @@ def shaped(vector: np.ndarray, dimensions: int | None, normalize: bool = True) -
     from llmcli.engine.local.embed import normalized
 
     cut = vector[:dimensions] if dimensions is not None else vector
-    return [float(x) for x in (normalized(cut) if normalize else cut)]
+    return (normalized(cut) if normalize else cut).tolist()  # Python floats, in one C loop
 
 
 def embed_texts(
