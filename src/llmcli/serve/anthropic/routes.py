@@ -12,16 +12,13 @@ from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.serve.anthropic import wire
 from llmcli.serve.anthropic.protocol import CountTokensRequest, MessagesRequest
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call
 from llmcli.serve.outcome import timings
+from llmcli.serve.reply import Ending, Piece
 from llmcli.serve.state import Server
 
 router = APIRouter()
 PATHS = ("/v1/messages",)  # whose errors are Anthropic's (and /v1/messages/count_tokens under it)
-
-
-class ClosingEvents(ClosesCall, StreamingResponse):
-    """Anthropic's stream: named server-sent events."""
 
 
 def _prompt_tokens(call: Call) -> int:
@@ -34,26 +31,29 @@ def _timings(call: Call) -> dict:
     return timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
 
 
-def stream(call: Call, events: wire.Events) -> ClosingEvents:
+def stream(call: Call, events: wire.Events) -> StreamingResponse:
+    """Anthropic's stream: named server-sent events."""
+
+    def render(item: Piece | Ending) -> bytes | None:
+        if isinstance(item, Ending):
+            assert call.outcome is not None  # set before the Endings come
+            return events.end(item, call.outcome, _timings(call))
+        return events.piece(item.kind, item.text, item.call)
+
     async def sent():
         yield events.start(_prompt_tokens(call))
-        render = lambda piece: events.piece(piece.kind, piece.text, piece.call)  # noqa: E731
         async for data in call.streamed(render, wire.Events.failed):
             yield data
-        if call.outcome is not None:
-            yield events.end(call.ending(0), call.outcome, _timings(call))
 
-    return ClosingEvents(call, sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 @router.post("/v1/messages")
 async def messages(request: Request):
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, MessagesRequest)
-    served = server.find(body.model)
-    call = await server.start_call(request, served, body, None)
-    events = wire.Events(wire.message_id(), body.model or served.name)
+    call = await server.start(request, body)
+    events = wire.Events(wire.message_id(), body.model or call.served.name)
     if call.gen.stream:
         return stream(call, events)
     reply = await call.whole(request.is_disconnected)
@@ -67,7 +67,6 @@ async def messages(request: Request):
 async def count_tokens(request: Request):
     """The prompt's tokens as the served model's template renders them: nothing is generated."""
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, CountTokensRequest)
     return {"input_tokens": await server.prompt_tokens(request, body)}
 
