@@ -270,6 +270,12 @@ def sampling_params(**given: Any) -> SamplingParams:
     return SamplingParams(**{name: value for name, value in given.items() if value is not None})
 
 
+def file_option(flag: str, help: str) -> Any:
+    """An option naming a FILE (chat's and render's --messages and --tools): the typer.Option for
+    `Annotated[Optional[Path], file_option(FLAG, HELP)]`."""
+    return typer.Option(flag, metavar="FILE", show_default=False, help=help)
+
+
 def system_option(when: str = "") -> Any:
     """-s/--system (chat, serve): the system prompt; `when` says which chats get it.
 

@@ -13,8 +13,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from llmcli.serve.anthropic import wire
 from llmcli.serve.anthropic.protocol import CountTokensRequest, MessagesRequest
 from llmcli.serve.call import Call
+from llmcli.serve.named_events import named_events
 from llmcli.serve.outcome import timings
-from llmcli.serve.reply import Ending, Piece
 from llmcli.serve.state import Server
 
 router = APIRouter()
@@ -33,19 +33,8 @@ def _timings(call: Call) -> dict:
 
 def stream(call: Call, events: wire.Events) -> StreamingResponse:
     """Anthropic's stream: named server-sent events."""
-
-    def render(item: Piece | Ending) -> bytes | None:
-        if isinstance(item, Ending):
-            assert call.outcome is not None  # set before the Endings come
-            return events.end(item, call.outcome, _timings(call))
-        return events.piece(item.kind, item.text, item.call)
-
-    async def sent():
-        yield events.start(_prompt_tokens(call))
-        async for data in call.streamed(render, wire.Events.failed):
-            yield data
-
-    return StreamingResponse(sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    end = lambda ending, outcome: events.end(ending, outcome, _timings(call))  # noqa: E731
+    return named_events(call, events, events.start(_prompt_tokens(call)), end)
 
 
 @router.post("/v1/messages")

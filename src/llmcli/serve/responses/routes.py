@@ -9,8 +9,8 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.serve.call import Call
+from llmcli.serve.named_events import named_events
 from llmcli.serve.outcome import timings
-from llmcli.serve.reply import Ending, Piece
 from llmcli.serve.responses import wire
 from llmcli.serve.responses.protocol import ResponsesRequest
 from llmcli.serve.state import Server
@@ -40,19 +40,7 @@ def _timings(call: Call) -> dict:
 
 def stream(call: Call, events: wire.Events) -> StreamingResponse:
     """The Responses stream: named server-sent events."""
-
-    def render(item: Piece | Ending) -> bytes | None:
-        if isinstance(item, Ending):
-            assert call.outcome is not None  # set before the Endings come
-            return events.end(call.outcome)
-        return events.piece(item.kind, item.text, item.call)
-
-    async def sent():
-        yield events.start()
-        async for data in call.streamed(render, events.failed):
-            yield data
-
-    return StreamingResponse(sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return named_events(call, events, events.start(), lambda _ending, outcome: events.end(outcome))
 
 
 @router.post("/responses")
