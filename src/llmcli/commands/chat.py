@@ -30,6 +30,7 @@ from llmcli.commands.options import (
     cid_option,
     complete_model_names,
     environment,
+    file_option,
     sampling_params,
     system_option,
 )
@@ -140,21 +141,17 @@ def chat(
     ] = None,
     messages: Annotated[
         Optional[Path],
-        typer.Option(
+        file_option(
             "--messages",
-            metavar="FILE",
-            show_default=False,
-            help='OpenAI-style JSON conversation before PROMPT: [{"role": ..., "content": ...}], with '
+            'OpenAI-style JSON conversation before PROMPT: [{"role": ..., "content": ...}], with '
             "assistant tool_calls and tool results. Without PROMPT its last message is answered. Not logged.",
         ),
     ] = None,
     tools: Annotated[
         Optional[Path],
-        typer.Option(
+        file_option(
             "--tools",
-            metavar="FILE",
-            show_default=False,
-            help='OpenAI-style JSON tools the model may call: [{"type": "function", "function": '
+            'OpenAI-style JSON tools the model may call: [{"type": "function", "function": '
             '{"name": ..., "parameters": {...}}}]. The calls are printed, never run.',
         ),
     ] = None,
@@ -249,7 +246,7 @@ def chat(
             no_cache=no_cache,
             continue_latest=continue_latest,
             cid=cid,
-            no_log=no_log,
+            no_log=no_log or env.no_log,
         ),
         env,
     )
@@ -267,36 +264,32 @@ def _refuse_old_ctx_flag(continue_latest: bool, model: str | None, prompt: str |
 
 
 def run_chat(opts: ChatOptions, env: Environment) -> None:
-    """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
+    """Hand the process's inputs to the use-case, which opens the chat; render it: a REPL or one answer."""
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
-    from llmcli.usecases.chat import ChatInputs, open_chat, read_piped
-    from llmcli.usecases.conversation import recorder_for
+    from llmcli.ui.output import Output
+    from llmcli.usecases.chat import ChatInputs, start_chat
     from llmcli.usecases.endpoint import endpoint_from_options
 
     store = Store(env.store_root)
     endpoint = endpoint_from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout, env.api_key)
     inputs = ChatInputs(
-        piped=None
-        if env.stdin is None or env.stdin_isatty
-        else read_piped(env.stdin, opts.ctx, remote=bool(opts.endpoint or env.endpoint)),
         interactive=env.stdin_isatty and env.stdout_isatty,
         default_model=env.default_model,
-        cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
+        cache_max=0 if opts.no_cache or endpoint is not None else env.cache_max,
         home=env.home,
     )
-    chat_log = open_log_for(opts, env)
+    chat = start_chat(
+        store,
+        opts,
+        inputs,
+        stdin=None if env.stdin_isatty else env.stdin,
+        endpoint=endpoint,
+        pulling=lambda: pull_report(env.stderr, env.stderr_isatty),
+        warn=Output(env).warn,
+    )
     try:
-        opened = open_chat(
-            store,
-            opts,
-            inputs,
-            endpoint=endpoint,
-            pulling=lambda: pull_report(env.stderr, env.stderr_isatty),
-            resumed=chat_log.resumed,
-        )
-        # --messages: a script's own conversation, which it keeps; the log keeps chat's
-        recorder = recorder_for(opts, opened, chat_log) if opts.history is None else None
+        opened, recorder = chat.opened, chat.recorder
         if opened.prompt is None and opts.history is None:
             from llmcli.ui.repl import Repl
 
@@ -307,7 +300,7 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
                 store,
                 opts,
                 recorder=recorder,
-                resumed=chat_log.resumed,
+                resumed=chat.log.resumed,
                 tools=opened.tools,
             ).run()
         else:
@@ -319,16 +312,4 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
             answer = ask_once(session, prompt, opts.constraint, view.hooks(), opened.tools)
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
-        chat_log.close()
-
-
-def open_log_for(opts: ChatOptions, env: Environment):
-    """The log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
-    from llmcli.ui.output import Output
-    from llmcli.usecases.conversation import ContinueFrom, open_chat_log
-
-    resume = ContinueFrom.from_options(opts.continue_latest, opts.cid)
-    chat_log = open_chat_log(env.store_root, write=not (opts.no_log or env.no_log), resume=resume)
-    if chat_log.note:
-        Output(env).warn(chat_log.note)
-    return chat_log
+        chat.close()
