@@ -116,12 +116,6 @@ def sentencepiece(
         tid = t["id"]
         tokens[tid], scores[tid] = t["content"], ADDED_SCORE
         types[tid] = CONTROL if t.get("special") else USER_DEFINED
-    return Vocab(
-        model="llama",
-        pre="default",
-        tokens=tokens,
-        types=types,
-        scores=scores,
-        add_space_prefix=add_space_prefix,
-        n_padding=types.count(UNUSED),
-    )
+    vocab = Vocab("llama", "default", tokens, types, scores, add_space_prefix=add_space_prefix)
+    vocab.n_padding = types.count(UNUSED)  # the embedding's rows beyond the tokenizer
+    return vocab
