@@ -8,34 +8,27 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from llmcli.commands.options import (
-    ApiKeyOpt,
     ChatTemplateOpt,
     CtxOpt,
     DraftOpt,
-    EndpointOpt,
     FilterOpt,
     GpuLayersOpt,
     JsonOpt,
-    MaxTokensOpt,
-    MinPOpt,
-    RepeatPenaltyOpt,
-    SeedOpt,
+    ServerOptions,
     StopOpt,
-    TempOpt,
     ThinkOpt,
     ThreadsOpt,
-    TimeoutOpt,
-    TopKOpt,
-    TopPOpt,
     cid_option,
     complete_model_names,
     environment,
     file_option,
-    sampling_params,
     system_option,
+    with_sampling,
+    with_server,
 )
 
 if TYPE_CHECKING:
+    from llmcli.engine.sampling import SamplingParams
     from llmcli.environment import Environment
     from llmcli.usecases.chat import ChatOptions
 
@@ -62,8 +55,11 @@ REPO[:QUANT]); otherwise it is the prompt.
 """
 
 
+@with_server
+@with_sampling
 def chat(
     context: typer.Context,
+    *,
     model: Annotated[
         Optional[str],
         typer.Argument(
@@ -89,13 +85,7 @@ def chat(
         ),
     ] = None,
     system: Annotated[Optional[str], system_option()] = None,
-    temp: TempOpt = None,
-    top_p: TopPOpt = None,
-    top_k: TopKOpt = None,
-    min_p: MinPOpt = None,
-    repeat_penalty: RepeatPenaltyOpt = None,
-    seed: SeedOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    params: SamplingParams,  # the sampling options, from llmcli.params (with_sampling)
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     gpu_layers: GpuLayersOpt = None,
@@ -181,9 +171,7 @@ def chat(
             "prompt's start in the disk prefix cache (`llmcli cache`).",
         ),
     ] = False,
-    endpoint: EndpointOpt = None,
-    api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = None,
+    server_options: ServerOptions,  # --endpoint, --api-key, --timeout (with_server)
     continue_latest: Annotated[
         bool,
         typer.Option(
@@ -203,18 +191,9 @@ def chat(
     from llmcli.usecases.constraint import constraint_from_options
     from llmcli.usecases.tools import parse_tool_options, read_history
 
-    params = sampling_params(
-        temperature=temp,
-        top_p=top_p,
-        top_k=top_k,
-        min_p=min_p,
-        repeat_penalty=repeat_penalty,
-        seed=seed,
-        max_tokens=max_tokens,
-    )
     env = environment(context)
     constraint = constraint_from_options(schema, fmt, grammar, env.home)  # checked before any model loads
-    remote = bool(endpoint or env.endpoint)
+    remote = bool(server_options.url or env.endpoint)
     tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
     history = read_history(messages, remote, continue_latest or cid is not None)
     _refuse_old_ctx_flag(continue_latest, model, prompt)
@@ -234,9 +213,9 @@ def chat(
             json_out=json_out,
             stats=stats,
             markdown=markdown,
-            endpoint=endpoint,
-            api_key=api_key,
-            timeout=timeout,
+            endpoint=server_options.url,
+            api_key=server_options.api_key,
+            timeout=server_options.timeout,
             constraint=constraint,
             tool_use=tool_use,
             history=history,
