@@ -124,10 +124,7 @@ def chat(
         ),
     ] = None,
     grammar: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--grammar", metavar="FILE", show_default=False, help="The reply follows this GBNF grammar."
-        ),
+        Optional[Path], file_option("--grammar", "The reply follows this GBNF grammar.")
     ] = None,
     messages: Annotated[
         Optional[Path],

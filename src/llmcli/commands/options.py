@@ -115,13 +115,19 @@ ThreadsOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+def file_option(flag: str, help: str) -> Any:
+    """An option naming a FILE (--chat-template, --filter, --grammar, --messages, --tools...): the
+    typer.Option for `Annotated[Optional[Path], file_option(FLAG, HELP)]`."""
+    return typer.Option(flag, metavar="FILE", show_default=False, help=help)
+
+
 ChatTemplateOpt = Annotated[
     Optional[Path],
-    typer.Option(
+    file_option(
         "--chat-template",
-        metavar="FILE",
-        show_default=False,
-        help="A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.",
+        "A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.",
     ),
 ]
 ThinkOpt = Annotated[
@@ -326,12 +332,6 @@ with_server = grouped(
 )
 
 
-def file_option(flag: str, help: str) -> Any:
-    """An option naming a FILE (chat's and render's --messages and --tools): the typer.Option for
-    `Annotated[Optional[Path], file_option(FLAG, HELP)]`."""
-    return typer.Option(flag, metavar="FILE", show_default=False, help=help)
-
-
 def system_option(when: str = "") -> Any:
     """-s/--system (chat, serve): the system prompt; `when` says which chats get it.
 
@@ -350,12 +350,7 @@ StopOpt = Annotated[
 ]
 FilterOpt = Annotated[
     Optional[Path],
-    typer.Option(
-        "--filter",
-        metavar="FILE",
-        show_default=False,
-        help="Mask the words/phrases in FILE (one a line, case-insensitive) with ***.",
-    ),
+    file_option("--filter", "Mask the words/phrases in FILE (one a line, case-insensitive) with ***."),
 ]
 
 

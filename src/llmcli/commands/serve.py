@@ -19,6 +19,7 @@ from llmcli.commands.options import (
     ThreadsOpt,
     complete_model_names,
     environment,
+    file_option,
     system_option,
     with_sampling,
 )
@@ -90,7 +91,7 @@ def serve(
     ] = None,
     api_key_file: Annotated[
         Optional[Path],
-        typer.Option("--api-key-file", metavar="FILE", show_default=False, help="Keys, one a line."),
+        file_option("--api-key-file", "Keys, one a line."),
     ] = None,
     rate_limit: Annotated[
         Optional[int],
