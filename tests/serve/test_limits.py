@@ -16,7 +16,17 @@ from tests.serve.server import HANG_GUARD_S, ServeProcess
 from tests.support.cli import cli
 
 # One a test: the limits are per key.
-KEYS = ("sk-rate", "sk-spare", "sk-busy", "sk-big", "sk-gone-openai", "sk-gone-ollama", "sk-bench")
+KEYS = (
+    "sk-rate",
+    "sk-spare",
+    "sk-busy",
+    "sk-big",
+    "sk-gone-openai",
+    "sk-gone-ollama",
+    "sk-bench",
+    "sk-gone-anthropic",
+    "sk-gone-responses",
+)
 HI = [{"role": "user", "content": "Say hello."}]
 
 
@@ -100,14 +110,25 @@ def test_a_request_over_the_whole_pool_is_400_before_any_token(server, embedded_
     assert "maximum context length" in error["message"] and error["param"] == "prompt", error
 
 
-@pytest.mark.parametrize("route,key", [("/v1/completions", KEYS[4]), ("/api/generate", KEYS[5])])
-def test_a_client_that_leaves_right_after_asking_gives_its_place_back(server, route, key):
+COUNTING = {"prompt": "1, 2, 3,", "max_tokens": 500, "stream": True, "options": {"num_predict": 500}}
+TO_COUNT = [{"role": "user", "content": "Count on: 1, 2, 3,"}]
+
+
+@pytest.mark.parametrize(
+    "route,key,asked",
+    [
+        ("/v1/completions", KEYS[4], COUNTING),
+        ("/api/generate", KEYS[5], COUNTING),
+        ("/v1/messages", KEYS[7], {"messages": TO_COUNT, "max_tokens": 500, "stream": True}),
+        ("/v1/responses", KEYS[8], {"input": TO_COUNT, "max_output_tokens": 500, "stream": True}),
+    ],
+)
+def test_a_client_that_leaves_right_after_asking_gives_its_place_back(server, route, key, asked):
     """Gone before its stream began: the sequence is cancelled and its place in the queue comes back
-    (with --parallel 1 and --max-queue 0 a place that leaked would make every later request a 503)."""
+    (with --parallel 1 and --max-queue 0 a place that leaked would make every later request a 503).
+    Every dialect's stream: the access middleware closes the call its first piece never reached."""
     host, port = server.url.removeprefix("http://").split(":")
-    body = json.dumps(
-        {"prompt": "1, 2, 3,", "max_tokens": 500, "stream": True, "options": {"num_predict": 500}}
-    )
+    body = json.dumps(asked)
     request = (
         f"POST {route} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"

@@ -177,6 +177,14 @@ def test_an_unknown_model_is_a_404_in_each_api_shape(ollama, openai, ollama_modu
             "X-Keep-Alive",
         ),
         ("/v1/completions", {"model": EMBEDDED_NAME, "prompt": "a", "keep_alive": "1x"}, {}, "keep_alive"),
+        # the header on every route whose body sends none
+        ("/api/chat", {"model": EMBEDDED_NAME, "messages": HI}, {"X-Keep-Alive": "later"}, "X-Keep-Alive"),
+        (
+            "/v1/messages",
+            {"model": EMBEDDED_NAME, "messages": HI, "max_tokens": 1},
+            {"X-Keep-Alive": "later"},
+            "X-Keep-Alive",
+        ),
     ],
 )
 def test_a_keep_alive_that_is_not_a_duration_is_a_400_naming_it(store_server, path, body, headers, field):

@@ -8,15 +8,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from llmcli.commands.options import (
-    ApiKeyOpt,
     DraftOpt,
-    EndpointOpt,
     GpuLayersOpt,
     JsonOpt,
-    TimeoutOpt,
+    ServerOptions,
     complete_model_names,
     environment,
     renamed_option,
+    with_server,
 )
 from llmcli.environment import Environment
 
@@ -91,8 +90,10 @@ def _slo_option(flag: str, what: str) -> Any:
     )
 
 
+@with_server
 def bench(
     context: typer.Context,
+    *,
     models: Annotated[
         Optional[list[str]],
         typer.Argument(
@@ -170,9 +171,7 @@ def bench(
     ] = True,
     gpu_layers: GpuLayersOpt = None,
     draft: DraftOpt = None,
-    endpoint: EndpointOpt = None,
-    api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = None,
+    server_options: ServerOptions,  # --endpoint, --api-key, --timeout (with_server)
     concurrency: Annotated[
         str,
         typer.Option("--concurrency", help="With --endpoint: requests in flight at once, a list: 1,4,16."),
@@ -220,12 +219,11 @@ def bench(
 ) -> None:
     from llmcli.store import Store
     from llmcli.usecases.bench import BenchOptions, run_bench
-    from llmcli.usecases.endpoint import endpoint_from_options
 
     out_format = _report_format(json=json_out, jsonl=jsonl_out, csv=csv_out)
     env = environment(context)
     save = env.expand_user(save) if save is not None else None
-    server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
+    server = server_options.endpoint(env)
     opts = BenchOptions(
         models=models,
         n_prompt=n_prompt,

@@ -8,33 +8,27 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from llmcli.commands.options import (
-    ApiKeyOpt,
     ChatTemplateOpt,
     CtxOpt,
     DraftOpt,
-    EndpointOpt,
     FilterOpt,
     GpuLayersOpt,
     JsonOpt,
-    MaxTokensOpt,
-    MinPOpt,
-    RepeatPenaltyOpt,
-    SeedOpt,
+    ServerOptions,
     StopOpt,
-    TempOpt,
     ThinkOpt,
     ThreadsOpt,
-    TimeoutOpt,
-    TopKOpt,
-    TopPOpt,
     cid_option,
     complete_model_names,
     environment,
-    sampling_params,
+    file_option,
     system_option,
+    with_sampling,
+    with_server,
 )
 
 if TYPE_CHECKING:
+    from llmcli.engine.sampling import SamplingParams
     from llmcli.environment import Environment
     from llmcli.usecases.chat import ChatOptions
 
@@ -61,8 +55,11 @@ REPO[:QUANT]); otherwise it is the prompt.
 """
 
 
+@with_server
+@with_sampling
 def chat(
     context: typer.Context,
+    *,
     model: Annotated[
         Optional[str],
         typer.Argument(
@@ -88,13 +85,7 @@ def chat(
         ),
     ] = None,
     system: Annotated[Optional[str], system_option()] = None,
-    temp: TempOpt = None,
-    top_p: TopPOpt = None,
-    top_k: TopKOpt = None,
-    min_p: MinPOpt = None,
-    repeat_penalty: RepeatPenaltyOpt = None,
-    seed: SeedOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    params: SamplingParams,  # the sampling options, from llmcli.params (with_sampling)
     ctx: CtxOpt = None,
     threads: ThreadsOpt = None,
     gpu_layers: GpuLayersOpt = None,
@@ -133,28 +124,21 @@ def chat(
         ),
     ] = None,
     grammar: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--grammar", metavar="FILE", show_default=False, help="The reply follows this GBNF grammar."
-        ),
+        Optional[Path], file_option("--grammar", "The reply follows this GBNF grammar.")
     ] = None,
     messages: Annotated[
         Optional[Path],
-        typer.Option(
+        file_option(
             "--messages",
-            metavar="FILE",
-            show_default=False,
-            help='OpenAI-style JSON conversation before PROMPT: [{"role": ..., "content": ...}], with '
+            'OpenAI-style JSON conversation before PROMPT: [{"role": ..., "content": ...}], with '
             "assistant tool_calls and tool results. Without PROMPT its last message is answered. Not logged.",
         ),
     ] = None,
     tools: Annotated[
         Optional[Path],
-        typer.Option(
+        file_option(
             "--tools",
-            metavar="FILE",
-            show_default=False,
-            help='OpenAI-style JSON tools the model may call: [{"type": "function", "function": '
+            'OpenAI-style JSON tools the model may call: [{"type": "function", "function": '
             '{"name": ..., "parameters": {...}}}]. The calls are printed, never run.',
         ),
     ] = None,
@@ -184,9 +168,7 @@ def chat(
             "prompt's start in the disk prefix cache (`llmcli cache`).",
         ),
     ] = False,
-    endpoint: EndpointOpt = None,
-    api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = None,
+    server_options: ServerOptions,  # --endpoint, --api-key, --timeout (with_server)
     continue_latest: Annotated[
         bool,
         typer.Option(
@@ -206,18 +188,9 @@ def chat(
     from llmcli.usecases.constraint import constraint_from_options
     from llmcli.usecases.tools import parse_tool_options, read_history
 
-    params = sampling_params(
-        temperature=temp,
-        top_p=top_p,
-        top_k=top_k,
-        min_p=min_p,
-        repeat_penalty=repeat_penalty,
-        seed=seed,
-        max_tokens=max_tokens,
-    )
     env = environment(context)
     constraint = constraint_from_options(schema, fmt, grammar, env.home)  # checked before any model loads
-    remote = bool(endpoint or env.endpoint)
+    remote = bool(server_options.url or env.endpoint)
     tool_use = parse_tool_options(tools, tool_choice, constraint, remote)
     history = read_history(messages, remote, continue_latest or cid is not None)
     _refuse_old_ctx_flag(continue_latest, model, prompt)
@@ -237,9 +210,9 @@ def chat(
             json_out=json_out,
             stats=stats,
             markdown=markdown,
-            endpoint=endpoint,
-            api_key=api_key,
-            timeout=timeout,
+            endpoint=server_options.url,
+            api_key=server_options.api_key,
+            timeout=server_options.timeout,
             constraint=constraint,
             tool_use=tool_use,
             history=history,
@@ -249,7 +222,7 @@ def chat(
             no_cache=no_cache,
             continue_latest=continue_latest,
             cid=cid,
-            no_log=no_log,
+            no_log=no_log or env.no_log,
         ),
         env,
     )
@@ -267,36 +240,32 @@ def _refuse_old_ctx_flag(continue_latest: bool, model: str | None, prompt: str |
 
 
 def run_chat(opts: ChatOptions, env: Environment) -> None:
-    """Read the process into the use-case's inputs, open the session, render it: a REPL or one answer."""
+    """Hand the process's inputs to the use-case, which opens the chat; render it: a REPL or one answer."""
     from llmcli.store import Store
     from llmcli.ui.download import pull_report
-    from llmcli.usecases.chat import ChatInputs, open_chat, read_piped
-    from llmcli.usecases.conversation import recorder_for
+    from llmcli.ui.output import Output
+    from llmcli.usecases.chat import ChatInputs, start_chat
     from llmcli.usecases.endpoint import endpoint_from_options
 
     store = Store(env.store_root)
     endpoint = endpoint_from_options(opts.endpoint or env.endpoint, opts.api_key, opts.timeout, env.api_key)
     inputs = ChatInputs(
-        piped=None
-        if env.stdin is None or env.stdin_isatty
-        else read_piped(env.stdin, opts.ctx, remote=bool(opts.endpoint or env.endpoint)),
         interactive=env.stdin_isatty and env.stdout_isatty,
         default_model=env.default_model,
-        cache_max=0 if opts.no_cache or opts.endpoint or env.endpoint else env.cache_max,
+        cache_max=0 if opts.no_cache or endpoint is not None else env.cache_max,
         home=env.home,
     )
-    chat_log = open_log_for(opts, env)
+    chat = start_chat(
+        store,
+        opts,
+        inputs,
+        stdin=None if env.stdin_isatty else env.stdin,
+        endpoint=endpoint,
+        pulling=lambda: pull_report(env.stderr, env.stderr_isatty),
+        warn=Output(env).warn,
+    )
     try:
-        opened = open_chat(
-            store,
-            opts,
-            inputs,
-            endpoint=endpoint,
-            pulling=lambda: pull_report(env.stderr, env.stderr_isatty),
-            resumed=chat_log.resumed,
-        )
-        # --messages: a script's own conversation, which it keeps; the log keeps chat's
-        recorder = recorder_for(opts, opened, chat_log) if opts.history is None else None
+        opened, recorder = chat.opened, chat.recorder
         if opened.prompt is None and opts.history is None:
             from llmcli.ui.repl import Repl
 
@@ -307,7 +276,7 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
                 store,
                 opts,
                 recorder=recorder,
-                resumed=chat_log.resumed,
+                resumed=chat.log.resumed,
                 tools=opened.tools,
             ).run()
         else:
@@ -319,16 +288,4 @@ def run_chat(opts: ChatOptions, env: Environment) -> None:
             answer = ask_once(session, prompt, opts.constraint, view.hooks(), opened.tools)
             view.show(answer, lambda: log_exchange(recorder, session, prompt, answer.reply, view.out.warn))
     finally:
-        chat_log.close()
-
-
-def open_log_for(opts: ChatOptions, env: Environment):
-    """The log for this chat (-c/--cid, --no-log, LLMCLI_NO_LOG); a damaged log is one warning."""
-    from llmcli.ui.output import Output
-    from llmcli.usecases.conversation import ContinueFrom, open_chat_log
-
-    resume = ContinueFrom.from_options(opts.continue_latest, opts.cid)
-    chat_log = open_chat_log(env.store_root, write=not (opts.no_log or env.no_log), resume=resume)
-    if chat_log.note:
-        Output(env).warn(chat_log.note)
-    return chat_log
+        chat.close()

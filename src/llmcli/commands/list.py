@@ -6,15 +6,15 @@ from dataclasses import asdict
 
 import typer
 
-from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt, environment
+from llmcli.commands.options import JsonOpt, ServerOptions, environment, with_server
 
 
+@with_server
 def list_models(
     context: typer.Context,
+    *,
     json_out: JsonOpt = False,
-    endpoint: EndpointOpt = None,
-    api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = None,
+    server_options: ServerOptions,  # --endpoint, --api-key, --timeout (with_server)
 ) -> None:
     """List the models in the store: name, size, quantization, architecture, parameters, source.
 
@@ -24,12 +24,11 @@ def list_models(
     from llmcli.store import Store
     from llmcli.ui.output import Output
     from llmcli.units import format_bytes, format_params
-    from llmcli.usecases.endpoint import endpoint_from_options
     from llmcli.usecases.models import list_models
 
     env = environment(context)
     out = Output(env)
-    server = endpoint_from_options(endpoint or env.endpoint, api_key, timeout, env.api_key)
+    server = server_options.endpoint(env)
     if server is not None:
         list_remote(server, out, json_out)
         return

@@ -10,7 +10,8 @@ command that prints a result; `--format` is chat's constrained decoding and noth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -114,13 +115,19 @@ ThreadsOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+def file_option(flag: str, help: str) -> Any:
+    """An option naming a FILE (--chat-template, --filter, --grammar, --messages, --tools...): the
+    typer.Option for `Annotated[Optional[Path], file_option(FLAG, HELP)]`."""
+    return typer.Option(flag, metavar="FILE", show_default=False, help=help)
+
+
 ChatTemplateOpt = Annotated[
     Optional[Path],
-    typer.Option(
+    file_option(
         "--chat-template",
-        metavar="FILE",
-        show_default=False,
-        help="A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.",
+        "A Jinja chat template (UTF-8) to use instead of the model's; rendered in the same sandbox.",
     ),
 ]
 ThinkOpt = Annotated[
@@ -252,22 +259,77 @@ def param_option(name: str) -> Any:
     )
 
 
-# -- what chat and serve both take: one declaration each, so the two --help pages cannot drift --------
-TempOpt = Annotated[Optional[float], param_option("temperature")]
-TopPOpt = Annotated[Optional[float], param_option("top_p")]
-TopKOpt = Annotated[Optional[int], param_option("top_k")]
-MinPOpt = Annotated[Optional[float], param_option("min_p")]
-RepeatPenaltyOpt = Annotated[Optional[float], param_option("repeat_penalty")]
-SeedOpt = Annotated[Optional[int], param_option("seed")]
-MaxTokensOpt = Annotated[Optional[int], param_option("max_tokens")]
+# -- option groups: several options a command takes as one value, declared once ----------------------
+def grouped(name: str, options: Mapping[str, Any], make: Callable[[dict[str, Any]], Any]) -> Any:
+    """A decorator: `command(..., NAME: T, ...)` as the Typer command that takes `options` (each
+    parameter name -> its Annotated typer.Option) where NAME stands, and hands `command` one
+    `make({name: value})` for them. Typer reads a command's parameters from its signature, so the
+    group's options are written into it; the --help pages that show a group cannot drift."""
+    import inspect
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        # SamplingParams is only named here (the engine loads when a command runs, not at --help).
+        signature = inspect.signature(command, eval_str=True, locals={"SamplingParams": object})
+        added = [
+            inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+            for option, annotation in options.items()
+        ]
+        parameters = []
+        for parameter in signature.parameters.values():
+            taken = added if parameter.name == name else [parameter]
+            parameters += [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in taken]
+
+        def run(**given: Any) -> None:
+            group = make({option: given.pop(option) for option in options})
+            command(**given, **{name: group})
+
+        run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
+        run.__module__ = command.__module__
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
+        return run
+
+    return decorate
 
 
-def sampling_params(**given: Any) -> SamplingParams:
-    """The sampling options (by their row names in llmcli.params) as SamplingParams; an option not
-    given keeps its row's default."""
+def _sampling(given: dict[str, Any]) -> SamplingParams:
+    """The sampling options as SamplingParams; an option not given keeps its row's default."""
     from llmcli.engine.sampling import SamplingParams
 
     return SamplingParams(**{name: value for name, value in given.items() if value is not None})
+
+
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "seed", "max_tokens")
+# chat and serve: the sampling options, each from its row in llmcli.params, as `params: SamplingParams`
+with_sampling = grouped(
+    "params",
+    {name: Annotated[Optional[PARAMS[name].kind], param_option(name)] for name in SAMPLING},
+    _sampling,
+)
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """--endpoint, --api-key and --timeout as given (None: not given; the command adds $LLMCLI_*)."""
+
+    url: str | None = None
+    api_key: str | None = None
+    timeout: float | None = None
+
+    def endpoint(self, env: Environment) -> Any:
+        """The server these name, else $LLMCLI_ENDPOINT's, as usecases/endpoint.py makes it (an
+        engine/openai Endpoint, which commands do not name); None: none, the local engine."""
+        from llmcli.usecases.endpoint import endpoint_from_options
+
+        return endpoint_from_options(self.url or env.endpoint, self.api_key, self.timeout, env.api_key)
+
+
+# chat, bench, list and ps: the server to ask, as `server_options: ServerOptions`
+with_server = grouped(
+    "server_options",
+    {"endpoint": EndpointOpt, "api_key": ApiKeyOpt, "timeout": TimeoutOpt},
+    lambda given: ServerOptions(given["endpoint"], given["api_key"], given["timeout"]),
+)
 
 
 def system_option(when: str = "") -> Any:
@@ -288,12 +350,7 @@ StopOpt = Annotated[
 ]
 FilterOpt = Annotated[
     Optional[Path],
-    typer.Option(
-        "--filter",
-        metavar="FILE",
-        show_default=False,
-        help="Mask the words/phrases in FILE (one a line, case-insensitive) with ***.",
-    ),
+    file_option("--filter", "Mask the words/phrases in FILE (one a line, case-insensitive) with ***."),
 ]
 
 

@@ -7,17 +7,17 @@ from datetime import datetime, timezone
 
 import typer
 
-from llmcli.commands.options import ApiKeyOpt, EndpointOpt, JsonOpt, TimeoutOpt, environment
+from llmcli.commands.options import JsonOpt, ServerOptions, environment, with_server
 
 FOREVER_AFTER = 100 * 365 * 86400  # seconds: an expiry further off is a model kept for ever
 
 
+@with_server
 def ps(
     context: typer.Context,
+    *,
     json_out: JsonOpt = False,
-    endpoint: EndpointOpt = None,
-    api_key: ApiKeyOpt = None,
-    timeout: TimeoutOpt = None,
+    server_options: ServerOptions,  # --endpoint, --api-key, --timeout (with_server)
 ) -> None:
     """List the models a running `llmcli serve` has loaded: size, processor, context, until when.
 
@@ -30,7 +30,9 @@ def ps(
 
     env = environment(context)
     out = Output(env)
-    server = server_endpoint(endpoint or env.endpoint, api_key or env.api_key, timeout)
+    server = server_endpoint(
+        server_options.url or env.endpoint, server_options.api_key or env.api_key, server_options.timeout
+    )
     models = loaded_models(server)
     if json_out:
         out.json([{**asdict(m), "expires_at": m.expires_at and m.expires_at.isoformat()} for m in models])

@@ -8,7 +8,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcli.commands.options import ChatTemplateOpt, JsonOpt, RequiredModelArg, ThinkOpt, environment
+from llmcli.commands.options import (
+    ChatTemplateOpt,
+    JsonOpt,
+    RequiredModelArg,
+    ThinkOpt,
+    environment,
+    file_option,
+)
 from llmcli.errors import UsageError
 
 
@@ -17,21 +24,17 @@ def render(
     model: RequiredModelArg,
     messages: Annotated[
         Optional[str],
-        typer.Option(
+        file_option(
             "--messages",
-            metavar="FILE",
-            show_default=False,
-            help='OpenAI-style JSON: [{"role": "user", "content": "..."}]; \'-\' reads stdin. '
+            'OpenAI-style JSON: [{"role": "user", "content": "..."}]; \'-\' reads stdin. '
             "\\[stdin when it is piped]",
         ),
     ] = None,
     tools: Annotated[
         Optional[Path],
-        typer.Option(
+        file_option(
             "--tools",
-            metavar="FILE",
-            show_default=False,
-            help='OpenAI-style JSON tools the template shows the model: [{"type": "function", '
+            'OpenAI-style JSON tools the template shows the model: [{"type": "function", '
             '"function": {"name": ..., "description": ..., "parameters": {...}}}].',
         ),
     ] = None,

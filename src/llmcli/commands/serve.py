@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -14,21 +14,18 @@ from llmcli.commands.options import (
     FilterOpt,
     GpuLayersOpt,
     JsonOpt,
-    MaxTokensOpt,
-    MinPOpt,
     PoolingOpt,
-    RepeatPenaltyOpt,
-    SeedOpt,
     StopOpt,
-    TempOpt,
     ThreadsOpt,
-    TopKOpt,
-    TopPOpt,
     complete_model_names,
     environment,
-    sampling_params,
+    file_option,
     system_option,
+    with_sampling,
 )
+
+if TYPE_CHECKING:
+    from llmcli.engine.sampling import SamplingParams
 
 HELP = """Serve the store's models (or one) over HTTP: OpenAI's (chat and Responses), Anthropic's and
 Ollama's APIs, several requests
@@ -50,8 +47,10 @@ With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
 
 
+@with_sampling
 def serve(
     context: typer.Context,
+    *,
     model: Annotated[
         Optional[str],
         typer.Argument(
@@ -77,13 +76,7 @@ def serve(
     gpu_layers: GpuLayersOpt = None,
     pooling: PoolingOpt = None,
     system: Annotated[Optional[str], system_option(" for chats that bring none")] = None,
-    temp: TempOpt = None,
-    top_p: TopPOpt = None,
-    top_k: TopKOpt = None,
-    min_p: MinPOpt = None,
-    repeat_penalty: RepeatPenaltyOpt = None,
-    seed: SeedOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    params: SamplingParams,  # the sampling options, from llmcli.params (with_sampling)
     stop: StopOpt = None,
     filter_file: FilterOpt = None,
     api_key: Annotated[
@@ -98,7 +91,7 @@ def serve(
     ] = None,
     api_key_file: Annotated[
         Optional[Path],
-        typer.Option("--api-key-file", metavar="FILE", show_default=False, help="Keys, one a line."),
+        file_option("--api-key-file", "Keys, one a line."),
     ] = None,
     rate_limit: Annotated[
         Optional[int],
@@ -259,15 +252,7 @@ def serve(
         gpu_layers=gpu_layers or EVERY_LAYER,
         pooling=choosable_pooling(pooling),
         system=system,
-        params=sampling_params(
-            temperature=temp,
-            top_p=top_p,
-            top_k=top_k,
-            min_p=min_p,
-            repeat_penalty=repeat_penalty,
-            seed=seed,
-            max_tokens=max_tokens,
-        ),
+        params=params,
         stops=stop or [],
         filter_words=WordFilter.from_file(filter_file).words if filter_file else [],
         api_keys=keys,

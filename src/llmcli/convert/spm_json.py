@@ -20,11 +20,8 @@ from typing import Any
 from llmcli.convert.errors import BadCheckpoint, shown
 from llmcli.convert.pretokenizers import signature
 from llmcli.convert.vocab_checks import checked_tokens
-from llmcli.convert.vocab_record import BYTE, CONTROL, NORMAL, UNUSED, USER_DEFINED, Vocab
+from llmcli.convert.vocab_record import BYTE, NORMAL, UNUSED, sentencepiece
 
-# Scores of tokens no merge makes: added tokens match before the model runs, as in the GGUFs
-# llama.cpp's converter writes from a tokenizer.model.
-ADDED_SCORE = -1000.0
 BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 MAX_MERGES = 1 << 24
 
@@ -118,16 +115,4 @@ def spm_vocab_from_json(src: Path, tj: dict, form: SpmJsonForm, n_rows: int):
         else:
             types[tid] = NORMAL
             scores[tid] = -float(first_rank[text]) if text in first_rank else unmade
-    for t in added:
-        tid = t["id"]
-        tokens[tid], scores[tid] = t["content"], ADDED_SCORE
-        types[tid] = CONTROL if t.get("special") else USER_DEFINED
-    return Vocab(
-        model="llama",
-        pre="default",
-        tokens=tokens,
-        types=types,
-        scores=scores,
-        add_space_prefix=form.add_space_prefix,
-        n_padding=types.count(UNUSED),
-    )
+    return sentencepiece(tokens, types, scores, added, form.add_space_prefix)

@@ -23,6 +23,7 @@ from llmcli.convert.vocab_record import (
     USER_DEFINED,
     PreCheck,
     Vocab,
+    sentencepiece,
 )
 
 # Added tokens that end a chat turn. llama.cpp stops on its end-of-generation set; naming the
@@ -184,20 +185,7 @@ def _spm_vocab(src: Path, root: Path, tj: dict | None, n_rows: int) -> Vocab:
         _read_json(src / "added_tokens.json", root), n_rows, f"{src.name}/added_tokens.json"
     )
     added += [{"id": tid, "content": text, "special": False} for text, tid in added_file.items()]
-    for t in added:
-        tid = t["id"]
-        tokens[tid], scores[tid] = t["content"], -1000.0
-        types[tid] = CONTROL if t.get("special") else USER_DEFINED
-    n_padding = sum(1 for t in types if t == UNUSED)
-    return Vocab(
-        model="llama",
-        pre="default",
-        tokens=tokens,
-        types=types,
-        scores=scores,
-        add_space_prefix=add_dummy_prefix,
-        n_padding=n_padding,
-    )
+    return sentencepiece(tokens, types, scores, added, add_dummy_prefix)
 
 
 # -- special tokens and the chat template -------------------------------------------------------

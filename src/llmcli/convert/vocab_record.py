@@ -9,6 +9,9 @@ from typing import Any
 
 # gguf.TokenType values, repeated here so that planning needs no gguf import.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+# The score of a token added on top of a SentencePiece model: added tokens match before the model
+# runs, as in the GGUFs llama.cpp's converter writes from a tokenizer.model.
+ADDED_SCORE = -1000.0
 
 
 @dataclass(frozen=True)
@@ -102,3 +105,17 @@ class Vocab:
             writer.add_chat_template(self.chat_template)
         if self.pre_check is not None and self.pre_check.verified_by == "behaviour":
             writer.add_string(PRE_CHECK_KEY, self.pre_check.describe())
+
+
+def sentencepiece(
+    tokens: list[str], types: list[int], scores: list[float], added: list[dict], add_space_prefix: bool
+) -> Vocab:
+    """A SentencePiece vocabulary (llama.cpp's "llama"), with the tokens added on top of the model
+    (chat markers; a special one is a control token): from a tokenizer.model or a tokenizer.json."""
+    for t in added:
+        tid = t["id"]
+        tokens[tid], scores[tid] = t["content"], ADDED_SCORE
+        types[tid] = CONTROL if t.get("special") else USER_DEFINED
+    vocab = Vocab("llama", "default", tokens, types, scores, add_space_prefix=add_space_prefix)
+    vocab.n_padding = types.count(UNUSED)  # the embedding's rows beyond the tokenizer
+    return vocab

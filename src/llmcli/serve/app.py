@@ -73,7 +73,8 @@ class HeadAsGet:
 
 class AccessMiddleware:
     """Pure ASGI (a BaseHTTPMiddleware would hide a client's disconnect from the streams): stamps the
-    arrival time, checks the key (401) and a declared Content-Length (413) before any route runs."""
+    arrival time, checks the key (401) and a declared Content-Length (413) before any route runs, and
+    closes the request's call, if it left one open, when the request ends."""
 
     def __init__(self, app, server: Server) -> None:
         self.app = app
@@ -107,6 +108,12 @@ class AccessMiddleware:
             # The grace period after SIGTERM ran out and uvicorn cancelled the request: its sequence
             # is cancelled with the engine's stop; nothing to report per request.
             return
+        finally:
+            # The request's call (Server.start) closes itself when its events end; a stream whose
+            # client left before its first piece, or one abandoned at a send, never got there.
+            call = state.get("call")
+            if call is not None:
+                call.close()
 
 
 def create_app(server: Server):

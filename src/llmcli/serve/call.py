@@ -5,8 +5,10 @@ engine thread share (the engine thread takes it through its inbox and writes its
 for the engine's answer (a 400 or 503 before any byte is sent);
 `events` then yields its text (Pieces, each of one choice: OpenAI's n asks for several) and, last,
 its Outcome, which every route consumes in one of two ways: `choices` (or `whole`, the first)
-collects the reply, `streamed` renders it piece by piece. A client that leaves, or the
-request's time limit, cancels the sequence: the engine frees its cells in its next step.
+collects the reply, `streamed` renders it piece by piece and then each choice's Ending. The call
+closes itself when its events end; a client that leaves, or the request's time limit, cancels the
+sequence: the engine frees its cells in its next step. A stream never started (its client left
+first) runs no `finally`: the access middleware closes what its request left open (`close` runs once).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class Call:
         self.who = who
         self.t_arrival = t_arrival  # time.perf_counter() when the request arrived
         self.lease = lease  # serve.pool.Lease: its model pinned until the call closes
+        self.served = lease.served  # serve.catalog.Served: the model's name and file, as found
         self.model = lease.model  # serve.models.Model: its template, its engine-thread side
         self.queue: asyncio.Queue = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
@@ -251,25 +254,27 @@ class Call:
         ]
 
     async def streamed(
-        self, render: Callable[[Piece], str | bytes | None], failed: Callable[[ApiError], str | bytes]
+        self,
+        render: Callable[[Piece | Ending], str | bytes | None],
+        failed: Callable[[ApiError], str | bytes],
     ) -> AsyncIterator[str | bytes]:
-        """Each piece of the reply as `render(piece)` words it (None: nothing to send yet); rendering
-        counts as stage ⑤ (post-process), the wait until the connection asks for the next piece as ⑥
-        (return). The Outcome is then in self.outcome. The time limit or an engine failure ends the
-        stream with `failed(error)`, and self.outcome stays None (a stream's status was sent with its
-        start)."""
+        """Each piece of the reply, then each choice's Ending (self.outcome is set by then), as
+        `render(item)` words it (None: nothing to send yet); rendering counts as stage ⑤
+        (post-process), the wait until the connection asks for the next piece as ⑥ (return). The time
+        limit or an engine failure ends the stream with `failed(error)`, and self.outcome stays None
+        (a stream's status was sent with its start)."""
         try:
             async for item in self.events():
-                if isinstance(item, Outcome):
-                    continue  # the last item: the loop ends and the call closes
-                t0 = time.perf_counter()
-                data = render(item)
-                t1 = time.perf_counter()
-                self.postprocess_s += t1 - t0
-                if data is None:
-                    continue
-                yield data
-                self.return_s += time.perf_counter() - t1
+                items = [self.ending(i) for i in range(self.gen.n)] if isinstance(item, Outcome) else [item]
+                for each in items:
+                    t0 = time.perf_counter()
+                    data = render(each)
+                    t1 = time.perf_counter()
+                    self.postprocess_s += t1 - t0
+                    if data is None:
+                        continue
+                    yield data
+                    self.return_s += time.perf_counter() - t1
         except ApiError as exc:
             yield failed(exc)
 
@@ -346,18 +351,3 @@ class Call:
             if not self._started:  # a call the engine drops before tokenizing it never answers
                 gate.release(self.reservation)
         self.lease.release()
-
-
-class ClosesCall:
-    """Mixed into a streaming response, before it: the response closes its call once sent or abandoned.
-    A stream whose client left before its first item never runs its generator's `finally`."""
-
-    def __init__(self, call: Call, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.call = call
-
-    async def __call__(self, scope, receive, send) -> None:
-        try:
-            await super().__call__(scope, receive, send)  # type: ignore[misc]
-        finally:
-            self.call.close()

@@ -61,6 +61,7 @@ class Lease:
         self.pool, self.slot, self.released = pool, slot, False
         assert slot.model is not None
         self.model: Model = slot.model
+        self.served = slot.served
         self.name = slot.served.name
 
     def release(self) -> None:

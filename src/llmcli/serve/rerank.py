@@ -125,7 +125,6 @@ async def rerank(request: Request) -> Any:
     import math
 
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, RerankRequest)
     tei = body.documents is None and body.texts is not None
     documents = body.texts if tei else body.documents

@@ -113,13 +113,17 @@ class Server:
         post = self.mailbox(asyncio.get_running_loop()).post
         return Services(self.gate, self.engine, self.metrics, post, self.prompt, self.deadlines)
 
-    async def start_call(
-        self, request, served: Served, body, keep_alive: Any, where: str = "keep_alive"
-    ) -> Call:
-        """The request's Call, started: its model leased (loaded if need be), its prompt rendered and
-        submitted. The Call gives the lease back when it closes; here, if it fails to start."""
+    async def start(self, request, body) -> Call:
+        """The request's Call, started: the model its body names found (404 otherwise) and leased
+        (loaded if need be), its Generation made, its prompt rendered and submitted. The Call gives
+        the lease back when it closes; here, if it fails to start. keep_alive: the body's (OpenAI's
+        and Ollama's carry one), else the X-Keep-Alive header, else the server's --keep-alive."""
+        served = self.find(body.model)
+        sent, where = getattr(body, "keep_alive", None), "keep_alive"
+        if sent is None:
+            sent, where = request.headers.get("x-keep-alive"), "X-Keep-Alive"
         t_leasing = time.perf_counter()
-        lease = await self.lease(served, keep_alive, request.state.t_arrival, where)
+        lease = await self.lease(served, sent, request.state.t_arrival, where)
         # The model's lease (its load, or the wait for room to load it) is its own clock: neither
         # access nor tokenize (load_ms in timings, Ollama's load_duration).
         load_ms = (time.perf_counter() - t_leasing) * 1000
@@ -134,6 +138,9 @@ class Server:
         except BaseException:
             lease.release()
             raise
+        # However the request ends, the access middleware closes what it left open (serve/app.py): a
+        # stream whose client left before its first piece never runs the call's own close.
+        request.state.call = call
         return call
 
     def drain(self) -> None:
@@ -150,12 +157,15 @@ class Server:
         if self.pool.starting:  # `llmcli serve MODEL` answers once its one model is loaded
             raise ApiError(503, "the model is still loading; try again in a moment", retry_after=1)
 
-    async def read(self, request, model: type[Any]) -> Any:
+    async def read(self, request, model: type[Any], ready: bool = True) -> Any:
         """The body, read no further than --max-body (a chunked body has no Content-Length to check)
         and no later than --timeout after the request arrived (bytes that trickle in keep no one),
-        validated into `model`."""
+        validated into `model`. `ready`: a route that reads a model answers 503 first until the
+        server is up (ready_or_503); the store's routes do not wait for a model."""
         from starlette.requests import ClientDisconnect
 
+        if ready:
+            self.ready_or_503()
         cap, timeout = self.config.max_body, self.config.timeout
 
         async def read() -> bytes:

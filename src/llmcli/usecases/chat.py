@@ -8,7 +8,7 @@ what `open_chat` returns: a REPL when the prompt is None, else one answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from llmcli.engine.structured import OutputConstraint
     from llmcli.engine.tools.use import ToolUse
     from llmcli.hub.events import ProgressScope
+    from llmcli.usecases.conversation import OpenedLog, Recorder
     from llmcli.usecases.tools import ToolReader
 
 
@@ -293,6 +294,47 @@ def open_chat(
         opened = open_local(store, opts, inputs, pulling, resumed)
     resume_session(opened.session, resumed, system_given=opts.system is not None)
     return opened
+
+
+@dataclass
+class Chat:
+    """A chat ready to run: its session (Opened), the log it writes to and the recorder of its
+    exchanges (None with --messages: a script keeps its own conversation). The caller closes it."""
+
+    opened: Opened
+    log: OpenedLog
+    recorder: Recorder | None
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def start_chat(
+    store: Store,
+    opts: ChatOptions,
+    inputs: ChatInputs,
+    *,
+    stdin,
+    endpoint: Endpoint | None,
+    pulling: ProgressScope,
+    warn: Callable[[str], None],
+) -> Chat:
+    """Read the pipe (`stdin`: None when stdin is a terminal), open the log (-c/--cid, --no-log; a
+    damaged or unusable one is a `warn`ing), open the session and make the recorder of its exchanges."""
+    from llmcli.usecases.conversation import ContinueFrom, open_chat_log, recorder_for
+
+    if stdin is not None:
+        inputs = replace(inputs, piped=read_piped(stdin, opts.ctx, remote=endpoint is not None))
+    resume = ContinueFrom.from_options(opts.continue_latest, opts.cid)
+    chat_log = open_chat_log(store.root, write=not opts.no_log, resume=resume)
+    if chat_log.note:
+        warn(chat_log.note)
+    try:
+        opened = open_chat(store, opts, inputs, endpoint=endpoint, pulling=pulling, resumed=chat_log.resumed)
+    except BaseException:
+        chat_log.close()
+        raise
+    return Chat(opened, chat_log, recorder_for(opts, opened, chat_log) if opts.history is None else None)
 
 
 def check_draft(value: str) -> str:

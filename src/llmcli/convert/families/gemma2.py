@@ -10,23 +10,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmcli.convert.errors import UnsupportedArchitecture
-from llmcli.convert.families.gemma3 import Gemma
+from llmcli.convert.families.gemma3 import Gemma, Gemma3
 
 
 class Gemma2(Gemma):
     gguf_arch = "GEMMA2"
-    block_required = (
-        "ATTN_NORM",
-        "ATTN_Q",
-        "ATTN_K",
-        "ATTN_V",
-        "ATTN_OUT",
-        "ATTN_POST_NORM",
-        "FFN_PRE_NORM",
-        "FFN_GATE",
-        "FFN_UP",
-        "FFN_DOWN",
-        "FFN_POST_NORM",
+    # Gemma 3's block without the query and key norms Gemma 3 added to Gemma 2's
+    block_required = tuple(
+        kind for kind in Gemma3.block_required if kind not in ("ATTN_Q_NORM", "ATTN_K_NORM")
     )
     ROPE_TYPES: ClassVar[tuple[str, ...]] = ("default",)
     LLAMA_CPP_27B_LAYERS = 46

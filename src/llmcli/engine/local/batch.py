@@ -99,3 +99,12 @@ class TokenBatch:
             self.close()
         except Exception:
             pass
+
+
+def free_context(ll, ctx, batch) -> None:
+    """What a context's owner frees on close (the runtime's, an embedder's): its raw llama_batch and
+    the context, its KV cache with it, each if it was made."""
+    if batch is not None:
+        ll.llama_batch_free(batch)
+    if ctx:
+        ll.llama_free(ctx)

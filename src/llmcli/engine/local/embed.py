@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llmcli.engine.local.batch import free_context
 from llmcli.errors import RuntimeFailure, UsageError
 
 if TYPE_CHECKING:
@@ -226,12 +227,8 @@ class Embedder:
         return out
 
     def close(self) -> None:
-        if self._batch is not None:
-            self.ll.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx:
-            self.ll.llama_free(self._ctx)
-            self._ctx = None
+        free_context(self.ll, self._ctx, self._batch)
+        self._batch = self._ctx = None
 
 
 def normalized(vector: np.ndarray) -> np.ndarray:

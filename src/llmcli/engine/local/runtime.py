@@ -15,6 +15,7 @@ from typing import Any
 
 from llmcli.engine.local.backend import LOG_LINES, PLACEMENT_LOG, devices, extra_bufts_allowed
 from llmcli.engine.local.backend import llama as _llama
+from llmcli.engine.local.batch import free_context
 from llmcli.engine.local.placement import Placement
 from llmcli.engine.local.threads import Threads, read_sample, usable_cpus
 from llmcli.errors import BadModelFile, RuntimeFailure
@@ -371,12 +372,8 @@ class Runtime:
 
     def close(self) -> None:
         """Stage ⑦ when nothing follows: free the context (and its KV cache) and the weights."""
-        if self._batch is not None:
-            self.ll.llama_batch_free(self._batch)
-            self._batch = None
-        if self._ctx:
-            self.ll.llama_free(self._ctx)
-            self._ctx = None
+        free_context(self.ll, self._ctx, self._batch)
+        self._batch = self._ctx = None
         if self._model:
             self.ll.llama_model_free(self._model)
             self._model = None

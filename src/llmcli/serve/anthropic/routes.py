@@ -12,16 +12,13 @@ from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.serve.anthropic import wire
 from llmcli.serve.anthropic.protocol import CountTokensRequest, MessagesRequest
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call
+from llmcli.serve.named_events import named_events
 from llmcli.serve.outcome import timings
 from llmcli.serve.state import Server
 
 router = APIRouter()
 PATHS = ("/v1/messages",)  # whose errors are Anthropic's (and /v1/messages/count_tokens under it)
-
-
-class ClosingEvents(ClosesCall, StreamingResponse):
-    """Anthropic's stream: named server-sent events."""
 
 
 def _prompt_tokens(call: Call) -> int:
@@ -34,26 +31,18 @@ def _timings(call: Call) -> dict:
     return timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
 
 
-def stream(call: Call, events: wire.Events) -> ClosingEvents:
-    async def sent():
-        yield events.start(_prompt_tokens(call))
-        render = lambda piece: events.piece(piece.kind, piece.text, piece.call)  # noqa: E731
-        async for data in call.streamed(render, wire.Events.failed):
-            yield data
-        if call.outcome is not None:
-            yield events.end(call.ending(0), call.outcome, _timings(call))
-
-    return ClosingEvents(call, sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+def stream(call: Call, events: wire.Events) -> StreamingResponse:
+    """Anthropic's stream: named server-sent events."""
+    end = lambda ending, outcome: events.end(ending, outcome, _timings(call))  # noqa: E731
+    return named_events(call, events, events.start(_prompt_tokens(call)), end)
 
 
 @router.post("/v1/messages")
 async def messages(request: Request):
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, MessagesRequest)
-    served = server.find(body.model)
-    call = await server.start_call(request, served, body, None)
-    events = wire.Events(wire.message_id(), body.model or served.name)
+    call = await server.start(request, body)
+    events = wire.Events(wire.message_id(), body.model or call.served.name)
     if call.gen.stream:
         return stream(call, events)
     reply = await call.whole(request.is_disconnected)
@@ -67,7 +56,6 @@ async def messages(request: Request):
 async def count_tokens(request: Request):
     """The prompt's tokens as the served model's template renders them: nothing is generated."""
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, CountTokensRequest)
     return {"input_tokens": await server.prompt_tokens(request, body)}
 

@@ -48,7 +48,6 @@ class DetokenizeRequest(Body):
 async def _with_model(request: Request, kind: type, work: Callable[[Any, Any], Any]) -> Any:
     """`work(body, model)` in the render thread, with the model the body names leased meanwhile."""
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, kind)
     lease = await server.lease(server.find(body.model), None, request.state.t_arrival)
     try:

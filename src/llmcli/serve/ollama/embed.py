@@ -23,7 +23,6 @@ NS = 1_000_000  # ns a millisecond
 @router.post("/embed")
 async def embed_route(request: Request) -> JSONResponse:
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, EmbedRequest)
     truncate = True if body.truncate is None else body.truncate
     answer = await embed(
@@ -53,7 +52,6 @@ async def embed_route(request: Request) -> JSONResponse:
 @router.post("/embeddings")
 async def embeddings_route(request: Request) -> JSONResponse:
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, EmbeddingsRequest)
     answer = await embed(
         server, request, body.model, body.prompt, truncate=True, keep_alive=body.keep_alive, ollama=True

@@ -19,7 +19,8 @@ router = APIRouter(prefix="/api")
 @router.post("/pull")
 async def pull(request: Request):
     server: Server = request.app.state.server
-    body = await server.read(request, PullRequest)
+    # the store's checks (--read-only, one model) come before the 503 of a server not ready: library.py
+    body = await server.read(request, PullRequest, ready=False)
     records = library.pull(server, body.named)
     first = await anext(records)  # the checks (a store, not read-only, a repo's name) answer with a status
     if body.stream is False:
@@ -43,7 +44,7 @@ async def pull(request: Request):
 @router.delete("/delete")
 async def delete(request: Request):
     server: Server = request.app.state.server
-    body = await server.read(request, ShowRequest)
+    body = await server.read(request, ShowRequest, ready=False)
     await library.delete(server, body.named)
     return JSONResponse({"status": "success"})
 
@@ -51,7 +52,7 @@ async def delete(request: Request):
 @router.post("/copy")
 async def copy(request: Request):
     server: Server = request.app.state.server
-    body = await server.read(request, CopyRequest)
+    body = await server.read(request, CopyRequest, ready=False)
     await library.copy(server, *body.names())
     return JSONResponse({"status": "success"})
 

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 
 from llmcli.errors import LlmcliError
 from llmcli.serve import library
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call
 from llmcli.serve.catalog import Served
 from llmcli.serve.embedding import file_capabilities
 from llmcli.serve.errors import ApiError
@@ -25,17 +26,13 @@ from llmcli.serve.ollama import wire
 from llmcli.serve.ollama.protocol import ChatRequest, GenerateRequest, ShowRequest
 from llmcli.serve.ollama.wire import tagged
 from llmcli.serve.outcome import timings
-from llmcli.serve.reply import Piece
+from llmcli.serve.reply import Ending, Piece
 from llmcli.serve.state import Server
 
 if TYPE_CHECKING:
     from llmcli.gguf_check.facts import ModelFacts
 
 router = APIRouter(prefix="/api")
-
-
-class ClosingStream(ClosesCall, StreamingResponse):
-    """Ollama's stream, one JSON object a line."""
 
 
 def details(facts: ModelFacts | None) -> dict:
@@ -65,23 +62,29 @@ def _served(server: Server, name: str) -> None:
 
 async def _generate(request: Request, kind: type[ChatRequest] | type[GenerateRequest]):
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, kind)
-    served = server.find(body.model)
-    head = wire.Head(kind is ChatRequest, tagged(served.name))
-    if body.loads_only and body.unloads:
-        if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
-            await server.pool.unload(served.name)
-        return JSONResponse(wire.loaded(head, True))
     if body.loads_only:
-        (await server.lease(served, body.keep_alive, request.state.t_arrival)).release()
-        return JSONResponse(wire.loaded(head, False))
-    call = await server.start_call(request, served, body, body.keep_alive)
+        return await _load(request, body, kind is ChatRequest)
+    call = await server.start(request, body)
+    head = wire.Head(kind is ChatRequest, tagged(call.served.name))
     if call.gen.stream:
-        return ClosingStream(call, lines(call, head), media_type="application/x-ndjson")
+        return StreamingResponse(lines(call, head), media_type="application/x-ndjson")
     reply = await call.whole(request.is_disconnected)
     last = wire.final(head, reply.ending, _total_ms(call), _timings(call), reply.text, reply.reasoning, True)
     return JSONResponse(with_logprobs(call, last))
+
+
+async def _load(request: Request, body: ChatRequest | GenerateRequest, chat: bool) -> JSONResponse:
+    """A body with no messages (or prompt) loads its model, or with keep_alive 0 unloads it."""
+    server: Server = request.app.state.server
+    served = server.find(body.model)
+    head = wire.Head(chat, tagged(served.name))
+    if body.unloads:
+        if not server.pool.one:  # `serve MODEL` keeps its model, and says it let it go, as before
+            await server.pool.unload(served.name)
+        return JSONResponse(wire.loaded(head, True))
+    (await server.lease(served, body.keep_alive, request.state.t_arrival)).release()
+    return JSONResponse(wire.loaded(head, False))
 
 
 def _total_ms(call: Call) -> float:
@@ -102,9 +105,11 @@ def with_logprobs(call: Call, body: dict) -> dict:
     return body
 
 
-async def lines(call: Call, head: wire.Head):
-    def render(piece: Piece) -> str | None:
-        if piece.call is None:
+def lines(call: Call, head: wire.Head) -> AsyncIterator[str | bytes]:
+    def render(piece: Piece | Ending) -> str | None:
+        if isinstance(piece, Ending):
+            body = wire.final(head, piece, _total_ms(call), _timings(call))
+        elif piece.call is None:
             body = wire.line(head, piece.kind, piece.text)
         elif piece.call.name is not None:
             return None  # a call's id and name: its arguments follow at once, and Ollama's line holds both
@@ -112,11 +117,7 @@ async def lines(call: Call, head: wire.Head):
             body = wire.call_line(head, call.readers[piece.choice].made()[piece.call.index])
         return json.dumps(with_logprobs(call, body)) + "\n"
 
-    async for line in call.streamed(render, lambda exc: json.dumps(wire.failed(exc)) + "\n"):
-        yield line
-    if call.outcome is not None:
-        last = wire.final(head, call.ending(0), _total_ms(call), _timings(call))
-        yield json.dumps(with_logprobs(call, last)) + "\n"
+    return call.streamed(render, lambda exc: json.dumps(wire.failed(exc)) + "\n")
 
 
 BODIES = {"/api/chat": ChatRequest, "/api/generate": GenerateRequest, "/api/show": ShowRequest}
@@ -163,7 +164,6 @@ async def tags(request: Request):
 async def show(request: Request):
     """Any model's details and template, from its GGUF header, without loading it."""
     server: Server = request.app.state.server
-    server.ready_or_503()  # `llmcli serve MODEL` answers once its model is loaded
     body = await server.read(request, ShowRequest)
     _served(server, body.named)  # `llmcli serve MODEL` names its one model
     served = server.find(body.named)

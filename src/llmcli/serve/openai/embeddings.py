@@ -33,7 +33,6 @@ def encoded(vector: list[float], encoding: str | None) -> list[float] | str:
 @router.post("/embeddings")
 async def embeddings(request: Request) -> JSONResponse:
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, EmbeddingRequest)
     answer = await embed(server, request, body.model, body.input, truncate=False, dimensions=body.dimensions)
     t0 = time.perf_counter()

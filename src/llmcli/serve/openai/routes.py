@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from sse_starlette import EventSourceResponse
 
 from llmcli.serve import library
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call
 from llmcli.serve.catalog import Served
 from llmcli.serve.errors import ApiError
 from llmcli.serve.logprobs import ChoiceLogprobs
@@ -19,7 +19,7 @@ from llmcli.serve.openai import wire
 from llmcli.serve.openai.protocol import ChatCompletionRequest, CompletionRequest
 from llmcli.serve.openai.wire import sse
 from llmcli.serve.outcome import timings
-from llmcli.serve.reply import Piece
+from llmcli.serve.reply import Ending, Piece
 from llmcli.serve.state import Server
 
 router = APIRouter()
@@ -75,7 +75,7 @@ async def answer(request, call: Call, head: wire.Head):
     return JSONResponse(wire.whole(head, choices, call.outcome, _timings(call)))
 
 
-class ClosingEvents(ClosesCall, EventSourceResponse):
+class Events(EventSourceResponse):
     """OpenAI's stream, server-sent events."""
 
     async def _send_with_timeout(self, send, message) -> None:
@@ -95,10 +95,16 @@ def stream(server: Server, call: Call, head: wire.Head):
     logprobs = Logprobs(call, head.chat)
     frames: wire.Frames = {}
 
-    def chunk(piece: Piece) -> bytes:
-        if piece.call is None and logprobs.shapers is None:
-            return sse(wire.plain_chunk(head, piece, frames))
-        choice = wire.piece_choice(head, piece, logprobs.take(piece.choice))
+    def chunk(item: Piece | Ending) -> bytes:
+        if isinstance(item, Ending):  # each choice's last chunk, the last one with the timings
+            i = item.outcome.index
+            last = wire.envelope(head, [wire.last_choice(head, i, item, logprobs.held(i))], True)
+            if i == call.gen.n - 1:
+                last["timings"] = _timings(call)
+            return sse(json.dumps(last))
+        if item.call is None and logprobs.shapers is None:
+            return sse(wire.plain_chunk(head, item, frames))
+        choice = wire.piece_choice(head, item, logprobs.take(item.choice))
         return sse(json.dumps(wire.envelope(head, [choice], True)))
 
     async def events():
@@ -106,20 +112,14 @@ def stream(server: Server, call: Call, head: wire.Head):
             yield sse(json.dumps(wire.role_chunk(head, i)))
         async for data in call.streamed(chunk, lambda exc: sse(json.dumps(wire.failed(exc)))):
             yield data
-        outcome = call.outcome
-        if outcome is None:
+        if call.outcome is None:
             return
-        for i in range(call.gen.n):
-            last = wire.envelope(head, [wire.last_choice(head, i, call.ending(i), logprobs.held(i))], True)
-            if i == call.gen.n - 1:
-                last["timings"] = _timings(call)
-            yield sse(json.dumps(last))
         if call.gen.include_usage:
-            yield sse(json.dumps(wire.usage_chunk(head, outcome)))
+            yield sse(json.dumps(wire.usage_chunk(head, call.outcome)))
         yield sse("[DONE]")
 
     # sse-starlette's own cut comes after the call's, which ends the stream with an error event
-    return ClosingEvents(call, events(), sep="\n", shutdown_grace_period=server.config.grace + 1)
+    return Events(events(), sep="\n", shutdown_grace_period=server.config.grace + 1)
 
 
 def _model(served: Served) -> dict:
@@ -149,17 +149,9 @@ async def model(request: Request, model_id: str):
 
 async def _generate(request: Request, kind: type[ChatCompletionRequest]):
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, kind)
-    served = server.find(body.model)
-    # keep_alive as Ollama's: a body field, or the X-Keep-Alive header
-    sent, where = (
-        (body.keep_alive, "keep_alive")
-        if body.keep_alive is not None
-        else (request.headers.get("x-keep-alive"), "X-Keep-Alive")
-    )
-    call = await server.start_call(request, served, body, sent, where)
-    head = wire.Head.new(kind is ChatCompletionRequest, served.name, fingerprint(server, served))
+    call = await server.start(request, body)
+    head = wire.Head.new(kind is ChatCompletionRequest, call.served.name, fingerprint(server, call.served))
     if call.gen.stream:
         return stream(server, call, head)
     return await answer(request, call, head)

@@ -8,17 +8,14 @@ import time
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from llmcli.serve.call import Call, ClosesCall
+from llmcli.serve.call import Call
+from llmcli.serve.named_events import named_events
 from llmcli.serve.outcome import timings
 from llmcli.serve.responses import wire
 from llmcli.serve.responses.protocol import ResponsesRequest
 from llmcli.serve.state import Server
 
 router = APIRouter()
-
-
-class ClosingEvents(ClosesCall, StreamingResponse):
-    """The Responses stream: named server-sent events."""
 
 
 def _asked(body: ResponsesRequest) -> dict:
@@ -41,26 +38,17 @@ def _timings(call: Call) -> dict:
     return timings(call.outcome, call.postprocess_s * 1000, call.return_s * 1000)
 
 
-def stream(call: Call, events: wire.Events) -> ClosingEvents:
-    async def sent():
-        yield events.start()
-        render = lambda piece: events.piece(piece.kind, piece.text, piece.call)  # noqa: E731
-        async for data in call.streamed(render, events.failed):
-            yield data
-        if call.outcome is not None:
-            yield events.end(call.outcome)
-
-    return ClosingEvents(call, sent(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+def stream(call: Call, events: wire.Events) -> StreamingResponse:
+    """The Responses stream: named server-sent events."""
+    return named_events(call, events, events.start(), lambda _ending, outcome: events.end(outcome))
 
 
 @router.post("/responses")
 async def responses(request: Request):
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, ResponsesRequest)
-    served = server.find(body.model)
-    call = await server.start_call(request, served, body, None)
-    shell = wire.Shell(body.model or served.name, _asked(body))
+    call = await server.start(request, body)
+    shell = wire.Shell(body.model or call.served.name, _asked(body))
     if call.gen.stream:
         return stream(call, wire.Events(shell))
     reply = await call.whole(request.is_disconnected)
@@ -77,7 +65,6 @@ async def responses(request: Request):
 async def input_tokens(request: Request):
     """The input's tokens as the served model's template renders them: nothing is generated."""
     server: Server = request.app.state.server
-    server.ready_or_503()
     body = await server.read(request, ResponsesRequest)
     return {"object": "response.input_tokens", "input_tokens": await server.prompt_tokens(request, body)}
 
