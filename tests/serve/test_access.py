@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmcli.serve.access import WINDOW_S, Gate, Need, TokenLedger
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.errors import ApiError
+from llmcli.serve.gate import WINDOW_S, Gate, Need, TokenLedger
 
 
 def test_a_reservation_counts_for_one_minute_from_its_admission():

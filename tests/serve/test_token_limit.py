@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from llmcli.serve.access import CHARS_PER_TOKEN
+from llmcli.serve.gate import CHARS_PER_TOKEN
 from tests.serve.server import ServeProcess
 
 LIMIT = 50  # prompt + reply tokens a minute, per key

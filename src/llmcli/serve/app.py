@@ -92,10 +92,10 @@ class AccessMiddleware:
         if path not in PUBLIC:
             headers = Headers(scope=scope)
             try:
-                who = self.server.gate.identify(headers.get("authorization"), headers.get("x-api-key"))
+                who = self.server.door.identify(headers.get("authorization"), headers.get("x-api-key"))
                 state["who"] = who
                 if path not in UNCOUNTED:
-                    self.server.gate.count(who)
+                    self.server.door.count(who)
                 length = headers.get("content-length")
                 if length is not None and length.isdigit() and int(length) > self.server.config.max_body:
                     raise too_large(self.server.config.max_body)

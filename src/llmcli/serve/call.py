@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from llmcli.engine.templates.thinking import REASONING, ReasoningSplitter
 from llmcli.engine.tools.reader import ReplyReader
-from llmcli.serve.access import Gate, Need, Reservation
 from llmcli.serve.errors import ApiError
+from llmcli.serve.gate import Gate, Need, Reservation
 from llmcli.serve.outcome import Delta, Outcome, Refused, Started, combined
 from llmcli.serve.protocol import Generation
 from llmcli.serve.reply import Ending, Piece, Reply

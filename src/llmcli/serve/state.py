@@ -1,7 +1,7 @@
 """What every route shares, made once per process and read from `request.app.state.server`: the
-config, the catalog of models, the pool of loaded ones, the engine, the access gate, the metrics and
-the render thread; the checks a model route makes first, the model lease and the body read. Routes
-import this, never app.py or each other."""
+config, the catalog of models, the pool of loaded ones, the engine, the door (keys, rate) and the
+gate (queue, tokens), the metrics and the render thread; the checks a model route makes first, the
+model lease and the body read. Routes import this, never app.py or each other."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llmcli.serve import heavy
-from llmcli.serve.access import Gate
+from llmcli.serve.access import Door
 from llmcli.serve.budget import parse_keep_alive
 from llmcli.serve.call import Call, ClientLeft, Deadlines, Services
 from llmcli.serve.catalog import Catalog, Served, UnknownModel
 from llmcli.serve.config import ServeConfig
 from llmcli.serve.engine import Engine
 from llmcli.serve.errors import ApiError, unknown_model
+from llmcli.serve.gate import Gate
 from llmcli.serve.mailbox import Mailbox
 from llmcli.serve.metrics import ServeMetrics
 from llmcli.serve.models import Model
@@ -40,6 +41,7 @@ class Server:
     metrics: ServeMetrics
     catalog: Catalog
     pool: Pool
+    door: Door = field(init=False)  # the middleware's: keys and the rate limit
     started: float = field(default_factory=time.time)
     on_status: Callable[[Status], None] | None = None  # the terminal's live status line, each second
     deadlines: Deadlines = field(init=False)  # --timeout, --grace, and when a drain's grace ends
@@ -52,6 +54,7 @@ class Server:
 
     def __post_init__(self) -> None:
         self.deadlines = Deadlines(self.config.timeout, self.config.grace)
+        self.door = Door(self.config)
 
     @property
     def drain_deadline(self) -> float | None:
