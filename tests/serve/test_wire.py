@@ -85,11 +85,11 @@ def test_a_call_streams_its_id_and_name_first_then_its_arguments():
     ],
 )
 def test_the_finish_reason_comes_from_the_engine_and_the_calls(reason, calls, expected):
-    assert Ending(outcome(reason), calls, read_calls=True).finish_reason == expected
+    assert Ending(outcome(reason), calls).finish_reason == expected
 
 
 def test_a_whole_reply_with_calls_has_null_content_and_the_dropped_calls_reason():
-    ending = Ending(outcome(), (WEATHER,), "the arguments are not JSON", read_calls=True)
+    ending = Ending(outcome(), (WEATHER,), "the arguments are not JSON")
     choice = openai.whole_choice(head(True), 0, Reply("", "thought", ending), None)
     assert choice["message"] == {
         "role": "assistant",
@@ -145,7 +145,7 @@ def test_ollamas_last_object_reports_the_load_as_load_duration_in_nanoseconds():
 
 def test_ollamas_whole_reply_gives_calls_arguments_as_an_object():
     h = ollama.Head(True, "m:latest")
-    last = ollama.final(h, Ending(outcome(), (WEATHER,), read_calls=True), 1.0, {}, whole=True)
+    last = ollama.final(h, Ending(outcome(), (WEATHER,)), 1.0, {}, whole=True)
     assert last["message"]["tool_calls"] == [
         {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     ]

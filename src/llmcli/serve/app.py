@@ -1,6 +1,6 @@
 """The FastAPI app: the middleware (CORS, HEAD, access), the lifespan that starts the engine thread,
-the error shapes, /, /health and /metrics; each dialect's routes are a router of their own
-(openai/routes.py, ollama/routes.py), and what they share is serve/state.py."""
+the error shapes, /, /health, /version and /metrics; each dialect's routes are a router of their own
+(openai/, ollama/, anthropic/, responses/, llama/: routes.py), and what they share is serve/state.py."""
 
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ class HeadAsGet:
 
 class AccessMiddleware:
     """Pure ASGI (a BaseHTTPMiddleware would hide a client's disconnect from the streams): stamps the
-    arrival time, checks the key (401) and a declared Content-Length (413) before any route runs, and
-    closes the request's call, if it left one open, when the request ends."""
+    arrival time, checks the key (401), its rate limit (429) and a declared Content-Length (413)
+    before any route runs (serve/access.py's Door), and closes the request's call, if it left one
+    open, when the request ends."""
 
     def __init__(self, app, server: Server) -> None:
         self.app = app

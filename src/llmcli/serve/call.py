@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from llmcli.serve.metrics import ServeMetrics
     from llmcli.serve.prompt import Prompt
 
-# serve.engine, serve.models and serve.pool take a Call (the engine thread writes its fields), so
-# this module names them only through what it uses of them: no import runs back.
+# serve.engine and serve.models take a Call (the engine thread writes its fields), and serve.pool's
+# Lease carries a serve.models.Model, so this module names them only through what it uses of them
+# (Inbox; the lease and its model as Any): no import runs back.
 
 
 class Inbox(Protocol):
@@ -111,7 +112,7 @@ class Call:
         self.return_s = 0.0  # stage ⑥: handing them to the connection
         self._counted = False
         self.reservation: Reservation | None = None  # its tokens against --token-limit (None: no limit)
-        self._started = False  # the engine has tokenized it (Started came)
+        self._started = False  # the engine has queued its sequences (Started came)
         self._polled = time.perf_counter()
         self._waiter: asyncio.Future | None = None  # what _next awaits while the queue is empty
         self._timer: asyncio.TimerHandle | None = None  # wakes _next to look at its clocks (_arrival)
@@ -193,7 +194,7 @@ class Call:
         if not reader.reads_calls:
             return Ending(outcome)
         parsed = reader.parsed()
-        return Ending(outcome, tuple(parsed.calls), parsed.malformed, read_calls=True)
+        return Ending(outcome, tuple(parsed.calls), parsed.malformed)
 
     def take_logprobs(self, index: int) -> list[Any]:
         """The TokenLogprobs of choice `index` that arrived since the last take (a stream's chunk)."""
@@ -348,6 +349,6 @@ class Call:
         gate.leave()
         if self.outcome is None:
             self.services.engine.cancel(self)
-            if not self._started:  # a call the engine drops before tokenizing it never answers
+            if not self._started:  # a call the engine drops before queueing it never answers
                 gate.release(self.reservation)
         self.lease.release()

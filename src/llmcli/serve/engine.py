@@ -35,9 +35,8 @@ class Engine:
         self.config = config
         self.metrics = metrics
         self.on_fatal = on_fatal  # called from the engine thread when it stops for good
-        self.ready = threading.Event()  # the thread runs
         self.error: BaseException | None = None
-        self.snapshot = Snapshot(ready=True)  # every loaded model's together
+        self.snapshot = Snapshot()  # every loaded model's together
         # A deque and an Event rather than a queue.Queue: a busy engine looks at its inbox before every
         # step, and an empty Queue answers get_nowait with a lock taken and an exception raised.
         self._inbox: deque[tuple[str, Any]] = deque()
@@ -93,7 +92,6 @@ class Engine:
     # -- the engine thread -------------------------------------------------------------------
     def _main(self) -> None:
         try:
-            self.ready.set()
             self._loop()
         except BaseException as exc:  # reported by the command once the server has stopped
             self.error = exc
@@ -215,5 +213,4 @@ class Engine:
                 name: sum(getattr(s, name) for s in snaps)
                 for name in ("running", "waiting", "kv_used", "kv_cached", "n_ctx", "finished", "generated")
             },
-            ready=True,
         )

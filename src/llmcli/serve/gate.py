@@ -25,12 +25,13 @@ if TYPE_CHECKING:
     from llmcli.serve.protocol import Generation
 
 WINDOW_S = 60.0  # --token-limit counts the tokens of the last minute (a moving window)
-# The prompt is tokenized on the engine thread, after admission. Admission reserves an estimate,
-# the prompt's characters / 4 (the usual average for text and code), and the exact count replaces it
-# when the engine has it (Started), before any byte of the answer: a request the exact count no
-# longer fits is refused then, so the estimate decides nothing alone. It only holds a place for the
-# prompt meanwhile and refuses a key that is plainly over before the engine tokenizes for it; it
-# is low rather than high (a chat's template adds tokens) so that admission seldom refuses what fits.
+# Admission comes before the prompt is rendered and tokenized (in the render thread), so it reserves
+# an estimate, the prompt's characters / 4 (the usual average for text and code), and the exact count
+# replaces it when the engine has queued the request (Started), before any byte of the answer: a
+# request the exact count no longer fits is refused then, so the estimate decides nothing alone. It
+# only holds a place for the prompt meanwhile and refuses a key that is plainly over before its
+# prompt is rendered; it is low rather than high (a chat's template adds tokens) so that admission
+# seldom refuses what fits.
 CHARS_PER_TOKEN = 4
 INT_MAX = 2**31 - 1
 
@@ -165,8 +166,8 @@ class Gate:
         return None
 
     def release(self, reservation: Reservation | None) -> None:
-        """A request that ended before the engine had tokenized it: it has used nothing so far. If the
-        engine had taken it after all, its Outcome settles the reservation in turn."""
+        """A request that ended before the engine had started it (Started): it has used nothing so far.
+        If the engine had taken it after all, its Outcome settles the reservation in turn."""
         if reservation is not None and not reservation.final:
             reservation.tokens = 0
 

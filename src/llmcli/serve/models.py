@@ -26,7 +26,7 @@ N_PAST = attrgetter("n_past")
 
 @dataclass
 class Snapshot:
-    """What /metrics and /health read, written by the engine thread after each step."""
+    """What /metrics and the terminal's status line read, written by the engine thread after each step."""
 
     running: int = 0
     waiting: int = 0
@@ -35,7 +35,6 @@ class Snapshot:
     n_ctx: int = 0
     finished: int = 0  # requests ended since the start (any reason)
     generated: int = 0  # tokens generated since the start
-    ready: bool = False
 
 
 class Model:
@@ -77,7 +76,7 @@ class Model:
             raise
         placement = self.rt.placement
         self.on_device = placement.offloaded / placement.layers if placement.layers else 0.0
-        self.snapshot = Snapshot(n_ctx=self.sched.n_ctx, ready=True)
+        self.snapshot = Snapshot(n_ctx=self.sched.n_ctx)
         self.calls: dict[int, tuple[Call, int]] = {}  # sequence id -> its request and its choice
         self.finished = self.generated = 0
         self._close: tuple[int, ...] | None = None  # the tokens that end a thinking past its budget
@@ -254,7 +253,6 @@ class Model:
             n_ctx=sched.n_ctx,
             finished=self.finished,
             generated=self.generated,
-            ready=True,
         )
 
 

@@ -37,7 +37,6 @@ class Ending:
     outcome: Outcome
     calls: tuple[ToolCall, ...] = ()
     malformed: str | None = None
-    read_calls: bool = False  # the request gave tools (and tool_choice was not "none")
 
     @property
     def finish_reason(self) -> str:
