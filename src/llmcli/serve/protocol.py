@@ -46,8 +46,6 @@ class Generation:
     stops: list[str] = field(default_factory=list)
     stream: bool = False
     include_usage: bool = False
-    model: str | None = None
-    raw: bool = False  # Ollama's `raw`: the prompt as is, no template
     constraint: OutputConstraint | None = None  # response_format, grammar or Ollama's format
     continue_final: bool = False  # the last (assistant) message is continued, not answered
     dialect: str = "openai"  # whose error words a refusal takes (context_length_exceeded is OpenAI's)

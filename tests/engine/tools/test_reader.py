@@ -53,5 +53,5 @@ def test_a_reader_of_no_calls_passes_the_answer_through_and_keeps_nothing():
 def test_a_malformed_call_is_dropped_and_its_reason_kept():
     reader = ReplyReader(USE)
     read = reader.feed("<tool_call>{not json</tool_call>") + reader.finish()
-    assert [kind for kind, _, _ in read] == [] and reader.parsed().malformed == reader.malformed
-    assert reader.malformed is not None and reader.parsed().calls == []
+    parsed = reader.parsed()
+    assert [kind for kind, _, _ in read] == [] and parsed.calls == [] and parsed.malformed is not None

@@ -37,7 +37,6 @@ class ReplyReader:
         # a named tool_choice's reply is that call's arguments alone (NamedCallStream)
         self.calls = use.stream() if use is not None and reads else None
         self.deltas: list[Delta] = []  # the answer's, for parsed() (a reader of calls only)
-        self.malformed: str | None = None  # why the first malformed call was dropped
 
     @property
     def reads_calls(self) -> bool:
@@ -77,8 +76,6 @@ class ReplyReader:
         for delta in deltas:
             if isinstance(delta, ContentDelta):
                 out.append((ANSWER, delta.text, None))
-            elif isinstance(delta, MalformedDelta):
-                self.malformed = self.malformed or delta.reason
-            else:
+            elif not isinstance(delta, MalformedDelta):  # a dropped call sends nothing; parsed() names why
                 out.append((CALL, "", delta))
         return out

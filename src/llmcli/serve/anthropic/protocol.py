@@ -349,7 +349,6 @@ class MessagesRequest(Body):
             max_tokens=None,
             stops=self.stop_sequences or [],
             stream=bool(self.stream),
-            model=self.model,
             # OpenAI's words for an overflow carry its numbers (context_length_exceeded): the wire
             # rewords them as Anthropic's "prompt is too long"
             dialect="openai",

@@ -155,7 +155,6 @@ class GenerationBody(Body):
             max_tokens=max_tokens,
             stops=self.options.stop or [],
             stream=self.stream is not False,  # null: Ollama's default, a stream
-            model=self.model,
             constraint=self.format.constraint if self.format is not None else None,
             dialect="ollama",
             reply_field="options.num_predict",
@@ -200,7 +199,7 @@ class GenerateRequest(GenerationBody):
 
     def generation(self, defaults: Defaults) -> Generation:
         if self.raw is True:
-            return self._generation(defaults, messages=None, prompt=self.prompt, raw=True)
+            return self._generation(defaults, messages=None, prompt=self.prompt)
         messages = [Message("user", self.prompt)]
         system = self.system or defaults.system
         if system:

@@ -154,7 +154,6 @@ class GenerationBody(SamplingBody):
             stops=self.stop or [],
             stream=bool(self.stream),
             include_usage=self._include_usage(),
-            model=self.model,
             constraint=one_constraint(self.response_format, self.json_schema, self.grammar),
             n=self.n or 1,
         )

@@ -258,7 +258,6 @@ class ResponsesRequest(Body):
             max_tokens=self.max_output_tokens,
             reply_field="max_output_tokens",
             stream=bool(self.stream),
-            model=self.model,
             constraint=constraint,
             template_vars=thinking_vars(None, effort),
         )
