@@ -126,7 +126,7 @@ class GenerationBody(Body):
     stream: Flag = True
     format: OllamaFormat = None
     options: Annotated[Options, BeforeValidator(_options)] = Field(default=None, validate_default=True)
-    keep_alive: Any = None  # how long the model stays loaded once idle; pool.parse_keep_alive reads it
+    keep_alive: Any = None  # how long the model stays loaded once idle; budget.parse_keep_alive reads it
     suffix: Suffix = None
     template: Template = None
     images: Images = None

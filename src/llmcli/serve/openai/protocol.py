@@ -132,7 +132,7 @@ class GenerationBody(SamplingBody):
     """What both routes take: the parameters, the stream, the stops and the output constraint."""
 
     model: Text = None
-    keep_alive: Any = None  # Ollama's, on OpenAI's routes too (or the X-Keep-Alive header); pool.py reads it
+    keep_alive: Any = None  # Ollama's, on OpenAI's routes too (or X-Keep-Alive); Server.start reads it
     stream: Flag = False
     stream_options: StreamOptions = None
     stop: Stops = None
