@@ -5,8 +5,8 @@ OutputConstraint that `llmcli chat --schema/--format json/--grammar` uses.
 Each field is typed as it is validated (an `Asked`: the field and its constraint), so a body past
 validation holds no raw JSON for them. A schema gets chat's checks (engine/structured.py's
 constraint_from_schema) then, on the request's side; the grammar is parsed by llama.cpp on the
-engine thread, with the model's vocabulary, when the request is admitted. Messages are chat's,
-naming the field instead of the option.
+engine thread, with the model's vocabulary, when that thread queues the request (Model.submit).
+Messages are chat's, naming the field instead of the option.
 """
 
 from __future__ import annotations

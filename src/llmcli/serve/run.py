@@ -90,7 +90,7 @@ def serve(
 ) -> int:
     """Serve the catalog's models until told to stop; the signal that stopped it (0: none). Raises
     what failed the engine (or the load of `llmcli serve MODEL`'s one model).
-    on_status: given an app.Status every second (a terminal's live status line). debug: uvicorn's
+    on_status: given a state.Status every second (a terminal's live status line). debug: uvicorn's
     own log lines and tracebacks on stderr (else it says nothing: llmcli speaks for itself).
     on_warning: a line about the server's health (running out of descriptors), at most once a minute."""
     import uvicorn

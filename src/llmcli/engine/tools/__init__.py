@@ -1,5 +1,6 @@
-"""Tool calls in a model's reply: which form its template makes it write (`detect`), and a parser
-of that form, for a whole reply (`parse_reply`) or a streamed one (`ToolCallStream`).
+"""Tool calls in a model's reply: which form its template makes it write (`detect`), a parser of
+that form, for a whole reply (`parse_reply`) or a streamed one (`ToolCallStream`), and the one
+reader of a streamed reply that chat and serve share (reader.py's `ReplyReader`).
 
 Rendering the tools into the prompt is the template's business (engine/templates). This package
 reads the reply, and (grammar.py) makes the grammar `tool_choice` asks for, in the same markup;
