@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 class EmbedJob:
     model: str  # the loaded model's store name
     inputs: list[list[int]]  # token ids, each within the model's limit
-    deliver: Callable[[object], None]  # thread-safe: the request's future on the loop
+    deliver: Callable[[object], None]  # thread-safe: through the loop's mailbox to the request
     t_arrival: float
     access_ms: float = 0.0  # arrival to the body read (key, limits, body)
     lease_ms: float = 0.0  # waiting for the model: its load, when it was not loaded

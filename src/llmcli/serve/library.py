@@ -3,7 +3,7 @@ header, never loaded), and the changes a client may make (pull, delete, copy), e
 operation as its command (`llmcli pull`, `rm`), run off the event loop, one change at a time.
 
 A change is refused under --read-only (403) and in one-model mode (`llmcli serve MODEL`, which serves
-that model and no store). The access gate has already asked for a key where keys are set.
+that model and no store). The door (serve/access.py) has already asked for a key where keys are set.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """One model loaded for the server: its runtime, scheduler, grammars and prompt maker, and what the
 engine thread does with its requests (submit, cancel, one step, their outcomes).
 
-`load` runs in the pool's loader thread (never the event loop, never the engine thread, one load at
-a time); the engine thread then owns the Model: it alone steps it, and it alone closes it. The event
-loop reads `prompts` (through the render thread; its template, thinking and tool forms) and `snapshot`.
+A Model is made (its load) in the pool's loader thread (never the event loop, never the engine
+thread, one load at a time); the engine thread then owns the Model: it alone steps it, and it alone
+closes it. The event loop reads `prompts` (through the render thread; its template, thinking and
+tool forms) and `snapshot`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Tool use in a request, both dialects: `tools`, `tool_choice`, `parallel_tool_calls` and the tool
-fields of messages, checked once into a ToolUse and the grammar that holds the reply to a call.
+"""Tool use in a request, every dialect: `tools`, `tool_choice`, `parallel_tool_calls` and the tool
+fields of messages (OpenAI's and Ollama's; Anthropic's and Responses' translated into OpenAI's shape,
+tool_use_as_sent), checked once into a ToolUse and the grammar that holds the reply to a call.
 
 Each mistake is a 400 naming its field in the route's shape (`tools[2].function.name`): what the
 engine's check_tools refuses (the one check chat's --tools file goes through too: a tool that is not
