@@ -51,7 +51,6 @@ class ConvertResult:
     seconds: float = 0.0
     tokenizer: str = ""  # e.g. "gpt2/qwen2" or "llama/default"
     n_vocab: int = 0
-    has_chat_template: bool = False
     pre_check: PreCheck | None = None  # how tokenizer.ggml.pre was chosen (byte-level BPE)
 
 
@@ -115,7 +114,6 @@ def convert_checkpoint(
         seconds=time.monotonic() - started,
         tokenizer=f"{vocab.model}/{vocab.pre}",
         n_vocab=len(vocab.tokens),
-        has_chat_template=bool(vocab.chat_template),
         pre_check=vocab.pre_check,
     )
 

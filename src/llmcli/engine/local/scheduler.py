@@ -161,7 +161,6 @@ class Scheduler:
         self._after_decode(plan, events)
         if self.waiting:
             self.admit()  # the cells released in this step go to waiting sequences now
-        self.counters.steps += 1
         self.counters.step_ms.append((time.perf_counter() - t0) * 1000)
         return events
 
@@ -207,17 +206,12 @@ class Scheduler:
         return plan
 
     def _after_decode(self, plan: list[tuple[Sequence, int]], events: list[SeqEvent]) -> None:
-        counters, generating = self.counters, self._generating
-        if generating:  # plan's first entries, one token each
-            counters.decoded_tokens += len(generating)
-            for seq in generating:
-                seq.n_past += 1
+        generating = self._generating
+        for seq in generating:  # plan's first entries, one token each
+            seq.n_past += 1
         for seq, n in plan[len(generating) :]:
             if seq.prefilling:
                 seq.stats.prefill_tokens += n
-                counters.prefill_tokens += n
-            else:
-                counters.decoded_tokens += n
             seq.n_past += n
         greedy, rt, room = self._greedy(), self.rt, self.n_ctx_seq
         for j, (seq, _) in enumerate(plan):

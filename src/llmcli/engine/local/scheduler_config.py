@@ -32,13 +32,10 @@ class SchedulerConfig:
 
 @dataclass
 class SchedulerCounters:
-    steps: int = 0
     decode_calls: int = 0
     no_slot: int = 0  # llama_decode returned 1
     deferrals: int = 0
     evictions: int = 0  # idle prefixes dropped to make room
     shared_tokens: int = 0
-    prefill_tokens: int = 0
-    decoded_tokens: int = 0
     # The latest steps' times: a server steps for as long as it runs, and a list would grow with it.
     step_ms: deque[float] = field(default_factory=lambda: deque(maxlen=4096))

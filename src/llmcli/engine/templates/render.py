@@ -81,7 +81,6 @@ class ChatTemplate:
     ) -> None:
         """file: the --chat-template file the source came from, named in its errors (None: the model's)."""
         self.source = source or FALLBACK_TEMPLATE
-        self.is_fallback = source is None
         self.file = file
         with self._failures_told():
             self._template = compile_template(self.source)
