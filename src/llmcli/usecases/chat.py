@@ -1,8 +1,10 @@
 """Open a chat session: which model (the lone-argument rule, the default, auto-pull), which prompt,
 the session.
 
-The command reads the process (stdin, terminal flags, $LLMCLI_MODEL) into `ChatInputs` and renders
-what `open_chat` returns: a REPL when the prompt is None, else one answer.
+The command reads the process (terminal flags, $LLMCLI_MODEL, $HOME) into `ChatInputs` and hands
+`start_chat` stdin when it is a pipe; `start_chat` reads the pipe, opens the log, the session and the
+recorder, and the command renders the `Chat` it returns: a REPL when the prompt is None, else one
+answer.
 """
 
 from __future__ import annotations
@@ -64,9 +66,10 @@ class ChatOptions:
 
 @dataclass(frozen=True)
 class ChatInputs:
-    """What the command read from the process for this chat; the use-case reads nothing itself."""
+    """What the command read from the process for this chat; the use-case reads no environment itself
+    (the pipe's text it reads from the stream the command hands start_chat)."""
 
-    piped: str | None = None  # all of stdin when it is not a terminal
+    piped: str | None = None  # all of stdin when it is not a terminal (start_chat reads it)
     interactive: bool = False  # stdin and stdout are terminals: the REPL is possible
     default_model: str | None = None  # $LLMCLI_MODEL
     cache_max: int = 0  # $LLMCLI_CACHE_MAX in bytes (0: no disk prefix cache)
