@@ -302,11 +302,8 @@ def test_an_entry_larger_than_the_cap_is_not_saved_and_says_so_in_the_stats(tmp_
     assert not [e for e in events if isinstance(e, Notice)]  # a note in the stats, not a warning
 
 
-def test_a_lowered_cap_evicts_when_a_writing_session_starts(tmp_path, runtime):
+def test_a_lowered_cap_evicts_when_a_session_opens_the_cache(tmp_path, runtime):
     ask(session_on(runtime, tmp_path), f"{DOC}\n\nSummarize.")
     (entry,) = tmp_path.glob("*.kv")
-    reader = SessionCache(PrefixCache(tmp_path, 1000), cache_key(runtime), "smollm2", save=False)
-    reader.enforce_cap()
-    assert entry.exists()  # a session that only reads leaves the cache as it is
-    SessionCache(PrefixCache(tmp_path, 1000), cache_key(runtime), "smollm2").enforce_cap()
+    SessionCache.open(tmp_path, tmp_path, 1000, runtime, "smollm2")  # as the chat use-case opens it
     assert not entry.exists()

@@ -144,12 +144,6 @@ class SessionCache:
             )
         return Restored(runtime.keep_prefix(length), note)
 
-    def enforce_cap(self) -> None:
-        """Make the folder and evict down to the cap now (a session that writes does this as it
-        starts): a lowered LLMCLI_CACHE_MAX applies at the next run, whether or not it saves."""
-        if self.save and self.unusable is None:
-            self.unusable = _prepare(self.cache)
-
     def save_tip(self, runtime) -> Saved:
         """Write what the KV cache holds now as an entry; a warning (disk full...) instead of raising,
         and a note (shown with --stats) when the entry alone is larger than the cap."""
