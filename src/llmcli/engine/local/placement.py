@@ -117,12 +117,6 @@ class Placement:
     def as_dict(self) -> dict:
         return {**asdict(self), "kv_on_gpu": self.kv_on_gpu}
 
-    def summary(self) -> str:
-        """One line: `31/31 layers on CUDA0, KV cache on CUDA0`."""
-        where = ", ".join(f"{n} on {name}" for name, n in self.layer_devices.items()) or "none"
-        kv = ", ".join(self.kv_devices) or "none"
-        return f"{self.offloaded}/{self.layers} layers offloaded ({where}); KV cache on {kv}"
-
 
 _LAYER = re.compile(r"load_tensors: layer +(\d+) assigned to device (\S+?),")
 _KV = re.compile(r"llama_kv_cache: layer +(\d+): dev = (\S+)")
