@@ -21,7 +21,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from llmcli.environment import Environment
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
-from llmcli.help_import import import_rich_help
+from llmcli.startup import Collector, import_rich_help
 
 
 def _flags_show_no_value(params: list[Any]) -> list[Any]:
@@ -45,6 +45,10 @@ class Command(TyperCommand):
     def format_help(self, ctx, formatter):
         import_rich_help()
         super().format_help(ctx, formatter)
+
+    def invoke(self, ctx):
+        Collector.resume()  # the command runs: from here on, objects may live long
+        return super().invoke(ctx)
 
 
 @dataclass(frozen=True)
@@ -303,7 +307,11 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
     Ends with SystemExit carrying the exit status, as a command-line program does.
     """
     env = env if env is not None else Environment()
-    status = _run(argv, env)
+    Collector.pause()
+    try:
+        status = _run(argv, env)
+    finally:
+        Collector.finish(process_exits=argv is None)  # argv is None: the console script's own run
     if status is None:  # the reader of stdout left: say nothing more (see _run)
         sys.stderr = None
         status = ExitStatus.OK
