@@ -42,15 +42,19 @@ def entries() -> list[Path]:
 SEEDED = "Which day shipped the most apples?"
 
 
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory) -> Path:
-    """The cache folder after `ask(SEEDED)`, made once for the module. A test that only needs an entry
-    on disk copies it (times too: it is the oldest entry) instead of prefilling the document again."""
+def seeded_cache(tmp_path_factory) -> Path:
+    """The cache folder after `ask(SEEDED)` in a store of its own. A test that only needs an entry on
+    disk copies it (times too: it is the oldest entry) instead of prefilling the document again."""
     from llmcli.store import Store
 
     home = tmp_path_factory.mktemp("seeded") / "llmcli-home"
     ask(SEEDED, vars={"LLMCLI_HOME": str(home)})
     return Store(home).cache_dir
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    return seeded_cache(tmp_path_factory)
 
 
 def seed(cache_dir: Path) -> None:
