@@ -8,47 +8,33 @@ from __future__ import annotations
 
 import errno
 import functools
+import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import typer
 from typer.completion import completion_init
 from typer.core import TyperCommand, TyperGroup
 
-# Explicit, so a reader sees every edge. At module level a command module imports only typer,
-# commands/options, environment and errors (tests/cli/test_startup.py checks; heavy imports live
-# inside the command functions), so importing all of them is what `llmcli --help` needs and no more.
-from llmcli.commands import (
-    bench,
-    cache,
-    chat,
-    completion,
-    convert,
-    doctor,
-    embed,
-    logs,
-    ps,
-    pull,
-    render,
-    rerank,
-    rm,
-    serve,
-    show,
-    tokenize,
-)
-from llmcli.commands import list as list_
 from llmcli.environment import Environment
 from llmcli.errors import ExitStatus, LlmcliError, UsageError
+from llmcli.startup import Collector, import_rich_help
 
 
 def _flags_show_no_value(params: list[Any]) -> list[Any]:
-    """A flag takes no value, so its help row shows none (typer's rich help would print `<bool>`)."""
+    """A flag takes no value, so its help row shows none (typer's rich help would print `<bool>`).
+
+    The help flag not given is False rather than click's None: Typer coerces any value that is not a
+    bool through pydantic, and importing it would cost `llmcli chat --help` ~50 ms for the group's
+    absent --help."""
     for param in params:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
+        if param.name == "help" and param.default is None:
+            param.default = False
     return params
 
 
@@ -56,10 +42,151 @@ class Command(TyperCommand):
     def get_params(self, ctx):  # the help option is made here, so it is covered too
         return _flags_show_no_value(super().get_params(ctx))
 
+    def format_help(self, ctx, formatter):
+        import_rich_help()
+        super().format_help(ctx, formatter)
+
+    def invoke(self, ctx):
+        Collector.resume()  # the command runs: from here on, objects may live long
+        return super().invoke(ctx)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A command as the table holds it: where its function is, and its line in `llmcli --help`."""
+
+    module: str  # under llmcli.commands
+    function: str
+    help: str  # the first paragraph of the function's docstring (tests/cli/test_help_and_flags.py checks)
+
+    def load(self, name: str) -> Any:
+        """The click command Typer builds from the function, as it would inside the group."""
+        function = getattr(importlib.import_module(f"llmcli.commands.{self.module}"), self.function)
+        single = typer.Typer(add_completion=False)
+        single.command(name, cls=Command)(function)
+        return typer.main.get_command(single)
+
+
+# name -> command, in the order `llmcli --help` lists them. A command's module is imported only when
+# it runs or shows its own help: importing one costs its options' tables and Typer's reading of its
+# signature, and `llmcli --help` lists them all from the help lines here. Adding a command is one
+# module in commands/ and one line here.
+COMMANDS: dict[str, Entry] = {
+    "chat": Entry(
+        "chat",
+        "chat",
+        "Chat with a model: a REPL on a terminal, a one-shot answer when given a prompt or a pipe.",
+    ),
+    "logs": Entry(
+        "logs",
+        "logs",
+        "Show logged chat exchanges: the latest 3, oldest first\n"
+        "(the newest is at the bottom, as in `llm logs`).",
+    ),
+    "list": Entry(
+        "list",
+        "list_models",
+        "List the models in the store: name, size, quantization, architecture, parameters, source.",
+    ),
+    "show": Entry(
+        "show",
+        "show",
+        "Show a model's architecture, size, heads, vocabulary, chat template and KV-cache cost.",
+    ),
+    "rm": Entry(
+        "rm",
+        "rm",
+        "Remove a model from the store (files llmcli made go with it; the HF cache is left alone).",
+    ),
+    "tokenize": Entry(
+        "tokenize", "tokenize", "Show the token ids and pieces a model's tokenizer makes of TEXT."
+    ),
+    "embed": Entry(
+        "embed",
+        "embed",
+        "Print the embedding vector of each TEXT (or of each line of stdin) as one JSON line.",
+    ),
+    "rerank": Entry(
+        "rerank",
+        "rerank",
+        "Rank documents by relevance to QUERY, a chat model judging each (docs/embeddings.md).",
+    ),
+    "render": Entry(
+        "render",
+        "render",
+        "Print exactly the prompt `chat` would feed the model for these messages: text, or ids.",
+    ),
+    "pull": Entry(
+        "pull",
+        "pull",
+        "Download a model from Hugging Face (GGUF, or safetensors converted to GGUF), "
+        "resumably and verified.",
+    ),
+    "convert": Entry(
+        "convert", "convert", "Convert a Hugging Face safetensors checkpoint to GGUF and register it."
+    ),
+    "bench": Entry(
+        "bench", "bench", "Measure prefill (pp) and decode (tg) tokens/s the way llama-bench does."
+    ),
+    "serve": Entry(
+        "serve",
+        "serve",
+        "Serve the store's models (or one) over HTTP: OpenAI's (chat and Responses), Anthropic's and\n"
+        "Ollama's APIs, several requests\ndecoded together.",
+    ),
+    "ps": Entry(
+        "ps",
+        "ps",
+        "List the models a running `llmcli serve` has loaded: size, processor, context, until when.",
+    ),
+    "cache": Entry(
+        "cache",
+        "cache",
+        "The disk prefix cache: KV states of piped documents and conversation tips, reused by `chat`.",
+    ),
+    "completion": Entry(
+        "completion",
+        "completion",
+        "Print the completion script for SHELL: commands, options and the model names in the store.",
+    ),
+    "doctor": Entry(
+        "doctor",
+        "doctor",
+        "Check llama.cpp on this machine: its build's features, the CPU's, the devices, "
+        "and one decoded token.",
+    ),
+}
+
 
 class Group(TyperGroup):
+    """The commands of COMMANDS, each built when first asked for; while the group formats its own
+    help, a command not yet built is listed by its help line alone."""
+
+    listing = False
+
     def get_params(self, ctx):
         return _flags_show_no_value(super().get_params(ctx))
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, cmd_name):
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        if cmd_name not in self.commands:
+            if self.listing:
+                return TyperCommand(cmd_name, help=entry.help)
+            self.commands[cmd_name] = entry.load(cmd_name)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx, formatter):
+        import_rich_help()
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
 
 
 app = typer.Typer(
@@ -101,31 +228,6 @@ def _root(
     ),
 ) -> None:
     """Run open LLMs on your own machine, and see where the time of every request goes."""
-
-
-# name -> function, in the order `llmcli --help` lists them. Adding a command is one module in
-# commands/, its import above and one line here.
-COMMANDS: dict[str, Callable[..., Any]] = {
-    "chat": chat.chat,
-    "logs": logs.logs,
-    "list": list_.list_models,
-    "show": show.show,
-    "rm": rm.rm,
-    "tokenize": tokenize.tokenize,
-    "embed": embed.embed,
-    "rerank": rerank.rerank,
-    "render": render.render,
-    "pull": pull.pull,
-    "convert": convert.convert,
-    "bench": bench.bench,
-    "serve": serve.serve,
-    "ps": ps.ps,
-    "cache": cache.cache,
-    "completion": completion.completion,
-    "doctor": doctor.doctor,
-}
-for _name, _function in COMMANDS.items():
-    app.command(_name, cls=Command)(_function)
 
 
 # errno -> (what happened, what to do, exit status): a path the user can fix is bad input (2), the
@@ -205,7 +307,11 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> None:
     Ends with SystemExit carrying the exit status, as a command-line program does.
     """
     env = env if env is not None else Environment()
-    status = _run(argv, env)
+    Collector.pause()
+    try:
+        status = _run(argv, env)
+    finally:
+        Collector.finish(process_exits=argv is None)  # argv is None: the console script's own run
     if status is None:  # the reader of stdout left: say nothing more (see _run)
         sys.stderr = None
         status = ExitStatus.OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -26,8 +27,9 @@ def test_help_shows_no_value_for_flags_and_names_arguments_in_capitals(command):
 def options(command: str) -> list[Any]:
     """Every option of a command, as click builds it from the Typer app (-h/--help too)."""
     group = typer.main.get_command(app)
-    sub = group.commands[command]
-    ctx = sub.context_class(sub, parent=group.context_class(group, **group.context_settings))
+    parent = group.context_class(group, **group.context_settings)
+    sub = group.get_command(parent, command)
+    ctx = sub.context_class(sub, parent=parent)
     return [p for p in sub.get_params(ctx) if p.param_type_name == "option"]
 
 
@@ -47,6 +49,24 @@ def meanings() -> dict[str, set[tuple[str, ...]]]:
             for short in (o for o in option.opts if not o.startswith("--")):
                 found.setdefault(short, set()).add(longs)
     return found
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_tables_help_line_is_the_first_paragraph_of_the_commands_own_help(command):
+    # `llmcli --help` lists a command by cli.COMMANDS' line without importing it; `llmcli CMD --help`
+    # shows the function's docstring: the two must say the same.
+    group = typer.main.get_command(app)
+    sub = group.get_command(group.context_class(group, **group.context_settings), command)
+    assert COMMANDS[command].help == inspect.cleandoc(sub.help).split("\n\n")[0].strip()
+
+
+def test_help_lists_every_command_with_its_table_line():
+    r = cli_process("--help", vars={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.stderr
+    rows = [line.strip("│ ") for line in r.stdout.splitlines() if line.startswith("│ ")]
+    for name, entry in COMMANDS.items():
+        first = entry.help.splitlines()[0]
+        assert f"{name:<11} {first}" in rows, name
 
 
 def test_a_short_flag_means_one_thing_in_every_command():

@@ -39,6 +39,29 @@ def entries() -> list[Path]:
     return sorted(cli_store().cache_dir.glob("*.kv"))
 
 
+SEEDED = "Which day shipped the most apples?"
+
+
+def seeded_cache(tmp_path_factory) -> Path:
+    """The cache folder after `ask(SEEDED)` in a store of its own. A test that only needs an entry on
+    disk copies it (times too: it is the oldest entry) instead of prefilling the document again."""
+    from llmcli.store import Store
+
+    home = tmp_path_factory.mktemp("seeded") / "llmcli-home"
+    ask(SEEDED, vars={"LLMCLI_HOME": str(home)})
+    return Store(home).cache_dir
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    return seeded_cache(tmp_path_factory)
+
+
+def seed(cache_dir: Path) -> None:
+    """This test's cache holds the seeded entry, as if it had asked SEEDED itself."""
+    shutil.copytree(cache_dir, cli_store().cache_dir, dirs_exist_ok=True)
+
+
 def test_a_second_question_on_a_piped_document_is_answered_from_disk_as_without_the_cache():
     first = ask("Which day shipped the most apples?")
     assert first["usage"]["cache_source"] is None and len(entries()) == 1
@@ -67,9 +90,9 @@ def test_a_continued_conversation_prefills_only_its_new_turn(max_tokens):
         assert usage["cached_tokens"] == previous["prompt_tokens"] + previous["completion_tokens"]
 
 
-def test_a_truncated_entry_falls_back_with_one_note_under_stats():
+def test_a_truncated_entry_falls_back_with_one_note_under_stats(seeded):
     reference = ask("List the days.", "--no-cache")
-    ask("Which day shipped the most apples?")
+    seed(seeded)
     (entry,) = entries()
     with open(entry, "r+b") as fh:
         fh.truncate(entry.stat().st_size // 2)
@@ -82,8 +105,8 @@ def test_a_truncated_entry_falls_back_with_one_note_under_stats():
     assert quiet.exit_code == 0 and quiet.stderr == ""  # the second entry is whole: nothing to say
 
 
-def test_an_entry_of_another_model_is_not_used(tmp_path, embedded_path):
-    ask("Which day shipped the most apples?")
+def test_an_entry_of_another_model_is_not_used(tmp_path, embedded_path, seeded):
+    seed(seeded)
     other = tmp_path / "other.gguf"
     data = bytearray(Path(embedded_path).read_bytes())
     at = data.find(b"SmolLM2")
@@ -110,8 +133,8 @@ def test_two_processes_writing_the_same_entry_leave_one_whole_entry():
     assert not [p for p in cli_store().cache_dir.iterdir() if p.name.startswith(TEMP_PREFIX)]
 
 
-def test_the_cap_evicts_the_least_recently_used_entry():
-    ask("Which day shipped the most apples?")
+def test_the_cap_evicts_the_least_recently_used_entry(seeded):
+    seed(seeded)
     (first,) = entries()
     cap = str(first.stat().st_size * 3 // 2)
     ask("Summarize.", doc=DOC.replace("orchard", "farm"), vars={"LLMCLI_CACHE_MAX": cap})
@@ -138,10 +161,10 @@ def test_a_full_disk_still_prints_the_reply_then_one_warning_and_leaves_nothing_
     assert [p.name for p in cache_dir.iterdir()] in ([], [MEMO_FILE])  # the model's hash, remembered
 
 
-def test_cache_lists_and_clears_inside_its_root(tmp_path):
+def test_cache_lists_and_clears_inside_its_root(tmp_path, seeded):
     empty = cli("cache")
     assert empty.exit_code == 0 and empty.stdout == "" and "is empty" in empty.stderr
-    ask("Which day shipped the most apples?")
+    seed(seeded)
     listed = cli("cache")
     assert listed.exit_code == 0 and "smollm2-135m-instruct" in listed.stdout and "1 entry" in listed.stderr
     (row,) = json.loads(cli("cache", "--json").stdout)
@@ -169,8 +192,8 @@ def test_bad_arguments_and_variables_exit_2_with_one_line():
     assert remote.exit_code == 2 and "--no-cache set the local engine" in remote.stderr
 
 
-def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them():
-    ask("Which day shipped the most apples?")
+def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them(seeded):
+    seed(seeded)
     cache_dir = cli_store().cache_dir
     key_id = entries()[0].name.split("-")[0]
     for name, content in ((f"{key_id}-{'a' * 24}.kv", MAGIC), (f"{key_id}-{'b' * 24}.kv", MAGIC + b"junk")):
@@ -187,8 +210,8 @@ def test_clear_reports_entries_and_damaged_files_as_the_listing_counts_them():
     assert [p.name for p in entries()] == ["junk.kv"]
 
 
-def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_the_next_run():
-    ask("Which day shipped the most apples?")
+def test_a_cap_below_the_entry_says_so_under_stats_and_a_lowered_cap_evicts_at_the_next_run(seeded):
+    seed(seeded)
     (kept,) = entries()
     small = {"LLMCLI_CACHE_MAX": "1M"}
     r = cli(

@@ -17,11 +17,11 @@ import pytest
 
 from llmcli.engine.local.cache_entry import encode_entry, parse_entry
 from llmcli.engine.local.model_identity import MEMO_FILE
-from tests.cli.test_prefix_cache_cli import ARGS, DOC, ask, entries
+from tests.cli.test_prefix_cache_cli import ARGS, DOC, SEEDED, ask, entries, seed, seeded_cache
 from tests.engine.local.test_prefix_cache_hostile import huge_entry, middle_changed
 from tests.support.cli import LLMCLI, cli, cli_store, environment_vars
 
-QUESTION = "Which day shipped the most apples?"
+QUESTION = SEEDED  # the question of the entry `seeded` holds
 PLAIN = ("chat", "-t", "1", "--temp", "0", "-n", "12")
 
 
@@ -32,14 +32,19 @@ def plain_reply(question: str = QUESTION) -> str:
     return r.stdout
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    return seeded_cache(tmp_path_factory)
+
+
 def one_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
     return lines[0]
 
 
-def test_a_model_changed_in_its_middle_does_not_reuse_the_originals_entry(tmp_path, embedded_path):
-    ask(QUESTION)
+def test_a_model_changed_in_its_middle_does_not_reuse_the_originals_entry(tmp_path, embedded_path, seeded):
+    seed(seeded)
     patched = middle_changed(embedded_path, tmp_path / "patched.gguf")
     r = cli(*ARGS, str(patched), "How many pears on day 3?", input=DOC)
     assert r.exit_code == 0, r.stderr
@@ -49,8 +54,8 @@ def test_a_model_changed_in_its_middle_does_not_reuse_the_originals_entry(tmp_pa
     assert sorted(e["model"] for e in listed) == ["patched.gguf", "smollm2-135m-instruct"]
 
 
-def test_a_spliced_entry_is_refused_with_one_note_and_the_uncached_reply():
-    ask(QUESTION)
+def test_a_spliced_entry_is_refused_with_one_note_and_the_uncached_reply(seeded):
+    seed(seeded)
     (mine,) = entries()
     other_doc = DOC.replace("orchard", "farm")
     ask("Summarize.", doc=other_doc)
@@ -66,9 +71,9 @@ def test_a_spliced_entry_is_refused_with_one_note_and_the_uncached_reply():
     assert said.count("cache:") == 1 and "is not the state of its tokens" in said, r.stderr
 
 
-def test_an_entry_declaring_a_huge_state_is_refused_before_it_is_read():
+def test_an_entry_declaring_a_huge_state_is_refused_before_it_is_read(seeded):
     big = {"LLMCLI_CACHE_MAX": "100T"}  # the cap does not evict it first
-    ask(QUESTION, vars=big)
+    seed(seeded)
     (entry,) = entries()
     huge_entry(entry, 2**40)
     r = cli(*PLAIN, "--stats", "List the days.", input=DOC, vars=big)
@@ -172,8 +177,8 @@ def run_unprivileged(*args: str, input: str = "") -> subprocess.CompletedProcess
     )
 
 
-def test_an_unreadable_cache_folder_answers_as_no_cache_with_one_warning():
-    ask(QUESTION)
+def test_an_unreadable_cache_folder_answers_as_no_cache_with_one_warning(seeded):
+    seed(seeded)
     cache_dir = cli_store().cache_dir
     cache_dir.chmod(0)
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -115,18 +116,31 @@ def test_delete_copy_and_pull_wait_for_a_trickling_pull_only_until_the_timeout(s
     pulling = threading.Thread(target=call, args=(server, "POST", "/api/pull", {"model": REPO}), daemon=True)
     pulling.start()
     downloading(hub)
-    for method, path, body in (
-        ("POST", "/api/copy", {"source": EMBEDDED_NAME, "destination": "other"}),
-        ("DELETE", "/api/delete", {"model": "mine"}),
-        ("POST", "/api/pull", {"model": f"{REPO}:Q8_0", "stream": False}),
-    ):
+
+    def timed(method: str, path: str, body: object) -> tuple[httpx.Response, float]:
         t0 = time.monotonic()
-        r = call(server, method, path, body)
-        assert r.status_code == 409, r.text
-        assert r.json()["error"].startswith("another change to the store (a pull) ran through this server's")
-        assert r.headers["Retry-After"]
-        assert TIMEOUT_S - 0.5 <= time.monotonic() - t0 < HANG_GUARD_S
-        still_serving(server)
+        return call(server, method, path, body), time.monotonic() - t0
+
+    # The three wait side by side (each on its own clock), so the test waits one timeout, not three.
+    with ThreadPoolExecutor(3) as pool:
+        waits = [
+            pool.submit(timed, method, path, body)
+            for method, path, body in (
+                ("POST", "/api/copy", {"source": EMBEDDED_NAME, "destination": "other"}),
+                ("DELETE", "/api/delete", {"model": "mine"}),
+                ("POST", "/api/pull", {"model": f"{REPO}:Q8_0", "stream": False}),
+            )
+        ]
+        still_serving(server)  # while they wait
+        for wait in waits:
+            r, took = wait.result()
+            assert r.status_code == 409, r.text
+            assert r.json()["error"].startswith(
+                "another change to the store (a pull) ran through this server's"
+            )
+            assert r.headers["Retry-After"]
+            assert TIMEOUT_S - 0.5 <= took < HANG_GUARD_S
+    still_serving(server)
     assert server.stop() == 0
     pulling.join(HANG_GUARD_S)
 

@@ -10,9 +10,9 @@ import os
 import socket
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import pytest
 
 from tests.serve.raw import HANG_GUARD_S, chunk, closed_by_server, connect, exchange, head
 from tests.serve.server import AUTH, KEY, MAX_CONNECTIONS, TIMEOUT, ServeProcess, limit_open_files
@@ -48,17 +48,22 @@ def no_traceback(server) -> None:
     assert server.stderr_lines[1:] == [], server.stderr_lines[:20]
 
 
-@pytest.mark.parametrize("trickle", [True, False], ids=["bytes-trickling", "silent"])
-def test_a_head_not_sent_in_time_is_closed_while_a_normal_request_is_answered(deadline_server, trickle):
+def test_a_head_not_sent_in_time_is_closed_while_a_normal_request_is_answered(deadline_server):
     before = metric(deadline_server, CLOSED % "deadline")
-    slow = connect(deadline_server.url)
-    thread, closed = in_background(closed_by_server, slow, endless_head() if trickle else (), 0.3)
+    # One head trickles a byte at a time, one is silent: side by side, so the test waits one deadline.
+    slow = [connect(deadline_server.url) for _ in range(2)]
+    waits = [
+        in_background(closed_by_server, sock, sends, 0.3)
+        for sock, sends in zip(slow, (endless_head(), ()), strict=True)
+    ]
     r = chat(deadline_server)
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], r.text
-    thread.join(HANG_GUARD_S + 5)
-    assert closed == [True]  # closed without an answer (exchange's hang guard fails the thread otherwise)
-    slow.close()
-    assert metric(deadline_server, CLOSED % "deadline") > before
+    for thread, closed in waits:
+        thread.join(HANG_GUARD_S + 5)
+        assert closed == [True]  # closed without an answer (exchange's hang guard fails the thread else)
+    for sock in slow:
+        sock.close()
+    assert metric(deadline_server, CLOSED % "deadline") >= before + 2
     no_traceback(deadline_server)
 
 
@@ -69,11 +74,19 @@ def test_an_idle_keep_alive_connection_is_closed_even_while_bytes_trickle(deadli
         assert closed_by_server(sock, endless_head(), every=0.3)  # the next head, a byte at a time
 
 
-@pytest.mark.parametrize(
-    "route,framing", [("/v1/chat/completions", "chunked"), ("/api/chat", "content-length")]
-)
-def test_a_body_that_trickles_in_gets_408_in_the_routes_shape_at_timeout(deadline_server, route, framing):
+def test_a_body_that_trickles_in_gets_408_in_the_routes_shape_at_timeout(deadline_server):
     before = metric(deadline_server, 'llmcli:http_refusals_total{status="408"}')
+    # Both routes (and framings) trickle side by side: the test waits one --timeout, not two.
+    with ThreadPoolExecutor(2) as pool:
+        cases = [("/v1/chat/completions", "chunked"), ("/api/chat", "content-length")]
+        for done in [pool.submit(trickled_body_is_408, deadline_server, *case) for case in cases]:
+            done.result()
+    assert metric(deadline_server, 'llmcli:http_refusals_total{status="408"}') >= before + 2
+    assert deadline_server.running_after(AUTH) == 0
+    no_traceback(deadline_server)
+
+
+def trickled_body_is_408(deadline_server, route: str, framing: str) -> None:
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     if framing == "chunked":
         headers["Transfer-Encoding"] = "chunked"
@@ -92,9 +105,6 @@ def test_a_body_that_trickles_in_gets_408_in_the_routes_shape_at_timeout(deadlin
             assert error["code"] == 408 and error["type"] == "timeout", error
             assert f"{TIMEOUT} s, the server's --timeout" in error["message"]
         assert closed_by_server(sock)
-    assert metric(deadline_server, 'llmcli:http_refusals_total{status="408"}') > before
-    assert deadline_server.running_after(AUTH) == 0
-    no_traceback(deadline_server)
 
 
 def test_a_head_that_is_not_http_is_400_in_openais_shape(deadline_server):

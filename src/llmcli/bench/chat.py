@@ -102,12 +102,19 @@ def _ask(session, text: str):
 
 
 def _raw_tg_tps(rt, depth: int, n_gen: int, repetitions: int, seed: int) -> float:
-    """llama-bench's tg loop at a KV depth: prefill `depth` random ids, then time single steps."""
+    """llama-bench's tg loop at a KV depth: `depth` random ids in the cache, then single steps timed.
+
+    The ids are the seed's one run, whatever the depth: a repetition, or a deeper turn, keeps the ids
+    already in the cache and prefills only the rest (prefilling each from empty cost four times the
+    tokens, none of them timed). Only the depth matters to a step's cost, not what the ids are."""
     rng = random.Random(seed)
+    fill = [rng.randrange(rt.n_vocab) for _ in range(depth)]
     rates = []
     for _ in range(repetitions):
-        rt.clear()
-        rt.prefill([rng.randrange(rt.n_vocab) for _ in range(depth)])
+        held = rt.kv_tokens  # whatever came before: a conversation, or this fill and timed steps
+        same = (i for i, (a, b) in enumerate(zip(held, fill, strict=False)) if a != b)
+        kept = rt.keep_prefix(next(same, min(len(held), depth)))
+        rt.prefill(fill[kept:])
         rt.synchronize()
         ids = [rng.randrange(rt.n_vocab) for _ in range(n_gen)]
         t0 = time.perf_counter_ns()
