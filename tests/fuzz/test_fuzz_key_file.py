@@ -42,7 +42,10 @@ def bad_key(rng: random.Random, kind: str) -> bytes:
         control = rng.choice([c for c in CONTROLS if c != "\r"] if at == len(key) else CONTROLS)
         return (key[:at] + control + key[at:]).encode()
     if kind == "not ascii":
-        return (key[:at] + rng.choice(NOT_ASCII) + key[at:]).encode()
+        char = rng.choice(NOT_ASCII)
+        # A U+FEFF that opens the file's first line is its byte order mark, not part of a key
+        at = max(at, 1) if char == "\ufeff" else at
+        return (key[:at] + char + key[at:]).encode()
     if kind == "not utf-8":
         return key[:at].encode() + bytes([rng.randint(0x80, 0xFF)]) + key[at:].encode()
     pad = rng.choice(PADS)
