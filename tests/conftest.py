@@ -170,6 +170,18 @@ def minilm_hf() -> Path:
 
 
 @pytest.fixture(scope="session")
+def minilm_gguf(tmp_path_factory, minilm_hf) -> Path:
+    """all-MiniLM-L6-v2 converted to an f32 GGUF, once for every worker of the run."""
+    from llmcli.convert import convert_checkpoint
+    from tests.support.locks import shared_by_workers
+
+    def convert(folder):
+        convert_checkpoint(minilm_hf, folder / "all-MiniLM-L6-v2-f32.gguf", "f32")
+
+    return shared_by_workers(tmp_path_factory, "minilm_f32", convert) / "all-MiniLM-L6-v2-f32.gguf"
+
+
+@pytest.fixture(scope="session")
 def runtime(embedded_path):
     """One loaded model for the engine tests (loading is the slow part, so share it)."""
     from llmcli.engine.local.runtime import Runtime, RuntimeConfig

@@ -11,17 +11,11 @@ import pytest
 from llmcli.errors import ExitStatus
 from llmcli.model_ref import EMBEDDED_NAME
 from tests.support.cli import cli
-from tests.support.locks import shared_by_workers
 
 
 @pytest.fixture(scope="module")
-def minilm(tmp_path_factory, minilm_hf) -> str:
-    from llmcli.convert import convert_checkpoint
-
-    def convert(folder):
-        convert_checkpoint(minilm_hf, folder / "all-MiniLM-L6-v2-f32.gguf", "f32")
-
-    return str(shared_by_workers(tmp_path_factory, "minilm_f32", convert) / "all-MiniLM-L6-v2-f32.gguf")
+def minilm(minilm_gguf) -> str:
+    return str(minilm_gguf)
 
 
 def norm(vec: list[float]) -> float:

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from tests.support.gguf_layout import metadata, read_layout
-from tests.support.locks import shared_by_workers
 
 MIN_COSINE = 0.999
 SENTENCES = [
@@ -30,16 +29,6 @@ SENTENCES = [
     "short",
     " ".join(["a long sentence about retrieval and embeddings"] * 30),
 ]
-
-
-@pytest.fixture(scope="module")
-def minilm_gguf(tmp_path_factory, minilm_hf):
-    from llmcli.convert import convert_checkpoint
-
-    def convert(folder):
-        convert_checkpoint(minilm_hf, folder / "all-MiniLM-L6-v2-f32.gguf", "f32")
-
-    return shared_by_workers(tmp_path_factory, "minilm_f32", convert) / "all-MiniLM-L6-v2-f32.gguf"
 
 
 @pytest.fixture(scope="module")

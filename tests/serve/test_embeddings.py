@@ -17,19 +17,8 @@ import pytest
 
 from llmcli.model_ref import EMBEDDED_NAME
 from tests.serve.server import AUTH, KEY, ServeProcess
-from tests.support.locks import shared_by_workers
 
 TEXTS = ["The cat sits on the mat.", "A feline rests on a rug.", "Stock markets fell sharply today."]
-
-
-@pytest.fixture(scope="module")
-def minilm_gguf(tmp_path_factory, minilm_hf):
-    from llmcli.convert import convert_checkpoint
-
-    def convert(folder):
-        convert_checkpoint(minilm_hf, folder / "all-MiniLM-L6-v2-f32.gguf", "f32")
-
-    return shared_by_workers(tmp_path_factory, "minilm_f32", convert) / "all-MiniLM-L6-v2-f32.gguf"
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,6 @@ from tests.serve.test_fuzz_serve import (
     mutate_headers,
     well_formed_refusal,
 )
-from tests.support.locks import shared_by_workers
 
 CASES = cases(default=20, long=200)
 FIXED_SEED = 20261207
@@ -38,15 +37,9 @@ EMBED_ROUTES = {
 
 
 @pytest.fixture(scope="module")
-def fuzz_server(tmp_path_factory, minilm_hf):
-    from llmcli.convert import convert_checkpoint
-
-    def convert(folder):
-        convert_checkpoint(minilm_hf, folder / "all-MiniLM-L6-v2-f32.gguf", "f32")
-
-    gguf = shared_by_workers(tmp_path_factory, "minilm_f32", convert) / "all-MiniLM-L6-v2-f32.gguf"
+def fuzz_server(tmp_path_factory, minilm_gguf):
     srv = ServeProcess(
-        tmp_path_factory.mktemp("fuzz-embed"), str(gguf), "--api-key", KEY, "--max-body", str(MAX_BODY)
+        tmp_path_factory.mktemp("fuzz-embed"), str(minilm_gguf), "--api-key", KEY, "--max-body", str(MAX_BODY)
     )
     yield srv
     assert srv.stop() == 0
