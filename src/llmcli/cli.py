@@ -132,7 +132,7 @@ COMMANDS: dict[str, Entry] = {
         "serve",
         "serve",
         "Serve the store's models (or one) over HTTP: OpenAI's (chat and Responses), Anthropic's and\n"
-        "Ollama's APIs, several requests\ndecoded together.",
+        "Ollama's APIs, several requests decoded together.",
     ),
     "ps": Entry(
         "ps",

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
     from llmcli.engine.sampling import SamplingParams
 
 HELP = """Serve the store's models (or one) over HTTP: OpenAI's (chat and Responses), Anthropic's and
-Ollama's APIs, several requests
-decoded together.
+Ollama's APIs, several requests decoded together.
 
 \b
   llmcli serve                              every model in the store, each loaded on its first request
@@ -37,11 +36,11 @@ decoded together.
   llmcli serve --host 0.0.0.0 --api-key-file keys.txt --rate-limit 60
 
 \b
-Routes: /v1/chat/completions, /v1/completions, /v1/responses, /v1/models (OpenAI); /v1/messages
-(Anthropic); /api/chat, /api/generate,
-/api/tags, /api/show, /api/ps, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /health
-and /metrics (Prometheus); /ui, a chat page (--no-ui: none). With no MODEL, /api/tags and
-/v1/models list the whole store.
+Routes: /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings, /v1/models
+(OpenAI); /v1/messages (Anthropic); /api/chat, /api/generate, /api/embed, /api/tags, /api/show,
+/api/ps, /api/pull, /api/delete, /api/copy, /api/version (Ollama); /v1/rerank; /tokenize,
+/detokenize, /apply-template (llama-server's); /health and /metrics (Prometheus); /ui, a chat page
+(--no-ui: none). With no MODEL, /api/tags and /v1/models list the whole store.
 SIGTERM or Ctrl-C stops accepting and lets the requests in flight finish (--grace).
 With --json, stdout gets one line once it listens: {"url", "model", "path"}.
 """
